@@ -1,0 +1,215 @@
+"""``agentlog bench hook``: what a hook costs the agent, measured as the agent feels it.
+
+Every timed run is a whole process started the way an agent starts the
+installed hook (argv from ``capture.command``), with a ~1.5 KB PostToolUse
+payload on stdin, into sessions already holding 1k, 10k and 50k frames of
+~1.5 KB. Each round runs every variant once, in a rotating order, beside two
+baselines: ``/usr/bin/true`` (process start alone) and the interpreter floor
+(the same interpreter and flags running an empty script). Reported: median,
+p95, p99 of wall time, and the hook's cost above the floor (medians of the
+per-round differences, which cancels most machine noise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from ..capture.command import hook_argv, interpreter_argv
+from ..fastjson import dumps_bytes
+from ..log.verify import verify_log
+from ..log.writer import SessionLog
+from .common import describe, machine, write_results
+
+__all__ = ["run_hook_bench", "write_results", "bench_payload", "build_session"]
+
+_OUTPUT = ("collected 12 items\n\ntests/test_parser.py ............ [100%]\n" * 20)[:1100]
+
+
+def bench_payload(session_id: str, i: int = 0) -> bytes:
+    """A realistic Claude Code PostToolUse (Bash) payload of ~1.5 KB."""
+    return json.dumps(
+        {
+            "session_id": session_id,
+            "transcript_path": f"/home/dev/.claude/projects/-home-dev-project/{session_id}.jsonl",
+            "cwd": "/home/dev/project",
+            "permission_mode": "default",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "python -m pytest tests/test_parser.py -q", "description": "Run the parser tests"},
+            "tool_response": {"stdout": _OUTPUT, "stderr": "", "interrupted": False, "isImage": False},
+            "tool_use_id": f"toolu_bench_{i:08d}",
+        }
+    ).encode()
+
+
+def _event_json(session_id: str, i: int) -> bytes:
+    payload = json.loads(bench_payload(session_id, i))
+    now = time.time_ns() // 1000
+    return dumps_bytes(
+        {
+            "event_id": f"01900000-0000-7000-8000-{i:012d}",
+            "schema_version": 1,
+            "kind": "tool_call_finished",
+            "provider": "claude_code",
+            "provider_event_name": "PostToolUse",
+            "observed_at": now,
+            "captured_at": now,
+            "capture_mode": "full",
+            "agentlog_version": "bench",
+            "provider_session_id": session_id,
+            "tool": {"name": "Bash", "category": "shell", "call_id": payload["tool_use_id"]},
+            "outcome": {"status": "success"},
+            "attrs": {"command_category": "test"},
+            "content": {"command": payload["tool_input"]["command"]},
+            "raw": payload,
+        }
+    )
+
+
+def build_session(root: str, session_id: str, frames: int) -> str:
+    """A session log of ``frames`` ~1.5 KB frames (written in batches, relaxed)."""
+    log = SessionLog(root, "claude_code", session_id, session_id=session_id, durability="relaxed")
+    batch = 1000
+    for start in range(0, frames, batch):
+        log.append([_event_json(session_id, i) for i in range(start, min(frames, start + batch))])
+    return log.path
+
+
+def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
+    t0 = time.perf_counter_ns()
+    r = subprocess.run(argv, input=stdin, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = (time.perf_counter_ns() - t0) / 1e6
+    if r.returncode != 0 or r.stderr:
+        raise RuntimeError(f"{argv[-1]} failed: rc={r.returncode} stderr={r.stderr[:300]!r}")
+    return elapsed
+
+
+def run_hook_bench(
+    *,
+    runs: int = 200,
+    sizes: list[int] | None = None,
+    concurrent: int = 50,
+    durability: str = "strict",
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    sizes = sizes or [1000, 10000, 50000]
+    tmp = tempfile.mkdtemp(prefix="agentlog-bench-hook-")
+    try:
+        root = os.path.join(tmp, "home")
+        env = {**os.environ, "AGENTLOG_HOME": root, "AGENTLOG_DURABILITY": durability}
+        env.pop("AGENTLOG_CAPTURE_MODE", None)
+        empty = os.path.join(tmp, "empty.py")
+        open(empty, "w").close()
+        sessions = {n: f"bench-{n}" for n in sizes}
+        frame_bytes: dict[int, float] = {}
+        for n, sid in sessions.items():
+            path = build_session(root, sid, n)
+            frame_bytes[n] = os.path.getsize(path) / n
+        variants: list[tuple[str, list[str], bytes]] = [
+            ("/usr/bin/true", ["/usr/bin/true"], b""),
+            ("interpreter floor", [*interpreter_argv(), empty], b""),
+        ]
+        for n, sid in sessions.items():
+            variants.append((f"hook, {n:,}-frame session", hook_argv("claude-code"), bench_payload(sid)))
+        times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+        total = runs * len(variants)
+        done = 0
+        for _warm in range(3):
+            for _name, argv, stdin in variants:
+                _time(argv, stdin, env)
+        for r in range(runs):
+            order = variants[r % len(variants) :] + variants[: r % len(variants)]
+            for name, argv, stdin in order:
+                times[name].append(_time(argv, stdin, env))
+                done += 1
+            if progress:
+                progress(done, total)
+        floor = times["interpreter floor"]
+        rows = []
+        stats: dict[str, Any] = {}
+        for name, _argv, _stdin in variants:
+            d = describe(times[name])
+            net = [t - f for t, f in zip(times[name], floor)]
+            d["net_of_floor_median"] = statistics.median(net)
+            stats[name] = d
+            rows.append([name, d["median"], d["p95"], d["p99"], d["net_of_floor_median"]])
+        # what the hook measured of itself (attrs.hook_us), for the largest session
+        largest = max(sizes)
+        in_process = _hook_us(os.path.join(root, "logs", "claude_code", f"{sessions[largest]}.jsonl"), runs)
+        tables = [
+            {
+                "title": f"Hook wall time, ms ({runs} interleaved runs per row, durability {durability})",
+                "columns": ["variant", "p50", "p95", "p99", "p50 above floor"],
+                "rows": rows,
+                "note": "Whole process, as the agent waits for it, timed from the parent (includes fork/exec and "
+                f"stdin piping). Frames in the sessions average {', '.join(f'{frame_bytes[n]:,.0f} B' for n in sizes)}. "
+                f"The hook's own in-process time (attrs.hook_us) in the {largest:,}-frame session: "
+                f"median {in_process['median']:.0f} µs, p95 {in_process['p95']:.0f} µs.",
+            }
+        ]
+        result: dict[str, Any] = {
+            "machine": machine(),
+            "runs": runs,
+            "durability": durability,
+            "frame_bytes": frame_bytes,
+            "stats_ms": stats,
+            "hook_us_in_process": in_process,
+            "tables": tables,
+        }
+        if concurrent:
+            result["concurrent"] = _concurrent(root, env, concurrent)
+            c = result["concurrent"]
+            tables.append(
+                {
+                    "title": f"{concurrent} hooks started at once into one session",
+                    "columns": ["hooks", "total wall ms", "frames written", "verify", "dense seq"],
+                    "rows": [[concurrent, c["total_ms"], c["frames"], c["verify"], c["dense"]]],
+                }
+            )
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _hook_us(path: str, last: int) -> dict[str, float]:
+    with open(path, "rb") as f:
+        lines = f.readlines()[-last:]
+    us = [float(json.loads(l)["event"]["attrs"]["hook_us"]) for l in lines if b'"hook_us"' in l]
+    return describe(us) if us else {"median": float("nan"), "p95": float("nan")}
+
+
+def _concurrent(root: str, env: dict[str, str], n: int) -> dict[str, Any]:
+    sid = "bench-concurrent"
+    argv = hook_argv("claude-code")
+    payloads = [bench_payload(sid, i) for i in range(n)]
+    t0 = time.perf_counter_ns()
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env) for _ in range(n)]
+
+    def feed(pair: tuple[subprocess.Popen[bytes], bytes]) -> int:
+        p, data = pair
+        p.communicate(data)
+        return p.returncode
+
+    with ThreadPoolExecutor(max_workers=n) as ex:
+        codes = list(ex.map(feed, zip(procs, payloads)))
+    total_ms = (time.perf_counter_ns() - t0) / 1e6
+    path = os.path.join(root, "logs", "claude_code", f"{sid}.jsonl")
+    rep = verify_log(path)
+    with open(path, "rb") as f:
+        seqs = [json.loads(l)["seq"] for l in f]
+    return {
+        "hooks": n,
+        "total_ms": total_ms,
+        "exit_codes_nonzero": sum(1 for c in codes if c),
+        "frames": rep.frames,
+        "verify": rep.status,
+        "dense": seqs == list(range(len(seqs))),
+    }

@@ -1,0 +1,384 @@
+"""``agentlog hook <agent>``: record one hook payload as one frame.
+
+The contract with the agent: read the payload (stdin, capped at 16 MiB; Codex's
+legacy ``notify`` passes it as the last argument instead), turn it into one
+canonical event, redact secrets, append it to the session's log, print only
+what the agent's protocol requires on stdout, and exit 0 whatever happens. On
+a problem, one line goes to stderr (and to ``state/hook-errors.log``) and
+what could be read is still recorded: an empty, oversized, non-UTF-8,
+non-JSON or non-object payload becomes an ``unknown`` event whose
+``attrs.payload_error`` says why.
+
+Standard library only, and only the cheap parts of it (docs/hook-path.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .. import __version__
+from ..fastjson import DecodeError, dumps_bytes, loads
+from ..ids import uuid7
+from ..kinds import AGENT_PROVIDERS
+from ..paths import FILE_MODE, data_root, diagnostics_log, ensure_dir, state_dir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_PAYLOAD = 16 << 20
+KEEP_TEXT = 64 << 10  # how much of an unparseable payload is kept as text
+_ORDER = (
+    "provider_version", "provider_session_id", "provider_turn_id", "agent", "tool",
+    "paths", "outcome", "duration_ms",
+)
+
+
+class Captured:
+    """The result of normalising one payload (before it is written)."""
+
+    __slots__ = ("provider", "event", "reply", "problem", "unrecognised")
+
+    def __init__(self, provider: str, event: dict[str, Any], reply: bytes, problem: str | None, unrecognised: dict[str, Any] | None) -> None:
+        self.provider = provider
+        self.event = event
+        self.reply = reply
+        self.problem = problem
+        self.unrecognised = unrecognised
+
+
+def read_stdin(limit: int = MAX_PAYLOAD) -> tuple[bytes, int]:
+    """Read stdin up to ``limit`` bytes; drain the rest. Returns (data, total bytes)."""
+    chunks: list[bytes] = []
+    kept = 0
+    total = 0
+    while True:
+        try:
+            chunk = os.read(0, 1 << 20)
+        except InterruptedError:
+            continue
+        except OSError:
+            break  # stdin closed or not readable (Codex notify runs with stdin null)
+        if not chunk:
+            break
+        total += len(chunk)
+        if kept < limit:
+            take = chunk[: limit - kept]
+            chunks.append(take)
+            kept += len(take)
+    return b"".join(chunks), total
+
+
+def _sniff_string(text: str, key: str) -> str | None:
+    """The string value of ``"key": "…"`` in text that does not parse (no escapes handled)."""
+    i = text.find('"' + key + '"')
+    if i < 0:
+        return None
+    j = i + len(key) + 2
+    while j < len(text) and text[j] in " \t\r\n:":
+        j += 1
+    if j >= len(text) or text[j] != '"':
+        return None
+    end = text.find('"', j + 1)
+    if end < 0 or end - j > 256:
+        return None
+    return text[j + 1 : end]
+
+
+def build(
+    agent: str,
+    data: bytes,
+    total_bytes: int,
+    extra_args: list[str],
+    *,
+    environ: dict[str, str] | None = None,
+    captured_at: int | None = None,
+    event_id: str | None = None,
+    capture_mode: str = "full",
+    redact: bool = True,
+    cwd: str | None = None,
+) -> Captured:
+    """Normalise one payload into a wire-form event (pure apart from reading git files)."""
+    env = os.environ if environ is None else environ
+    now = captured_at if captured_at is not None else time.time_ns() // 1000
+    provider = AGENT_PROVIDERS.get(agent)
+    problem: str | None = None
+    attrs_extra: dict[str, Any] = {}
+    content_extra: dict[str, Any] = {}
+    payload: Any = None
+    text = ""
+
+    if provider == "codex" and extra_args and not data.strip():
+        data = extra_args[-1].encode("utf-8", "surrogateescape")
+        total_bytes = len(data)
+        attrs_extra["payload_source"] = "argv"
+    if provider is None:
+        problem = f"unknown agent {agent!r} (expected one of {', '.join(AGENT_PROVIDERS)})"
+        attrs_extra["adapter_error"] = "unknown_agent"
+        attrs_extra["agent_arg"] = agent[:64]
+        provider = "unknown_agent"
+    if total_bytes > len(data):
+        problem = problem or f"payload of {total_bytes} bytes exceeds the {MAX_PAYLOAD} byte cap; recorded as a gap"
+        attrs_extra["payload_error"] = "oversized"
+        attrs_extra["payload_bytes"] = total_bytes
+        text = data[:KEEP_TEXT].decode("utf-8", "replace")
+        content_extra["payload_head"] = text
+    elif not data.strip():
+        problem = problem or "empty payload on stdin"
+        attrs_extra["payload_error"] = "empty_payload"
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", "replace")
+            attrs_extra["payload_error"] = "invalid_utf8"
+            problem = "payload is not valid UTF-8 (undecodable bytes replaced)"
+        try:
+            payload = loads(text)
+        except DecodeError as e:
+            problem = f"payload is not JSON: {e}"
+            attrs_extra["payload_error"] = "invalid_json"
+            content_extra["payload_text"] = text[:KEEP_TEXT]
+            if len(text) > KEEP_TEXT:
+                attrs_extra["payload_text_truncated"] = True
+        else:
+            if not isinstance(payload, dict):
+                problem = f"payload is a JSON {type(payload).__name__}, not an object"
+                attrs_extra["payload_error"] = "payload_not_object"
+    if total_bytes:
+        attrs_extra.setdefault("payload_bytes", total_bytes)
+
+    partial: dict[str, Any]
+    reply = b""
+    adapter = None
+    if provider in _ADAPTER_MODULES:
+        adapter = _adapter(provider)
+    if isinstance(payload, dict) and adapter is not None:
+        try:
+            partial = adapter.normalise(payload, extra_args)
+        except Exception as e:  # an adapter bug must not lose the event
+            problem = f"adapter failed: {type(e).__name__}: {e}"
+            partial = {"kind": "unknown", "provider_event_name": str(payload.get("hook_event_name", "")), "attrs": {"adapter_error": type(e).__name__}}
+        if payload.get("_agentlog_capture_test") is True:
+            partial["kind"] = "capture_test"
+    else:
+        partial = {"kind": "unknown", "provider_event_name": "", "attrs": {}}
+        sid = _sniff_string(text, "session_id") or _sniff_string(text, "conversation_id") if text else None
+        if sid:
+            partial["provider_session_id"] = sid
+        name = _sniff_string(text, "hook_event_name") if text else None
+        if name:
+            partial["provider_event_name"] = name
+    if adapter is not None:
+        try:
+            reply = adapter.reply(str(partial.get("provider_event_name", "")))
+        except Exception:
+            reply = b""
+
+    # -- assemble in canonical key order --------------------------------------
+    event: dict[str, Any] = {
+        "event_id": event_id or uuid7(now // 1000),
+        "schema_version": 1,
+        "kind": partial.get("kind", "unknown"),
+        "provider": provider,
+        "provider_event_name": partial.get("provider_event_name") or "",
+        "observed_at": partial.get("observed_at") or now,
+        "captured_at": now,
+        "capture_mode": capture_mode,
+        "agentlog_version": __version__,
+    }
+    for key in _ORDER:
+        value = partial.get(key)
+        if value is not None and value != [] and value != {}:
+            event[key] = value
+
+    work_dir = partial.get("cwd") or cwd or env.get("CLAUDE_PROJECT_DIR") or env.get("CURSOR_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR")
+    if not work_dir:
+        try:
+            work_dir = os.getcwd()
+        except OSError:
+            work_dir = None
+    project = None
+    if work_dir:
+        from .project import project_info, relative_path
+
+        project = project_info(work_dir)
+        if project is not None:
+            if "paths" in event:
+                event["paths"] = [relative_path(p, project["root"], work_dir) for p in event["paths"]]
+            event["project"] = project
+
+    attrs: dict[str, Any] = dict(partial.get("attrs") or {})
+    attrs.update(attrs_extra)
+    content: dict[str, Any] | None = partial.get("content")
+    if content_extra:
+        content = {**(content or {}), **content_extra}
+    raw = payload if payload is not None else None
+
+    if capture_mode == "metadata_only":
+        content = None
+        raw = None
+    elif redact:
+        from .redact import redact_value
+
+        counts: dict[str, int] = {}
+        if content:
+            content, c1 = redact_value(content)  # type: ignore[assignment]
+            _merge(counts, c1)
+        if raw is not None:
+            raw, c2 = redact_value(raw)
+            _merge(counts, c2)
+        if counts:
+            attrs["redactions"] = sum(counts.values())
+            attrs["redacted"] = counts
+
+    unrecognised = None
+    if attrs.get("unrecognised") and isinstance(payload, dict):
+        unrecognised = {"provider": provider, "event": event["provider_event_name"], "keys": sorted(str(k) for k in payload)[:64]}
+    event["attrs"] = attrs
+    if content:
+        event["content"] = content
+    if raw is not None:
+        event["raw"] = raw
+    return Captured(provider, event, reply, problem, unrecognised)
+
+
+def fallback(agent: str, data: bytes, total: int, captured_at: int, settings: dict[str, Any], error: str) -> Captured:
+    """A minimal ``unknown`` event for when normalising itself failed."""
+    provider = AGENT_PROVIDERS.get(agent, "unknown_agent")
+    text = data[:KEEP_TEXT].decode("utf-8", "replace")
+    event: dict[str, Any] = {
+        "event_id": uuid7(captured_at // 1000),
+        "schema_version": 1,
+        "kind": "unknown",
+        "provider": provider,
+        "provider_event_name": _sniff_string(text, "hook_event_name") or "",
+        "observed_at": captured_at,
+        "captured_at": captured_at,
+        "capture_mode": settings["capture_mode"],
+        "agentlog_version": __version__,
+    }
+    sid = _sniff_string(text, "session_id") or _sniff_string(text, "conversation_id")
+    if sid:
+        event["provider_session_id"] = sid
+    event["attrs"] = {"adapter_error": error[:200], "payload_bytes": total}
+    # Without the redactor working, no content can be kept safely.
+    return Captured(provider, event, b"", f"could not normalise the payload ({error}); recorded without content", None)
+
+
+def _merge(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + v
+
+
+_ADAPTER_MODULES = {
+    "claude_code": "claude_code",
+    "codex": "codex",
+    "cursor": "cursor",
+    "gemini_cli": "gemini_cli",
+}
+
+
+def _adapter(provider: str) -> Any:
+    """Import only the adapter this hook needs."""
+    name = _ADAPTER_MODULES[provider]
+    if name == "claude_code":
+        from .adapters import claude_code as mod
+    elif name == "codex":
+        from .adapters import codex as mod  # type: ignore[no-redef]
+    elif name == "cursor":
+        from .adapters import cursor as mod  # type: ignore[no-redef]
+    else:
+        from .adapters import gemini_cli as mod  # type: ignore[no-redef]
+    return mod
+
+
+def record(captured: Captured, root: str, durability: str) -> None:
+    """Append the event to its session's log."""
+    from ..log.writer import open_session_log
+
+    event = captured.event
+    log = open_session_log(
+        root, captured.provider, event.get("provider_session_id"), durability=durability, capture_mode=event["capture_mode"]
+    )
+    log.append([dumps_bytes(event)])
+    if captured.unrecognised is not None:
+        _append_line(os.path.join(state_dir(root), "unrecognised.jsonl"), {**captured.unrecognised, "at": event["captured_at"]})
+
+
+def _append_line(path: str, obj: dict[str, Any]) -> None:
+    try:
+        ensure_dir(os.path.dirname(path))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        try:
+            os.write(fd, dumps_bytes(obj) + b"\n")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _complain(root: str | None, message: str) -> None:
+    line = "agentlog hook: " + message.replace("\n", " ")[:500]
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+    if root:
+        _append_line(diagnostics_log(root), {"at": time.time_ns() // 1000, "message": line})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; always returns 0."""
+    started = time.perf_counter_ns()
+    captured_at = time.time_ns() // 1000
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "hook":
+        args = args[1:]
+    root: str | None = None
+    try:
+        if not args or args[0] in ("-h", "--help"):
+            sys.stderr.write("usage: agentlog hook <claude-code|codex|cursor|gemini-cli> < payload.json\n")
+            return 0
+        agent = args[0]
+        root = data_root()
+        from ..config import ConfigError, load
+
+        try:
+            settings = load(root)
+        except ConfigError as e:
+            _complain(root, f"bad config, using defaults: {e}")
+            from ..config import DEFAULTS
+
+            settings = dict(DEFAULTS)
+        data, total = read_stdin()
+        try:
+            captured = build(
+                agent,
+                data,
+                total,
+                args[1:],
+                captured_at=captured_at,
+                capture_mode=settings["capture_mode"],
+                redact=settings["redact_secrets"],
+            )
+        except Exception as e:  # a bug in normalising must not lose the event
+            captured = fallback(agent, data, total, captured_at, settings, f"{type(e).__name__}: {e}")
+        captured.event["attrs"]["hook_us"] = (time.perf_counter_ns() - started) // 1000
+        record(captured, root, settings["durability"])
+        if captured.problem:
+            _complain(root, captured.problem)
+        if captured.reply:
+            try:
+                os.write(1, captured.reply)
+            except OSError:
+                pass
+    except BaseException as e:  # never fail the agent
+        try:
+            _complain(root, f"{type(e).__name__}: {e}")
+        except BaseException:
+            pass
+    return 0

@@ -1,0 +1,153 @@
+"""The project an event happened in, read from the file system.
+
+Walks up from the working directory to the git work tree (a ``.git``
+directory, or a ``.git`` file pointing elsewhere for worktrees and
+submodules), then reads ``HEAD``, the ref it names (loose or packed) and the
+``origin`` URL from the repository config. Never runs ``git``: a hook must
+not spawn processes. Standard library only (hook path).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_MAX_READ = 1 << 20
+
+
+def _read(path: str, limit: int = _MAX_READ) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def find_git(start: str) -> tuple[str, str, str] | None:
+    """(work tree root, git dir, common dir) for ``start``, or None outside a repository."""
+    d = os.path.abspath(start)
+    while True:
+        dot = os.path.join(d, ".git")
+        if os.path.isdir(dot):
+            return d, dot, dot
+        if os.path.isfile(dot):
+            text = _read(dot, 4096) or ""
+            if text.startswith("gitdir:"):
+                gitdir = text[len("gitdir:") :].strip()
+                if not os.path.isabs(gitdir):
+                    gitdir = os.path.normpath(os.path.join(d, gitdir))
+                common = gitdir
+                rel = _read(os.path.join(gitdir, "commondir"), 4096)
+                if rel:
+                    rel = rel.strip()
+                    common = rel if os.path.isabs(rel) else os.path.normpath(os.path.join(gitdir, rel))
+                return d, gitdir, common
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def _resolve_ref(gitdir: str, common: str, ref: str) -> str | None:
+    for base in (gitdir, common):
+        text = _read(os.path.join(base, ref), 4096)
+        if text:
+            value = text.strip()
+            if value.startswith("ref:"):
+                return _resolve_ref(gitdir, common, value[4:].strip())
+            return value or None
+    packed = _read(os.path.join(common, "packed-refs"))
+    if packed:
+        for line in packed.splitlines():
+            if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                return line.split(" ", 1)[0]
+    return None
+
+
+def origin_url(common: str) -> str | None:
+    """The ``url`` of ``[remote "origin"]`` (else the first remote), credentials stripped."""
+    text = _read(os.path.join(common, "config"))
+    if not text:
+        return None
+    section = None
+    urls: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+            continue
+        if section and section.startswith("remote ") and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip().lower() == "url":
+                name = section[len("remote ") :].strip().strip('"')
+                urls.setdefault(name, value.strip().strip('"'))
+    url = urls.get("origin") or (next(iter(urls.values())) if urls else None)
+    return strip_credentials(url) if url else None
+
+
+def strip_credentials(url: str) -> str:
+    """``https://user:token@host/x`` → ``https://host/x`` (scp-style ``git@host:x`` is kept)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    hostpart, slash, path = rest.partition("/")
+    if "@" in hostpart:
+        hostpart = hostpart.rsplit("@", 1)[1]
+    return scheme + "://" + hostpart + slash + path
+
+
+def project_info(cwd: str | None) -> dict[str, Any] | None:
+    """The wire-form ``project`` object for a working directory."""
+    if not cwd:
+        return None
+    found = find_git(cwd)
+    if found is None:
+        root = os.path.abspath(cwd)
+        return {"root": root, "name": os.path.basename(root.rstrip("/")) or root}
+    root, gitdir, common = found
+    info: dict[str, Any] = {"root": root, "name": os.path.basename(root) or root}
+    remote = origin_url(common)
+    if remote:
+        info["remote"] = remote
+        tail = remote.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        if tail.endswith(".git"):
+            tail = tail[:-4]
+        if tail:
+            info["name"] = tail
+    head = (_read(os.path.join(gitdir, "HEAD"), 4096) or "").strip()
+    if head.startswith("ref:"):
+        ref = head[4:].strip()
+        if ref.startswith("refs/heads/"):
+            info["branch"] = ref[len("refs/heads/") :]
+        sha = _resolve_ref(gitdir, common, ref)
+        if sha:
+            info["head"] = sha
+    elif head:
+        info["head"] = head
+    return info
+
+
+def relative_path(path: str, root: str | None, cwd: str | None = None) -> str:
+    """``path`` relative to the project root when inside it, else as reported.
+
+    Relative paths are taken relative to ``cwd`` first.
+    """
+    if not root or not path:
+        return path
+    p = path
+    if not os.path.isabs(p):
+        if not cwd:
+            return path
+        p = os.path.join(cwd, p)
+    p = os.path.normpath(p)
+    r = root.rstrip("/") or "/"
+    if p == r:
+        return "."
+    if p.startswith(r + "/"):
+        return p[len(r) + 1 :]
+    return path

@@ -1,0 +1,67 @@
+"""``agentlog config``: show and change settings in config.toml."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..config import DEFAULTS, DESCRIPTIONS, ConfigError, load, validate
+from ..paths import FILE_MODE, config_file, data_root, ensure_dir
+from .output import print_json, print_table
+
+
+@click.group(name="config")
+def config() -> None:
+    """Show or change settings (capture_mode, durability, redact_secrets)."""
+
+
+@config.command(name="show")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def config_show(as_json: bool) -> None:
+    """Show the effective settings and where they come from."""
+    root = data_root()
+    try:
+        values = load(root)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+    if as_json:
+        print_json(values)
+        return
+    print_table(
+        [{"setting": k, "value": values[k], "default": DEFAULTS[k], "meaning": DESCRIPTIONS[k]} for k in DEFAULTS],
+        ["setting", "value", "default", "meaning"],
+        title=config_file(root),
+    )
+
+
+@config.command(name="set")
+@click.argument("key", type=click.Choice(sorted(DEFAULTS)))
+@click.argument("value")
+def config_set(key: str, value: str) -> None:
+    """Set KEY to VALUE in config.toml (keeps the file's other content)."""
+    import tomlkit
+
+    parsed: object = value
+    if isinstance(DEFAULTS[key], bool):
+        if value.lower() not in ("true", "false"):
+            raise click.BadParameter("must be true or false", param_hint="VALUE")
+        parsed = value.lower() == "true"
+    try:
+        validate({key: parsed})
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="VALUE") from e
+    root = data_root()
+    path = config_file(root)
+    ensure_dir(root)
+    doc = tomlkit.document()
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            doc = tomlkit.parse(f.read())
+    doc[key] = parsed
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(tomlkit.dumps(doc))
+    os.replace(tmp, path)
+    click.echo(f"{key} = {str(parsed).lower() if isinstance(parsed, bool) else parsed}", err=True)

@@ -1,0 +1,52 @@
+"""``agentlog demo``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.progress import Progress
+
+from ..demo import DemoError, load_payloads, result_dict, run_demo
+from .output import print_json, print_table, stderr
+
+
+@click.command(name="demo")
+@click.option("--home", default="./agentlog-demo", show_default=True, help="Fresh data root to record into.")
+@click.option("--workers", type=click.IntRange(1, 32), default=4, show_default=True, help="Sessions replayed in parallel.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def demo_cmd(home: str, workers: int, as_json: bool) -> None:
+    """Replay real Claude Code hook payloads through `agentlog hook`, verify, summarise.
+
+    Every payload runs the installed hook command as its own process, exactly
+    as Claude Code would run it; then every session log is verified.
+    """
+    _, payloads = load_payloads()
+    try:
+        with Progress(console=stderr(), transient=True, disable=as_json) as bar:
+            task = bar.add_task("replaying hook payloads", total=len(payloads))
+            result = run_demo(home, workers=workers, progress=lambda n: bar.advance(task, n))
+    except DemoError as e:
+        raise click.ClickException(str(e)) from e
+    if as_json:
+        print_json(result_dict(result))
+    else:
+        rows = []
+        for s in result.sessions:
+            rows.append(
+                {
+                    "session": s.session[:13],
+                    "frames": s.frames,
+                    "events by kind": ", ".join(f"{k} {v}" for k, v in s.kinds.items()),
+                    "failed calls": s.failures,
+                    "redactions": s.redactions,
+                    "verify": s.verify,
+                }
+            )
+        print_table(rows, ["session", "frames", "events by kind", "failed calls", "redactions", "verify"], title=f"agentlog demo: {result.home}")
+        err = stderr()
+        err.print(f"replayed {result.payloads} payloads from {result.source}")
+        err.print(f"hook exit codes non-zero: {result.hook_failures}; hook stderr lines: {result.stderr_lines}")
+        err.print(f"next: AGENTLOG_HOME={result.home} agentlog verify")
+    if result.hook_failures or any(s.verify == "broken" for s in result.sessions):
+        sys.exit(1)

@@ -1,0 +1,32 @@
+"""One place that prints rows: a rich table for people, JSON for programs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+
+def stdout() -> Console:
+    return Console(soft_wrap=False, highlight=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: str | None = None) -> None:
+    cols = list(columns)
+    table = Table(title=title, show_lines=False)
+    for c in cols:
+        table.add_column(c)
+    for row in rows:
+        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in cols])
+    stdout().print(table)

@@ -1,0 +1,144 @@
+"""``agentlog demo``: replay real hook payloads through the real hook, then verify.
+
+Each payload of ``shared/fixtures/claude-code-hooks`` (real Claude Code hook
+stdin captured by other people) is fed to the installed hook command as a
+separate process, in the order the logger saved them, sessions in parallel.
+Without the shared fixtures (an installed package) a small synthetic session
+shipped in ``agentlog/demo_data`` is replayed instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .capture.command import hook_argv
+from .fixtures import claude_hook_fixtures, payload_stdin
+from .log.layout import iter_logs, split_log_path
+from .log.verify import verify_logs
+
+MARKER = ".agentlog-demo"
+
+
+class DemoError(Exception):
+    """The demo cannot run (e.g. the target directory holds other data)."""
+
+
+@dataclass
+class SessionSummary:
+    provider: str
+    session: str
+    frames: int
+    kinds: dict[str, int]
+    tools: dict[str, int]
+    failures: int
+    redactions: int
+    verify: str
+
+
+@dataclass
+class DemoResult:
+    home: str
+    source: str
+    payloads: int
+    hook_failures: int
+    stderr_lines: int
+    sessions: list[SessionSummary] = field(default_factory=list)
+
+
+def load_payloads() -> tuple[str, list[bytes]]:
+    """(source description, stdin bytes of each payload in replay order)."""
+    files = claude_hook_fixtures()
+    if files:
+        out: list[bytes] = []
+        for f in files:
+            for element in json.loads(f.read_text(encoding="utf-8")):
+                out.append(payload_stdin(element))
+        return f"{len(files)} real Claude Code hook captures ({files[0].parent})", out
+    data = Path(__file__).with_name("demo_data") / "claude-code-session.jsonl"
+    lines = [ln.encode("utf-8") for ln in data.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return "the synthetic session shipped with agentlog (shared fixtures not found)", lines
+
+
+def prepare_home(home: str) -> None:
+    """Create a fresh data root, refusing to wipe anything the demo did not create."""
+    p = Path(home)
+    if p.exists() and any(p.iterdir()):
+        if not (p / MARKER).exists():
+            raise DemoError(f"{home} exists and was not created by `agentlog demo`; choose another --home")
+        shutil.rmtree(p)
+    p.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (p / MARKER).write_text("created by agentlog demo; safe to delete\n")
+
+
+def _session_of(stdin: bytes) -> str:
+    try:
+        obj = json.loads(stdin)
+        return str(obj.get("session_id") or obj.get("conversation_id") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+def run_demo(home: str, *, workers: int = 4, progress: Callable[[int], None] | None = None) -> DemoResult:
+    """Replay, verify and summarise. ``progress`` is called once per payload replayed."""
+    home = os.path.abspath(home)
+    prepare_home(home)
+    source, payloads = load_payloads()
+    by_session: dict[str, list[bytes]] = defaultdict(list)
+    for p in payloads:
+        by_session[_session_of(p)].append(p)
+    env = {**os.environ, "AGENTLOG_HOME": home}
+    argv = hook_argv("claude-code")
+    failures = 0
+    stderr_lines = 0
+
+    def replay(items: list[bytes]) -> tuple[int, int]:
+        bad = errs = 0
+        for stdin in items:
+            r = subprocess.run(argv, input=stdin, env=env, capture_output=True, timeout=60, cwd=home)
+            bad += r.returncode != 0
+            errs += len(r.stderr.splitlines())
+            if progress:
+                progress(1)
+        return bad, errs
+
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        for bad, errs in ex.map(replay, by_session.values()):
+            failures += bad
+            stderr_lines += errs
+
+    result = DemoResult(home=home, source=source, payloads=len(payloads), hook_failures=failures, stderr_lines=stderr_lines)
+    logs = iter_logs(home)
+    reports = {r.path: r for r in verify_logs(logs)}
+    for path in logs:
+        provider, key = split_log_path(path)
+        kinds: Counter[str] = Counter()
+        tools: Counter[str] = Counter()
+        fails = redactions = 0
+        with open(path, "rb") as f:
+            for line in f:
+                ev = json.loads(line)["event"]
+                kinds[ev["kind"]] += 1
+                if "tool" in ev:
+                    tools[ev["tool"]["name"]] += 1
+                if ev["kind"] == "tool_call_failed":
+                    fails += 1
+                redactions += int(ev.get("attrs", {}).get("redactions", 0))
+        rep = reports[path]
+        result.sessions.append(
+            SessionSummary(provider, key, rep.frames, dict(kinds.most_common()), dict(tools.most_common()), fails, redactions, rep.status)
+        )
+    return result
+
+
+def result_dict(result: DemoResult) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(result)

@@ -1,0 +1,83 @@
+"""Closed vocabularies of the canonical event model.
+
+Plain tuples (not enums) because the hook path imports this module and must
+stay cheap; `agentlog.model` builds the typed view on top.
+"""
+
+from __future__ import annotations
+
+EVENT_KINDS: tuple[str, ...] = (
+    "session_started",
+    "session_ended",
+    "prompt_submitted",
+    "tool_call_started",
+    "tool_call_finished",
+    "tool_call_failed",
+    "permission_requested",
+    "permission_denied",
+    "notification",
+    "agent_message",
+    "turn_stopped",
+    "turn_failed",
+    "subagent_started",
+    "subagent_stopped",
+    "task_created",
+    "task_completed",
+    "compaction_started",
+    "compaction_finished",
+    "config_changed",
+    "cwd_changed",
+    "file_changed",
+    "worktree_created",
+    "worktree_removed",
+    "correction",
+    "retraction",
+    "capture_test",
+    "unknown",
+    # Written by the log itself when bytes were lost (torn tail after a crash,
+    # a missing head file, an oversized or undecodable payload is *not* this:
+    # those are `unknown` events that keep what could be read).
+    "capture_gap",
+)
+
+PROVIDERS: tuple[str, ...] = ("claude_code", "codex", "cursor", "gemini_cli", "agentlog")
+
+# The names `agentlog hook <agent>` accepts, mapped to provider ids.
+AGENT_PROVIDERS: dict[str, str] = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "cursor": "cursor",
+    "gemini-cli": "gemini_cli",
+}
+
+TOOL_CATEGORIES: tuple[str, ...] = (
+    "shell",
+    "file_read",
+    "file_write",
+    "file_edit",
+    "search",
+    "web",
+    "mcp",
+    "subagent",
+    "plan",
+    "notebook",
+    "other",
+)
+
+OUTCOME_STATUSES: tuple[str, ...] = ("success", "failure", "denied", "cancelled", "unknown")
+
+FAILURE_CLASSES: tuple[str, ...] = (
+    "string_mismatch",
+    "file_not_found",
+    "permission_denied",
+    "timeout",
+    "interrupted",
+    "nonzero_exit",
+    "rate_limit",
+    "turn_failed",
+    "unknown",
+)
+
+CAPTURE_MODES: tuple[str, ...] = ("full", "metadata_only")
+
+SCHEMA_VERSION = 1

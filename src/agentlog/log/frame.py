@@ -1,0 +1,95 @@
+"""The frame: one line of a session log, sealed with SHA-256.
+
+A frame is compact JSON on one line::
+
+    {"v":1,"prev":"<64 hex>","seq":7,"event":{...},"hash":"<64 hex>"}\\n
+
+``hash`` is the SHA-256 of the line's bytes up to (not including)
+``,"hash":"``; it is spliced in as the last member so that verification
+hashes the exact bytes written and never re-serialises. ``prev`` is the
+previous frame's hash, or for ``seq`` 0 the session's genesis value, which
+binds the chain to the log's name (frames copied into another session fail at
+frame 0). The envelope always starts with the same bytes, so ``prev`` sits at
+a fixed offset and ``seq`` right after it: both are read by position, without
+parsing JSON. The trailing newline is not covered by the hash: a file whose
+last line lacks it has a torn tail.
+
+Standard library only (hook path); the hasher is the built-in ``_sha256``,
+which imports in a fraction of a millisecond (hashlib loads OpenSSL; the
+verifier, which is not on the hook path, uses hashlib).
+"""
+
+from __future__ import annotations
+
+try:
+    from _sha256 import sha256 as _sha256
+except ImportError:  # Python >= 3.12 renamed it
+    try:
+        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef]
+    except ImportError:  # pragma: no cover
+        from hashlib import sha256 as _sha256  # type: ignore[assignment]
+
+FORMAT_VERSION = 1
+PREFIX = b'{"v":1,"prev":"'
+HASH_HEX = 64
+PREV_START = len(PREFIX)  # 15
+PREV_END = PREV_START + HASH_HEX  # 79
+SEQ_MARK = b'","seq":'
+EVENT_MARK = b',"event":'
+HASH_MARK = b',"hash":"'
+SUFFIX = b'"}\n'
+# bytes from the start of HASH_MARK to the end of the line (newline included)
+TRAILER = len(HASH_MARK) + HASH_HEX + len(SUFFIX)
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def genesis(provider: str, session_key: str) -> str:
+    """The ``prev`` of frame 0 of the log ``<provider>/<session_key>``."""
+    data = ("agentlog/v1\x1f" + provider + "\x1f" + session_key).encode("utf-8", "surrogatepass")
+    return _sha256(data).hexdigest()
+
+
+def seal(seq: int, prev: str, event_json: bytes) -> tuple[bytes, str]:
+    """Build the frame line for an already-serialised event; return (line, hash)."""
+    body = b"".join((PREFIX, prev.encode("ascii"), SEQ_MARK, str(seq).encode("ascii"), EVENT_MARK, event_json))
+    digest = _sha256(body).hexdigest()
+    return b"".join((body, HASH_MARK, digest.encode("ascii"), SUFFIX)), digest
+
+
+class FrameError(ValueError):
+    """A line is not a well-formed sealed frame (the reason is the message)."""
+
+
+def parse_seq(line: bytes) -> int:
+    """The ``seq`` of a line already known to be a frame."""
+    start = PREV_END + len(SEQ_MARK)
+    return int(line[start : line.index(b",", start)])
+
+
+def parse_envelope(line: bytes) -> tuple[int, str, str]:
+    """Return (seq, prev, hash) of a complete line (with its newline), checking
+    shape and hash. Raises FrameError('not_a_frame' | 'bad_hash')."""
+    n = len(line)
+    if n < PREV_END + TRAILER + 16 or not line.startswith(PREFIX) or not line.endswith(SUFFIX):
+        raise FrameError("not_a_frame")
+    mark = n - TRAILER
+    if line[mark : mark + len(HASH_MARK)] != HASH_MARK or line[PREV_END : PREV_END + len(SEQ_MARK)] != SEQ_MARK:
+        raise FrameError("not_a_frame")
+    seq_start = PREV_END + len(SEQ_MARK)
+    seq_end = line.find(EVENT_MARK, seq_start, seq_start + 21)
+    if seq_end < 0:
+        raise FrameError("not_a_frame")
+    digits = line[seq_start:seq_end]
+    claimed = line[mark + len(HASH_MARK) : n - len(SUFFIX)]
+    prev = line[PREV_START:PREV_END]
+    if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
+        raise FrameError("not_a_frame")
+    if _sha256(line[:mark]).hexdigest().encode("ascii") != claimed:
+        raise FrameError("bad_hash")
+    return int(digits), prev.decode("ascii"), claimed.decode("ascii")
+
+
+def event_bytes(line: bytes) -> bytes:
+    """The serialised event inside a (checked) frame line."""
+    j = line.find(EVENT_MARK, PREV_END)
+    return line[j + len(EVENT_MARK) : len(line) - TRAILER]

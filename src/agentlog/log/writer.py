@@ -1,0 +1,340 @@
+"""Appending to a session log: serialised, O(1) in log size, crash-safe.
+
+An append takes an exclusive ``flock`` on the log file, reads the head file
+(``v1 <seq> <hash> <size>``) and ``fstat``s the log. When the size matches
+the head, that is all it reads. Otherwise the log was left in an odd state
+and the append repairs it *before* writing, never refusing:
+
+- bytes after the head's size that form complete, valid frames chained to the
+  head (a crash between writing a frame and updating the head) are adopted;
+- an incomplete last line (a crash mid-write) is cut off and a
+  ``capture_gap`` frame records how many bytes were lost and their SHA-256;
+- complete lines that are not valid frames are left in place (they are
+  evidence; ``verify`` reports them) and a ``capture_gap`` frame says so;
+- a missing or unreadable head, or a log shorter than its head, is recovered
+  from the last valid frame in the file, with a ``capture_gap`` frame.
+
+Then it writes the frames with one ``write`` each on an ``O_APPEND`` file,
+``fdatasync``s them (``strict`` durability, the default; ``F_FULLFSYNC`` on
+macOS) and replaces the head atomically (temp file + rename). The head is
+written after the frames on purpose: a crash in between leaves it behind,
+which the next append adopts as above.
+
+Standard library only (hook path).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sys
+import time
+
+from .. import __version__
+from ..fastjson import dumps_bytes
+from ..ids import uuid7
+from ..paths import DIR_MODE, FILE_MODE
+from .frame import FrameError, _sha256, genesis, parse_envelope, seal
+from .layout import head_path, log_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+DURABILITY_MODES = ("strict", "relaxed")
+_HEAD_PREFIX = "v1 "
+
+
+class Tip:
+    """The last valid frame: its seq, hash and the log size just after it."""
+
+    __slots__ = ("seq", "hash", "offset")
+
+    def __init__(self, seq: int, hash: str, offset: int) -> None:
+        self.seq = seq
+        self.hash = hash
+        self.offset = offset
+
+    def __repr__(self) -> str:
+        return f"Tip(seq={self.seq}, hash={self.hash[:12]}…, offset={self.offset})"
+
+
+def format_head(tip: Tip) -> bytes:
+    return f"{_HEAD_PREFIX}{tip.seq} {tip.hash} {tip.offset}\n".encode("ascii")
+
+
+def parse_head(data: bytes) -> Tip:
+    """Parse a head file's bytes; raises ValueError if malformed."""
+    text = data.decode("ascii")
+    if not text.startswith(_HEAD_PREFIX) or not text.endswith("\n"):
+        raise ValueError("head is not 'v1 <seq> <hash> <size>'")
+    parts = text[len(_HEAD_PREFIX) : -1].split(" ")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
+        raise ValueError("head is not 'v1 <seq> <hash> <size>'")
+    h = parts[1]
+    if len(h) != 64 or any(c not in "0123456789abcdef" for c in h):
+        raise ValueError("head hash is not 64 lower-case hex digits")
+    return Tip(int(parts[0]), h, int(parts[2]))
+
+
+class AppendResult:
+    """What one append wrote."""
+
+    __slots__ = ("seqs", "hashes", "gaps", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.seqs: list[int] = []
+        self.hashes: list[str] = []
+        self.gaps: list[dict[str, Any]] = []
+
+
+class SessionLog:
+    """One session's append-only, hash-chained log file."""
+
+    def __init__(
+        self,
+        root: str,
+        provider: str,
+        key: str,
+        *,
+        session_id: str | None = None,
+        durability: str = "strict",
+        capture_mode: str = "full",
+    ) -> None:
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
+        self.root = root
+        self.provider = provider
+        self.key = key
+        self.session_id = session_id
+        self.durability = durability
+        self.capture_mode = capture_mode
+        self.path = log_path(root, provider, key)
+        self.head_file = head_path(self.path)
+        # Fault injection for crash tests: split each frame write in two with
+        # a pause between, so that a kill can land mid-frame.
+        fault = os.environ.get("AGENTLOG_FAULT_SPLIT_WRITE_MS", "")
+        self._split_pause = int(fault) / 1000.0 if fault.isdigit() else 0.0
+
+    # -- public ------------------------------------------------------------
+    def append(self, events: list[bytes]) -> AppendResult:
+        """Append already-serialised events (one frame each), repairing first if needed."""
+        result = AppendResult(self.path)
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            tip = self._recover(fd, result)
+            offset = tip.offset if tip is not None else 0
+            seq = tip.seq + 1 if tip is not None else 0
+            prev = tip.hash if tip is not None else genesis(self.provider, self.key)
+            frames: list[bytes] = [self._gap_event(g) for g in result.gaps]
+            frames.extend(events)
+            for ev in frames:
+                line, digest = seal(seq, prev, ev)
+                self._write(fd, line)
+                result.seqs.append(seq)
+                result.hashes.append(digest)
+                offset += len(line)
+                prev = digest
+                seq += 1
+            if frames:
+                self._sync(fd)
+                self._write_head(Tip(seq - 1, prev, offset))
+            return result
+        finally:
+            os.close(fd)  # releases the lock
+
+    # -- internals -----------------------------------------------------------
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        try:
+            return os.open(self.path, flags, FILE_MODE)
+        except FileNotFoundError:
+            d = os.path.dirname(self.path)
+            os.makedirs(d, mode=DIR_MODE, exist_ok=True)
+            fd = os.open(self.path, flags, FILE_MODE)
+            if self.durability == "strict":
+                _fsync_dir(d)
+            return fd
+
+    def _read_head(self) -> tuple[Tip | None, str | None]:
+        """(tip, problem): problem is None, 'head_missing' or 'head_invalid'."""
+        try:
+            with open(self.head_file, "rb") as f:
+                data = f.read(256)
+        except FileNotFoundError:
+            return None, "head_missing"
+        try:
+            return parse_head(data), None
+        except ValueError:
+            return None, "head_invalid"
+
+    def _recover(self, fd: int, result: AppendResult) -> Tip | None:
+        size = os.fstat(fd).st_size
+        head, problem = self._read_head()
+        if head is not None:
+            if head.offset == size:
+                return head  # the normal case: nothing else is read
+            if head.offset < size:
+                return self._adopt_tail(fd, head, size, result)
+            result.gaps.append(
+                {"reason": "log_shorter_than_head", "head_seq": head.seq, "head_size": head.offset, "log_size": size}
+            )
+            return self._recover_from_end(fd, size, result)
+        if size == 0:
+            if problem == "head_invalid":
+                result.gaps.append({"reason": "head_invalid"})
+            return None
+        tip = self._recover_from_end(fd, size, result)
+        if not (problem == "head_missing" and tip is not None and tip.seq == 0 and tip.offset == size):
+            # A missing head with exactly one frame is a crash inside the very
+            # first append; anything else is worth a frame of its own.
+            result.gaps.insert(0, {"reason": problem})
+        return tip
+
+    def _adopt_tail(self, fd: int, head: Tip, size: int, result: AppendResult) -> Tip:
+        tail = os.pread(fd, size - head.offset, head.offset)
+        tip = head
+        pos = 0
+        while True:
+            nl = tail.find(b"\n", pos)
+            if nl < 0:
+                break
+            line = tail[pos : nl + 1]
+            try:
+                seq, prev, digest = parse_envelope(line)
+            except FrameError:
+                break
+            if seq != tip.seq + 1 or prev != tip.hash:
+                break
+            tip = Tip(seq, digest, head.offset + nl + 1)
+            pos = nl + 1
+        rest = tail[pos:]
+        if rest:
+            self._handle_rest(fd, tip, rest, result)
+        return tip
+
+    def _handle_rest(self, fd: int, tip: Tip, rest: bytes, result: AppendResult) -> None:
+        """Bytes after the last valid frame: cut a torn last line, keep complete ones."""
+        last_nl = rest.rfind(b"\n")
+        complete = rest[: last_nl + 1]
+        torn = rest[last_nl + 1 :]
+        if complete:
+            result.gaps.append(
+                {
+                    "reason": "foreign_bytes",
+                    "after_seq": tip.seq,
+                    "bytes": len(complete),
+                    "lines": complete.count(b"\n"),
+                    "sha256": _sha256(complete).hexdigest(),
+                }
+            )
+        if torn:
+            os.ftruncate(fd, tip.offset + len(complete))
+            result.gaps.append(
+                {"reason": "torn_tail", "after_seq": tip.seq, "lost_bytes": len(torn), "sha256": _sha256(torn).hexdigest()}
+            )
+
+    def _recover_from_end(self, fd: int, size: int, result: AppendResult) -> Tip | None:
+        """Find the last valid frame when the head cannot be trusted.
+
+        Reads the whole file: this runs only after damage (a lost or edited
+        head, a log shorter than its head), never on the normal path.
+        """
+        data = os.pread(fd, size, 0)
+        stop = data.rfind(b"\n") + 1  # end of the last complete line
+        while stop > 0:
+            start = data.rfind(b"\n", 0, stop - 1) + 1
+            try:
+                seq, _prev, digest = parse_envelope(data[start:stop])
+            except FrameError:
+                stop = start
+                continue
+            tip = Tip(seq, digest, stop)
+            if stop < size:
+                self._handle_rest(fd, tip, data[stop:], result)
+            return tip
+        if data:  # no valid frame anywhere: a new chain starts after what is there
+            self._handle_rest(fd, Tip(-1, "", 0), data, result)
+        return None
+
+    def _gap_event(self, gap: dict[str, Any]) -> bytes:
+        now = time.time_ns() // 1000
+        ev: dict[str, Any] = {
+            "event_id": uuid7(now // 1000),
+            "schema_version": 1,
+            "kind": "capture_gap",
+            "provider": self.provider,
+            "provider_event_name": "agentlog.capture_gap",
+            "observed_at": now,
+            "captured_at": now,
+            "capture_mode": self.capture_mode,
+            "agentlog_version": __version__,
+        }
+        if self.session_id:
+            ev["provider_session_id"] = self.session_id
+        ev["attrs"] = {"capture_gap": True, **gap}
+        return dumps_bytes(ev)
+
+    def _write(self, fd: int, line: bytes) -> None:
+        if self._split_pause:
+            half = len(line) // 2
+            _write_all(fd, line[:half])
+            time.sleep(self._split_pause)
+            _write_all(fd, line[half:])
+        else:
+            _write_all(fd, line)
+
+    def _sync(self, fd: int) -> None:
+        if self.durability != "strict":
+            return
+        if sys.platform == "darwin":
+            fcntl.fcntl(fd, getattr(fcntl, "F_FULLFSYNC", 51))
+        else:
+            os.fdatasync(fd)
+
+    def _write_head(self, tip: Tip) -> None:
+        tmp = self.head_file + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+        try:
+            _write_all(fd, format_head(tip))
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.head_file)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[n:]
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        dfd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError as e:  # some file systems refuse fsync on directories
+        if e.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(dfd)
+
+
+def open_session_log(
+    root: str, provider: str, session_id: str | None, *, durability: str = "strict", capture_mode: str = "full"
+) -> SessionLog:
+    """The log of one provider session (file named by `layout.session_key`)."""
+    from .layout import session_key
+
+    return SessionLog(
+        root, provider, session_key(session_id), session_id=session_id, durability=durability, capture_mode=capture_mode
+    )
