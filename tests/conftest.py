@@ -1,0 +1,43 @@
+"""Shared fixtures: every test gets its own data root and never the real home."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HOOK_SCRIPT = REPO / "src" / "agentlog" / "_hook.py"
+
+
+def pytest_report_header() -> list[str]:
+    import sqlite3
+
+    return [f"agentlog repo: {REPO}", f"sqlite {sqlite3.sqlite_version}"]
+
+
+@pytest.fixture(autouse=True)
+def agentlog_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("agentlog-home")
+    monkeypatch.setenv("AGENTLOG_HOME", str(home))
+    monkeypatch.delenv("AGENTLOG_CAPTURE_MODE", raising=False)
+    monkeypatch.delenv("AGENTLOG_DURABILITY", raising=False)
+    monkeypatch.delenv("AGENTLOG_FAULT_SPLIT_WRITE_MS", raising=False)
+    yield home
+
+
+def hook_argv(agent: str = "claude-code", *extra: str) -> list[str]:
+    return [sys.executable, "-I", "-S", str(HOOK_SCRIPT), agent, *extra]
+
+
+def run_hook(
+    stdin: bytes, agent: str = "claude-code", *extra: str, env: dict[str, str] | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the real hook as a process, the way an agent does."""
+    return subprocess.run(
+        hook_argv(agent, *extra), input=stdin, capture_output=True, env={**os.environ, **(env or {})}, timeout=60, cwd=cwd
+    )

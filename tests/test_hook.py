@@ -1,0 +1,325 @@
+"""The hook as a process: exit codes, stdout, stderr, what reaches disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentlog.log.layout import iter_logs
+from agentlog.log.verify import verify_log
+from agentlog.model import Event
+
+from conftest import REPO, hook_argv, run_hook
+
+SID = "3f2d1c48-9b7a-4e51-8c6d-0a1b2c3d4e5f"
+
+
+def frames(home: Path) -> list[dict]:
+    out = []
+    for path in iter_logs(str(home)):
+        with open(path, "rb") as f:
+            out += [json.loads(line) for line in f]
+    return out
+
+
+def events(home: Path) -> list[dict]:
+    return [f["event"] for f in frames(home)]
+
+
+def all_bytes_on_disk(home: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+
+
+def payload(**kw: object) -> bytes:
+    base: dict[str, object] = {"session_id": SID, "cwd": "/tmp", "hook_event_name": "UserPromptSubmit", "prompt": "hello"}
+    base.update(kw)
+    return json.dumps(base).encode()
+
+
+def test_records_one_frame_and_says_nothing(agentlog_home: Path) -> None:
+    r = run_hook(payload())
+    assert r.returncode == 0
+    assert r.stdout == b""
+    assert r.stderr == b""
+    evs = events(agentlog_home)
+    assert len(evs) == 1
+    ev = Event.from_wire(evs[0])
+    assert ev.kind == "prompt_submitted"
+    assert ev.provider == "claude_code"
+    assert ev.provider_session_id == SID
+    assert ev.event_id[14] == "7"  # UUIDv7
+    assert ev.observed_at == ev.captured_at > 1_700_000_000_000_000
+    assert ev.raw == json.loads(payload())
+    for p in iter_logs(str(agentlog_home)):
+        assert verify_log(p).status == "intact"
+
+
+def test_files_are_private(agentlog_home: Path) -> None:
+    run_hook(payload())
+    for p in agentlog_home.rglob("*"):
+        mode = p.stat().st_mode & 0o777
+        if p.is_dir():
+            assert mode == 0o700, p
+        else:
+            assert mode == 0o600, p
+
+
+@pytest.mark.parametrize(
+    "stdin, error",
+    [
+        (b"", "empty_payload"),
+        (b"   \n", "empty_payload"),
+        (b"{not json", "invalid_json"),
+        (b"[1, 2, 3]", "payload_not_object"),
+        (b'"just a string"', "payload_not_object"),
+        (b"null", "payload_not_object"),
+    ],
+)
+def test_bad_payloads_are_recorded_as_gaps(agentlog_home: Path, stdin: bytes, error: str) -> None:
+    r = run_hook(stdin)
+    assert r.returncode == 0
+    assert r.stdout == b""
+    assert len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith(b"agentlog hook: ")
+    (ev,) = events(agentlog_home)
+    assert ev["kind"] == "unknown"
+    assert ev["attrs"]["payload_error"] == error
+    Event.from_wire(ev)
+
+
+def test_non_utf8_payload_keeps_what_parses(agentlog_home: Path) -> None:
+    stdin = b'{"session_id": "s-utf8", "hook_event_name": "UserPromptSubmit", "prompt": "caf\xe9 \xff"}'
+    r = run_hook(stdin)
+    assert r.returncode == 0 and r.stdout == b""
+    assert len(r.stderr.splitlines()) == 1
+    (ev,) = events(agentlog_home)
+    assert ev["attrs"]["payload_error"] == "invalid_utf8"
+    assert ev["provider_session_id"] == "s-utf8"
+    assert ev["kind"] == "prompt_submitted"
+    assert "\ufffd" in ev["content"]["prompt"]
+
+
+def test_non_utf8_garbage(agentlog_home: Path) -> None:
+    r = run_hook(bytes(range(256)) * 4)
+    assert r.returncode == 0 and r.stdout == b"" and len(r.stderr.splitlines()) == 1
+    (ev,) = events(agentlog_home)
+    assert ev["kind"] == "unknown"
+    assert ev["attrs"]["payload_error"] in ("invalid_json", "invalid_utf8")
+
+
+def test_oversized_payload_is_capped_and_recorded(agentlog_home: Path) -> None:
+    big = b'{"session_id": "s-big", "hook_event_name": "PostToolUse", "tool_response": "' + b"x" * (17 << 20) + b'"}'
+    r = run_hook(big)
+    assert r.returncode == 0 and r.stdout == b""
+    assert len(r.stderr.splitlines()) == 1
+    (ev,) = events(agentlog_home)
+    assert ev["kind"] == "unknown"
+    assert ev["attrs"]["payload_error"] == "oversized"
+    assert ev["attrs"]["payload_bytes"] == len(big)
+    assert ev["provider_session_id"] == "s-big"  # sniffed from the head of the payload
+    assert len(ev["content"]["payload_head"]) <= 64 << 10
+    assert sum(p.stat().st_size for p in agentlog_home.rglob("*.jsonl")) < 1 << 20
+
+
+def test_unknown_agent_is_recorded_not_fatal(agentlog_home: Path) -> None:
+    r = run_hook(payload(), "vscode")
+    assert r.returncode == 0 and r.stdout == b""
+    assert len(r.stderr.splitlines()) == 1
+    (ev,) = events(agentlog_home)
+    assert ev["attrs"]["adapter_error"] == "unknown_agent"
+
+
+def test_unwritable_data_root_still_exits_zero(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = run_hook(payload(), env={"AGENTLOG_HOME": str(blocker / "home")})
+    assert r.returncode == 0 and r.stdout == b""
+    assert len(r.stderr.splitlines()) == 1
+
+
+def test_unknown_event_is_recorded_and_listed(agentlog_home: Path) -> None:
+    r = run_hook(payload(hook_event_name="SomethingNew2027", extra_field=1))
+    assert r.returncode == 0 and r.stdout == b"" and r.stderr == b""
+    (ev,) = events(agentlog_home)
+    assert ev["kind"] == "unknown"
+    assert ev["attrs"].get("unrecognised") is True
+    lines = (agentlog_home / "state" / "unrecognised.jsonl").read_text().splitlines()
+    rec = json.loads(lines[-1])
+    assert rec["event"] == "SomethingNew2027" and "extra_field" in rec["keys"]
+
+
+def test_capture_test_flag(agentlog_home: Path) -> None:
+    run_hook(payload(hook_event_name="SessionStart", _agentlog_capture_test=True))
+    (ev,) = events(agentlog_home)
+    assert ev["kind"] == "capture_test"
+
+
+@pytest.mark.parametrize(
+    "agent, event, stdout",
+    [
+        ("claude-code", "Stop", b""),
+        ("cursor", "stop", b""),
+        ("gemini-cli", "BeforeTool", b"{}"),
+        ("gemini-cli", "AfterAgent", b"{}"),
+        ("codex", "Stop", b"{}"),
+        ("codex", "PreToolUse", b""),
+    ],
+)
+def test_stdout_is_only_what_the_protocol_needs(agent: str, event: str, stdout: bytes) -> None:
+    key = "conversation_id" if agent == "cursor" else "session_id"
+    r = run_hook(json.dumps({key: "s1", "hook_event_name": event, "stop_hook_active": False}).encode(), agent)
+    assert r.returncode == 0
+    assert r.stdout == stdout
+    if stdout:
+        json.loads(stdout)
+
+
+def test_codex_notify_argument(agentlog_home: Path) -> None:
+    arg = json.dumps(
+        {
+            "type": "agent-turn-complete",
+            "thread-id": "b5f6c1c2-1111-2222-3333-444455556666",
+            "turn-id": "12345",
+            "cwd": "/tmp",
+            "input-messages": ["Rename foo to bar"],
+            "last-assistant-message": "Done.",
+        }
+    )
+    r = subprocess.run(hook_argv("codex", arg), stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == b"" and r.stderr == b""
+    (ev,) = events(agentlog_home)
+    assert ev["kind"] == "turn_stopped"
+    assert ev["provider"] == "codex"
+    assert ev["provider_session_id"] == "b5f6c1c2-1111-2222-3333-444455556666"
+    assert ev["provider_turn_id"] == "12345"
+
+
+CANARIES = {
+    "aws": "AKIAQ3EGUWXYZ7PLMN4B",
+    "github": "ghp_" + "Zq8" * 12,
+    "anthropic": "sk-ant-api03-" + "q7Xw" * 10,
+    "openai": "sk-proj-" + "Lm3k" * 10,
+    "slack": "xoxb-1234567890-abcdefghij",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnktdXNlciJ9.c2lnbmF0dXJlLWNhbmFyeS12YWx1ZQ",
+    "password": "hunter2-canary-pw",
+    "bearer": "bearer-canary-token-0099",
+    "pem": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7canary",
+}
+
+
+def _secret_payloads() -> list[bytes]:
+    c = CANARIES
+    pem = f"-----BEGIN PRIVATE KEY-----\n{c['pem']}\n-----END PRIVATE KEY-----"
+    return [
+        payload(prompt=f"use {c['aws']} and {c['github']} please"),
+        payload(
+            hook_event_name="PreToolUse",
+            tool_name="Bash",
+            tool_use_id="toolu_x",
+            tool_input={"command": f"curl -H 'Authorization: Bearer {c['bearer']}' https://example.invalid && export PASSWORD={c['password']}"},
+        ),
+        payload(
+            hook_event_name="PostToolUse",
+            tool_name="Read",
+            tool_use_id="toolu_y",
+            tool_input={"file_path": "/tmp/.env", "note": c["anthropic"]},
+            tool_response={"type": "text", "file": {"content": f"OPENAI_API_KEY={c['openai']}\nSLACK={c['slack']}\n{pem}\n"}},
+        ),
+        payload(hook_event_name="PostToolUseFailure", tool_name="Bash", tool_use_id="toolu_z", tool_input={"command": "x"}, error=f"Exit code 1\nbad token {c['jwt']}"),
+    ]
+
+
+def test_secret_canaries_never_reach_disk(agentlog_home: Path) -> None:
+    for stdin in _secret_payloads():
+        r = run_hook(stdin)
+        assert r.returncode == 0 and r.stderr == b"", r.stderr
+    disk = all_bytes_on_disk(agentlog_home)
+    for name, secret in CANARIES.items():
+        assert secret.encode() not in disk, name
+    assert b"[REDACTED:" in disk
+    evs = events(agentlog_home)
+    assert sum(e["attrs"].get("redactions", 0) for e in evs) >= len(CANARIES)
+    for p in iter_logs(str(agentlog_home)):
+        assert verify_log(p).status == "intact"
+
+
+def test_metadata_only_writes_no_content(agentlog_home: Path) -> None:
+    marker = "PURPLE-ELEPHANT-CONTENT-42"
+    env = {"AGENTLOG_CAPTURE_MODE": "metadata_only"}
+    run_hook(payload(prompt=f"say {marker}"), env=env)
+    run_hook(
+        payload(hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t", tool_input={"command": f"echo {marker}"}, tool_response={"stdout": marker}),
+        env=env,
+    )
+    disk = all_bytes_on_disk(agentlog_home)
+    assert marker.encode() not in disk
+    for ev in events(agentlog_home):
+        assert "content" not in ev and "raw" not in ev
+        assert ev["capture_mode"] == "metadata_only"
+
+
+def test_config_file_sets_capture_mode(agentlog_home: Path) -> None:
+    (agentlog_home / "config.toml").write_text('capture_mode = "metadata_only"\n')
+    run_hook(payload(prompt="secret-ish words"))
+    (ev,) = events(agentlog_home)
+    assert ev["capture_mode"] == "metadata_only" and "content" not in ev
+    # a second run reads the cache, not the TOML
+    assert (agentlog_home / "state" / "config.cache.json").exists()
+
+
+def test_bad_config_falls_back_to_defaults(agentlog_home: Path) -> None:
+    (agentlog_home / "config.toml").write_text('capture_mode = "everything"\n')
+    r = run_hook(payload())
+    assert r.returncode == 0 and len(r.stderr.splitlines()) == 1
+    (ev,) = events(agentlog_home)
+    assert ev["capture_mode"] == "full"
+
+
+def test_hook_imports_only_the_standard_library(tmp_path: Path, agentlog_home: Path) -> None:
+    """Run the real hook entry and list every module it loaded."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import runpy, sys, json\n"
+        f"sys.argv = [{str(REPO / 'src' / 'agentlog' / '_hook.py')!r}, 'claude-code']\n"
+        "try:\n"
+        f"    runpy.run_path({str(REPO / 'src' / 'agentlog' / '_hook.py')!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    stdin = payload(hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t", tool_input={"command": "git status"}, tool_response={"stdout": "password=hunter22"})
+    r = subprocess.run([sys.executable, "-I", "-S", str(probe)], input=stdin, capture_output=True, timeout=60)
+    assert r.returncode == 0
+    modules = json.loads(r.stderr.decode().splitlines()[-1])
+    # the probe itself imported runpy and json; everything else must be stdlib or ours
+    foreign = [m for m in modules if m.split(".")[0] not in sys.stdlib_module_names and not m.startswith("agentlog")]
+    assert foreign == []
+    for heavy in ("click", "rich", "orjson", "duckdb", "pyarrow", "deltalake", "tomlkit"):
+        assert heavy not in modules
+    assert len(events(agentlog_home)) == 1
+
+
+def test_hook_path_avoids_expensive_stdlib_modules(agentlog_home: Path) -> None:
+    """Not a correctness rule but a cost rule (docs/hook-path.md): re, json, typing… cost ms each."""
+    code = (
+        "import sys, os\n"
+        f"sys.path.insert(0, {str(REPO / 'src')!r})\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY); os.dup2(fd, 0)\n"
+        "from agentlog.capture.hook import main\n"
+        "main(['claude-code'])\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    p = agentlog_home / "payload.json"
+    p.write_bytes(
+        payload(hook_event_name="PostToolUse", tool_name="Edit", tool_use_id="t", tool_input={"file_path": "/tmp/a.py", "old_string": "a", "new_string": "b"}, tool_response={"filePath": "/tmp/a.py"})
+    )
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(p)], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    loaded = set(r.stdout.decode().split())
+    expensive = {"re", "json", "typing", "uuid", "dataclasses", "enum", "functools", "collections", "datetime", "tomllib", "inspect", "logging", "pathlib", "shlex", "hashlib"}
+    assert loaded & expensive == set()
