@@ -9,7 +9,9 @@ Falls back to `json` where `_json` is missing (other Pythons).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 try:
     import _json
@@ -40,8 +42,9 @@ class _Context:
 _WS = " \t\n\r"
 
 if _json is not None:
-    _scan = _json.make_scanner(_Context())
-    _encode = _json.make_encoder(
+    _scan = _json.make_scanner(_Context())  # type: ignore[arg-type]
+    _make_encoder: Any = _json.make_encoder  # typeshed wants callables where None is allowed
+    _encode = _make_encoder(
         None,  # markers: no cycle detection needed for parsed data
         None,  # default: unknown types are a bug, let it raise
         _json.encode_basestring,  # ensure_ascii=False
@@ -65,13 +68,18 @@ if _json is not None:
             raise DecodeError(f"expecting a value at char {e.value}") from None
         except ValueError as e:
             raise DecodeError(str(e)) from None
+        except SystemError:
+            # The C scanner builds its error by importing json.decoder; when
+            # that module is not loaded (the hook never loads it) CPython 3.11
+            # reports a SystemError instead. The input is invalid either way.
+            raise DecodeError("invalid JSON") from None
         while end < n and text[end] in _WS:
             end += 1
         if end != n:
             raise DecodeError(f"extra data at char {end}")
         return value
 
-    _encode_ascii = _json.make_encoder(
+    _encode_ascii = _make_encoder(
         None, None, _json.encode_basestring_ascii, None, ":", ",", False, False, False
     )
 

@@ -46,5 +46,5 @@ def payload_stdin(element: object) -> bytes:
         except ValueError:
             inner = None
         if isinstance(inner, dict) and "hook_event_name" in inner:
-            return element["raw_input"].encode("utf-8")
+            return str(element["raw_input"]).encode("utf-8")
     return json.dumps(element, ensure_ascii=False).encode("utf-8")

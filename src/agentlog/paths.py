@@ -47,9 +47,19 @@ def diagnostics_log(root: str) -> str:
 
 
 def ensure_dir(path: str) -> None:
-    """Create `path` (and parents) private to the user; never loosen an existing one."""
+    """Create ``path`` and any missing parents, each private to the user (0700).
+
+    ``os.makedirs(path, mode)`` applies ``mode`` only to the last directory; the
+    parents (the data root itself, ``logs/``) would get the umask default.
+    Existing directories are left as they are.
+    """
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        ensure_dir(parent)
     try:
-        os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+        os.mkdir(path, DIR_MODE)
     except FileExistsError:
         pass
 

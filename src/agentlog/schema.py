@@ -39,7 +39,7 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if origin in (collections.abc.Mapping, dict) or tp is dict:
         return {"type": "object"}
     if dataclasses.is_dataclass(tp):
-        name = tp.__name__
+        name = str(getattr(tp, "__name__"))
         if name not in defs:
             defs[name] = {}
             defs[name] = _dataclass_schema(tp, defs)

@@ -21,13 +21,19 @@ verifier, which is not on the hook path, uses hashlib).
 
 from __future__ import annotations
 
-try:
-    from _sha256 import sha256 as _sha256
-except ImportError:  # Python >= 3.12 renamed it
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:
     try:
-        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef]
-    except ImportError:  # pragma: no cover
-        from hashlib import sha256 as _sha256  # type: ignore[assignment]
+        from _sha256 import sha256
+    except ImportError:  # Python >= 3.12 renamed it
+        try:
+            from _sha2 import sha256
+        except ImportError:  # pragma: no cover
+            from hashlib import sha256
+
+__all__ = ["sha256", "genesis", "seal", "parse_envelope", "parse_seq", "event_bytes", "FrameError"]
 
 FORMAT_VERSION = 1
 PREFIX = b'{"v":1,"prev":"'
@@ -46,13 +52,13 @@ _HEX = frozenset(b"0123456789abcdef")
 def genesis(provider: str, session_key: str) -> str:
     """The ``prev`` of frame 0 of the log ``<provider>/<session_key>``."""
     data = ("agentlog/v1\x1f" + provider + "\x1f" + session_key).encode("utf-8", "surrogatepass")
-    return _sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def seal(seq: int, prev: str, event_json: bytes) -> tuple[bytes, str]:
     """Build the frame line for an already-serialised event; return (line, hash)."""
     body = b"".join((PREFIX, prev.encode("ascii"), SEQ_MARK, str(seq).encode("ascii"), EVENT_MARK, event_json))
-    digest = _sha256(body).hexdigest()
+    digest = sha256(body).hexdigest()
     return b"".join((body, HASH_MARK, digest.encode("ascii"), SUFFIX)), digest
 
 
@@ -84,7 +90,7 @@ def parse_envelope(line: bytes) -> tuple[int, str, str]:
     prev = line[PREV_START:PREV_END]
     if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
         raise FrameError("not_a_frame")
-    if _sha256(line[:mark]).hexdigest().encode("ascii") != claimed:
+    if sha256(line[:mark]).hexdigest().encode("ascii") != claimed:
         raise FrameError("bad_hash")
     return int(digits), prev.decode("ascii"), claimed.decode("ascii")
 

@@ -26,9 +26,9 @@ def session_key(session_id: str | None) -> str:
         return UNKNOWN_SESSION
     if len(session_id) <= _MAX_KEY and session_id[0] not in "._-" and _SAFE.issuperset(session_id):
         return session_id
-    from .frame import _sha256
+    from .frame import sha256
 
-    return "h-" + _sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return "h-" + str(sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest())[:40]
 
 
 def provider_dir(root: str, provider: str) -> str:

@@ -34,7 +34,8 @@ from .writer import Tip, parse_head
 
 MAX_BREAKS = 20
 PARALLEL_MIN_BYTES = 4 << 20  # below this one process is faster than starting workers
-GAP_MARK = b'"kind":"capture_gap"'
+# canonical key order puts kind third, so this matches only the top-level kind
+GAP_MARK = b',"schema_version":1,"kind":"capture_gap"'
 
 CAVEAT = (
     "A clean result proves that every frame is intact and in order since it was written "
@@ -131,6 +132,7 @@ def _scan(data: bytes | memoryview, base: bytes | None) -> _Chunk:
         ok = (
             nl - pos > PREV_END + n_tail
             and buf[nl - n_tail : nl - n_tail + 9] == b',"hash":"'
+            and buf[nl - 2 : nl] == b'"}'  # not covered by the hash: check it
             and buf.startswith(PREFIX, pos)
             and sha(mv[pos : nl - n_tail]).hexdigest().encode() == claimed
         )
@@ -288,10 +290,14 @@ def _check_tail(report: LogReport, data: bytes, complete_end: int, torn: bytes, 
     """Compare the head with the end of the log; classify a torn tail."""
     frames = report.frames
     if head_bytes is None:
-        if frames == 0 and not torn:
+        # No head yet: a crash inside the first append (mid-frame 0, or after
+        # frame 0 but before the head) leaves at most one frame plus a torn line.
+        if frames == 0:
+            _torn_gap(report, torn)
             return
         if frames == 1 and not report.breaks:
             report.gaps.append(Gap(0, 0, "head_missing", "no head after the first frame: a crash inside the first append"))
+            _torn_gap(report, torn)
             return
         report.breaks.append(Break(0, None, "head_missing", f"head file is missing; log has {frames} frames"))
         return
@@ -330,9 +336,13 @@ def _check_tail(report: LogReport, data: bytes, complete_end: int, torn: bytes, 
         report.gaps.append(
             Gap(frames - extra + 1, head.seq + 1, "head_behind", f"{extra} frame(s) after the head: a crash between writing a frame and updating the head; the next append adopts them")
         )
+    _torn_gap(report, torn)
+
+
+def _torn_gap(report: LogReport, torn: bytes) -> None:
     if torn:
         report.gaps.append(
-            Gap(frames + 1, None, "torn_tail", f"{len(torn)} bytes of an incomplete frame after the last one: a crash mid-append; the next append cuts them and records a capture_gap")
+            Gap(report.frames + 1, None, "torn_tail", f"{len(torn)} bytes of an incomplete frame after the last one: a crash mid-append; the next append cuts them and records a capture_gap")
         )
 
 

@@ -34,8 +34,8 @@ import time
 from .. import __version__
 from ..fastjson import dumps_bytes
 from ..ids import uuid7
-from ..paths import DIR_MODE, FILE_MODE
-from .frame import FrameError, _sha256, genesis, parse_envelope, seal
+from ..paths import FILE_MODE, ensure_dir
+from .frame import FrameError, sha256, genesis, parse_envelope, seal
 from .layout import head_path, log_path
 
 TYPE_CHECKING = False
@@ -121,6 +121,9 @@ class SessionLog:
     # -- public ------------------------------------------------------------
     def append(self, events: list[bytes]) -> AppendResult:
         """Append already-serialised events (one frame each), repairing first if needed."""
+        for ev in events:
+            if b"\n" in ev:
+                raise ValueError("an event's serialised form must not contain a raw newline")
         result = AppendResult(self.path)
         fd = self._open()
         try:
@@ -153,7 +156,7 @@ class SessionLog:
             return os.open(self.path, flags, FILE_MODE)
         except FileNotFoundError:
             d = os.path.dirname(self.path)
-            os.makedirs(d, mode=DIR_MODE, exist_ok=True)
+            ensure_dir(d)
             fd = os.open(self.path, flags, FILE_MODE)
             if self.durability == "strict":
                 _fsync_dir(d)
@@ -228,13 +231,13 @@ class SessionLog:
                     "after_seq": tip.seq,
                     "bytes": len(complete),
                     "lines": complete.count(b"\n"),
-                    "sha256": _sha256(complete).hexdigest(),
+                    "sha256": sha256(complete).hexdigest(),
                 }
             )
         if torn:
             os.ftruncate(fd, tip.offset + len(complete))
             result.gaps.append(
-                {"reason": "torn_tail", "after_seq": tip.seq, "lost_bytes": len(torn), "sha256": _sha256(torn).hexdigest()}
+                {"reason": "torn_tail", "after_seq": tip.seq, "lost_bytes": len(torn), "sha256": sha256(torn).hexdigest()}
             )
 
     def _recover_from_end(self, fd: int, size: int, result: AppendResult) -> Tip | None:
@@ -300,6 +303,9 @@ class SessionLog:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
         try:
             _write_all(fd, format_head(tip))
+            if self.durability == "strict":
+                # so that a power loss cannot leave an empty head behind the rename
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, self.head_file)

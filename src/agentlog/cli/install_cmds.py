@@ -1,0 +1,265 @@
+"""`agentlog install`, `agentlog uninstall` and `agentlog doctor`.
+
+Human output is a table on stdout; ``--json`` prints exactly one JSON array
+(one object per agent) on stdout and nothing else. Diagnostics go to stderr.
+Exit codes: 0 ok, 1 when an agent failed (or, for install, its capture test
+failed; for doctor, an agent's hooks are stale), 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agentlog.install.agents import AGENT_NAMES, Scope
+from agentlog.install.doctor import AgentHealth, CaptureTestResult, capture_test, diagnose
+from agentlog.install.errors import InstallError
+from agentlog.install.installer import InstallResult, install, uninstall
+
+_TESTED_OUTCOMES = ("installed", "updated", "already_current")
+
+
+def _validate_agents(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str]:
+    unknown = [name for name in value if name not in AGENT_NAMES]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown agent {', '.join(repr(u) for u in unknown)} (choose from {', '.join(AGENT_NAMES)})",
+            ctx=ctx,
+            param=param,
+        )
+    return list(dict.fromkeys(value))
+
+
+def _resolve_scope(scope: str | None, project_dir: Path | None) -> Scope:
+    if scope == "project" or (scope is None and project_dir is not None):
+        return "project"
+    return "user"
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _err(message: str) -> None:
+    click.echo(f"agentlog: {message}", err=True)
+
+
+def _echo_json(items: Sequence[dict[str, object]]) -> None:
+    click.echo(json.dumps(list(items), indent=2, ensure_ascii=False))
+
+
+def _changes(result: InstallResult) -> str:
+    parts: list[str] = []
+    if result.events_added:
+        parts.append("+" + " +".join(result.events_added))
+    if result.events_updated:
+        parts.append("~" + " ~".join(result.events_updated))
+    if result.events_removed:
+        parts.append("-" + " -".join(result.events_removed))
+    return " ".join(parts)
+
+
+def _show_results(
+    results: list[InstallResult], tests: dict[str, CaptureTestResult], title: str, show_tests: bool
+) -> None:
+    console = _console()
+    table = Table(title=title, title_justify="left")
+    table.add_column("agent", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("config")
+    table.add_column("details")
+    if show_tests:
+        table.add_column("capture test")
+    for result in results:
+        outcome_style = {"failed": "red", "skipped": "dim", "not_installed": "dim"}.get(result.outcome, "green")
+        details = result.reason
+        changes = _changes(result)
+        if changes and result.outcome == "updated":
+            details = f"{details}: {changes}" if details else changes
+        row = [
+            Text(result.agent),
+            Text(result.outcome + (" (dry run)" if result.dry_run else ""), style=outcome_style),
+            Text(str(result.config_path) if result.config_path else ""),
+            Text(details),
+        ]
+        if show_tests:
+            test = tests.get(result.agent)
+            if test is None:
+                row.append(Text("—", style="dim"))
+            else:
+                row.append(Text("ok" if test.ok else f"failed: {test.reason}", style="green" if test.ok else "red"))
+        table.add_row(*row)
+    console.print(table)
+    for result in results:
+        for note in result.notes:
+            console.print(Text(f"note ({result.agent}): {note}"))
+        if result.diff:
+            console.print(Text(result.diff.rstrip("\n")))
+
+
+@click.command(name="install")
+@click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default=None,
+    help="Edit the user's config (default) or the project's (implied by --project).",
+)
+@click.option(
+    "--project",
+    "project_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Project directory for --scope project (default: the current directory).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would change (with a diff); write nothing.")
+@click.option("--no-test", is_flag=True, help="Skip the capture test after installing.")
+@click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
+def install_cmd(
+    agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool, json_: bool
+) -> None:
+    """Install agentlog's hooks into coding agents' configs.
+
+    With no AGENT, every detected agent (claude-code, codex, cursor,
+    gemini-cli) is set up. Existing hooks are kept; running it again changes
+    nothing. After installing, a synthetic event is sent through each hook to
+    check that it reaches the log (skip with --no-test).
+    """
+    resolved = _resolve_scope(scope, project_dir)
+    try:
+        results = install(agents or None, resolved, project_dir, dry_run)
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    tests: dict[str, CaptureTestResult] = {}
+    run_tests = not dry_run and not no_test
+    if run_tests:
+        for result in results:
+            if result.outcome in _TESTED_OUTCOMES:
+                tests[result.agent] = capture_test(result.agent, scope=resolved, project_dir=project_dir)
+    failed = False
+    if results and all(r.outcome == "skipped" for r in results):
+        _err("no supported agent detected; nothing installed")
+    for result in results:
+        if result.outcome == "failed":
+            failed = True
+            _err(f"{result.agent}: {result.reason}")
+        test = tests.get(result.agent)
+        if test is not None and not test.ok:
+            failed = True
+            _err(f"{result.agent}: capture test failed: {test.reason}")
+            if test.stderr.strip():
+                _err(f"{result.agent}: hook stderr: {test.stderr.strip()}")
+    if json_:
+        items: list[dict[str, object]] = []
+        for result in results:
+            item = result.to_dict()
+            test = tests.get(result.agent)
+            item["capture_test"] = test.to_dict() if test is not None else None
+            items.append(item)
+        _echo_json(items)
+    else:
+        title = "agentlog install" + (" (dry run: nothing written)" if dry_run else "")
+        _show_results(results, tests, title, run_tests)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+@click.command(name="uninstall")
+@click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default=None,
+    help="Edit the user's config (default) or the project's (implied by --project).",
+)
+@click.option(
+    "--project",
+    "project_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Project directory for --scope project (default: the current directory).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would change (with a diff); write nothing.")
+@click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
+def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, json_: bool) -> None:
+    """Remove agentlog's hooks from coding agents' configs.
+
+    If a config is exactly as agentlog left it, the file from before the
+    install is restored byte for byte (or removed if agentlog created it);
+    otherwise only agentlog's entries are taken out.
+    """
+    resolved = _resolve_scope(scope, project_dir)
+    try:
+        results = uninstall(agents or None, resolved, project_dir, dry_run)
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    failed = False
+    for result in results:
+        if result.outcome == "failed":
+            failed = True
+            _err(f"{result.agent}: {result.reason}")
+    if json_:
+        _echo_json([r.to_dict() for r in results])
+    else:
+        title = "agentlog uninstall" + (" (dry run: nothing written)" if dry_run else "")
+        _show_results(results, {}, title, False)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _show_health(health: list[AgentHealth]) -> None:
+    console = _console()
+    table = Table(title="agentlog doctor", title_justify="left")
+    table.add_column("agent", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("config")
+    table.add_column("last event", no_wrap=True)
+    table.add_column("details")
+    styles = {"stale": "red", "receiving": "green", "installed": "yellow", "detected": "yellow"}
+    for h in health:
+        details = "; ".join([*h.problems, *h.notes]) if (h.problems or h.notes) else h.detection
+        last = h.last_event_at.astimezone().strftime("%Y-%m-%d %H:%M") if h.last_event_at else "—"
+        table.add_row(
+            Text(h.agent),
+            Text(h.state, style=styles.get(h.state, "dim")),
+            Text(str(h.config_path) + ("" if h.config_exists else " (absent)")),
+            Text(last),
+            Text(details),
+        )
+    console.print(table)
+    shapes = [s for h in health for s in h.unrecognised]
+    if shapes:
+        extra = Table(title="unrecognised payloads", title_justify="left")
+        extra.add_column("provider")
+        extra.add_column("event")
+        extra.add_column("count", justify="right")
+        extra.add_column("last seen")
+        extra.add_column("keys")
+        for s in shapes:
+            extra.add_row(Text(s.provider), Text(s.event), Text(str(s.count)), Text(s.last_at or "—"), Text(", ".join(s.keys)))
+        console.print(extra)
+
+
+@click.command(name="doctor")
+@click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
+def doctor_cmd(json_: bool) -> None:
+    """Check each agent's hooks: detected, installed, stale or receiving events.
+
+    Also lists hook payloads agentlog did not recognise. Exits 1 when an
+    agent's hooks are stale (run `agentlog install` to repair them).
+    """
+    health = diagnose()
+    if json_:
+        _echo_json([h.to_dict() for h in health])
+    else:
+        _show_health(health)
+    stale = [h.agent for h in health if h.state == "stale"]
+    if stale:
+        _err("stale hooks for " + ", ".join(stale) + "; run `agentlog install` to repair")
+        raise click.exceptions.Exit(1)
