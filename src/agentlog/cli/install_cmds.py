@@ -12,6 +12,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import Any
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -103,22 +105,27 @@ def _show_results(
             console.print(Text(result.diff.rstrip("\n")))
 
 
+def _scope_options(f: Any) -> Any:
+    """--scope, --project and --dry-run, shared by install and uninstall."""
+    f = click.option("--dry-run", is_flag=True, help="Show what would change (with a diff); write nothing.")(f)
+    f = click.option(
+        "--project",
+        "project_dir",
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        default=None,
+        help="Project directory for --scope project (default: the current directory).",
+    )(f)
+    return click.option(
+        "--scope",
+        type=click.Choice(["user", "project"]),
+        default=None,
+        help="Edit the user's config (default) or the project's (implied by --project).",
+    )(f)
+
+
 @click.command(name="install")
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
-@click.option(
-    "--scope",
-    type=click.Choice(["user", "project"]),
-    default=None,
-    help="Edit the user's config (default) or the project's (implied by --project).",
-)
-@click.option(
-    "--project",
-    "project_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Project directory for --scope project (default: the current directory).",
-)
-@click.option("--dry-run", is_flag=True, help="Show what would change (with a diff); write nothing.")
+@_scope_options
 @click.option("--no-test", is_flag=True, help="Skip the capture test after installing.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
@@ -172,20 +179,7 @@ def install_cmd(
 
 @click.command(name="uninstall")
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
-@click.option(
-    "--scope",
-    type=click.Choice(["user", "project"]),
-    default=None,
-    help="Edit the user's config (default) or the project's (implied by --project).",
-)
-@click.option(
-    "--project",
-    "project_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Project directory for --scope project (default: the current directory).",
-)
-@click.option("--dry-run", is_flag=True, help="Show what would change (with a diff); write nothing.")
+@_scope_options
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, json_: bool) -> None:
     """Remove agentlog's hooks from coding agents' configs.
