@@ -551,13 +551,14 @@ _FAMILIES: tuple[tuple[int, _Hit, _Needles, int, int], ...] = (
         _hit_underscore,
         (
             (b"gh", _TOKEN_AT, _NO_GATE),
+            (b"github_pat_", _TOKEN_AT, _NO_GATE),
             (b"npm_", _TOKEN_AT, _NO_GATE),
             (b"sbp_", _TOKEN_AT, _NO_GATE),
             (b"vercel_", _TOKEN_AT, _NO_GATE),
             (b"hf_", _TOKEN_AT, _NO_GATE),
             (b"k_", _needle_token(1), _NO_GATE),
         ),
-        7,
+        8,
         16,
     ),
     (

@@ -32,18 +32,34 @@ def demo_cmd(home: str, workers: int, as_json: bool) -> None:
         print_json(result_dict(result))
     else:
         rows = []
+        totals: dict[str, int] = {}
         for s in result.sessions:
+            for k, v in s.kinds.items():
+                totals[k] = totals.get(k, 0) + v
+            calls = s.kinds.get("tool_call_finished", 0) + s.kinds.get("tool_call_failed", 0)
+            other = s.frames - calls - s.kinds.get("prompt_submitted", 0)
             rows.append(
                 {
                     "session": s.session[:13],
                     "frames": s.frames,
-                    "events by kind": ", ".join(f"{k} {v}" for k, v in s.kinds.items()),
-                    "failed calls": s.failures,
+                    "prompts": s.kinds.get("prompt_submitted", 0),
+                    "tool results": calls,
+                    "failed": s.failures,
+                    "other": other,
                     "redactions": s.redactions,
                     "verify": s.verify,
                 }
             )
-        print_table(rows, ["session", "frames", "events by kind", "failed calls", "redactions", "verify"], title=f"agentlog demo: {result.home}")
+        print_table(
+            rows,
+            ["session", "frames", "prompts", "tool results", "failed", "other", "redactions", "verify"],
+            title=f"agentlog demo: {len(result.sessions)} sessions recorded in {result.home}",
+        )
+        print_table(
+            [{"kind": k, "events": v} for k, v in sorted(totals.items(), key=lambda kv: -kv[1])],
+            ["kind", "events"],
+            title="events by kind",
+        )
         err = stderr()
         err.print(f"replayed {result.payloads} payloads from {result.source}")
         err.print(f"hook exit codes non-zero: {result.hook_failures}; hook stderr lines: {result.stderr_lines}")
