@@ -2,16 +2,27 @@
 
 Run as a script with ``-I -S`` the interpreter skips ``site`` (tens of
 milliseconds on machines with many ``.pth`` files), so this file puts the
-directory that holds the ``agentlog`` package on ``sys.path`` itself.
-``agentlog hook <agent>`` runs exactly the same code, just with a slower start.
+directory that holds the ``agentlog`` package on ``sys.path`` itself, with
+string operations: importing ``os`` here would cost the hook ~2 ms
+(docs/hook-path.md). ``agentlog hook <agent>`` runs the same code, just with
+a slower start.
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_here = __file__ if __file__.startswith("/") else sys.path[0] + "/" + __file__
+sys.path.insert(0, _here.rsplit("/", 2)[0])
 
 from agentlog.capture.hook import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # Skip interpreter teardown (freeing every module and object): the hook
+    # has written and synced everything it writes, and it is ~1 ms per call.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        import posix
+
+        posix._exit(code)

@@ -9,7 +9,7 @@ override the file (tests and one-off runs). Standard library only (hook path).
 
 from __future__ import annotations
 
-import os
+from . import _oslite as os
 
 from . import fastjson
 from .kinds import CAPTURE_MODES

@@ -7,7 +7,7 @@ milliseconds per hook process (it imports `platform`), and a UUIDv7 is only
 
 from __future__ import annotations
 
-import os
+from . import _oslite as os
 import time
 
 

@@ -7,7 +7,7 @@ hook path imports this module.
 
 from __future__ import annotations
 
-import os
+from . import _oslite as os
 import sys
 
 DIR_MODE = 0o700

@@ -500,34 +500,38 @@ for _sub, _names in (
 ):
     for _name in _names.split():
         _GIT_SUBCATEGORY[_name] = _sub
-_GIT_ARG_FLAGS = frozenset(("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"))
+_GIT_ARG_FLAGS = frozenset("-C -c --git-dir --work-tree --namespace --config-env --super-prefix".split())
 
-_SHELLS = frozenset(("bash", "sh", "zsh", "dash", "fish", "ksh"))
-_SHELL_WORDS = frozenset(("{", "}", "(", ")", "!", "if", "then", "else", "elif", "do", "while", "until", "fi", "done", "esac"))
-_LOOP_HEADERS = frozenset(("for", "case", "select", "function"))
+_SHELLS = frozenset("bash sh zsh dash fish ksh".split())
+_SHELL_WORDS = frozenset("{ } ( ) ! if then else elif do while until fi done esac".split())
+_LOOP_HEADERS = frozenset("for case select function".split())
 _WRAPPER_FLAGS: dict[str, frozenset[str]] = {
-    "sudo": frozenset(("-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--host", "--prompt", "--chdir")),
-    "doas": frozenset(("-u", "-C")),
-    "env": frozenset(("-u", "-C", "--unset", "--chdir")),
-    "time": frozenset(("-o", "-f", "--output", "--format")),
+    "sudo": frozenset("-u -g -h -p -C -D -r -t -U -T --user --group --host --prompt --chdir".split()),
+    "doas": frozenset("-u -C".split()),
+    "env": frozenset("-u -C --unset --chdir".split()),
+    "time": frozenset("-o -f --output --format".split()),
     "nohup": frozenset(),
-    "exec": frozenset(("-a",)),
+    "exec": frozenset("-a".split()),
     "command": frozenset(),
     "builtin": frozenset(),
-    "nice": frozenset(("-n", "--adjustment")),
-    "timeout": frozenset(("-s", "-k", "--signal", "--kill-after")),
-    "xargs": frozenset(("-n", "-I", "-P", "-L", "-d", "-E", "-s", "-a", "--max-args", "--replace", "--max-procs", "--delimiter", "--arg-file")),
-    "watch": frozenset(("-n", "--interval")),
-    "stdbuf": frozenset(("-i", "-o", "-e")),
+    "nice": frozenset("-n --adjustment".split()),
+    "timeout": frozenset("-s -k --signal --kill-after".split()),
+    "xargs": frozenset("-n -I -P -L -d -E -s -a --max-args --replace --max-procs --delimiter --arg-file".split()),
+    "watch": frozenset("-n --interval".split()),
+    "stdbuf": frozenset("-i -o -e".split()),
 }
 
-_JS_PMS = frozenset(("npm", "pnpm", "yarn", "bun"))
-_JS_RUNNERS = frozenset(("npx", "bunx", "pnpx", "uvx"))
-_JS_INSTALL = frozenset(("install", "i", "ci", "add", "remove", "rm", "uninstall", "un", "update", "up", "upgrade", "link", "dedupe", "prune"))
+_JS_PMS = frozenset("npm pnpm yarn bun".split())
+_JS_RUNNERS = frozenset("npx bunx pnpx uvx".split())
+_JS_INSTALL = frozenset("install i ci add remove rm uninstall un update up upgrade link dedupe prune".split())
 _JS_QUERY = frozenset(
     ("audit", "outdated", "ls", "list", "view", "info", "show", "why", "explain", "config", "cache", "whoami", "version", "init", "create", "pack", "doctor", "help", "search", "login", "logout")
 )
-_JS_VALUE_FLAGS = frozenset(("--prefix", "-C", "--dir", "--filter", "-F", "--cwd", "-w", "--workspace"))
+_NO_FLAGS: frozenset[str] = frozenset()
+_DOCKER_VALUE_FLAGS = frozenset("-H --host --context -c --config -f --file -p --project-name".split())
+_NODE_VALUE_FLAGS = frozenset("-r --require --import --loader".split())
+_RUNNER_VALUE_FLAGS = frozenset("-p --package --from --with --python".split())
+_JS_VALUE_FLAGS = frozenset("--prefix -C --dir --filter -F --cwd -w --workspace".split())
 _LINT_SCRIPTS = ("lint", "format", "fmt", "prettier", "eslint", "stylelint", "check-format")
 
 _BUILD_TOOLS: dict[str, str] = {}
@@ -539,13 +543,13 @@ for _sub, _names in (
 ):
     for _name in _names.split():
         _BUILD_TOOLS[_name] = _sub
-_BUILD_TARGET_TOOLS = frozenset(("make", "gmake", "ninja", "bazel", "bazelisk", "gradle", "gradlew", "mvn", "mvnw", "ant", "sbt", "xcodebuild"))
-_BUILD_VALUE_FLAGS = frozenset(("-C", "-f", "-o", "-W", "-I", "-p", "-P", "-D", "-scheme", "-project", "-workspace", "-destination", "-configuration", "-sdk", "--file", "--directory"))
+_BUILD_TARGET_TOOLS = frozenset("make gmake ninja bazel bazelisk gradle gradlew mvn mvnw ant sbt xcodebuild".split())
+_BUILD_VALUE_FLAGS = frozenset("-C -f -o -W -I -p -P -D -scheme -project -workspace -destination -configuration -sdk --file --directory".split())
 
 _TEST_RUNNERS = frozenset(
     ("jest", "vitest", "pytest", "py.test", "mocha", "rspec", "phpunit", "playwright", "cypress", "ava", "karma", "tox", "nox", "nose2", "ctest", "bats", "jasmine", "unittest")
 )
-_E2E = frozenset(("playwright", "cypress"))
+_E2E = frozenset("playwright cypress".split())
 
 _PKG_MANAGERS = frozenset(
     ("pip", "pip3", "uv", "poetry", "brew", "apt", "apt-get", "gem", "composer", "conda", "pipx", "pipenv", "mamba", "micromamba", "dnf", "yum", "apk", "pacman", "port", "bundle", "bundler")
@@ -553,14 +557,14 @@ _PKG_MANAGERS = frozenset(
 _PKG_INSTALL = frozenset(
     ("install", "i", "add", "remove", "rm", "uninstall", "un", "update", "upgrade", "up", "sync", "lock", "require", "reinstall", "ci", "link", "download", "create", "tap", "inject")
 )
-_PKG_RUNNERS = frozenset(("run", "exec"))
+_PKG_RUNNERS = frozenset("run exec".split())
 _PKG_VALUE_FLAGS = frozenset(
     ("--with", "--python", "-p", "--from", "--directory", "--project", "--extra", "--group", "--env-file", "-n", "--name", "--prefix", "--index-url", "-i", "--package")
 )
 
-_INTERPRETERS = frozenset(("node", "python", "deno", "ruby", "php", "java", "ts-node", "tsx", "perl", "rails", "flask", "uvicorn", "gunicorn", "hypercorn"))
-_SERVERS = frozenset(("uvicorn", "gunicorn", "hypercorn", "flask"))
-_PY_VALUE_FLAGS = frozenset(("-W", "-X", "-Q"))
+_INTERPRETERS = frozenset("node python deno ruby php java ts-node tsx perl rails flask uvicorn gunicorn hypercorn".split())
+_SERVERS = frozenset("uvicorn gunicorn hypercorn flask".split())
+_PY_VALUE_FLAGS = frozenset("-W -X -Q".split())
 
 _NETWORK: dict[str, str] = {}
 for _sub, _names in (
@@ -754,39 +758,39 @@ def _pkg_manager(prog: str, args: list[str], depth: int) -> _Result:
     return "other", "pkg.other", None
 
 
+def _pairs(spec: str) -> dict[str, str]:
+    """``"a:x b:y"`` → ``{"a": "x", "b": "y"}``."""
+    return dict(item.split(":", 1) for item in spec.split())
+
+
+_TOOLCHAINS: dict[str, dict[str, str]] = {
+    "cargo": _pairs(
+        "test:test nextest:test build:build check:build clippy:build doc:build run:run add:install "
+        "install:install update:install fetch:install remove:install uninstall:install publish:network"
+    ),
+    "go": _pairs("test:test build:build vet:build generate:build run:run get:install mod:install install:install"),
+    "dotnet": _pairs("test:test build:build publish:build run:run restore:install add:install"),
+    "mix": _pairs("test:test build:build compile:build run:run phx.server:run deps.get:install"),
+    "swift": _pairs("test:test build:build run:run"),
+}
+_TOOLCHAIN_SUB = _pairs("test:pkg.test build:pkg.build run:pkg.run install:pkg.install network:pkg.publish")
+
+
 def _toolchain(prog: str, args: list[str]) -> _Result:
-    pos = [a for a in _positionals(args, frozenset()) if not a.startswith("+")]
+    pos = [a for a in _positionals(args, _NO_FLAGS) if not a.startswith("+")]
     sub = pos[0].lower() if pos else ""
-    if prog == "cargo":
-        table = {
-            "test": "test", "nextest": "test", "build": "build", "check": "build", "clippy": "build",
-            "doc": "build", "run": "run", "add": "install", "install": "install", "update": "install",
-            "fetch": "install", "remove": "install", "uninstall": "install", "publish": "network",
-        }  # fmt: skip
-    elif prog == "go":
-        table = {
-            "test": "test", "build": "build", "vet": "build", "generate": "build", "run": "run",
-            "get": "install", "mod": "install", "install": "install",
-        }  # fmt: skip
-    elif prog == "dotnet":
-        table = {"test": "test", "build": "build", "publish": "build", "run": "run", "restore": "install", "add": "install"}
-    elif prog == "mix":
-        table = {"test": "test", "build": "build", "compile": "build", "run": "run", "phx.server": "run", "deps.get": "install"}
-    else:  # swift
-        table = {"test": "test", "build": "build", "run": "run"}
-        if sub == "package" and len(pos) > 1 and pos[1].lower() in ("resolve", "update"):
-            return "install", "pkg.install", None
-    category = table.get(sub)
+    if prog == "swift" and sub == "package" and len(pos) > 1 and pos[1].lower() in ("resolve", "update"):
+        return "install", "pkg.install", None
+    category = _TOOLCHAINS[prog].get(sub)
     if category is None:
         if sub in ("fmt", "format"):
             return "other", "pkg.lint", None
         return "other", "pkg.other", None
-    sub_kind = {"test": "pkg.test", "build": "pkg.build", "run": "pkg.run", "install": "pkg.install", "network": "pkg.publish"}
-    return category, sub_kind[category], None
+    return category, _TOOLCHAIN_SUB[category], None
 
 
 def _docker(prog: str, args: list[str]) -> _Result:
-    pos = _positionals(args, frozenset(("-H", "--host", "--context", "-c", "--config", "-f", "--file", "-p", "--project-name")))
+    pos = _positionals(args, _DOCKER_VALUE_FLAGS)
     sub = pos[0].lower() if pos else ""
     if prog == "docker-compose":
         pos = ["compose", *pos]
@@ -848,7 +852,7 @@ def _interpreter(prog: str, args: list[str], depth: int) -> _Result:
     if prog == "node":
         if "--test" in args:
             return "test", "test.runner", None
-        rest = _rest_after_flags(args, frozenset(("-r", "--require", "--import", "--loader")))
+        rest = _rest_after_flags(args, _NODE_VALUE_FLAGS)
         if rest:
             script = _program(rest[0])
             for ext in (".js", ".cjs", ".mjs"):
@@ -858,7 +862,7 @@ def _interpreter(prog: str, args: list[str], depth: int) -> _Result:
                 return "test", "test.runner", None
         return "run", "run.interpreter", None
     if prog == "deno":
-        pos = _positionals(args, frozenset())
+        pos = _positionals(args, _NO_FLAGS)
         sub = pos[0].lower() if pos else ""
         if sub == "test":
             return "test", "pkg.test", None
@@ -870,7 +874,7 @@ def _interpreter(prog: str, args: list[str], depth: int) -> _Result:
             return "other", "pkg.lint", None
         return "run", "run.interpreter", None
     if prog == "rails":
-        pos = _positionals(args, frozenset())
+        pos = _positionals(args, _NO_FLAGS)
         sub = pos[0].lower() if pos else ""
         if sub in ("test", "spec"):
             return "test", "test.runner", None
@@ -878,7 +882,7 @@ def _interpreter(prog: str, args: list[str], depth: int) -> _Result:
             return "run", "run.server", None
         return "run", "run.interpreter", None
     if prog == "php":
-        pos = _positionals(args, frozenset())
+        pos = _positionals(args, _NO_FLAGS)
         if pos and _program(pos[0]) == "artisan" and len(pos) > 1 and pos[1] == "test":
             return "test", "test.runner", None
         if pos and _program(pos[0]) == "phpunit":
@@ -920,7 +924,7 @@ def _classify_program(word: str, args: list[str], depth: int) -> _Result:
     if prog in _JS_PMS:
         return _js_pm(prog, args, depth)
     if prog in _JS_RUNNERS:
-        rest = _rest_after_flags(args, frozenset(("-p", "--package", "--from", "--with", "--python")))
+        rest = _rest_after_flags(args, _RUNNER_VALUE_FLAGS)
         if not rest:
             return "other", None, None
         head = rest[0]
@@ -933,7 +937,7 @@ def _classify_program(word: str, args: list[str], depth: int) -> _Result:
     if prog in ("docker", "podman", "docker-compose", "nerdctl"):
         return _docker(prog, args)
     if prog in ("vite", "next", "nuxt"):
-        pos = _positionals(args, frozenset())
+        pos = _positionals(args, _NO_FLAGS)
         if pos and pos[0] == "build":
             return "build", "build.js", None
         return "run", "run.server", None
@@ -945,7 +949,7 @@ def _classify_program(word: str, args: list[str], depth: int) -> _Result:
         return "build", _BUILD_TOOLS[prog], None
     if prog in _TEST_RUNNERS:
         if prog in _E2E:
-            pos = _positionals(args, frozenset())
+            pos = _positionals(args, _NO_FLAGS)
             if pos and pos[0] == "install":
                 return "install", "pkg.install", None
             return "test", "test.e2e", None
@@ -1056,13 +1060,13 @@ def classify_command(command: str) -> dict[str, str]:
 
 _TEST_DIRS = ("/tests/", "/test/", "/__tests__/", "/spec/", "/specs/")
 _TEST_MARKS = (".test.", ".spec.", "_test.", "_spec.")
-_CONFIG_EXTS = frozenset(("json", "yaml", "yml", "toml", "ini", "cfg", "conf", "env", "properties", "plist", "lock"))
+_CONFIG_EXTS = frozenset("json yaml yml toml ini cfg conf env properties plist lock".split())
 _CONFIG_NAMES = frozenset(
     ("dockerfile", "makefile", "justfile", "procfile", ".gitignore", ".gitattributes", ".editorconfig", ".npmrc", ".nvmrc", ".dockerignore", "cargo.toml", "package.json")
 )
 _CONFIG_PREFIXES = (".env", ".eslintrc", ".prettierrc", ".babelrc")
-_DOC_EXTS = frozenset(("md", "mdx", "rst", "txt", "adoc"))
-_DOC_STEMS = frozenset(("readme", "changelog", "license", "licence", "contributing", "authors", "notice"))
+_DOC_EXTS = frozenset("md mdx rst txt adoc".split())
+_DOC_STEMS = frozenset("readme changelog license licence contributing authors notice".split())
 
 
 def file_facts(path: str) -> dict[str, object]:

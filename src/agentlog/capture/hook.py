@@ -14,7 +14,7 @@ Standard library only, and only the cheap parts of it (docs/hook-path.md).
 
 from __future__ import annotations
 
-import os
+from .. import _oslite as os
 import sys
 import time
 

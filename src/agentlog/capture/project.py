@@ -9,7 +9,7 @@ not spawn processes. Standard library only (hook path).
 
 from __future__ import annotations
 
-import os
+from .. import _oslite as os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -96,19 +96,20 @@ if TYPE_CHECKING:
     _Needles = Tuple[Tuple[bytes, _Handler, int], ...]
 
 
+_ALL = bytes(range(256))
+
+
 def _table(allowed: bytes) -> bytes:
     """256-byte ``translate`` table: 1 for bytes in ``allowed``, 0 for the rest."""
-    t = bytearray(256)
-    for c in allowed:
-        t[c] = 1
-    return bytes(t)
+    # Map every allowed byte to allowed[0], then that one value (and only it) to 1.
+    v = allowed[0]
+    marked = _ALL.translate(bytes.maketrans(allowed, bytes((v,)) * len(allowed)))
+    return marked.translate(bytes(v) + b"\x01" + bytes(255 - v))
 
 
 def _table_except(excluded: bytes) -> bytes:
-    t = bytearray(b"\x01" * 256)
-    for c in excluded:
-        t[c] = 0
-    return bytes(t)
+    """0 for bytes in ``excluded``, 1 for the rest."""
+    return _table(excluded).translate(bytes.maketrans(b"\x00\x01", b"\x01\x00"))
 
 
 _UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -9,7 +9,7 @@ Standard library only (hook path).
 
 from __future__ import annotations
 
-import os
+from .. import _oslite as os
 
 from ..paths import logs_dir
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import os
+from .. import _oslite as os
 import sys
 import time
 
@@ -151,7 +151,7 @@ class SessionLog:
 
     # -- internals -----------------------------------------------------------
     def _open(self) -> int:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         try:
             return os.open(self.path, flags, FILE_MODE)
         except FileNotFoundError:
@@ -300,7 +300,7 @@ class SessionLog:
 
     def _write_head(self, tip: Tip) -> None:
         tmp = self.head_file + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
         try:
             _write_all(fd, format_head(tip))
             if self.durability == "strict":
