@@ -17,6 +17,13 @@ import sys
 
 TYPE_CHECKING = False
 
+__all__ = [
+    "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
+    "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid",
+    "listdir", "mkdir", "open", "path", "pread", "read", "replace", "stat", "urandom", "write",
+    "LEAN",
+]
+
 if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_names:
     import os as _os
     from os import (
