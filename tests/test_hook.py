@@ -283,13 +283,14 @@ def test_bad_config_falls_back_to_defaults(agentlog_home: Path) -> None:
 def test_hook_imports_only_the_standard_library(tmp_path: Path, agentlog_home: Path) -> None:
     """Run the real hook entry and list every module it loaded."""
     probe = tmp_path / "probe.py"
+    script = str(REPO / "src" / "agentlog" / "_hook.py")
+    # Run the entry script's own set-up (not its __main__ block, which ends
+    # the process with posix._exit), then its main, then list the modules.
     probe.write_text(
-        "import runpy, sys, json\n"
-        f"sys.argv = [{str(REPO / 'src' / 'agentlog' / '_hook.py')!r}, 'claude-code']\n"
-        "try:\n"
-        f"    runpy.run_path({str(REPO / 'src' / 'agentlog' / '_hook.py')!r}, run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
+        "import runpy, sys\n"
+        f"ns = runpy.run_path({script!r}, run_name='probe')\n"
+        "ns['main'](['claude-code'])\n"
+        "import json\n"
         "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
     )
     stdin = payload(hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t", tool_input={"command": "git status"}, tool_response={"stdout": "password=hunter22"})
@@ -307,9 +308,9 @@ def test_hook_imports_only_the_standard_library(tmp_path: Path, agentlog_home: P
 def test_hook_path_avoids_expensive_stdlib_modules(agentlog_home: Path) -> None:
     """Not a correctness rule but a cost rule (docs/hook-path.md): re, json, typing… cost ms each."""
     code = (
-        "import sys, os\n"
+        "import sys, posix\n"
         f"sys.path.insert(0, {str(REPO / 'src')!r})\n"
-        "fd = os.open(sys.argv[1], os.O_RDONLY); os.dup2(fd, 0)\n"
+        "fd = posix.open(sys.argv[1], posix.O_RDONLY); posix.dup2(fd, 0)\n"
         "from agentlog.capture.hook import main\n"
         "main(['claude-code'])\n"
         "print(' '.join(sorted(sys.modules)))\n"
@@ -321,5 +322,5 @@ def test_hook_path_avoids_expensive_stdlib_modules(agentlog_home: Path) -> None:
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(p)], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr
     loaded = set(r.stdout.decode().split())
-    expensive = {"re", "json", "typing", "uuid", "dataclasses", "enum", "functools", "collections", "datetime", "tomllib", "inspect", "logging", "pathlib", "shlex", "hashlib"}
+    expensive = {"os", "re", "json", "typing", "uuid", "dataclasses", "enum", "functools", "collections", "datetime", "tomllib", "inspect", "logging", "pathlib", "shlex", "hashlib"}
     assert loaded & expensive == set()
