@@ -7,7 +7,9 @@ break), 2 usage error.
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import Any
 
 import click
 
@@ -18,7 +20,40 @@ from .output import print_json, print_table
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-@click.group(context_settings=CONTEXT)
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when used.
+
+    Starting the CLI must stay cheap: `agentlog verify` should not pay for
+    importing the installer, the demo and the benchmarks.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            cmd = getattr(importlib.import_module(module, __name__), attr)
+            self.add_command(cmd, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+LAZY_COMMANDS = {
+    "verify": ".verify_cmd:verify_cmd",
+    "demo": ".demo_cmd:demo_cmd",
+    "bench": ".bench_cmds:bench",
+    "config": ".config_cmds:config",
+    "install": ".install_cmds:install_cmd",
+    "uninstall": ".install_cmds:uninstall_cmd",
+    "doctor": ".install_cmds:doctor_cmd",
+}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="agentlog")
 def cli() -> None:
     """agentlog: a tamper-evident flight recorder for AI coding agents.
@@ -55,25 +90,4 @@ def hook_cmd(agent: str, extra: tuple[str, ...]) -> None:
     hook_main([agent, *extra])
 
 
-def _register() -> None:
-    from .verify_cmd import verify_cmd
-    from .demo_cmd import demo_cmd
-    from .bench_cmds import bench
-    from .config_cmds import config
-
-    cli.add_command(verify_cmd)
-    cli.add_command(demo_cmd)
-    cli.add_command(bench)
-    cli.add_command(config)
-    try:
-        from .install_cmds import doctor_cmd, install_cmd, uninstall_cmd
-    except ImportError:  # pragma: no cover - during development only
-        return
-    cli.add_command(install_cmd)
-    cli.add_command(uninstall_cmd)
-    cli.add_command(doctor_cmd)
-
-
-_register()
-
-__all__ = ["cli"]
+__all__ = ["cli", "LazyGroup"]

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def stdout() -> Console:
+    from rich.console import Console
+
     return Console(soft_wrap=False, highlight=False)
 
 
 def stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
@@ -23,6 +28,8 @@ def print_json(value: Any) -> None:
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: str | None = None) -> None:
+    from rich.table import Table
+
     cols = list(columns)
     table = Table(title=title, show_lines=False)
     for c in cols:

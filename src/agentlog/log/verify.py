@@ -25,9 +25,11 @@ import fcntl
 import hashlib
 import mmap
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 from .frame import PREFIX, PREV_END, PREV_START, TRAILER, FrameError, genesis, parse_envelope, parse_seq
 from .layout import head_path, iter_logs, split_log_path
@@ -297,6 +299,8 @@ def _verify_buffer(
     if jobs > 1 and complete_end >= PARALLEL_MIN_BYTES:
         points = _split_points(data, complete_end, jobs)
         ranges = list(zip(points, points[1:]))
+        from concurrent.futures import ProcessPoolExecutor
+
         own_pool = pool is None
         ex = pool or ProcessPoolExecutor(max_workers=jobs - 1)
         try:
@@ -423,6 +427,8 @@ def verify_logs(paths: Iterable[str], *, jobs: int = 1) -> list[LogReport]:
     sizes = {p: _size(p) for p in paths}
     big = [p for p in paths if sizes[p] >= PARALLEL_MIN_BYTES]
     small = [p for p in paths if sizes[p] < PARALLEL_MIN_BYTES]
+    from concurrent.futures import ProcessPoolExecutor
+
     results: dict[str, LogReport] = {}
     with ProcessPoolExecutor(max_workers=jobs) as ex:
         for p in big:
