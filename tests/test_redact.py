@@ -170,6 +170,10 @@ def test_redaction_table(text: str, expected: str) -> None:
         "if password == self.password:",
         "Secret::new(x)",
         "The password: see docs",
+        "const apiKey = process.env.API_KEY;",
+        "const token = await getToken();",
+        "self.api_key = api_key",
+        '"token": token,',
     ],
 )
 def test_not_secrets(text: str) -> None:
@@ -383,3 +387,8 @@ def _with_slack(slack: int, text: str) -> str:
 def test_anchor_and_fallback_scans_agree(text: str) -> None:
     """Anchor visits and per-prefix scans (taken when anchors are common) find the same spans."""
     assert _with_slack(-1, text) == _with_slack(10**9, text)
+
+
+def test_markdown_code_span_is_not_a_value() -> None:
+    text = "The generic `password=`/entropy rules are not implemented. Use password=`cat pw.txt` here."
+    assert redact_text(text)[0] is text

@@ -224,11 +224,12 @@ def build(
         from .redact import redact_value
 
         counts: dict[str, int] = {}
+        memo: dict[int, tuple[str, dict[str, int]]] = {}  # content and raw share strings
         if content:
-            content, c1 = redact_value(content)  # type: ignore[assignment]
+            content, c1 = redact_value(content, memo)  # type: ignore[assignment]
             _merge(counts, c1)
         if raw is not None:
-            raw, c2 = redact_value(raw)
+            raw, c2 = redact_value(raw, memo)
             _merge(counts, c2)
         if counts:
             attrs["redactions"] = sum(counts.values())
