@@ -30,7 +30,7 @@ from .common import describe, machine, write_results
 
 __all__ = ["run_hook_bench", "write_results", "bench_payload", "build_session"]
 
-_OUTPUT = ("collected 12 items\n\ntests/test_parser.py ............ [100%]\n" * 20)[:1100]
+_OUTPUT = ("collected 12 items\n\ntests/test_parser.py ............ [100%]\n" * 20)[:420]
 
 
 def bench_payload(session_id: str, i: int = 0) -> bytes:
