@@ -37,8 +37,12 @@ from .writer import Tip, parse_head
 
 MAX_BREAKS = 20
 PARALLEL_MIN_BYTES = 4 << 20  # below this one process is faster than starting workers
-# canonical key order puts kind third, so this matches only the top-level kind
+# A capture_gap frame (always written by the log writer, so in canonical key
+# order with a UUID event id) has this at a fixed offset: just after the
+# 36-character event_id, i.e. _GAP_AT + the number of digits of its seq.
 GAP_MARK = b',"schema_version":1,"kind":"capture_gap"'
+_GAP_LEN = len(GAP_MARK)
+_GAP_AT = len(b'{"v":1,"prev":"') + 64 + len(b'","seq":') + len(b',"event":{"event_id":"') + 36 + 1
 
 CAVEAT = (
     "A clean result proves that every frame is intact and in order since it was written "
@@ -134,32 +138,40 @@ def _scan(data: bytes | mmap.mmap, base: bytes | None, start: int = 0, end: int 
     idx = 0
     prev_hash = base
     expect_seq: int | None = None
+    gap_at = next_width = 0
     t = TRAILER - 1  # TRAILER counts the newline
     while True:
         nl = find(b"\n", pos, stop)
         if nl < 0:
             break
-        claimed = buf[nl - 66 : nl - 2]
+        # One comparison covers the trailer and the hash, one the link and
+        # the sequence number: each check is a slice and a compare in C.
         if (
             expect_seq is not None
+            and prev_hash is not None
             and nl - pos >= MIN_FRAME
-            and buf[nl - t : nl - t + 9] == b',"hash":"'
-            and buf[nl - 2 : nl] == b'"}'  # not covered by the hash: check it
-            and buf[pos + PREV_START : pos + PREV_END] == prev_hash
-            and buf[pos + PREV_END : pos + PREV_END + 28].startswith(b'","seq":%d,' % expect_seq)
-            and sha(mv[pos : nl - t]).hexdigest().encode() == claimed
+            and buf[nl - t : nl] == b',"hash":"%b"}' % (h := sha(mv[pos : nl - t]).hexdigest().encode())
+            and buf[pos : pos + 128].startswith(b'{"v":1,"prev":"%b","seq":%d,' % (prev_hash, expect_seq))
         ):
-            prev_hash = claimed
+            if buf[pos + gap_at : pos + gap_at + _GAP_LEN] == GAP_MARK:
+                out.gaps.append((idx, expect_seq))
+            prev_hash = h
             expect_seq += 1
+            if expect_seq == next_width:  # one more digit from now on
+                gap_at += 1
+                next_width *= 10
         else:
             prev_hash, expect_seq = _slow_line(out, buf, pos, nl, idx, prev_hash, expect_seq)
+            if expect_seq is not None:
+                digits = len(str(expect_seq))
+                gap_at = _GAP_AT + digits
+                next_width = 10**digits
         idx += 1
         pos = nl + 1
     out.lines = idx
     out.last_hash = prev_hash
     out.last_seq = expect_seq - 1 if expect_seq is not None else None
     mv.release()
-    _find_gaps(out, buf, start, stop)
     return out
 
 
@@ -186,6 +198,9 @@ def _slow_line(
         # frame is reported once, not twice.
         return (claimed if reason == "bad_hash" else None), (expect_seq + 1 if expect_seq is not None else None)
     prev = prev_text.encode()
+    at = _GAP_AT + len(str(seq))
+    if line[at : at + _GAP_LEN] == GAP_MARK:
+        out.gaps.append((idx, seq))
     if idx == 0:
         out.first_prev = prev
         out.first_seq = seq
@@ -198,22 +213,6 @@ def _slow_line(
             breaks.append((idx, "sequence_gap", f"expected seq {expect_seq}, found {seq}"))
         out.bad_lines.add(idx)
     return digest.encode(), seq + 1
-
-
-_EVENT_ID_AT = len(b',"event":{"event_id":"') + 36 + 1
-
-
-def _find_gaps(out: _Chunk, buf: bytes | mmap.mmap, start: int, end: int) -> None:
-    """capture_gap frames: one search over the range, each hit checked to be
-    the top-level ``kind`` of its frame (not text inside a payload)."""
-    hit = buf.find(GAP_MARK, start, end)
-    while hit >= 0:
-        ls = buf.rfind(b"\n", start, hit) + 1 or start
-        ev = buf.find(b',"event":', ls + PREV_END, ls + PREV_END + 30)
-        if ev >= 0 and ev + _EVENT_ID_AT == hit:
-            seq_text = buf[ls + PREV_END + 8 : ev]
-            out.gaps.append((buf[start:ls].count(b"\n"), int(seq_text) if seq_text.isdigit() else None))
-        hit = buf.find(GAP_MARK, hit + 1, end)
 
 
 _REASON_TEXT = {
