@@ -841,9 +841,16 @@ def test_capture_test_with_real_hook(sb: Sandbox) -> None:
     sb.make_agents("claude-code")
     sb.install(["claude-code"])
     result = capture_test("claude-code", home=sb.home, data_root=sb.data, environ=sb.env)
-    if not result.ok and ("ModuleNotFoundError" in result.stderr or "ImportError" in result.stderr):
-        pytest.skip(f"the hook is not complete yet: {result.stderr.strip()}")
     assert result.ok, (result.reason, result.stderr)
+    # the capture test proves the wiring; it is not the agent sending events
+    (health,) = [h for h in diagnose(home=sb.home, data_root=sb.data, environ=sb.env) if h.agent == "claude-code"]
+    assert health.state == "installed" and health.last_event_at is None
+    import subprocess
+
+    payload = json.dumps({"session_id": "real-1", "hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": str(sb.home)})
+    subprocess.run(["/bin/sh", "-c", hook_command("claude-code")], input=payload.encode(), env={**os.environ, **sb.env, "AGENTLOG_HOME": str(sb.data)}, check=True)
+    (health,) = [h for h in diagnose(home=sb.home, data_root=sb.data, environ=sb.env) if h.agent == "claude-code"]
+    assert health.state == "receiving" and health.last_event_at is not None
 
 
 # --------------------------------------------------------------------------

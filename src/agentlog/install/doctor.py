@@ -43,6 +43,7 @@ from agentlog.install.jsonedit import (
     parse_config,
 )
 
+CAPTURE_TEST_PREFIX = "agentlog-capture-test-"
 HealthState = Literal["not_installed", "detected", "installed", "stale", "receiving"]
 
 UNRECOGNISED_FILE = "unrecognised.jsonl"
@@ -211,7 +212,11 @@ def agent_notes(
 
 
 def last_event_time(data_root: str | Path, provider: str) -> tuple[datetime | None, int]:
-    """Newest modification time among ``<data_root>/logs/<provider>/**/*.jsonl`` and the file count."""
+    """Newest modification time among ``<data_root>/logs/<provider>/**/*.jsonl`` and the file count.
+
+    Logs of our own capture tests do not count: they prove the wiring, not that
+    the agent is sending events.
+    """
     base = os.path.join(paths.logs_dir(str(data_root)), provider)
     newest: float | None = None
     count = 0
@@ -227,6 +232,8 @@ def last_event_time(data_root: str | Path, provider: str) -> tuple[datetime | No
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
                 elif entry.name.endswith(".jsonl") and entry.is_file():
+                    if entry.name.startswith(CAPTURE_TEST_PREFIX):
+                        continue  # our own wiring checks are not the agent's events
                     count += 1
                     mtime = entry.stat().st_mtime
                     if newest is None or mtime > newest:
@@ -602,7 +609,7 @@ def capture_test(
     env = dict(os.environ if environ is None else environ)
     home_path = default_home(home, env)
     root = paths.data_root(env) if data_root is None else str(data_root)
-    session_id = f"agentlog-capture-test-{os.getpid()}-{time.time_ns() // 1_000_000}"
+    session_id = f"{CAPTURE_TEST_PREFIX}{os.getpid()}-{time.time_ns() // 1_000_000}"
     config_path = spec.config_path(scope, home=home_path, project_dir=project_dir, environ=env)
 
     def fail(reason: str, command: str | None = None) -> CaptureTestResult:
