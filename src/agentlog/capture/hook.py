@@ -322,6 +322,14 @@ def _append_line(path: str, obj: dict[str, Any]) -> None:
 
 
 def _complain(root: str | None, message: str) -> None:
+    """One line to stderr and to the diagnostics log (secrets redacted: an
+    exception message can quote the payload)."""
+    try:
+        from .redact import redact_text
+
+        message = redact_text(message)[0]
+    except Exception:
+        message = message.split(":", 1)[0]
     line = "agentlog hook: " + message.replace("\n", " ")[:500]
     try:
         sys.stderr.write(line + "\n")
