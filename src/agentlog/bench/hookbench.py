@@ -99,7 +99,14 @@ def run_hook_bench(
     concurrent: int = 50,
     durability: str = "strict",
     progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
+    """Time the hook as a whole process (see the module docstring).
+
+    ``should_stop`` is asked after every round (from the fifth on): when it
+    says yes the rounds end early and the result records ``runs_done`` and
+    ``capped``.
+    """
     sizes = sizes or [1000, 10000, 50000]
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-hook-")
     try:
@@ -125,13 +132,19 @@ def run_hook_bench(
         for _warm in range(3):
             for _name, argv, stdin in variants:
                 _time(argv, stdin, env)
+        runs_done = 0
         for r in range(runs):
             order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for name, argv, stdin in order:
                 times[name].append(_time(argv, stdin, env))
                 done += 1
+            runs_done = r + 1
             if progress:
                 progress(done, total)
+            if should_stop is not None and runs_done >= 5 and runs_done < runs and should_stop():
+                break
+        capped = runs_done < runs
+        runs = runs_done
         floor = times["interpreter floor"]
         rows = []
         stats: dict[str, Any] = {}
@@ -158,6 +171,7 @@ def run_hook_bench(
         result: dict[str, Any] = {
             "machine": machine(),
             "runs": runs,
+            "capped": capped,
             "durability": durability,
             "frame_bytes": frame_bytes,
             "stats_ms": stats,

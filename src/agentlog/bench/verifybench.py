@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..log.verify import verify_log
 from .common import describe, machine
@@ -55,8 +55,21 @@ def _ms(fn: Any) -> float:
     return (time.perf_counter_ns() - t0) / 1e6
 
 
-def run_verify_bench(*, sizes: list[int] | None = None, repeat: int = 9) -> dict[str, Any]:
+def run_verify_bench(
+    *,
+    sizes: list[int] | None = None,
+    repeat: int = 9,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Verify throughput per size (see the module docstring).
+
+    ``should_stop`` is asked after every round from the third on; a yes ends
+    that size's rounds and skips the sizes not yet started (``capped``).
+    """
     sizes = sizes or [1000, 10000, 50000]
+    capped = False
+    done_sizes: list[int] = []
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-verify-")
     try:
         root = os.path.join(tmp, "home")
@@ -64,6 +77,10 @@ def run_verify_bench(*, sizes: list[int] | None = None, repeat: int = 9) -> dict
         rows = []
         raw: dict[str, Any] = {}
         for n in sizes:
+            if capped:
+                break
+            if progress:
+                progress(f"verify: building and timing a {n:,}-frame log")
             sid = f"verify-{n}"
             path = build_session(root, sid, n)
             size = os.path.getsize(path)
@@ -79,15 +96,19 @@ def run_verify_bench(*, sizes: list[int] | None = None, repeat: int = 9) -> dict
                 if r.returncode != 0:
                     raise RuntimeError(f"agentlog verify failed: {r.stderr[-500:]!r}")
 
-            for _ in range(repeat):
+            for r in range(repeat):
                 t["hash"].append(_ms(lambda: hash_only(path)))
                 t["in1"].append(_ms(lambda: verify_log(path, jobs=1)))
                 t["in2"].append(_ms(lambda: verify_log(path, jobs=2)))
                 t["cmd1"].append(_ms(lambda: command(1)))
                 t["cmd2"].append(_ms(lambda: command(2)))
+                if should_stop is not None and r + 1 >= 3 and r + 1 < repeat and should_stop():
+                    capped = True
+                    break
+            done_sizes.append(n)
             stats = {k: describe(v) for k, v in t.items()}
             ratio1 = statistics.median(b / a for a, b in zip(t["in1"], t["hash"]))
-            raw[str(n)] = {"bytes": size, "ms": stats, "in_process_1_vs_hash_only": ratio1}
+            raw[str(n)] = {"bytes": size, "frames": n, "rounds": len(t["hash"]), "ms": stats, "in_process_1_vs_hash_only": ratio1}
             for jobs in (1, 2):
                 ip, cm = stats[f"in{jobs}"], stats[f"cmd{jobs}"]
                 rows.append(
@@ -103,10 +124,10 @@ def run_verify_bench(*, sizes: list[int] | None = None, repeat: int = 9) -> dict
                 "`verify_log(path, jobs)`, worker start-up included for jobs 2. Command: the whole "
                 "`agentlog verify --session … --jobs N --json` process. Logs below 4 MB are verified in one process "
                 "even with --jobs 2. Warm page cache. In-process jobs 1 runs at "
-                + ", ".join(f"{raw[str(n)]['in_process_1_vs_hash_only']:.0%}" for n in sizes)
+                + ", ".join(f"{raw[str(n)]['in_process_1_vs_hash_only']:.0%}" for n in done_sizes)
                 + " of the hash-only rate (median of per-round ratios).",
             }
         ]
-        return {"machine": machine(), "repeat": repeat, "results": raw, "tables": tables}
+        return {"machine": machine(), "repeat": repeat, "capped": capped, "sizes": done_sizes, "results": raw, "tables": tables}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,24 @@
+"""The seeded benchmark workload (issue 3).
+
+A deterministic generator of the agents' own hook payloads and Claude Code
+transcript lines, shaped like the workload of attemptdb's published benchmark
+(``model.py`` lists every distribution and where it comes from), so that the
+real capture path runs on it.
+
+- :func:`generate` — ``events`` samples in stream order (``generator.py``);
+- :func:`sample_events` — the canonical wire events of one sample, through
+  ``agentlog.capture.hook.build`` (hooks) or ``reconstruct.py`` (transcripts);
+- :func:`calibrate` — bytes per event, zstd ratio, kind mix, generation rate;
+- :func:`load` — write the canonical events into a data root's session logs.
+
+Not on the hook path: this package uses the full standard library.
+"""
+
+from __future__ import annotations
+
+from .calibrate import calibrate
+from .canonical import Canonicalizer, event_id, sample_events
+from .generator import DEFAULT_SEED, generate
+from .load import load
+
+__all__ = ["DEFAULT_SEED", "Canonicalizer", "calibrate", "event_id", "generate", "load", "sample_events"]
