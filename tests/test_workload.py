@@ -164,6 +164,23 @@ def test_all_providers_and_sources_appear(small: list[tuple[dict[str, Any], dict
                     ("gemini_cli", "hook")}
 
 
+@pytest.mark.parametrize("provider", ["claude_code", "codex", "cursor", "gemini_cli"])
+@pytest.mark.parametrize("kind", ["capture_test", "unknown"])
+def test_noise_sessions(provider: str, kind: str) -> None:
+    import random
+
+    from agentlog.bench.workload.generator import NoiseSession, Workload
+
+    wl = Workload(10, 1)
+    sess = NoiseSession(wl, random.Random(5), M.START_TIME_US, wl.world.projects[0], "noise-1", provider, kind)
+    (item,) = list(sess.run())
+    sample = Workload._sample(0, item[0], sess, item)
+    (ev,) = sample_events(sample)
+    assert ev["kind"] == kind == sample["kind"]
+    assert ev["provider"] == provider
+    Event.from_wire(ev)
+
+
 def test_unpaired_transcript_result_still_names_its_tool() -> None:
     for s in generate(600, seed=9):
         if s["source"] == "transcript" and s["kind"] == "tool_call_finished" and s["profile"] == "shell_finished":

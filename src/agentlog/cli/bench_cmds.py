@@ -236,19 +236,24 @@ def bench_sample(events: int, seed: int | None, canonical: bool) -> None:
     canon = Canonicalizer() if canonical else None
     chunk: list[bytes] = []
     size = 0
-    for sample in generate(events, DEFAULT_SEED if seed is None else seed):
-        items = canon(sample) if canon is not None else [sample]
-        for item in items:
-            line = dumps_bytes(item)
-            chunk.append(line)
-            chunk.append(b"\n")
-            size += len(line) + 1
-        if size >= 1 << 20:
-            out.write(b"".join(chunk))
-            chunk.clear()
-            size = 0
-    out.write(b"".join(chunk))
-    out.flush()
+    try:
+        for sample in generate(events, DEFAULT_SEED if seed is None else seed):
+            items = canon(sample) if canon is not None else [sample]
+            for item in items:
+                line = dumps_bytes(item)
+                chunk.append(line)
+                chunk.append(b"\n")
+                size += len(line) + 1
+            if size >= 1 << 20:
+                out.write(b"".join(chunk))
+                chunk.clear()
+                size = 0
+        out.write(b"".join(chunk))
+        out.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @bench.command(name="load")
