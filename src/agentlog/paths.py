@@ -64,6 +64,22 @@ def ensure_dir(path: str) -> None:
         pass
 
 
+def fsync_path(path: str) -> None:
+    """Best-effort fsync of a file or directory by path (e.g. a directory after
+    creating or renaming an entry in it). Some file systems refuse fsync on
+    directories; a failure here never stops the caller."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def all_paths(root: str) -> dict[str, str]:
     """Every place agentlog reads or writes, by name (for `agentlog paths`)."""
     return {

@@ -134,19 +134,6 @@ def locked(path: Path, timeout: float = 10.0) -> Iterator[None]:
         os.close(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically (temp file in the same dir, fsync, rename).
 
@@ -170,13 +157,13 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
+    paths.fsync_path(str(path.parent))
 
 
 def remove_file(path: Path) -> None:
     """Delete ``path`` (never a directory) and sync its directory."""
     os.unlink(path)
-    _fsync_dir(path.parent)
+    paths.fsync_path(str(path.parent))
 
 
 def backup(path: Path, data: bytes, mode: int | None, now: float | None = None) -> Path:

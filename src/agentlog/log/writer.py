@@ -25,7 +25,6 @@ Standard library only (hook path).
 
 from __future__ import annotations
 
-import errno
 import fcntl
 from .. import _oslite as os
 import sys
@@ -34,7 +33,7 @@ import time
 from .. import __version__
 from ..fastjson import dumps_bytes
 from ..ids import uuid7
-from ..paths import FILE_MODE, ensure_dir
+from ..paths import FILE_MODE, ensure_dir, fsync_path
 from .frame import FrameError, sha256, genesis, parse_envelope, seal
 from .layout import head_path, log_path
 
@@ -159,7 +158,7 @@ class SessionLog:
             ensure_dir(d)
             fd = os.open(self.path, flags, FILE_MODE)
             if self.durability == "strict":
-                _fsync_dir(d)
+                fsync_path(d)
             return fd
 
     def _read_head(self) -> tuple[Tip | None, str | None]:
@@ -319,20 +318,6 @@ def _write_all(fd: int, data: bytes) -> None:
         except InterruptedError:
             continue
         view = view[n:]
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        dfd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError as e:  # some file systems refuse fsync on directories
-        if e.errno not in (errno.EINVAL, errno.EBADF):
-            raise
-    finally:
-        os.close(dfd)
 
 
 def open_session_log(

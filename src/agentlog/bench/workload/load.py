@@ -23,24 +23,12 @@ from typing import Any, Callable
 
 from ...fastjson import dumps_bytes
 from ...log.writer import SessionLog, open_session_log
+from ...paths import fsync_path
 from .canonical import Canonicalizer
 from .generator import DEFAULT_SEED, generate
 
 Progress = Callable[[int, int], None]
 _CHUNK = 200  # samples per message to a worker
-
-
-def _fsync_path(path: str, directory: bool = False) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class _Writer:
@@ -102,13 +90,13 @@ class _Writer:
         t0 = time.perf_counter()
         dirs: set[str] = set()
         for log in self.logs.values():
-            _fsync_path(log.path)
-            _fsync_path(log.head_file)
+            fsync_path(log.path)
+            fsync_path(log.head_file)
             dirs.add(os.path.dirname(log.path))
         for d in sorted(dirs):
-            _fsync_path(d, directory=True)
+            fsync_path(d)
         for parent in sorted({os.path.dirname(d) for d in dirs}):
-            _fsync_path(parent, directory=True)
+            fsync_path(parent)
         self.t_sync = time.perf_counter() - t0
         written = 0
         for log in self.logs.values():
