@@ -50,6 +50,7 @@ LAZY_COMMANDS = {
     "install": ".install_cmds:install_cmd",
     "uninstall": ".install_cmds:uninstall_cmd",
     "doctor": ".install_cmds:doctor_cmd",
+    "ingest": ".ingest_cmd:ingest_cmd",
 }
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha256
+    from typing import Any
 else:
     try:
         from _sha256 import sha256
@@ -72,9 +73,13 @@ def parse_seq(line: bytes) -> int:
     return int(line[start : line.index(b",", start)])
 
 
-def parse_envelope(line: bytes) -> tuple[int, str, str]:
+def parse_envelope(line: bytes, hasher: Any = None) -> tuple[int, str, str]:
     """Return (seq, prev, hash) of a complete line (with its newline), checking
-    shape and hash. Raises FrameError('not_a_frame' | 'bad_hash')."""
+    shape and hash. Raises FrameError('not_a_frame' | 'bad_hash').
+
+    ``hasher`` is a SHA-256 constructor; bulk readers pass ``hashlib.sha256``
+    (OpenSSL, several times faster per byte than the built-in one the hook
+    uses because it imports in a fraction of a millisecond)."""
     n = len(line)
     if n < PREV_END + TRAILER + 16 or not line.startswith(PREFIX) or not line.endswith(SUFFIX):
         raise FrameError("not_a_frame")
@@ -90,7 +95,7 @@ def parse_envelope(line: bytes) -> tuple[int, str, str]:
     prev = line[PREV_START:PREV_END]
     if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
         raise FrameError("not_a_frame")
-    if sha256(line[:mark]).hexdigest().encode("ascii") != claimed:
+    if (hasher or sha256)(line[:mark]).hexdigest().encode("ascii") != claimed:
         raise FrameError("bad_hash")
     return int(digits), prev.decode("ascii"), claimed.decode("ascii")
 

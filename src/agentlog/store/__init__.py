@@ -1,0 +1,1 @@
+"""The columnar store: Delta Lake tables derived from the session logs."""

@@ -1,0 +1,339 @@
+"""Incremental ingest: new frames of every session log → the Delta table ``events``.
+
+What has been consumed
+----------------------
+For every log (``<provider>/<key>``) ingest knows the byte offset just after
+the last frame it ingested, that frame's ``seq`` and its hash. The *truth*
+for these positions is the Delta table itself: every commit ingest makes
+carries, in the commit's own metadata (``commitInfo`` key
+``agentlog.ingest``), ``{"logs": {"<provider>/<key>": [offset, seq, hash]}}``
+for each log that batch advanced. Data and positions therefore land in one
+atomic step, the Delta commit: a commit either exists (rows *and* positions)
+or it does not (neither).
+
+``<root>/state/ingest-offsets.json`` is only a cache of those positions,
+tagged with the table version it reflects. When that version is not the
+table's latest (a crash after a commit and before the cache was rewritten,
+the cache deleted, another writer's commit), ingest rebuilds the positions by
+replaying the ``agentlog.ingest`` metadata of the table's history in version
+order. So a kill at any instant neither loses nor duplicates a frame:
+
+- before a commit: the Parquet files written so far are orphans no snapshot
+  names (vacuum removes them); the positions did not move either;
+- after a commit, before the cache write: the cache is stale by version and
+  is rebuilt from the history, which includes the commit.
+
+Commit files must therefore outlive log cleanup: the table is created with
+``delta.logRetentionDuration`` of 100 years (checkpoints alone do not keep
+custom commit metadata).
+
+Checking as it reads
+--------------------
+Ingest reads only complete lines (a torn tail is left for later) and checks
+each frame's hash (``frame.parse_envelope``), its link (``prev`` equals the
+last ingested hash, the genesis value at ``seq`` 0) and its ``seq`` (one
+more than the last). The first bad frame stops ingest of *that* log; the
+break is reported and written to ``<root>/state/ingest-breaks.json``, and the
+other logs go on. An edit of the already-ingested prefix is caught cheaply:
+the frame ending at the saved offset must still carry the saved hash.
+
+Batching and locking
+--------------------
+Rows from all logs accumulate until ``batch_bytes`` of frame bytes, then go
+to the table in one append (one commit, a few Parquet files per day
+partition). Concurrent ingests serialise on an exclusive ``flock`` of
+``<root>/state/ingest.lock``; one that cannot get it within a few seconds
+returns a report with ``busy`` set. Readers never take that lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from ..log import frame as _frame
+from ..log.layout import iter_logs, split_log_path
+from ..paths import ensure_dir, state_dir
+from .schema import PARTITION_BY, EventRowError, RowBatch, event_row, events_path
+
+META_KEY: Final = "agentlog.ingest"
+LOCK_NAME: Final = "ingest.lock"
+OFFSETS_NAME: Final = "ingest-offsets.json"
+BREAKS_NAME: Final = "ingest-breaks.json"
+TABLE_CONFIG: Final = {"delta.logRetentionDuration": "interval 36500 days"}
+_READ_CHUNK: Final = 8 << 20
+
+
+@dataclass
+class Position:
+    """How far one log has been ingested: the offset after the last ingested
+    frame, that frame's seq (-1: none) and hash (genesis: none)."""
+
+    offset: int
+    seq: int
+    hash: str
+
+
+@dataclass
+class IngestReport:
+    logs_seen: int = 0
+    logs_advanced: int = 0
+    events: int = 0
+    bytes: int = 0
+    commits: int = 0
+    breaks: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    table_version: int | None = None
+    busy: bool = False
+    """Another ingest held the lock; nothing was done."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def log_id(provider: str, key: str) -> str:
+    return f"{provider}/{key}"
+
+
+# -- positions: cache and Delta history ------------------------------------------
+
+
+def _table_version(path: str) -> int | None:
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return int(DeltaTable(path).version())
+
+
+def positions_from_history(path: str) -> dict[str, Position]:
+    """Replay the ``agentlog.ingest`` metadata of every commit, oldest first."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return {}
+    history = sorted(DeltaTable(path).history(), key=lambda c: int(c.get("version", 0)))
+    out: dict[str, Position] = {}
+    for commit in history:
+        meta = commit.get(META_KEY)
+        if not isinstance(meta, str):
+            continue
+        for name, (offset, seq, digest) in json.loads(meta)["logs"].items():
+            out[name] = Position(int(offset), int(seq), str(digest))
+    return out
+
+
+def _read_cache(file: str) -> tuple[int | None, dict[str, Position]] | None:
+    try:
+        with open(file, "rb") as f:
+            data = json.load(f)
+        logs = {k: Position(int(v[0]), int(v[1]), str(v[2])) for k, v in data["logs"].items()}
+        version = data["version"]
+        return (None if version is None else int(version)), logs
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def _write_json_atomic(file: str, value: Any) -> None:
+    tmp = f"{file}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, separators=(",", ":"))
+    os.replace(tmp, file)
+
+
+def load_positions(root: str) -> tuple[dict[str, Position], int | None, bool]:
+    """The consumed positions, the table version they reflect, and whether
+    they came from a current cache (else from the Delta history)."""
+    path = events_path(root)
+    version = _table_version(path)
+    cached = _read_cache(os.path.join(state_dir(root), OFFSETS_NAME))
+    if cached is not None and cached[0] == version:
+        return cached[1], version, True
+    return positions_from_history(path), version, False
+
+
+def _save_positions(root: str, positions: dict[str, Position], version: int | None) -> None:
+    logs = {k: [p.offset, p.seq, p.hash] for k, p in sorted(positions.items())}
+    _write_json_atomic(os.path.join(state_dir(root), OFFSETS_NAME), {"version": version, "logs": logs})
+
+
+# -- lock ------------------------------------------------------------------------
+
+
+def _lock(root: str, timeout: float) -> int | None:
+    ensure_dir(state_dir(root))
+    fd = os.open(os.path.join(state_dir(root), LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            return None
+        time.sleep(0.05)
+
+
+# -- reading one log ---------------------------------------------------------------
+
+
+def _line_ending_at(fd: int, end: int) -> bytes:
+    """The complete line whose newline is the byte before ``end`` (b"" if none)."""
+    if end <= 0 or os.pread(fd, 1, end - 1) != b"\n":
+        return b""
+    parts: list[bytes] = []
+    pos = end - 1  # exclusive end of what is still unread, before the newline
+    step = 4096
+    while pos > 0:
+        start = max(0, pos - step)
+        chunk = os.pread(fd, pos - start, start)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            parts.append(chunk[nl + 1 :])
+            break
+        parts.append(chunk)
+        pos = start
+        step = min(step * 4, 16 << 20)
+    parts.reverse()
+    return b"".join(parts) + b"\n"
+
+
+class _Ingest:
+    def __init__(self, root: str, batch_bytes: int, report: IngestReport) -> None:
+        self.root = root
+        self.batch_bytes = max(1, batch_bytes)
+        self.report = report
+        self.path = events_path(root)
+        self.positions, self.version, self.cache_current = load_positions(root)
+        self.batch = RowBatch()
+        self.pending: dict[str, Position] = {}
+        self.advanced: set[str] = set()
+
+    def brk(self, name: str, file: str, pos: Position, reason: str, offset: int | None = None) -> None:
+        seq = pos.seq + 1
+        self.report.breaks.append(
+            {"log": name, "file": file, "line": seq + 1, "offset": pos.offset if offset is None else offset,
+             "seq": seq, "reason": reason}
+        )
+
+    def run_log(self, file: str) -> None:
+        provider, key = split_log_path(file)
+        name = log_id(provider, key)
+        pos = self.positions.get(name) or Position(0, -1, _frame.genesis(provider, key))
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            if size < pos.offset:
+                self.brk(name, file, Position(pos.offset, pos.seq - 1, pos.hash), "log_shorter_than_ingested")
+                return
+            if pos.offset > 0:
+                line = _line_ending_at(fd, pos.offset)
+                try:
+                    ok = _frame.parse_envelope(line, hashlib.sha256)[2] == pos.hash if line else False
+                except _frame.FrameError:
+                    ok = False
+                if not ok:
+                    self.brk(name, file, Position(pos.offset - len(line), pos.seq - 1, pos.hash),
+                             "ingested_prefix_changed")
+                    return
+            self.read_new(fd, file, name, provider, key, pos, size)
+        finally:
+            os.close(fd)
+
+    def read_new(self, fd: int, file: str, name: str, provider: str, key: str, pos: Position, size: int) -> None:
+        offset = pos.offset
+        carry = b""
+        while offset + len(carry) < size:
+            want = min(_READ_CHUNK, size - offset - len(carry))
+            data = carry + os.pread(fd, want, offset + len(carry))
+            if len(data) == len(carry):
+                return  # file shrank under us; the next ingest reports it
+            start = 0
+            while True:
+                nl = data.find(b"\n", start)
+                if nl < 0:
+                    break
+                line = data[start : nl + 1]
+                try:
+                    seq, prev, digest = _frame.parse_envelope(line, hashlib.sha256)
+                    if prev != pos.hash:
+                        raise _frame.FrameError("broken_link")
+                    if seq != pos.seq + 1:
+                        raise _frame.FrameError("sequence_gap")
+                    row = event_row(line, provider, key, offset + start)
+                except (_frame.FrameError, EventRowError) as e:
+                    self.brk(name, file, Position(offset + start, pos.seq, pos.hash), str(e))
+                    return
+                self.batch.add(row, len(line))
+                pos = Position(offset + nl + 1, seq, digest)
+                self.positions[name] = pos
+                self.pending[name] = pos
+                self.advanced.add(name)
+                self.report.events += 1
+                self.report.bytes += len(line)
+                start = nl + 1
+                if self.batch.frame_bytes >= self.batch_bytes:
+                    self.flush()
+            carry = data[start:]
+            offset += start
+
+    def flush(self) -> None:
+        if not self.batch.rows:
+            return
+        from deltalake import CommitProperties, write_deltalake
+
+        table = self.batch.to_arrow()
+        meta = {"logs": {k: [p.offset, p.seq, p.hash] for k, p in sorted(self.pending.items())}}
+        ensure_dir(os.path.dirname(self.path))
+        write_deltalake(
+            self.path,
+            table,
+            mode="append",
+            partition_by=PARTITION_BY,
+            configuration=TABLE_CONFIG if self.version is None and not self.report.commits else None,
+            commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(meta, separators=(",", ":"))}),
+        )
+        self.report.commits += 1
+        self.batch = RowBatch()
+        self.pending = {}
+
+
+def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0) -> IngestReport:
+    """Ingest every new complete frame of every log under ``root`` (see the module docstring)."""
+    t0 = time.perf_counter()
+    report = IngestReport()
+    lock = _lock(root, lock_timeout)
+    if lock is None:
+        report.busy = True
+        report.seconds = time.perf_counter() - t0
+        return report
+    try:
+        job = _Ingest(root, batch_bytes, report)
+        logs = iter_logs(root)
+        report.logs_seen = len(logs)
+        for file in logs:
+            job.run_log(file)
+        job.flush()
+        report.logs_advanced = len(job.advanced)
+        version = _table_version(job.path) if report.commits else job.version
+        if report.commits or not job.cache_current:
+            _save_positions(root, job.positions, version)
+        report.table_version = version
+        _write_json_atomic(os.path.join(state_dir(root), BREAKS_NAME), report.breaks)
+    finally:
+        os.close(lock)
+    report.seconds = time.perf_counter() - t0
+    return report
