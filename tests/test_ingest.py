@@ -257,9 +257,8 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(root: str, tmp_p
     sids = ["s0", "s1", "s2", "s3"]
     counts = dict.fromkeys(sids, 0)
     cache = Path(root, "state", OFFSETS_NAME)
-    started = time.monotonic()
     killed = 0
-    for rnd in range(32):
+    for rnd in range(100):
         for sid in rng.sample(sids, 2):
             n = rng.randint(1, 12)
             append(root, sid, counts[sid], n)
@@ -267,12 +266,12 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(root: str, tmp_p
         if rnd % 5 == 3 and cache.exists():
             cache.unlink()
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.2, 1.2))
+        time.sleep(rng.uniform(0.15, 0.9))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed += 1
         proc.wait(timeout=30)
-    assert killed >= 5
+    assert killed >= 20
     final = subprocess.run([sys.executable, "-m", "agentlog", "ingest", "--json"], env=env,
                            capture_output=True, timeout=60)
     assert final.returncode == 0, final.stderr
@@ -284,4 +283,3 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(root: str, tmp_p
     assert len(live) == len(ref) == total
     assert sorted(r["event_id"] for r in live) == sorted(r["event_id"] for r in ref)
     assert len({r["event_id"] for r in live}) == total
-    assert time.monotonic() - started < 60

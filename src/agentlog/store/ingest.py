@@ -293,7 +293,7 @@ class _Ingest:
     def flush(self) -> None:
         if not self.batch.rows:
             return
-        from deltalake import CommitProperties, write_deltalake
+        from deltalake import CommitProperties, WriterProperties, write_deltalake
 
         table = self.batch.to_arrow()
         meta = {"logs": {k: [p.offset, p.seq, p.hash] for k, p in sorted(self.pending.items())}}
@@ -305,6 +305,7 @@ class _Ingest:
             partition_by=PARTITION_BY,
             configuration=TABLE_CONFIG if self.version is None and not self.report.commits else None,
             commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(meta, separators=(",", ":"))}),
+            writer_properties=WriterProperties(compression="ZSTD", compression_level=3),
         )
         self.report.commits += 1
         self.batch = RowBatch()
