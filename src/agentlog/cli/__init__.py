@@ -51,6 +51,7 @@ LAZY_COMMANDS = {
     "uninstall": ".install_cmds:uninstall_cmd",
     "doctor": ".install_cmds:doctor_cmd",
     "ingest": ".ingest_cmd:ingest_cmd",
+    "status": ".status_cmd:status_cmd",
 }
 
 

@@ -1,0 +1,51 @@
+"""``agentlog status``."""
+
+from __future__ import annotations
+
+import click
+
+from ..paths import data_root
+from .output import print_json, print_table, stderr
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
+
+
+@click.command(name="status")
+@click.option("--no-ingest", is_flag=True, help="Answer from what is already in the store; do not ingest pending frames first.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status_cmd(no_ingest: bool, as_json: bool) -> None:
+    """Show sessions, events, sizes by component, files, ingest lag and breaks.
+
+    Ingests pending frames first (unless --no-ingest; a catch-up that finds
+    another ingest running answers from what is committed). Exit 1 when a log
+    has a break that stopped its ingest.
+    """
+    from ..store.status import status
+
+    st = status(data_root(), catch_up=not no_ingest)
+    if as_json:
+        print_json(st.to_dict())
+    else:
+        rows: list[dict[str, object]] = [
+            {"what": "sessions (logs)", "value": f"{st.sessions:,}"},
+            {"what": "events in the store", "value": f"{st.events:,}"},
+            {"what": "store version", "value": st.table_version},
+            {"what": "last ingest", "value": st.last_ingest_at or "never"},
+            {"what": "ingest lag", "value": f"{st.lag_logs} logs, {_size(st.lag_bytes)}"},
+        ]
+        for comp, size in st.bytes_by_component.items():
+            rows.append({"what": comp, "value": f"{_size(size)} in {st.files_by_component[comp]:,} files"})
+        print_table(rows, ["what", "value"], title=st.data_root)
+        if st.caught_up is not None and st.caught_up.events:
+            stderr().print(f"ingested {st.caught_up.events:,} pending events first")
+        for b in st.breaks:
+            stderr().print(f"[red]break[/]: {b}")
+    if st.breaks:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,112 @@
+"""``agentlog status``: what is recorded, what is in the store, how far behind.
+
+Counts come from metadata, not from reading data: the number of events from
+the Delta table's file statistics, sizes from the file system, the ingest lag
+from each log's size against the position ingest has consumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..log.layout import iter_logs, split_log_path
+from ..paths import logs_dir, state_dir
+from .ingest import BREAKS_NAME, IngestReport, ingest, load_positions, log_id
+from .schema import events_path, store_dir
+
+
+@dataclass
+class StoreStatus:
+    """A snapshot of the data root."""
+
+    data_root: str
+    sessions: int = 0
+    """Session logs on disk."""
+    events: int = 0
+    """Rows in the events table."""
+    table_version: int | None = None
+    last_ingest_at: str | None = None
+    """When the latest ingest commit was made (ISO 8601, UTC)."""
+    lag_logs: int = 0
+    """Logs with frames not yet in the store (incomplete last lines count too)."""
+    lag_bytes: int = 0
+    breaks: list[dict[str, Any]] = field(default_factory=list)
+    """Logs ingest stopped at, and why."""
+    bytes_by_component: dict[str, int] = field(default_factory=dict)
+    files_by_component: dict[str, int] = field(default_factory=dict)
+    caught_up: IngestReport | None = None
+    """What the catch-up ingest before answering did (None with --no-ingest)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _du(path: str, *, skip: str | None = None) -> tuple[int, int]:
+    """(bytes, files) under ``path``; ``skip`` is a sub-directory name left out."""
+    total = files = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        if skip is not None and skip in dirnames:
+            dirnames.remove(skip)
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    return total, files
+
+
+def status(root: str, *, catch_up: bool = True) -> StoreStatus:
+    """Describe the data root; first ingest whatever is pending unless ``catch_up`` is False.
+
+    A catch-up that finds another ingest running does not wait for it: the
+    answer then reflects what is already committed.
+    """
+    out = StoreStatus(data_root=root)
+    if catch_up:
+        out.caught_up = ingest(root, lock_timeout=0.0)
+    logs = iter_logs(root)
+    out.sessions = len(logs)
+    positions, version, _cached = load_positions(root)
+    out.table_version = version
+    path = events_path(root)
+    if version is not None:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(path)
+        out.events = int(table.count())
+        last = table.history(1)
+        if last and isinstance(last[0].get("timestamp"), int):
+            out.last_ingest_at = datetime.fromtimestamp(last[0]["timestamp"] / 1000, tz=timezone.utc).isoformat()
+    for log in logs:
+        provider, key = split_log_path(log)
+        pos = positions.get(log_id(provider, key))
+        consumed = pos.offset if pos is not None else 0
+        try:
+            size = os.path.getsize(log)
+        except OSError:
+            continue
+        if size > consumed:
+            out.lag_logs += 1
+            out.lag_bytes += size - consumed
+    try:
+        with open(os.path.join(state_dir(root), BREAKS_NAME), encoding="utf-8") as f:
+            breaks = json.load(f)
+        out.breaks = list(breaks.values()) if isinstance(breaks, dict) else list(breaks)
+    except (OSError, ValueError):
+        pass
+    components = {
+        "logs": _du(logs_dir(root)),
+        "store data": _du(path, skip="_delta_log"),
+        "store transaction log": _du(os.path.join(path, "_delta_log")),
+        "state": _du(state_dir(root)),
+    }
+    other_store = _du(store_dir(root))
+    components["store data"] = (other_store[0] - components["store transaction log"][0], other_store[1] - components["store transaction log"][1])
+    out.bytes_by_component = {k: v[0] for k, v in components.items()}
+    out.files_by_component = {k: v[1] for k, v in components.items()}
+    return out
