@@ -52,6 +52,7 @@ LAZY_COMMANDS = {
     "doctor": ".install_cmds:doctor_cmd",
     "ingest": ".ingest_cmd:ingest_cmd",
     "status": ".status_cmd:status_cmd",
+    "rebuild": ".rebuild_cmd:rebuild_cmd",
 }
 
 

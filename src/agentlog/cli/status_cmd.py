@@ -19,8 +19,9 @@ def _size(n: int) -> str:
 
 @click.command(name="status")
 @click.option("--no-ingest", is_flag=True, help="Answer from what is already in the store; do not ingest pending frames first.")
+@click.option("--verify", "verify", is_flag=True, help="Also rebuild the store from the logs into a scratch root and compare the row sets (exit 1 on a difference).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def status_cmd(no_ingest: bool, as_json: bool) -> None:
+def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
     """Show sessions, events, sizes by component, files, ingest lag and breaks.
 
     Ingests pending frames first (unless --no-ingest; a catch-up that finds
@@ -29,7 +30,12 @@ def status_cmd(no_ingest: bool, as_json: bool) -> None:
     """
     from ..store.status import status
 
-    st = status(data_root(), catch_up=not no_ingest)
+    root = data_root()
+    st = status(root, catch_up=not no_ingest)
+    if verify:
+        from ..store.rebuild import differential_verify
+
+        st.verify = differential_verify(root).to_dict()
     if as_json:
         print_json(st.to_dict())
     else:
@@ -47,5 +53,11 @@ def status_cmd(no_ingest: bool, as_json: bool) -> None:
             stderr().print(f"ingested {st.caught_up.events:,} pending events first")
         for b in st.breaks:
             stderr().print(f"[red]break[/]: {b}")
-    if st.breaks:
+        if st.verify is not None:
+            v = st.verify
+            if v["ok"]:
+                stderr().print(f"verify: the store equals a rebuild from the logs ({v['live_rows']:,} rows)")
+            else:
+                stderr().print(f"[red]verify: the store differs from a rebuild[/]: {v['missing']} rows missing, {v['extra']} extra")
+    if st.breaks or (st.verify is not None and not st.verify["ok"]):
         raise click.exceptions.Exit(1)

@@ -40,6 +40,8 @@ class StoreStatus:
     files_by_component: dict[str, int] = field(default_factory=dict)
     caught_up: IngestReport | None = None
     """What the catch-up ingest before answering did (None with --no-ingest)."""
+    verify: dict[str, Any] | None = None
+    """With --verify: the live store compared with a rebuild of the same logs."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,33 @@
+"""``agentlog rebuild``."""
+
+from __future__ import annotations
+
+import click
+
+from ..paths import data_root
+from .output import print_json, stderr
+
+
+@click.command(name="rebuild")
+@click.option("--json", "as_json", is_flag=True, help="Print the ingest report as one JSON object.")
+def rebuild_cmd(as_json: bool) -> None:
+    """Drop everything derived from the logs and rebuild it (the events store).
+
+    The logs are the truth: this moves the store aside, forgets what ingest
+    had consumed, ingests every log from its first frame, then deletes the
+    old store. Exit 1 if a log has a break (its valid prefix is ingested).
+    """
+    from ..store.rebuild import RebuildBusy, rebuild
+
+    try:
+        report = rebuild(data_root())
+    except RebuildBusy as e:
+        raise click.ClickException(str(e)) from e
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        stderr().print(f"rebuilt: {report.events:,} events from {report.logs_seen:,} logs in {report.seconds:.1f} s ({report.commits} commits)")
+        for b in report.breaks:
+            stderr().print(f"[red]break[/]: {b}")
+    if report.breaks:
+        raise click.exceptions.Exit(1)
