@@ -53,6 +53,7 @@ LAZY_COMMANDS = {
     "ingest": ".ingest_cmd:ingest_cmd",
     "status": ".status_cmd:status_cmd",
     "rebuild": ".rebuild_cmd:rebuild_cmd",
+    "compact": ".compact_cmd:compact_cmd",
 }
 
 

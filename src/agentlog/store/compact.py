@@ -1,0 +1,87 @@
+"""Compaction and vacuum of the events table.
+
+Every ingest batch adds at least one Parquet file per date partition, so a
+store fed by frequent small ingests (the daemon, reads catching up) collects
+many small files, which every reader pays for. ``compact`` rewrites the small
+files of each partition into few large ones (Delta ``OPTIMIZE``: a new commit;
+readers of older versions are unaffected) and then vacuums: files that the
+current version no longer references are deleted once they have been
+unreferenced for ``grace_hours`` (a reader that opened an older version just
+before still finds its files).
+
+The transaction log itself is never cleaned: ingest keeps its consumed
+positions in the commits' metadata (``store.ingest``), and the table is
+created with a 100-year log retention for that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .ingest import _lock
+from .schema import events_path
+
+TARGET_FILE_BYTES = 128 << 20
+
+
+class CompactBusy(RuntimeError):
+    """Another ingest or compaction holds the lock."""
+
+
+@dataclass
+class CompactReport:
+    files_before: int = 0
+    files_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    files_rewritten: int = 0
+    files_added: int = 0
+    files_vacuumed: int = 0
+    dry_run: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _live_files(table: Any) -> tuple[int, int]:
+    actions = table.get_add_actions(flatten=True)
+    sizes = actions.column("size_bytes").to_pylist()
+    return len(sizes), int(sum(sizes))
+
+
+def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_timeout: float = 30.0) -> CompactReport:
+    """Compact small files and vacuum unreferenced ones older than ``grace_hours``."""
+    from deltalake import DeltaTable, WriterProperties
+
+    t0 = time.perf_counter()
+    report = CompactReport(dry_run=dry_run)
+    path = events_path(root)
+    if not DeltaTable.is_deltatable(path):
+        return report
+    lock = _lock(root, lock_timeout)
+    if lock is None:
+        raise CompactBusy("another ingest or compaction is running; try again when it is done")
+    try:
+        table = DeltaTable(path)
+        report.files_before, report.bytes_before = _live_files(table)
+        if dry_run:
+            report.files_vacuumed = len(table.vacuum(retention_hours=grace_hours, dry_run=True, enforce_retention_duration=False))
+            report.files_after, report.bytes_after = report.files_before, report.bytes_before
+            return report
+        metrics = table.optimize.compact(
+            target_size=TARGET_FILE_BYTES,
+            writer_properties=WriterProperties(compression="ZSTD", compression_level=3),
+        )
+        report.files_rewritten = int(metrics.get("numFilesRemoved", 0))
+        report.files_added = int(metrics.get("numFilesAdded", 0))
+        table = DeltaTable(path)
+        report.files_vacuumed = len(table.vacuum(retention_hours=grace_hours, dry_run=False, enforce_retention_duration=False))
+        report.files_after, report.bytes_after = _live_files(table)
+        return report
+    finally:
+        os.close(lock)
+        report.seconds = time.perf_counter() - t0
