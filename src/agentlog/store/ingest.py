@@ -87,6 +87,8 @@ class IngestReport:
     events: int = 0
     bytes: int = 0
     commits: int = 0
+    commit_ms: list[float] = field(default_factory=list)
+    """Wall time of each batch's Arrow conversion and Delta commit."""
     breaks: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     table_version: int | None = None
@@ -295,6 +297,7 @@ class _Ingest:
             return
         from deltalake import CommitProperties, WriterProperties, write_deltalake
 
+        started = time.perf_counter()
         table = self.batch.to_arrow()
         meta = {"logs": {k: [p.offset, p.seq, p.hash] for k, p in sorted(self.pending.items())}}
         ensure_dir(os.path.dirname(self.path))
@@ -308,6 +311,7 @@ class _Ingest:
             writer_properties=WriterProperties(compression="ZSTD", compression_level=3),
         )
         self.report.commits += 1
+        self.report.commit_ms.append((time.perf_counter() - started) * 1000)
         self.batch = RowBatch()
         self.pending = {}
 
