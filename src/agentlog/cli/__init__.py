@@ -54,6 +54,7 @@ LAZY_COMMANDS = {
     "status": ".status_cmd:status_cmd",
     "rebuild": ".rebuild_cmd:rebuild_cmd",
     "compact": ".compact_cmd:compact_cmd",
+    "daemon": ".daemon_cmds:daemon",
 }
 
 

@@ -1,0 +1,193 @@
+"""The background ingester: ``agentlog daemon run|start|stop|status``.
+
+It polls the logs directory (the size and mtime of every log, one ``stat``
+each) every ``interval`` seconds and ingests as soon as something changed, so
+a hook's event reaches the store within about a second; every
+``compact_every`` seconds it compacts the store. It writes its pid to
+``state/daemon.pid`` under an exclusive lock (a second daemon refuses to
+start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
+one last ingest. Hooks never depend on it: they only append to logs.
+
+Not built yet: a file-system watcher (inotify/FSEvents) instead of polling,
+and ``daemon install|uninstall`` (systemd --user / launchd units).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..log.layout import iter_logs
+from ..paths import ensure_dir, state_dir
+from .compact import CompactBusy, compact
+from .ingest import ingest
+
+PID_NAME = "daemon.pid"
+LOG_NAME = "daemon.log"
+
+
+class DaemonRunning(RuntimeError):
+    """Another daemon holds the pid file lock."""
+
+
+def pid_path(root: str) -> str:
+    return os.path.join(state_dir(root), PID_NAME)
+
+
+def log_path(root: str) -> str:
+    return os.path.join(state_dir(root), LOG_NAME)
+
+
+def _fingerprint(root: str) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for path in iter_logs(root):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out.append((path, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _log(root: str, message: str) -> None:
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {message}\n"
+    fd = os.open(log_path(root), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None) -> None:
+    """Run in the foreground until SIGTERM/SIGINT (or ``max_seconds``)."""
+    ensure_dir(state_dir(root))
+    fd = os.open(pid_path(root), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise DaemonRunning(f"a daemon is already running (pid file {pid_path(root)})") from None
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    stopping = False
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
+    started = last_compact = time.monotonic()
+    seen: tuple[tuple[str, int, int], ...] | None = None
+    try:
+        while not stopping:
+            now = _fingerprint(root)
+            if now != seen:
+                report = ingest(root, lock_timeout=0.0)
+                if not report.busy:
+                    seen = now
+                    if report.events or report.breaks:
+                        _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
+            if time.monotonic() - last_compact >= compact_every:
+                try:
+                    c = compact(root, lock_timeout=0.0)
+                    _log(root, f"compacted: files {c.files_before} -> {c.files_after}, vacuumed {c.files_vacuumed}")
+                except CompactBusy:
+                    pass
+                last_compact = time.monotonic()
+            if max_seconds is not None and time.monotonic() - started >= max_seconds:
+                break
+            time.sleep(interval)
+        report = ingest(root)
+        _log(root, f"stopping: final ingest of {report.events} events")
+    finally:
+        try:
+            os.unlink(pid_path(root))
+        except OSError:
+            pass
+        os.close(fd)
+
+
+@dataclass
+class DaemonState:
+    running: bool
+    pid: int | None
+    pid_file: str
+    log_file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def state(root: str) -> DaemonState:
+    """Whether a daemon holds the pid file lock, and its pid."""
+    path = pid_path(root)
+    out = DaemonState(running=False, pid=None, pid_file=path, log_file=log_path(root))
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return out
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            out.running = True  # the lock is held: a daemon owns the file
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            out.pid = int(text) if text.isdigit() else None
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return out
+
+
+def start(root: str, *, interval: float = 0.5) -> DaemonState:
+    """Start ``agentlog daemon run`` detached; wait until it holds its pid file."""
+    current = state(root)
+    if current.running:
+        raise DaemonRunning(f"a daemon is already running (pid {current.pid})")
+    ensure_dir(state_dir(root))
+    # posix_spawn in a new session, not a Popen we would never wait for: the
+    # daemon outlives this process and is nobody's child to reap here.
+    os.posix_spawn(
+        sys.executable,
+        [sys.executable, "-m", "agentlog", "daemon", "run", "--interval", str(interval)],
+        {**os.environ, "AGENTLOG_HOME": root},
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, log_path(root), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+        setsid=True,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        current = state(root)
+        if current.running:
+            return current
+        time.sleep(0.05)
+    raise RuntimeError(f"the daemon did not start; see {log_path(root)}")
+
+
+def stop(root: str, *, timeout: float = 30.0) -> DaemonState:
+    """SIGTERM the daemon and wait for it to finish its last ingest."""
+    current = state(root)
+    if not current.running or current.pid is None:
+        return current
+    os.kill(current.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = state(root)
+        if not current.running:
+            return current
+        time.sleep(0.05)
+    raise RuntimeError(f"the daemon (pid {current.pid}) did not stop within {timeout:.0f} s")

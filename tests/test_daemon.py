@@ -1,0 +1,53 @@
+"""`agentlog daemon`: ingests soon after a hook, refuses to start twice, stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agentlog.cli import cli
+from agentlog.store.daemon import DaemonRunning, start, state, stop
+from agentlog.store.status import status
+
+from conftest import run_hook
+
+
+def _events(home: Path) -> int:
+    return status(str(home), catch_up=False).events
+
+
+def _wait_for(pred, seconds: float = 20.0) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if pred():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def test_daemon_ingests_hook_events_and_stops_with_a_final_ingest(agentlog_home: Path) -> None:
+    st = start(str(agentlog_home))
+    try:
+        assert st.running and st.pid
+        with pytest.raises(DaemonRunning):
+            start(str(agentlog_home))
+        r = CliRunner().invoke(cli, ["daemon", "run"])  # a second foreground daemon refuses too
+        assert r.exit_code == 1 and "already running" in r.output
+        payload = json.dumps({"session_id": "d1", "hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": "/tmp"}).encode()
+        assert run_hook(payload).returncode == 0
+        _wait_for(lambda: _events(agentlog_home) == 1)
+        for _ in range(3):
+            run_hook(payload)
+    finally:
+        after = stop(str(agentlog_home))
+    assert not after.running
+    assert _events(agentlog_home) == 4  # the last hooks were ingested on the way out
+    assert not state(str(agentlog_home)).running
+    log = (agentlog_home / "state" / "daemon.log").read_text()
+    assert "started" in log and "final ingest" in log
+    r = CliRunner().invoke(cli, ["daemon", "status", "--json"])
+    assert r.exit_code == 1 and json.loads(r.stdout)["running"] is False
