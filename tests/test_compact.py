@@ -63,6 +63,7 @@ sys.path.insert(0, sys.argv[1])
 from agentlog.store.schema import read_events
 root, stop_file = sys.argv[2], sys.argv[3]
 import os
+print(json.dumps({"ready": True}), flush=True)
 while not os.path.exists(stop_file):
     try:
         ids = read_events(root, columns=["event_id"]).column("event_id").to_pylist()
@@ -87,6 +88,11 @@ def test_a_reader_never_sees_errors_partial_or_duplicated_rows(agentlog_home: Pa
         [sys.executable, "-c", READER, str(REPO / "src"), str(agentlog_home), str(stop)],
         stdout=subprocess.PIPE, text=True,
     )
+    # wait until the reader has imported everything and is reading: on a
+    # loaded machine its start-up can outlast the whole write loop below
+    assert reader.stdout is not None
+    assert json.loads(reader.stdout.readline()) == {"ready": True}
+    first = json.loads(reader.stdout.readline())
     committed = {3}
     total = 3
     for i in range(15):
@@ -99,7 +105,7 @@ def test_a_reader_never_sees_errors_partial_or_duplicated_rows(agentlog_home: Pa
             assert compact(str(agentlog_home)).files_rewritten > 0
     stop.write_text("")
     out, _ = reader.communicate(timeout=60)
-    reads = [json.loads(line) for line in out.splitlines()]
+    reads = [first] + [json.loads(line) for line in out.splitlines()]
     assert len(reads) >= 5
     assert [r for r in reads if "error" in r] == []
     counts = [r["n"] for r in reads]

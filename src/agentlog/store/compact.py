@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .ingest import _lock
+from .ingest import acquire_lock
 from .schema import events_path
 
 TARGET_FILE_BYTES = 128 << 20
@@ -62,7 +62,7 @@ def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_time
     path = events_path(root)
     if not DeltaTable.is_deltatable(path):
         return report
-    lock = _lock(root, lock_timeout)
+    lock = acquire_lock(root, lock_timeout)
     if lock is None:
         raise CompactBusy("another ingest or compaction is running; try again when it is done")
     try:

@@ -168,7 +168,8 @@ def _save_positions(root: str, positions: dict[str, Position], version: int | No
 # -- lock ------------------------------------------------------------------------
 
 
-def _lock(root: str, timeout: float) -> int | None:
+def acquire_lock(root: str, timeout: float) -> int | None:
+    """The store's writer lock (ingest, rebuild, compaction): an fd to close, or None on timeout."""
     ensure_dir(state_dir(root))
     fd = os.open(os.path.join(state_dir(root), LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + timeout
@@ -320,7 +321,7 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0)
     """Ingest every new complete frame of every log under ``root`` (see the module docstring)."""
     t0 = time.perf_counter()
     report = IngestReport()
-    lock = _lock(root, lock_timeout)
+    lock = acquire_lock(root, lock_timeout)
     if lock is None:
         report.busy = True
         report.seconds = time.perf_counter() - t0

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..paths import logs_dir, state_dir
-from .ingest import BREAKS_NAME, OFFSETS_NAME, IngestReport, _lock, ingest
+from .ingest import BREAKS_NAME, OFFSETS_NAME, IngestReport, acquire_lock, ingest
 from .schema import read_events, store_dir
 
 # What identifies a row and what it must hold: event, where it came from, its bytes' hash.
@@ -30,7 +30,7 @@ class RebuildBusy(RuntimeError):
 
 def rebuild(root: str, *, lock_timeout: float = 30.0) -> IngestReport:
     """Drop the derived store and ingest every log again."""
-    lock = _lock(root, lock_timeout)
+    lock = acquire_lock(root, lock_timeout)
     if lock is None:
         raise RebuildBusy("another ingest is running; try again when it is done")
     trash = None

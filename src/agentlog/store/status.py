@@ -47,12 +47,10 @@ class StoreStatus:
         return asdict(self)
 
 
-def _du(path: str, *, skip: str | None = None) -> tuple[int, int]:
-    """(bytes, files) under ``path``; ``skip`` is a sub-directory name left out."""
+def _du(path: str) -> tuple[int, int]:
+    """(bytes, files) under ``path``."""
     total = files = 0
-    for dirpath, dirnames, filenames in os.walk(path):
-        if skip is not None and skip in dirnames:
-            dirnames.remove(skip)
+    for dirpath, _dirnames, filenames in os.walk(path):
         for name in filenames:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_size
@@ -101,14 +99,14 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
         out.breaks = list(breaks.values()) if isinstance(breaks, dict) else list(breaks)
     except (OSError, ValueError):
         pass
+    txlog = _du(os.path.join(path, "_delta_log"))
+    store_all = _du(store_dir(root))
     components = {
         "logs": _du(logs_dir(root)),
-        "store data": _du(path, skip="_delta_log"),
-        "store transaction log": _du(os.path.join(path, "_delta_log")),
+        "store data": (store_all[0] - txlog[0], store_all[1] - txlog[1]),
+        "store transaction log": txlog,
         "state": _du(state_dir(root)),
     }
-    other_store = _du(store_dir(root))
-    components["store data"] = (other_store[0] - components["store transaction log"][0], other_store[1] - components["store transaction log"][1])
     out.bytes_by_component = {k: v[0] for k, v in components.items()}
     out.files_by_component = {k: v[1] for k, v in components.items()}
     return out
