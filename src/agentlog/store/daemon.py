@@ -8,8 +8,9 @@ a hook's event reaches the store within about a second; every
 start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
 one last ingest. Hooks never depend on it: they only append to logs.
 
-Not built yet: a file-system watcher (inotify/FSEvents) instead of polling,
-and ``daemon install|uninstall`` (systemd --user / launchd units).
+``daemon install|uninstall`` (``store/service.py``) runs it as a login
+service (systemd --user / launchd). Not built yet: a file-system watcher
+(inotify/FSEvents) instead of polling.
 """
 
 from __future__ import annotations
