@@ -148,12 +148,16 @@ def test_rows_equal_events_field_by_field(root: str) -> None:
                                 "project_head": ("project", "head")}.items():
             assert r[col] == (ev.get(obj) or {}).get(sub), col
         assert r["paths"] == ev.get("paths", [])
-        for col in ("attrs", "content", "raw"):
-            assert (None if r[col] is None else json.loads(r[col])) == ev.get(col), col
+        assert (None if r["attrs"] is None else json.loads(r["attrs"])) == ev.get("attrs")
+        # the event column holds the event exactly as the frame does (the bytes its hash covers)
+        (log,) = Path(root, "logs").glob(f"*/{key}.jsonl")
+        line = next(l for l in log.read_bytes().splitlines(keepends=True)
+                    if f'"seq":{fr["seq"]},'.encode() in l[:100])
+        assert r["event"].encode("utf-8") == line[line.index(b',"event":') + 9 : line.rindex(b',"hash":"')]
 
     arrow = table  # noqa: F841 - duckdb finds it by name
     got = duckdb.sql(
-        "select event_id, json_extract_string(content, '$.command') as cmd from arrow"
+        "select event_id, json_extract_string(event, '$.content.command') as cmd from arrow"
     ).fetchall()
     expect = {eid: ((fr["event"].get("content") or {}).get("command")) for eid, (_, fr) in evs.items()}
     assert dict(got) == expect
@@ -283,3 +287,91 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(root: str, tmp_p
     assert len(live) == len(ref) == total
     assert sorted(r["event_id"] for r in live) == sorted(r["event_id"] for r in ref)
     assert len({r["event_id"] for r in live}) == total
+
+
+def append_raw(root: str, sid: str, events: list[dict[str, Any]]) -> None:
+    log = open_session_log(root, "claude_code", sid, durability="relaxed")
+    log.append([dumps_bytes(ev) for ev in events])
+
+
+def test_wrongly_typed_field_breaks_that_frame_on_the_careful_path(root: str) -> None:
+    """A wrong type in an optional field is caught by Arrow for the whole batch;
+    ingest then redoes the run row by row and names the frame."""
+    bad = wire("sa", 5)
+    bad["duration_ms"] = "12"  # a string where an integer belongs
+    append_raw(root, "sa", [wire("sa", i) for i in range(5)] + [bad] + [wire("sa", 6)])
+    append(root, "sb", 0, 8)
+    rep = ingest(root)
+    assert rep.careful
+    assert [(b["log"], b["seq"], b["reason"]) for b in rep.breaks] == [("claude_code/sa", 5, "duration_ms is not an integer")]
+    got = rows(root)
+    assert [r["seq"] for r in got if r["log_key"] == "sa"] == list(range(5))
+    assert [r["seq"] for r in got if r["log_key"] == "sb"] == list(range(8))
+    assert rep.events == 13
+
+
+@pytest.mark.parametrize(
+    "mutate, reason",
+    [
+        (lambda ev: ev.pop("kind"), "missing_required_field"),
+        (lambda ev: ev.update(observed_at=True), "missing_required_field"),
+        (lambda ev: ev.update(paths="src/a.py"), "paths is not a list"),
+        (lambda ev: ev.update(attrs=[1]), "attrs is not an object"),
+        (lambda ev: ev.update(tool={"name": 7}), "tool.name is not a string"),
+        (lambda ev: ev.update(schema_version=1 << 20), "schema_version is out of range"),
+    ],
+)
+def test_bad_fields_are_named(root: str, mutate: Any, reason: str) -> None:
+    bad = wire("sa", 1)
+    mutate(bad)
+    append_raw(root, "sa", [wire("sa", 0), bad])
+    rep = ingest(root)
+    assert [(b["seq"], b["reason"]) for b in rep.breaks] == [(1, reason)]
+    assert [r["seq"] for r in rows(root)] == [0]
+
+
+def test_nested_keys_named_like_the_tail_do_not_fool_the_head_parser(root: str) -> None:
+    """``attrs`` holding keys called content/raw: the cut lands inside attrs,
+    the head does not parse, the whole event is parsed instead."""
+    ev = wire("sa", 0)
+    ev["attrs"] = {"content": {"x": 1}, "raw": 2, "s": ',"content":'}
+    no_tail = wire("sa", 1)
+    del no_tail["content"], no_tail["raw"]
+    only_raw = wire("sa", 2)
+    del only_raw["content"]
+    append_raw(root, "sa", [ev, no_tail, only_raw])
+    rep = ingest(root)
+    assert rep.breaks == [] and not rep.careful
+    got = rows(root)
+    assert [json.loads(r["attrs"]) for r in got] == [ev["attrs"], no_tail["attrs"], only_raw["attrs"]]
+    assert [r["tool_name"] for r in got] == ["Bash"] * 3
+    assert [json.loads(r["event"]) for r in got] == [ev, no_tail, only_raw]
+
+
+def test_lone_surrogates_in_head_fields_are_cleaned(root: str) -> None:
+    ev = {}
+    for k, v in wire("sa", 0).items():  # canonical key order: the turn id before content
+        ev[k] = v
+        if k == "provider_session_id":
+            ev["provider_turn_id"] = "turn-\ud800"
+    ev["content"] = {"command": "x\udfff"}
+    append_raw(root, "sa", [ev])
+    rep = ingest(root)
+    assert rep.breaks == []
+    (r,) = rows(root)
+    assert r["provider_turn_id"] == "turn-\ufffd"
+    assert json.loads(r["event"])["content"]["command"] == "x\udfff"  # the event keeps its exact bytes
+
+
+def test_store_of_another_format_is_rebuilt(root: str) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from agentlog.store.schema import events_path
+
+    append(root, "sa", 0, 4)
+    write_deltalake(events_path(root), pa.table({"event_id": ["x"], "content": ["old"]}))
+    rep = ingest(root)
+    assert rep.store_reset and "another version" in rep.store_reset
+    assert [r["seq"] for r in rows(root)] == [0, 1, 2, 3]
+    assert not [p for p in os.listdir(Path(root)) if p.startswith("store.old")]

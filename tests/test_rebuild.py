@@ -15,7 +15,7 @@ from agentlog.store.schema import events_path, read_events
 
 from test_status import _write
 
-KEYS = ["log_provider", "log_key", "seq", "event_id", "frame_hash", "content", "observed_at"]
+KEYS = ["log_provider", "log_key", "seq", "event_id", "frame_hash", "event", "observed_at"]
 
 
 def rows(root: Path) -> list[tuple]:

@@ -104,3 +104,37 @@ def event_bytes(line: bytes) -> bytes:
     """The serialised event inside a (checked) frame line."""
     j = line.find(EVENT_MARK, PREV_END)
     return line[j + len(EVENT_MARK) : len(line) - TRAILER]
+
+
+def check_frame_at(buf: bytes, start: int, end: int, hasher: Any = None) -> tuple[int, bytes, bytes, int, int]:
+    """Check the frame line ``buf[start:end]`` (``end`` just after its newline)
+    in place, without copying it: the bulk readers' ``parse_envelope``.
+
+    Returns (seq, prev, hash, event_start, event_end) — ``prev``/``hash`` as
+    ASCII hex bytes, the event's JSON at ``buf[event_start:event_end]``.
+    Raises FrameError('not_a_frame' | 'bad_hash'). Without ``hasher`` the
+    hash is not checked: the caller hashes ``buf[start:hashed_end(end)]``
+    itself (bulk readers do it on another thread).
+    """
+    if end - start < PREV_END + TRAILER + 16 or not buf.startswith(PREFIX, start) or not buf.startswith(SUFFIX, end - 3):
+        raise FrameError("not_a_frame")
+    mark = end - TRAILER
+    if not buf.startswith(HASH_MARK, mark) or not buf.startswith(SEQ_MARK, start + PREV_END):
+        raise FrameError("not_a_frame")
+    seq_start = start + PREV_END + len(SEQ_MARK)
+    seq_end = buf.find(EVENT_MARK, seq_start, seq_start + 21)
+    if seq_end < 0:
+        raise FrameError("not_a_frame")
+    digits = buf[seq_start:seq_end]
+    claimed = buf[mark + len(HASH_MARK) : end - len(SUFFIX)]
+    prev = buf[start + PREV_START : start + PREV_END]
+    if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
+        raise FrameError("not_a_frame")
+    if hasher is not None and hasher(memoryview(buf)[start:mark]).hexdigest().encode("ascii") != claimed:
+        raise FrameError("bad_hash")
+    return int(digits), prev, claimed, seq_end + len(EVENT_MARK), mark
+
+
+def hashed_end(end: int) -> int:
+    """Where the hashed bytes of the frame line ending at ``end`` (just after its newline) stop."""
+    return end - TRAILER

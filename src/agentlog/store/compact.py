@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .ingest import acquire_lock
-from .schema import events_path
+from .schema import COMPACT_ZSTD_LEVEL, events_path, writer_properties
 
 TARGET_FILE_BYTES = 128 << 20
 
@@ -55,7 +55,7 @@ def _live_files(table: Any) -> tuple[int, int]:
 
 def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_timeout: float = 30.0) -> CompactReport:
     """Compact small files and vacuum unreferenced ones older than ``grace_hours``."""
-    from deltalake import DeltaTable, WriterProperties
+    from deltalake import DeltaTable
 
     t0 = time.perf_counter()
     report = CompactReport(dry_run=dry_run)
@@ -74,7 +74,7 @@ def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_time
             return report
         metrics = table.optimize.compact(
             target_size=TARGET_FILE_BYTES,
-            writer_properties=WriterProperties(compression="ZSTD", compression_level=3),
+            writer_properties=writer_properties(COMPACT_ZSTD_LEVEL),
         )
         report.files_rewritten = int(metrics.get("numFilesRemoved", 0))
         report.files_added = int(metrics.get("numFilesAdded", 0))

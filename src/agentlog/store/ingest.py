@@ -53,20 +53,35 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from ..log import frame as _frame
 from ..log.layout import iter_logs, split_log_path
 from ..paths import ensure_dir, state_dir
-from .schema import PARTITION_BY, EventRowError, RowBatch, event_row, events_path
+from .schema import (
+    COLUMNS,
+    PARTITION_BY,
+    STATS_COLUMNS,
+    BatchTypeError,
+    EventBatch,
+    EventRowError,
+    events_path,
+    store_dir,
+    writer_properties,
+)
 
 META_KEY: Final = "agentlog.ingest"
 LOCK_NAME: Final = "ingest.lock"
 OFFSETS_NAME: Final = "ingest-offsets.json"
 BREAKS_NAME: Final = "ingest-breaks.json"
-TABLE_CONFIG: Final = {"delta.logRetentionDuration": "interval 36500 days"}
+TABLE_CONFIG: Final = {
+    "delta.logRetentionDuration": "interval 36500 days",
+    "delta.dataSkippingStatsColumns": ",".join(STATS_COLUMNS),
+}
 _READ_CHUNK: Final = 8 << 20
 
 
@@ -94,6 +109,12 @@ class IngestReport:
     table_version: int | None = None
     busy: bool = False
     """Another ingest held the lock; nothing was done."""
+    committed_events: int = 0
+    committed_bytes: int = 0
+    careful: bool = False
+    """An event with a wrongly typed field sent the run to the careful path."""
+    store_reset: str | None = None
+    """Why the store was dropped and rebuilt from the logs (another version's format)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +211,30 @@ def acquire_lock(root: str, timeout: float) -> int | None:
 # -- reading one log ---------------------------------------------------------------
 
 
+def _line_ends(data: bytes) -> list[int]:
+    """The index just after each newline in ``data``."""
+    out: list[int] = []
+    find = data.find
+    i = find(b"\n")
+    while i >= 0:
+        out.append(i + 1)
+        i = find(b"\n", i + 1)
+    return out
+
+
+def _hash_lines(data: bytes, ends: list[int]) -> list[bytes]:
+    """SHA-256 (hex) of the hashed part of each line of ``data`` ending at ``ends``."""
+    view = memoryview(data)
+    sha = hashlib.sha256
+    out: list[bytes] = []
+    start = 0
+    for end in ends:
+        mark = end - _frame.TRAILER
+        out.append(sha(view[start:mark]).hexdigest().encode("ascii") if mark > start else b"")
+        start = end
+    return out
+
+
 def _line_ending_at(fd: int, end: int) -> bytes:
     """The complete line whose newline is the byte before ``end`` (b"" if none)."""
     if end <= 0 or os.pread(fd, 1, end - 1) != b"\n":
@@ -212,15 +257,21 @@ def _line_ending_at(fd: int, end: int) -> bytes:
 
 
 class _Ingest:
-    def __init__(self, root: str, batch_bytes: int, report: IngestReport) -> None:
+    def __init__(self, root: str, batch_bytes: int, report: IngestReport, fast: bool = True) -> None:
+        self.fast = fast
         self.root = root
         self.batch_bytes = max(1, batch_bytes)
+        self.read_chunk = min(_READ_CHUNK, self.batch_bytes)
+        """Batches are cut between chunks, so a chunk is at most a batch."""
         self.report = report
         self.path = events_path(root)
         self.positions, self.version, self.cache_current = load_positions(root)
-        self.batch = RowBatch()
+        self.batch = EventBatch(fast=fast)
         self.pending: dict[str, Position] = {}
         self.advanced: set[str] = set()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-commit")
+        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-hash")
+        self._inflight: Future[None] | None = None
 
     def brk(self, name: str, file: str, pos: Position, reason: str, offset: int | None = None) -> None:
         seq = pos.seq + 1
@@ -257,68 +308,176 @@ class _Ingest:
             os.close(fd)
 
     def read_new(self, fd: int, file: str, name: str, provider: str, key: str, pos: Position, size: int) -> None:
+        """Check and add every complete frame after ``pos``.
+
+        Per chunk of the file: the frames' shape, link and seq are checked
+        and their events added to the batch on this thread while another
+        thread hashes them (OpenSSL releases the GIL); then the hashes are
+        compared, and rows from the first bad hash on are dropped again.
+        """
+        check = _frame.check_frame_at
         offset = pos.offset
         carry = b""
+        seq, prev_hex = pos.seq, pos.hash.encode("ascii")
         while offset + len(carry) < size:
-            want = min(_READ_CHUNK, size - offset - len(carry))
+            want = min(self.read_chunk, size - offset - len(carry))
             data = carry + os.pread(fd, want, offset + len(carry))
             if len(data) == len(carry):
-                return  # file shrank under us; the next ingest reports it
+                break  # file shrank under us; the next ingest reports it
+            ends = _line_ends(data)
+            if not ends:
+                carry = data
+                continue
+            hashing = self._hasher.submit(_hash_lines, data, ends)
+            batch = self.batch
+            rows0, bytes0 = batch.rows, batch.frame_bytes
+            add = batch.add
             start = 0
-            while True:
-                nl = data.find(b"\n", start)
-                if nl < 0:
-                    break
-                line = data[start : nl + 1]
+            good: list[tuple[int, bytes]] = []  # (seq, hash) of each frame added
+            failure: tuple[int, str] | None = None
+            for end in ends:
                 try:
-                    seq, prev, digest = _frame.parse_envelope(line, hashlib.sha256)
-                    if prev != pos.hash:
+                    got_seq, prev, digest, ev_start, ev_end = check(data, start, end)
+                    if prev != (good[-1][1] if good else prev_hex):
                         raise _frame.FrameError("broken_link")
-                    if seq != pos.seq + 1:
+                    if got_seq != (good[-1][0] if good else seq) + 1:
                         raise _frame.FrameError("sequence_gap")
-                    row = event_row(line, provider, key, offset + start)
+                    add(data[ev_start:ev_end], provider, key, got_seq, digest.decode("ascii"), offset + start,
+                        end - start)
                 except (_frame.FrameError, EventRowError) as e:
-                    self.brk(name, file, Position(offset + start, pos.seq, pos.hash), str(e))
-                    return
-                self.batch.add(row, len(line))
-                pos = Position(offset + nl + 1, seq, digest)
-                self.positions[name] = pos
-                self.pending[name] = pos
-                self.advanced.add(name)
-                self.report.events += 1
-                self.report.bytes += len(line)
-                start = nl + 1
-                if self.batch.frame_bytes >= self.batch_bytes:
-                    self.flush()
-            carry = data[start:]
-            offset += start
+                    failure = (len(good), str(e))
+                    break
+                good.append((got_seq, digest))
+                start = end
+            digests = hashing.result()
+            for i, (_, claimed) in enumerate(good):
+                if digests[i] != claimed:
+                    failure = (i, "bad_hash")
+                    break
+            if failure is not None:
+                n, reason = failure
+                batch.truncate(rows0 + n, bytes0 + (ends[n - 1] if n else 0))
+                bad_at = ends[n - 1] if n else 0
+                if n:
+                    seq, prev_hex = good[n - 1]
+                self.report.events += n
+                self.report.bytes += bad_at
+                self.brk(name, file, Position(offset + bad_at, seq, prev_hex.decode("ascii")), reason)
+                self._advance(name, offset + bad_at, seq, prev_hex)
+                return
+            if good:
+                seq, prev_hex = good[-1]
+            self.report.events += len(good)
+            self.report.bytes += ends[-1]
+            carry = data[ends[-1]:]
+            offset += ends[-1]
+            if self.batch.frame_bytes >= self.batch_bytes:
+                self._advance(name, offset, seq, prev_hex)
+                self.flush()
+        self._advance(name, offset, seq, prev_hex)
+
+    def _advance(self, name: str, offset: int, seq: int, digest: bytes) -> None:
+        old = self.positions.get(name)
+        if old is not None and old.offset == offset:
+            return
+        pos = Position(offset, seq, digest.decode("ascii"))
+        self.positions[name] = pos
+        self.pending[name] = pos
+        self.advanced.add(name)
 
     def flush(self) -> None:
+        """Hand the batch to the committer thread (waiting for the previous
+        commit first: at most one batch is being built while one is written)."""
         if not self.batch.rows:
             return
-        from deltalake import CommitProperties, WriterProperties, write_deltalake
-
         started = time.perf_counter()
         table = self.batch.to_arrow()
         meta = {"logs": {k: [p.offset, p.seq, p.hash] for k, p in sorted(self.pending.items())}}
+        convert_ms = (time.perf_counter() - started) * 1000
+        self.wait()
+        create = self.version is None and not self.report.commits
+        self.report.commits += 1
+        self._inflight = self._pool.submit(self._commit, table, meta, create, convert_ms, self.batch.frame_bytes)
+        self.batch = EventBatch(fast=self.fast)
+        self.pending = {}
+
+    def wait(self) -> None:
+        """Wait for the commit in flight (re-raising its error)."""
+        if self._inflight is not None:
+            inflight, self._inflight = self._inflight, None
+            inflight.result()
+
+    def _commit(self, table: Any, meta: dict[str, Any], create: bool, convert_ms: float, frame_bytes: int) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
+        started = time.perf_counter()
         ensure_dir(os.path.dirname(self.path))
         write_deltalake(
             self.path,
             table,
             mode="append",
             partition_by=PARTITION_BY,
-            configuration=TABLE_CONFIG if self.version is None and not self.report.commits else None,
+            configuration=TABLE_CONFIG if create else None,
             commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(meta, separators=(",", ":"))}),
-            writer_properties=WriterProperties(compression="ZSTD", compression_level=3),
+            writer_properties=writer_properties(),
         )
-        self.report.commits += 1
-        self.report.commit_ms.append((time.perf_counter() - started) * 1000)
-        self.batch = RowBatch()
-        self.pending = {}
+        self.report.commit_ms.append(convert_ms + (time.perf_counter() - started) * 1000)
+        self.report.committed_events += table.num_rows
+        self.report.committed_bytes += frame_bytes
 
 
-def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0) -> IngestReport:
-    """Ingest every new complete frame of every log under ``root`` (see the module docstring)."""
+def _incompatible_store(root: str) -> str | None:
+    """Why the existing events table cannot take this version's rows (None: it can)."""
+    from deltalake import DeltaTable
+
+    path = events_path(root)
+    if not DeltaTable.is_deltatable(path):
+        return None
+    names = [f.name for f in DeltaTable(path).schema().fields]
+    if names != list(COLUMNS):
+        return "the events table was written by another version of agentlog (its columns differ)"
+    return None
+
+
+def reset_store(root: str) -> str | None:
+    """Move the derived store aside and forget the consumed positions; the
+    caller holds the lock. Returns the moved directory (to delete once the
+    new store is in place), or None if there was no store."""
+    trash = None
+    store = store_dir(root)
+    if os.path.exists(store):
+        trash = f"{store}.old-{os.getpid()}-{time.time_ns()}"
+        os.rename(store, trash)
+    for name in (OFFSETS_NAME, BREAKS_NAME):
+        try:
+            os.unlink(os.path.join(state_dir(root), name))
+        except FileNotFoundError:
+            pass
+    return trash
+
+
+def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool) -> _Ingest:
+    job = _Ingest(root, batch_bytes, report, fast)
+    logs = iter_logs(root)
+    report.logs_seen = len(logs)
+    try:
+        for file in logs:
+            job.run_log(file)
+        job.flush()
+        job.wait()
+    finally:
+        job._pool.shutdown(wait=True)
+        job._hasher.shutdown(wait=True)
+    return job
+
+
+def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False) -> IngestReport:
+    """Ingest every new complete frame of every log under ``root`` (see the module docstring).
+
+    ``careful`` parses every event whole and checks every field row by row
+    (slower); without it, a wrong type anywhere in a batch makes the run
+    start again carefully from what is committed, so the result is the same.
+    """
     t0 = time.perf_counter()
     report = IngestReport()
     lock = acquire_lock(root, lock_timeout)
@@ -326,13 +485,19 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0)
         report.busy = True
         report.seconds = time.perf_counter() - t0
         return report
+    trash = None
     try:
-        job = _Ingest(root, batch_bytes, report)
-        logs = iter_logs(root)
-        report.logs_seen = len(logs)
-        for file in logs:
-            job.run_log(file)
-        job.flush()
+        reason = _incompatible_store(root)
+        if reason is not None:
+            trash = reset_store(root)
+            report.store_reset = reason
+        try:
+            job = _run(root, batch_bytes, report, fast=not careful)
+        except BatchTypeError:
+            # Nothing of the failed batch was committed; what was is kept.
+            report.careful = True
+            report.events, report.bytes, report.breaks = report.committed_events, report.committed_bytes, []
+            job = _run(root, batch_bytes, report, fast=False)
         report.logs_advanced = len(job.advanced)
         version = _table_version(job.path) if report.commits else job.version
         if report.commits or not job.cache_current:
@@ -341,5 +506,7 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0)
         _write_json_atomic(os.path.join(state_dir(root), BREAKS_NAME), report.breaks)
     finally:
         os.close(lock)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
     report.seconds = time.perf_counter() - t0
     return report

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..paths import logs_dir, state_dir
-from .ingest import BREAKS_NAME, OFFSETS_NAME, IngestReport, acquire_lock, ingest
+from .ingest import IngestReport, acquire_lock, ingest, reset_store
 from .schema import read_events, store_dir
 
 # What identifies a row and what it must hold: event, where it came from, its bytes' hash.
@@ -33,17 +33,8 @@ def rebuild(root: str, *, lock_timeout: float = 30.0) -> IngestReport:
     lock = acquire_lock(root, lock_timeout)
     if lock is None:
         raise RebuildBusy("another ingest is running; try again when it is done")
-    trash = None
     try:
-        store = store_dir(root)
-        if os.path.exists(store):
-            trash = f"{store}.rebuild-{os.getpid()}-{time.time_ns()}"
-            os.rename(store, trash)
-        for name in (OFFSETS_NAME, BREAKS_NAME):
-            try:
-                os.unlink(os.path.join(state_dir(root), name))
-            except FileNotFoundError:
-                pass
+        trash = reset_store(root)
     finally:
         os.close(lock)
     report = ingest(root, lock_timeout=lock_timeout)
