@@ -112,3 +112,51 @@ def test_a_reader_never_sees_errors_partial_or_duplicated_rows(agentlog_home: Pa
     assert all(r["n"] == r["unique"] for r in reads)  # never a duplicated row
     assert set(counts) <= committed  # never a partial commit
     assert counts == sorted(counts)  # never going back
+
+
+COMPACTOR = r"""
+import sys, os, json
+sys.path.insert(0, sys.argv[1])
+from agentlog.store.compact import compact
+root, stop_file = sys.argv[2], sys.argv[3]
+n = 0
+while not os.path.exists(stop_file):
+    r = compact(root, grace_hours=1)
+    n += 1
+print(json.dumps({"compactions": n}), flush=True)
+os._exit(0)
+"""
+
+
+def test_compaction_runs_beside_ingest_without_losing_or_duplicating(agentlog_home: Path, tmp_path: Path) -> None:
+    """Compaction takes its own lock: an ingest lands while it runs, Delta's
+    optimistic commits order the two, and the positions stay right."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    from agentlog.store.ingest import load_positions
+    from agentlog.store.rebuild import differential_verify
+
+    root = str(agentlog_home)
+    _write(agentlog_home, "seed", 0, 3)
+    ingest(root)
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, "-c", COMPACTOR, str(REPO / "src"), root, str(stop)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        for i in range(20):
+            _write(agentlog_home, f"s{i % 3}", 1000 + i * 10, 5)
+            rep = ingest(root, lock_timeout=30)
+            assert not rep.busy and rep.breaks == [] and rep.events == 5
+    finally:
+        stop.write_text("")
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert json.loads(out)["compactions"] >= 1
+    cmp = differential_verify(root)
+    assert cmp.ok and cmp.live_rows == 103, cmp
+    positions, _, _ = load_positions(root)
+    assert positions["claude_code/s0"].seq >= 0
+    assert ingest(root).events == 0

@@ -21,14 +21,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .ingest import acquire_lock
+from .ingest import COMPACT_LOCK_NAME, acquire_lock
 from .schema import COMPACT_ZSTD_LEVEL, events_path, writer_properties
 
 TARGET_FILE_BYTES = 128 << 20
 
 
 class CompactBusy(RuntimeError):
-    """Another ingest or compaction holds the lock."""
+    """Another compaction holds the lock (or, with no grace period, an ingest)."""
 
 
 @dataclass
@@ -62,9 +62,15 @@ def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_time
     path = events_path(root)
     if not DeltaTable.is_deltatable(path):
         return report
-    lock = acquire_lock(root, lock_timeout)
+    lock = acquire_lock(root, lock_timeout, COMPACT_LOCK_NAME)
     if lock is None:
-        raise CompactBusy("another ingest or compaction is running; try again when it is done")
+        raise CompactBusy("another compaction is running; try again when it is done")
+    # Without a grace period, vacuum could delete the files of an ingest
+    # batch written but not yet committed: then ingest must wait.
+    ingest_lock = acquire_lock(root, lock_timeout) if grace_hours <= 0 and not dry_run else None
+    if grace_hours <= 0 and not dry_run and ingest_lock is None:
+        os.close(lock)
+        raise CompactBusy("an ingest is running and --grace-hours 0 must not run beside it; try again")
     try:
         table = DeltaTable(path)
         report.files_before, report.bytes_before = _live_files(table)
@@ -83,5 +89,7 @@ def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_time
         report.files_after, report.bytes_after = _live_files(table)
         return report
     finally:
+        if ingest_lock is not None:
+            os.close(ingest_lock)
         os.close(lock)
         report.seconds = time.perf_counter() - t0

@@ -20,6 +20,7 @@ import fcntl
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -65,6 +66,16 @@ def _log(root: str, message: str) -> None:
         os.close(fd)
 
 
+def _compact_quietly(root: str) -> None:
+    try:
+        c = compact(root, lock_timeout=0.0)
+        _log(root, f"compacted: files {c.files_before} -> {c.files_after}, vacuumed {c.files_vacuumed}")
+    except CompactBusy:
+        pass
+    except Exception as e:  # a failed compaction must not stop ingesting; it is retried next time
+        _log(root, f"compaction failed: {type(e).__name__}: {e}")
+
+
 def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None) -> None:
     """Run in the foreground until SIGTERM/SIGINT (or ``max_seconds``)."""
     ensure_dir(state_dir(root))
@@ -89,6 +100,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
     started = last_compact = time.monotonic()
     seen: tuple[tuple[str, int, int], ...] | None = None
+    compactor: threading.Thread | None = None
     try:
         while not stopping:
             now = _fingerprint(root)
@@ -98,18 +110,19 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     seen = now
                     if report.events or report.breaks:
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
-            if time.monotonic() - last_compact >= compact_every:
-                try:
-                    c = compact(root, lock_timeout=0.0)
-                    _log(root, f"compacted: files {c.files_before} -> {c.files_after}, vacuumed {c.files_vacuumed}")
-                except CompactBusy:
-                    pass
+            if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
+                # beside ingest, not in it: compaction has its own lock
+                compactor = threading.Thread(target=_compact_quietly, args=(root,), name="agentlog-compact", daemon=True)
+                compactor.start()
                 last_compact = time.monotonic()
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
             time.sleep(interval)
         report = ingest(root)
         _log(root, f"stopping: final ingest of {report.events} events")
+        if compactor is not None and compactor.is_alive():
+            _log(root, "waiting for the compaction in progress")
+            compactor.join()
     finally:
         try:
             os.unlink(pid_path(root))

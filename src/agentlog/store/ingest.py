@@ -76,6 +76,7 @@ from .schema import (
 
 META_KEY: Final = "agentlog.ingest"
 LOCK_NAME: Final = "ingest.lock"
+COMPACT_LOCK_NAME: Final = "compact.lock"
 OFFSETS_NAME: Final = "ingest-offsets.json"
 BREAKS_NAME: Final = "ingest-breaks.json"
 TABLE_CONFIG: Final = {
@@ -172,13 +173,42 @@ def _write_json_atomic(file: str, value: Any) -> None:
 
 def load_positions(root: str) -> tuple[dict[str, Position], int | None, bool]:
     """The consumed positions, the table version they reflect, and whether
-    they came from a current cache (else from the Delta history)."""
+    they came from a current cache (else from the Delta history).
+
+    A cache a few versions behind (compaction commits beside ingest, a crash
+    after a commit) is brought forward by replaying only the newer commits,
+    so catching up costs what changed, not the whole history."""
     path = events_path(root)
     version = _table_version(path)
     cached = _read_cache(os.path.join(state_dir(root), OFFSETS_NAME))
     if cached is not None and cached[0] == version:
         return cached[1], version, True
+    if cached is not None and cached[0] is not None and version is not None and cached[0] < version:
+        newer = _commits_after(path, cached[0], version)
+        if newer is not None:
+            positions = dict(cached[1])
+            for meta in newer:
+                for name, (offset, seq, digest) in json.loads(meta)["logs"].items():
+                    positions[name] = Position(int(offset), int(seq), str(digest))
+            return positions, version, False
     return positions_from_history(path), version, False
+
+
+def _commits_after(path: str, known: int, latest: int) -> list[str] | None:
+    """The ``agentlog.ingest`` metadata of versions ``known+1 … latest``, oldest
+    first; None if the history does not hold exactly those versions."""
+    from deltalake import DeltaTable
+
+    commits = DeltaTable(path).history(latest - known)
+    versions = sorted(int(c.get("version", -1)) for c in commits)
+    if versions != list(range(known + 1, latest + 1)):
+        return None
+    out = []
+    for commit in sorted(commits, key=lambda c: int(c.get("version", 0))):
+        meta = commit.get(META_KEY)
+        if isinstance(meta, str):
+            out.append(meta)
+    return out
 
 
 def _save_positions(root: str, positions: dict[str, Position], version: int | None) -> None:
@@ -189,10 +219,15 @@ def _save_positions(root: str, positions: dict[str, Position], version: int | No
 # -- lock ------------------------------------------------------------------------
 
 
-def acquire_lock(root: str, timeout: float) -> int | None:
-    """The store's writer lock (ingest, rebuild, compaction): an fd to close, or None on timeout."""
+def acquire_lock(root: str, timeout: float, name: str = LOCK_NAME) -> int | None:
+    """One of the store's writer locks, an fd to close (None on timeout).
+
+    ``LOCK_NAME`` serialises ingests (and rebuilds); ``COMPACT_LOCK_NAME``
+    serialises compactions, which run beside ingest (Delta's optimistic
+    commits let an append and a compaction land in either order). A rebuild
+    or a purge takes both."""
     ensure_dir(state_dir(root))
-    fd = os.open(os.path.join(state_dir(root), LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(state_dir(root), name), os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + timeout
     while True:
         try:

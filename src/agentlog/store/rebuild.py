@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..paths import logs_dir, state_dir
-from .ingest import IngestReport, acquire_lock, ingest, reset_store
+from .ingest import COMPACT_LOCK_NAME, IngestReport, acquire_lock, ingest, reset_store
 from .schema import read_events, store_dir
 
 # What identifies a row and what it must hold: event, where it came from, its bytes' hash.
@@ -33,9 +33,14 @@ def rebuild(root: str, *, lock_timeout: float = 30.0) -> IngestReport:
     lock = acquire_lock(root, lock_timeout)
     if lock is None:
         raise RebuildBusy("another ingest is running; try again when it is done")
+    compact_lock = acquire_lock(root, lock_timeout, COMPACT_LOCK_NAME)
+    if compact_lock is None:
+        os.close(lock)
+        raise RebuildBusy("a compaction is running; try again when it is done")
     try:
         trash = reset_store(root)
     finally:
+        os.close(compact_lock)
         os.close(lock)
     report = ingest(root, lock_timeout=lock_timeout)
     if trash is not None:
