@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .harness import StepContext, StepFn
+from .store_steps import STORE_STEPS
 
 ZSTD_LEVEL = 3
 HOOK_SIZES = (1000, 10000, 50000)
@@ -421,73 +422,12 @@ def verify(ctx: StepContext) -> dict[str, Any]:
     return {"tables": tables, "metrics": metrics, "verify": {k: v for k, v in res.items() if k not in ("tables", "machine")}}
 
 
-def _ingest_step(size: int) -> StepFn:
-    """``ingest_strict_<size>``: load ``size`` generated events into fresh logs, then time ``ingest``."""
-
-    def step(ctx: StepContext) -> dict[str, Any]:
-        import os
-
-        from ..store.ingest import ingest
-        from ..store.schema import events_path
-        from .common import describe
-        from .workload.load import default_jobs, load
-
-        if ctx.events < size:
-            return {"tables": [], "metrics": {}, "skipped": f"--events {ctx.events:,} is below {size:,}"}
-        root = ctx.tmpdir()
-        ctx.progress(f"loading {size:,} events into logs")
-        t0 = time.perf_counter()
-        load(size, ctx.seed, root=root, jobs=default_jobs())
-        t_load = time.perf_counter() - t0
-        ctx.progress("ingesting")
-        t1 = time.perf_counter()
-        report = ingest(root)
-        t_ingest = time.perf_counter() - t1
-        store = events_path(root)
-        parquet = [os.path.join(d, f) for d, _, fs in os.walk(store) for f in fs if f.endswith(".parquet")]
-        store_bytes = sum(os.path.getsize(p) for p in parquet)
-        log_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(root, "logs")) for f in fs)
-        lat = describe(report.commit_ms) if report.commit_ms else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0}
-        metrics = {
-            "events": report.events,
-            "events_per_s": report.events / t_ingest,
-            "wall_events_per_s": report.events / (t_load + t_ingest),
-            "mb_per_s": report.bytes / t_ingest / 1e6,
-            "commits": report.commits,
-            "commit_p50_ms": lat["median"],
-            "commit_p95_ms": lat["p95"],
-            "commit_p99_ms": lat["p99"],
-            "parquet_files": len(parquet),
-            "store_bytes_per_event": store_bytes / max(1, report.events),
-            "log_bytes_per_event": log_bytes / max(1, report.events),
-            "breaks": len(report.breaks),
-        }
-        table = {
-            "title": f"Ingest of {size:,} generated events (one process, fresh store)",
-            "columns": ["events", "ingest events/s", "wall events/s (incl. generation)", "MB/s of frames", "commits",
-                        "commit p50 / p95 / p99 ms", "Parquet files", "store B/event", "log B/event"],
-            "rows": [[report.events, metrics["events_per_s"], metrics["wall_events_per_s"], metrics["mb_per_s"], report.commits,
-                      f"{lat['median']:.0f} / {lat['p95']:.0f} / {lat['p99']:.0f}", len(parquet),
-                      metrics["store_bytes_per_event"], metrics["log_bytes_per_event"]]],
-            "note": "Ingest: `agentlog.store.ingest.ingest` over logs written by `bench load` (the capture path, "
-            f"{default_jobs()} workers); wall includes that generation and loading ({t_load:.1f} s). A commit is one "
-            "batch of up to 64 MiB of frames: Arrow conversion + Parquet (zstd 3) + Delta commit. The store has one "
-            "write path; there is no relaxed variant yet.",
-        }
-        return {"tables": [table], "metrics": metrics}
-
-    step.__doc__ = f"Ingest {size:,} generated events into a fresh store: events/s, commit latency, files, bytes/event."
-    return step
-
-
 #: Every step ``agentlog bench run`` runs, in order. One line per step.
 STEPS: dict[str, StepFn] = {
     "size_by_kind": size_by_kind,
     "hook": hook,
     "verify": verify,
-    "ingest_strict_10k": _ingest_step(10_000),
-    "ingest_strict_100k": _ingest_step(100_000),
-    "ingest_strict_200k": _ingest_step(200_000),
+    **STORE_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]

@@ -61,7 +61,7 @@ from typing import Any, Final
 
 from ..log import frame as _frame
 from ..log.layout import iter_logs, split_log_path
-from ..paths import ensure_dir, state_dir
+from ..paths import ensure_dir, fsync_path, state_dir
 from .schema import (
     COLUMNS,
     PARTITION_BY,
@@ -292,8 +292,10 @@ def _line_ending_at(fd: int, end: int) -> bytes:
 
 
 class _Ingest:
-    def __init__(self, root: str, batch_bytes: int, report: IngestReport, fast: bool = True) -> None:
+    def __init__(self, root: str, batch_bytes: int, report: IngestReport, fast: bool = True,
+                 durability: str = "strict") -> None:
         self.fast = fast
+        self.durability = durability
         self.root = root
         self.batch_bytes = max(1, batch_bytes)
         self.read_chunk = min(_READ_CHUNK, self.batch_bytes)
@@ -301,6 +303,11 @@ class _Ingest:
         self.report = report
         self.path = events_path(root)
         self.positions, self.version, self.cache_current = load_positions(root)
+        self._dt: Any = None
+        if self.version is not None:
+            from deltalake import DeltaTable
+
+            self._dt = DeltaTable(self.path)
         self.batch = EventBatch(fast=fast)
         self.pending: dict[str, Position] = {}
         self.advanced: set[str] = set()
@@ -448,7 +455,7 @@ class _Ingest:
         started = time.perf_counter()
         ensure_dir(os.path.dirname(self.path))
         write_deltalake(
-            self.path,
+            self._dt if self._dt is not None else self.path,  # an open table skips re-reading the log: ~4 vs ~27 ms
             table,
             mode="append",
             partition_by=PARTITION_BY,
@@ -456,6 +463,12 @@ class _Ingest:
             commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(meta, separators=(",", ":"))}),
             writer_properties=writer_properties(),
         )
+        if self._dt is None:
+            from deltalake import DeltaTable
+
+            self._dt = DeltaTable(self.path)
+        if self.durability == "strict":
+            _sync_commit(self.path, int(self._dt.version()))
         self.report.commit_ms.append(convert_ms + (time.perf_counter() - started) * 1000)
         self.report.committed_events += table.num_rows
         self.report.committed_bytes += frame_bytes
@@ -491,8 +504,27 @@ def reset_store(root: str) -> str | None:
     return trash
 
 
-def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool) -> _Ingest:
-    job = _Ingest(root, batch_bytes, report, fast)
+def _sync_commit(path: str, version: int) -> None:
+    """fsync the data files commit ``version`` added, their directories and the commit itself."""
+    commit = os.path.join(path, "_delta_log", f"{version:020d}.json")
+    dirs = {os.path.join(path, "_delta_log")}
+    with open(commit, "rb") as f:
+        for line in f:
+            action = json.loads(line)
+            add = action.get("add")
+            if add is not None:
+                from urllib.parse import unquote
+
+                file = os.path.join(path, unquote(add["path"]))
+                fsync_path(file)
+                dirs.add(os.path.dirname(file))
+    fsync_path(commit)
+    for d in sorted(dirs):
+        fsync_path(d)
+
+
+def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durability: str) -> _Ingest:
+    job = _Ingest(root, batch_bytes, report, fast, durability)
     logs = iter_logs(root)
     report.logs_seen = len(logs)
     try:
@@ -506,13 +538,22 @@ def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool) -> _Inge
     return job
 
 
-def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False) -> IngestReport:
+def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False,
+           durability: str | None = None) -> IngestReport:
     """Ingest every new complete frame of every log under ``root`` (see the module docstring).
 
     ``careful`` parses every event whole and checks every field row by row
     (slower); without it, a wrong type anywhere in a batch makes the run
     start again carefully from what is committed, so the result is the same.
+    ``durability`` (default: the ``durability`` setting) ``strict`` fsyncs
+    each commit's data files and the commit before the next batch;
+    ``relaxed`` leaves flushing to the OS (a power cut may then lose recent
+    commits, never the logs they came from, so the next ingest redoes them).
     """
+    if durability is None:
+        from ..config import load as load_config
+
+        durability = str(load_config(root).get("durability", "strict"))
     t0 = time.perf_counter()
     report = IngestReport()
     lock = acquire_lock(root, lock_timeout)
@@ -527,14 +568,14 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
             trash = reset_store(root)
             report.store_reset = reason
         try:
-            job = _run(root, batch_bytes, report, fast=not careful)
+            job = _run(root, batch_bytes, report, not careful, durability)
         except BatchTypeError:
             # Nothing of the failed batch was committed; what was is kept.
             report.careful = True
             report.events, report.bytes, report.breaks = report.committed_events, report.committed_bytes, []
-            job = _run(root, batch_bytes, report, fast=False)
+            job = _run(root, batch_bytes, report, False, durability)
         report.logs_advanced = len(job.advanced)
-        version = _table_version(job.path) if report.commits else job.version
+        version = int(job._dt.version()) if report.commits else job.version
         if report.commits or not job.cache_current:
             _save_positions(root, job.positions, version)
         report.table_version = version
