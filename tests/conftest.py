@@ -27,6 +27,7 @@ def agentlog_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.delenv("AGENTLOG_CAPTURE_MODE", raising=False)
     monkeypatch.delenv("AGENTLOG_DURABILITY", raising=False)
     monkeypatch.delenv("AGENTLOG_FAULT_SPLIT_WRITE_MS", raising=False)
+    monkeypatch.delenv("AGENTLOG_FAULT_SEAL", raising=False)
     yield home
 
 

@@ -375,3 +375,44 @@ def test_store_of_another_format_is_rebuilt(root: str) -> None:
     assert rep.store_reset and "another version" in rep.store_reset
     assert [r["seq"] for r in rows(root)] == [0, 1, 2, 3]
     assert not [p for p in os.listdir(Path(root)) if p.startswith("store.old")]
+
+
+def test_ingest_reads_across_sealed_segments(root: str) -> None:
+    """Positions are logical offsets: sealing never moves them, and a
+    session that exists only as sealed segments ingests from them."""
+    from agentlog.log.seal import seal_log
+    from agentlog.store.rebuild import differential_verify
+
+    append(root, "sa", 0, 10)
+    append(root, "sb", 0, 6)
+    assert ingest(root).events == 16
+    assert seal_log(str(log_file(root, "sa"))).status == "sealed"
+    assert log_file(root, "sa").stat().st_size == 0
+    rep = ingest(root)  # nothing new, and no break for the emptied active file
+    assert (rep.events, rep.breaks) == (0, [])
+    append(root, "sa", 10, 5)  # resumes the chain in the active file
+    append(root, "sc", 0, 7)
+    assert seal_log(str(log_file(root, "sc"))).status == "sealed"  # never ingested: only sealed
+    rep = ingest(root)
+    assert rep.breaks == [] and rep.events == 12
+    got = rows(root)
+    for key, n in (("sa", 15), ("sb", 6), ("sc", 7)):
+        assert [r["seq"] for r in got if r["log_key"] == key] == list(range(n))
+    # the log offset of a sealed frame is its logical offset: the same as before sealing
+    sa = [r["log_offset"] for r in got if r["log_key"] == "sa"]
+    assert sa == sorted(sa) and sa[0] == 0
+    assert differential_verify(root).ok
+
+
+def test_daemon_seals_only_what_the_store_has_ingested(root: str) -> None:
+    from agentlog.store.daemon import ingested_through
+    from agentlog.log.segments import logical_size
+
+    append(root, "sa", 0, 4)
+    append(root, "sb", 0, 4)
+    ingest(root)
+    append(root, "sb", 4, 2)
+    may = ingested_through(root)
+    assert may("claude_code", "sa", logical_size(str(log_file(root, "sa"))))
+    assert not may("claude_code", "sb", logical_size(str(log_file(root, "sb"))))
+    assert not may("claude_code", "never", 1)

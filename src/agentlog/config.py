@@ -23,16 +23,22 @@ DEFAULTS: dict[str, Any] = {
     "capture_mode": "full",
     "durability": "strict",
     "redact_secrets": True,
+    "seal_idle_hours": 24,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
     "durability": ("strict", "relaxed"),
     "redact_secrets": (True, False),
 }
+# numeric settings: (least, most), ints or floats
+RANGES: dict[str, tuple[float, float]] = {
+    "seal_idle_hours": (0, 24 * 365),
+}
 DESCRIPTIONS: dict[str, str] = {
     "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
     "durability": "strict: fsync every append (default); relaxed: leave flushing to the OS",
     "redact_secrets": "replace secrets with [REDACTED:<rule>] before anything is written",
+    "seal_idle_hours": "compress (seal) a session's log once it has been idle this many hours (`agentlog seal`)",
 }
 
 
@@ -46,6 +52,12 @@ def validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key not in DEFAULTS:
             raise ConfigError(f"unknown setting {key!r} (known: {', '.join(DEFAULTS)})")
+        if key in RANGES:
+            low, high = RANGES[key]
+            if type(value) not in (int, float) or not low <= value <= high:
+                raise ConfigError(f"{key} must be a number from {low} to {high}, not {value!r}")
+            out[key] = value
+            continue
         if value not in CHOICES[key] or type(value) is not type(DEFAULTS[key]):
             raise ConfigError(f"{key} must be one of {list(CHOICES[key])}, not {value!r}")
         out[key] = value

@@ -55,6 +55,7 @@ LAZY_COMMANDS = {
     "rebuild": ".rebuild_cmd:rebuild_cmd",
     "compact": ".compact_cmd:compact_cmd",
     "daemon": ".daemon_cmds:daemon",
+    "seal": ".seal_cmd:seal_cmd",
 }
 
 

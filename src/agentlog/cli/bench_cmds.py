@@ -284,7 +284,7 @@ def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allo
     root = data_root()
     logs = logs_dir(root)
     if not allow_append and os.path.isdir(logs) and any(
-        name.endswith(".jsonl") for _, _, files in os.walk(logs) for name in files
+        name.endswith((".jsonl", ".jsonl.zst")) for _, _, files in os.walk(logs) for name in files
     ):
         raise click.UsageError(f"{logs} already holds session logs; use an empty AGENTLOG_HOME or pass --append")
     columns = (TextColumn("bench load"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),

@@ -6,14 +6,14 @@ import os
 
 import click
 
-from ..config import DEFAULTS, DESCRIPTIONS, ConfigError, load, validate
+from ..config import DEFAULTS, DESCRIPTIONS, RANGES, ConfigError, load, validate
 from ..paths import FILE_MODE, config_file, data_root, ensure_dir
 from .output import print_json, print_table
 
 
 @click.group(name="config")
 def config() -> None:
-    """Show or change settings (capture_mode, durability, redact_secrets)."""
+    """Show or change settings (capture_mode, durability, redact_secrets, seal_idle_hours)."""
 
 
 @config.command(name="show")
@@ -47,6 +47,12 @@ def config_set(key: str, value: str) -> None:
         if value.lower() not in ("true", "false"):
             raise click.BadParameter("must be true or false", param_hint="VALUE")
         parsed = value.lower() == "true"
+    elif key in RANGES:
+        try:
+            number = float(value)
+        except ValueError:
+            raise click.BadParameter("must be a number", param_hint="VALUE") from None
+        parsed = int(number) if number.is_integer() else number
     try:
         validate({key: parsed})
     except ConfigError as e:

@@ -18,6 +18,9 @@ from .output import print_json, print_table, stderr
 def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
     """Check every session log's hashes, links, sequence and head.
 
+    Sealed (zstd) segments are checked by streaming decompression, never
+    unpacked to disk, and the chain is followed from them into the log file.
+
     Exit 0 when every log is intact (capture gaps from crashes are reported
     but are not tampering), 1 when any log is broken, 2 on usage errors.
     """
@@ -35,6 +38,9 @@ def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
                 "broken": len(broken),
                 "frames": sum(r.frames for r in reports),
                 "bytes": sum(r.bytes for r in reports),
+                "sealed_frames": sum(r.sealed_frames for r in reports),
+                "sealed_bytes": sum(r.sealed_bytes for r in reports),
+                "sealed_disk_bytes": sum(r.sealed_disk_bytes for r in reports),
                 "reports": [r.to_dict() for r in reports],
                 "caveat": CAVEAT,
             }
@@ -48,19 +54,22 @@ def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
                 {
                     "session": f"{r.provider}/{r.session}",
                     "frames": r.frames,
+                    "sealed": f"{r.sealed_frames} in {r.sealed_segments} seg, {r.sealed_bytes / 1e6:.1f} MB" if r.sealed_segments else "",
                     "status": r.status,
-                    "where": f"{r.path}:{first.line} (frame {first.frame})" if first else "",
+                    "where": f"{first.file or r.path}:{first.line} (frame {first.frame})" if first else "",
                     "reason": f"{first.reason}: {first.detail}" if first else gap,
                 }
             )
         if rows:
-            print_table(rows, ["session", "frames", "status", "where", "reason"])
+            print_table(rows, ["session", "frames", "sealed", "status", "where", "reason"])
         err = stderr()
         total = sum(r.frames for r in reports)
+        sealed = sum(r.sealed_frames for r in reports)
+        of_sealed = f" ({sealed} of them in sealed segments)" if sealed else ""
         if broken:
-            err.print(f"[bold red]{len(broken)} of {len(reports)} session logs are broken[/] ({total} frames checked)")
+            err.print(f"[bold red]{len(broken)} of {len(reports)} session logs are broken[/] ({total} frames checked{of_sealed})")
         else:
-            err.print(f"verified: {len(reports)} session logs, {total} frames, all intact")
+            err.print(f"verified: {len(reports)} session logs, {total} frames{of_sealed}, all intact")
         err.print(CAVEAT)
     if broken:
         sys.exit(1)

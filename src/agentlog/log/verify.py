@@ -17,6 +17,14 @@ as gaps, not breaks, and so are the ``capture_gap`` frames already in the log.
 The fast path hashes with hashlib (OpenSSL) over a memoryview, one line at a
 time; ``jobs > 1`` splits a large log into byte ranges checked in parallel
 processes and stitched at the boundaries.
+
+A sealed log is checked segment by segment, by streaming decompression
+(nothing is unpacked to disk), the chain continuing from each segment into
+the next and into the active file; a break inside a segment names the
+segment (``file``) and the line inside it. A seal interrupted by a crash
+leaves a copy of sealed frames at the start of the active file
+(``sealed_prefix``) or a head that still names the file's size before the
+seal (``stale_head``): gaps, like the other crash residue.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
 from .frame import PREFIX, PREV_END, PREV_START, TRAILER, FrameError, genesis, parse_envelope, parse_seq
-from .layout import head_path, iter_logs, split_log_path
+from .layout import SegmentRef, head_path, iter_logs, read_trailer, sealed_segments, split_log_path
 from .writer import Tip, parse_head
 
 MAX_BREAKS = 20
@@ -62,9 +70,13 @@ class Break:
     frame: int | None
     """The frame number expected at that line."""
     reason: str
-    """bad_hash, not_a_frame, broken_link, sequence_gap, torn_tail, head_missing,
-    head_invalid, head_mismatch, truncated."""
+    """bad_hash, not_a_frame, broken_link, sequence_gap, head_missing,
+    head_invalid, head_mismatch, truncated, missing, segment_missing,
+    segment_invalid."""
     detail: str
+    file: str | None = None
+    """The sealed segment holding the line; None for the active log file (or
+    its head, line 0)."""
 
 
 @dataclass
@@ -75,6 +87,7 @@ class Gap:
     frame: int | None
     reason: str
     detail: str
+    file: str | None = None
 
 
 @dataclass
@@ -85,13 +98,21 @@ class LogReport:
     provider: str
     session: str
     frames: int = 0
+    """Frames in the whole chain (sealed segments and active file)."""
     bytes: int = 0
+    """Uncompressed bytes of the whole chain (the log's logical size)."""
     status: str = "intact"
     """intact, gaps (intact, with recorded or pending capture gaps) or broken."""
     last_hash: str | None = None
     breaks: list[Break] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    sealed_segments: int = 0
+    sealed_frames: int = 0
+    sealed_bytes: int = 0
+    """Uncompressed bytes held by sealed segments."""
+    sealed_disk_bytes: int = 0
+    """What those segments take on disk."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,11 +252,11 @@ def _scan_range(path: str, start: int, end: int) -> _Chunk:
         m.close()
 
 
-def _split_points(buf: bytes | mmap.mmap, end: int, parts: int) -> list[int]:
-    """Byte offsets that cut [0, end) into ~equal ranges of whole lines."""
-    points = [0]
+def _split_points(buf: bytes | mmap.mmap, end: int, parts: int, start: int = 0) -> list[int]:
+    """Byte offsets that cut [start, end) into ~equal ranges of whole lines."""
+    points = [start]
     for i in range(1, parts):
-        p = buf.find(b"\n", end * i // parts, end)
+        p = buf.find(b"\n", start + (end - start) * i // parts, end)
         if p < 0 or p + 1 >= end or p + 1 <= points[-1]:
             continue
         points.append(p + 1)
@@ -245,58 +266,206 @@ def _split_points(buf: bytes | mmap.mmap, end: int, parts: int) -> list[int]:
 
 # -- one log ----------------------------------------------------------------
 
-def verify_log(path: str, *, jobs: int = 1, pool: ProcessPoolExecutor | None = None) -> LogReport:
-    """Verify one session log file and its head.
+class _Chain:
+    """Where the chain stands after the lines checked so far."""
 
-    Holds a shared lock on the log while checking it, so no append lands
-    between reading the frames and the head (an append waits; ~0.3 s per
-    100 MB here). The file is memory-mapped, not copied.
+    __slots__ = ("prev_hash", "prev_seq", "frames")
+
+    def __init__(self, prev_hash: bytes | None, prev_seq: int = -1, frames: int = 0) -> None:
+        self.prev_hash = prev_hash
+        self.prev_seq = prev_seq
+        self.frames = frames
+
+
+def _add_chunk(report: LogReport, chain: _Chain, ch: _Chunk, line0: int, file: str | None) -> None:
+    """Link a scanned chunk to the chain; record its breaks and gaps.
+
+    ``line0`` is the number of lines of ``file`` before the chunk; frames are
+    numbered across the whole chain (sealed segments included)."""
+    if ch.lines == 0:
+        return
+    # the first line's link and seq, which the chunk could not check
+    if 0 not in ch.bad_lines:
+        if chain.prev_hash is not None and ch.first_prev != chain.prev_hash:
+            what = "frame 0 does not start from this session's genesis" if chain.frames == 0 else "prev does not match the previous frame's hash"
+            ch.breaks.insert(0, (0, "broken_link", what))
+        elif ch.first_seq is not None and ch.first_seq != chain.prev_seq + 1:
+            ch.breaks.insert(0, (0, "sequence_gap", f"expected seq {chain.prev_seq + 1}, found {ch.first_seq}"))
+    for idx, reason, detail in ch.breaks:
+        if len(report.breaks) < MAX_BREAKS:
+            report.breaks.append(Break(line0 + idx + 1, chain.frames + idx, reason, detail, file))
+    for idx, seq in ch.gaps:
+        report.gaps.append(Gap(line0 + idx + 1, seq, "capture_gap", "a capture_gap frame records lost bytes", file))
+    chain.frames += ch.lines
+    chain.prev_hash = ch.last_hash
+    chain.prev_seq = ch.last_seq if ch.last_seq is not None else chain.prev_seq + ch.lines
+
+
+def _brk(report: LogReport, b: Break) -> None:
+    if len(report.breaks) < MAX_BREAKS:
+        report.breaks.append(b)
+
+
+def _verify_sealed(report: LogReport, chain: _Chain, ref: SegmentRef, boundaries: list[tuple[bytes | None, int, int]]) -> None:
+    """Check one sealed segment by streaming decompression (never unpacked to
+    disk), continuing the chain; then that its name and trailer agree with
+    what it holds."""
+    from .segments import SegmentError, iter_sealed, zframe_index
+
+    file = ref.path
+    size = ref.end - ref.base
+    boundaries.append((chain.prev_hash, chain.prev_seq, chain.frames))
+    report.sealed_segments += 1
+    report.sealed_disk_bytes += _size(file)
+    if ref.base != report.sealed_bytes:
+        _brk(report, Break(0, chain.frames, "segment_missing", f"the segment starts at logical byte {ref.base}, the segments before it end at {report.sealed_bytes}", file))
+    seq_before, frames_before = chain.prev_seq, chain.frames
+    lines = 0
+    carry = b""
+    readable = True
+    try:
+        for data in iter_sealed(file, size):
+            buf = carry + data if carry else data
+            end = buf.rfind(b"\n") + 1
+            ch = _scan(buf, None, 0, end)
+            _add_chunk(report, chain, ch, lines, file)
+            lines += ch.lines
+            carry = buf[end:]
+    except SegmentError as e:
+        readable = False
+        _brk(report, Break(lines + 1, chain.frames, "segment_invalid", f"cannot be decompressed: {e}", file))
+    meta = read_trailer(file)
+    if not readable:
+        # go on from what the trailer claims, so later damage is still seen
+        h = meta.get("last_hash") if meta else None
+        chain.prev_hash = h.encode() if isinstance(h, str) else None
+        chain.prev_seq = ref.last_seq
+        chain.frames = frames_before + ref.last_seq - ref.first_seq + 1
+    else:
+        if carry:
+            _brk(report, Break(lines + 1, chain.frames, "truncated", "the segment ends inside a frame", file))
+        if (seq_before + 1, chain.prev_seq, lines) != (ref.first_seq, ref.last_seq, ref.last_seq - ref.first_seq + 1):
+            _brk(report, Break(0, frames_before, "segment_invalid", f"the name says seq {ref.first_seq}-{ref.last_seq}, the segment holds {lines} frames after seq {seq_before}", file))
+        if meta is None:
+            _brk(report, Break(0, frames_before, "segment_invalid", "the segment's trailer is missing or unreadable", file))
+        else:
+            claims = (meta.get("base"), meta.get("end"), meta.get("first_seq"), meta.get("last_seq"), meta.get("last_hash"))
+            has = (ref.base, ref.end, ref.first_seq, ref.last_seq, chain.prev_hash.decode() if chain.prev_hash else None)
+            if claims != has or zframe_index(file, size) is None:
+                _brk(report, Break(0, frames_before, "segment_invalid", "the segment's trailer disagrees with its name or content", file))
+    report.sealed_frames += chain.frames - frames_before
+    report.sealed_bytes = ref.end
+
+
+@dataclass
+class _ActiveInfo:
+    """What verification learned about the active file (for the sealer)."""
+
+    size: int
+    skip: int
+    complete_end: int
+    head: Tip | None
+    sealed: list[SegmentRef]
+
+
+def verify_log(path: str, *, jobs: int = 1, pool: ProcessPoolExecutor | None = None) -> LogReport:
+    """Verify one session log: its sealed segments, its active file and its head.
+
+    Sealed segments are checked first, without a lock (they never change).
+    Then a shared lock on the active file is held while checking it, so no
+    append or seal lands between reading the frames and the head (an append
+    waits; ~0.3 s per 100 MB here). The active file is memory-mapped, not
+    copied.
     """
+    return _verify(path, jobs=jobs, pool=pool)[0]
+
+
+def _verify(
+    path: str, *, jobs: int = 1, pool: ProcessPoolExecutor | None = None
+) -> tuple[LogReport, _ActiveInfo | None]:
+    """``verify_log``, also returning what the sealer needs."""
     provider, key = split_log_path(path)
     report = LogReport(path=path, provider=provider, session=key)
+    chain = _Chain(genesis(provider, key).encode())
+    boundaries: list[tuple[bytes | None, int, int]] = []
+    sealed = sealed_segments(path)
+    for ref in sealed:
+        _verify_sealed(report, chain, ref, boundaries)
+    info: _ActiveInfo | None = None
+    fd: int | None = None
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        report.status = "broken"
-        report.breaks.append(Break(0, None, "missing", "log file does not exist"))
-        return report
+        if not sealed:
+            report.status = "broken"
+            report.breaks.append(Break(0, None, "missing", "log file does not exist"))
+            return report, None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        # a seal may have added segments while the others were checked
+        now = sealed_segments(path)
+        if [r.path for r in now[: len(sealed)]] != [r.path for r in sealed]:
+            _brk(report, Break(0, None, "segment_missing", "sealed segments were removed or renamed while verifying"))
+        for ref in now[len(sealed) :]:
+            _verify_sealed(report, chain, ref, boundaries)
+            sealed.append(ref)
+        size = os.fstat(fd).st_size if fd is not None else 0
         try:
             with open(head_path(path), "rb") as f:
                 head_bytes: bytes | None = f.read(256)
         except FileNotFoundError:
             head_bytes = None
-        data: bytes | mmap.mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
+        data: bytes | mmap.mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if fd is not None and size else b""
         try:
-            _verify_buffer(report, path, data, size, head_bytes, jobs, pool)
+            info = _verify_active(report, chain, boundaries, sealed, path, data, size, head_bytes, jobs, pool)
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()
     finally:
-        os.close(fd)  # releases the lock
+        if fd is not None:
+            os.close(fd)  # releases the lock
     if report.breaks:
         report.status = "broken"
     elif report.gaps:
         report.status = "gaps"
-    return report
+    return report, info
 
 
-def _verify_buffer(
+def _verify_active(
     report: LogReport,
+    chain: _Chain,
+    boundaries: list[tuple[bytes | None, int, int]],
+    sealed: list[SegmentRef],
     path: str,
     data: bytes | mmap.mmap,
     size: int,
     head_bytes: bytes | None,
     jobs: int,
     pool: ProcessPoolExecutor | None,
-) -> None:
-    report.bytes = size
+) -> _ActiveInfo:
     complete_end = data.rfind(b"\n") + 1
+    sealed_tip = (chain.prev_seq, chain.prev_hash.decode()) if sealed and chain.prev_hash else None
+    lines = 0
+    skip = 0
+    if sealed_tip is not None and size:
+        from .segments import duplicate_prefix
+
+        skip = duplicate_prefix(lambda n, off: bytes(data[off : off + n]), size, sealed, sealed_tip[1])
+    if skip:
+        # a copy of the last sealed segment(s): check it as the chain it was
+        first = parse_seq(bytes(data[:128]) + b",")
+        j = next(i for i, r in enumerate(sealed) if r.first_seq == first)
+        copy = _Chain(*boundaries[j])
+        ch = _scan(data, None, 0, skip)
+        _add_chunk(report, copy, ch, 0, None)
+        lines = ch.lines
+        report.gaps.append(
+            Gap(1, first, "sealed_prefix", f"the first {lines} frame(s) are also in sealed segments: a seal stopped before emptying the file; the next seal removes the copy")
+        )
     chunks: list[_Chunk]
-    if jobs > 1 and complete_end >= PARALLEL_MIN_BYTES:
-        points = _split_points(data, complete_end, jobs)
+    if jobs > 1 and complete_end - skip >= PARALLEL_MIN_BYTES:
+        points = _split_points(data, complete_end, jobs, skip)
         ranges = list(zip(points, points[1:]))
         from concurrent.futures import ProcessPoolExecutor
 
@@ -311,99 +480,96 @@ def _verify_buffer(
             if own_pool:
                 ex.shutdown()
     else:
-        chunks = [_scan(data, None, 0, complete_end)]
-    provider, key = split_log_path(path)
-    _stitch(report, chunks, genesis(provider, key).encode())
-    _check_tail(report, data, complete_end, data[complete_end:size], head_bytes)
-
-
-def _stitch(report: LogReport, chunks: list[_Chunk], genesis_hash: bytes) -> None:
-    line0 = 0
-    prev_hash: bytes | None = genesis_hash
-    prev_seq = -1
+        chunks = [_scan(data, None, skip, complete_end)]
+    active_frames = chain.frames
     for ch in chunks:
-        if ch.lines == 0:
-            continue
-        # the first line's link and seq, which the chunk could not check
-        if 0 not in ch.bad_lines:
-            if prev_hash is not None and ch.first_prev != prev_hash:
-                what = "frame 0 does not start from this session's genesis" if line0 == 0 else "prev does not match the previous frame's hash"
-                ch.breaks.insert(0, (0, "broken_link", what))
-            elif ch.first_seq is not None and ch.first_seq != prev_seq + 1:
-                ch.breaks.insert(0, (0, "sequence_gap", f"expected seq {prev_seq + 1}, found {ch.first_seq}"))
-        for idx, reason, detail in ch.breaks:
-            if len(report.breaks) < MAX_BREAKS:
-                report.breaks.append(Break(line0 + idx + 1, line0 + idx, reason, detail))
-        for idx, seq in ch.gaps:
-            report.gaps.append(Gap(line0 + idx + 1, seq, "capture_gap", "a capture_gap frame records lost bytes"))
-        line0 += ch.lines
-        prev_hash = ch.last_hash
-        prev_seq = ch.last_seq if ch.last_seq is not None else prev_seq + ch.lines
-    report.frames = line0
-    report.last_hash = prev_hash.decode() if prev_hash else None
+        _add_chunk(report, chain, ch, lines, None)
+        lines += ch.lines
+    active_frames = chain.frames - active_frames
+    report.frames = chain.frames
+    report.bytes = report.sealed_bytes + size - skip
+    report.last_hash = chain.prev_hash.decode() if chain.prev_hash else None
+    head = _check_tail(report, data, size, complete_end, lines, active_frames, sealed_tip, head_bytes)
+    return _ActiveInfo(size, skip, complete_end, head, sealed)
 
 
 def _check_tail(
-    report: LogReport, data: bytes | mmap.mmap, complete_end: int, torn: bytes, head_bytes: bytes | None
-) -> None:
-    """Compare the head with the end of the log; classify a torn tail."""
-    frames = report.frames
+    report: LogReport,
+    data: bytes | mmap.mmap,
+    size: int,
+    complete_end: int,
+    lines: int,
+    active_frames: int,
+    sealed_tip: tuple[int, str] | None,
+    head_bytes: bytes | None,
+) -> Tip | None:
+    """Compare the head with the end of the log; classify a torn tail.
+
+    ``lines`` are the active file's complete lines, ``active_frames`` those
+    not also sealed; ``sealed_tip`` is the last sealed frame's (seq, hash)."""
+    torn = size - complete_end
     if head_bytes is None:
         # No head yet: a crash inside the first append (mid-frame 0, or after
-        # frame 0 but before the head) leaves at most one frame plus a torn line.
-        if frames == 0:
-            _torn_gap(report, torn)
-            return
-        if frames == 1 and not report.breaks:
+        # frame 0 but before the head) leaves at most one frame plus a torn
+        # line. A sealed log always has one: the seal rewrites it.
+        if sealed_tip is None and active_frames == 0:
+            _torn_gap(report, torn, lines)
+            return None
+        if sealed_tip is None and active_frames == 1 and not report.breaks:
             report.gaps.append(Gap(0, 0, "head_missing", "no head after the first frame: a crash inside the first append"))
-            _torn_gap(report, torn)
-            return
-        report.breaks.append(Break(0, None, "head_missing", f"head file is missing; log has {frames} frames"))
-        return
+            _torn_gap(report, torn, lines)
+            return None
+        report.breaks.append(Break(0, None, "head_missing", f"head file is missing; log has {report.frames} frames"))
+        return None
     try:
         head = parse_head(head_bytes)
     except (ValueError, UnicodeDecodeError) as e:
         report.breaks.append(Break(0, None, "head_invalid", f"head file is unreadable: {e}"))
-        return
-    if head.offset > len(data):
+        return None
+    if head.offset > size:
+        if sealed_tip == (head.seq, head.hash) and lines == 0:
+            report.gaps.append(
+                Gap(0, head.seq, "stale_head", "the head names the last sealed frame at the file's size before sealing: a seal stopped before rewriting it; the next append or seal rewrites it")
+            )
+            _torn_gap(report, torn, lines)
+            return head
         report.breaks.append(
-            Break(frames + 1, head.seq, "truncated", f"head names frame {head.seq} ending at byte {head.offset}, log has {len(data)} bytes")
+            Break(lines + 1, head.seq, "truncated", f"head names frame {head.seq} ending at byte {head.offset}, log has {size} bytes")
         )
-        return
+        return head
     if head.offset > complete_end:
         # the head covers bytes of the incomplete last line: that line was complete once
-        report.breaks.append(Break(frames + 1, head.seq, "truncated", "the frame the head names has lost its end"))
-        return
-    # the head must name the frame ending exactly at head.offset
+        report.breaks.append(Break(lines + 1, head.seq, "truncated", "the frame the head names has lost its end"))
+        return head
+    # the head must name the frame ending exactly at head.offset (at 0: the last sealed one)
     if head.offset == 0:
-        line = b""
+        ok = sealed_tip == (head.seq, head.hash)
     else:
         start = data.rfind(b"\n", 0, head.offset - 1) + 1
-        line = data[start : head.offset]
-    try:
-        seq, _prev, digest = parse_envelope(line)
-        ok = seq == head.seq and digest == head.hash
-    except FrameError:
-        ok = False
+        try:
+            seq, _prev, digest = parse_envelope(data[start : head.offset])
+            ok = seq == head.seq and digest == head.hash
+        except FrameError:
+            ok = False
     if not ok:
         report.breaks.append(
             Break(0, head.seq, "head_mismatch", f"head names frame {head.seq} ({head.hash[:16]}…) at byte {head.offset}, which the log does not have there")
         )
-        return
+        return head
     if head.offset < complete_end:
         extra = data[head.offset:complete_end].count(b"\n")
         report.gaps.append(
-            Gap(frames - extra + 1, head.seq + 1, "head_behind", f"{extra} frame(s) after the head: a crash between writing a frame and updating the head; the next append adopts them")
+            Gap(lines - extra + 1, head.seq + 1, "head_behind", f"{extra} frame(s) after the head: a crash between writing a frame and updating the head; the next append adopts them")
         )
-    _torn_gap(report, torn)
+    _torn_gap(report, torn, lines)
+    return head
 
 
-def _torn_gap(report: LogReport, torn: bytes) -> None:
+def _torn_gap(report: LogReport, torn: int, lines: int) -> None:
     if torn:
         report.gaps.append(
-            Gap(report.frames + 1, None, "torn_tail", f"{len(torn)} bytes of an incomplete frame after the last one: a crash mid-append; the next append cuts them and records a capture_gap")
+            Gap(lines + 1, None, "torn_tail", f"{torn} bytes of an incomplete frame after the last one: a crash mid-append; the next append cuts them and records a capture_gap")
         )
-
 
 # -- many logs ---------------------------------------------------------------
 

@@ -14,6 +14,14 @@ and the append repairs it *before* writing, never refusing:
 - a missing or unreadable head, or a log shorter than its head, is recovered
   from the last valid frame in the file, with a ``capture_gap`` frame.
 
+Sealing (``seal.py``) moves complete frames into compressed segments and
+empties this file; the head then names the last sealed frame at size 0, so
+the normal path continues the chain without knowing about segments. Only
+recovery looks at them: a log shorter than its head whose head names the last
+sealed frame is a seal interrupted between emptying the file and rewriting
+the head (nothing lost, no gap frame), and a lost head beside an empty file
+continues from the last sealed frame (read from the segment's trailer).
+
 Then it writes the frames with one ``write`` each on an ``O_APPEND`` file,
 ``fdatasync``s them (``strict`` durability, the default; ``F_FULLFSYNC`` on
 macOS) and replaces the head atomically (temp file + rename). The head is
@@ -35,7 +43,7 @@ from ..fastjson import dumps_bytes
 from ..ids import uuid7
 from ..paths import FILE_MODE, ensure_dir, fsync_path
 from .frame import FrameError, sha256, genesis, parse_envelope, seal
-from .layout import head_path, log_path
+from .layout import head_path, log_path, read_trailer, sealed_segments
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -181,11 +189,19 @@ class SessionLog:
                 return head  # the normal case: nothing else is read
             if head.offset < size:
                 return self._adopt_tail(fd, head, size, result)
+            sealed = self._sealed_tip()
+            if sealed is not None and sealed.seq == head.seq and sealed.hash == head.hash:
+                # a seal emptied the file and stopped before rewriting the head
+                return self._adopt_tail(fd, sealed, size, result) if size else sealed
             result.gaps.append(
                 {"reason": "log_shorter_than_head", "head_seq": head.seq, "head_size": head.offset, "log_size": size}
             )
             return self._recover_from_end(fd, size, result)
         if size == 0:
+            sealed = self._sealed_tip()
+            if sealed is not None:
+                result.gaps.append({"reason": problem})
+                return sealed
             if problem == "head_invalid":
                 result.gaps.append({"reason": "head_invalid"})
             return None
@@ -258,9 +274,27 @@ class SessionLog:
             if stop < size:
                 self._handle_rest(fd, tip, data[stop:], result)
             return tip
-        if data:  # no valid frame anywhere: a new chain starts after what is there
-            self._handle_rest(fd, Tip(-1, "", 0), data, result)
-        return None
+        # no valid frame in the file: the chain goes on from the last sealed
+        # frame, or a new chain starts after what is there
+        sealed = self._sealed_tip()
+        if data:
+            self._handle_rest(fd, sealed or Tip(-1, "", 0), data, result)
+        return sealed
+
+    def _sealed_tip(self) -> Tip | None:
+        """The last sealed frame (at offset 0 of this file), from the last
+        segment's name and trailer; None if there is none or it is unreadable."""
+        segments = sealed_segments(self.path)
+        if not segments:
+            return None
+        last = segments[-1]
+        meta = read_trailer(last.path)
+        if meta is None or meta.get("last_seq") != last.last_seq:
+            return None
+        digest = meta.get("last_hash")
+        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            return None
+        return Tip(last.last_seq, digest, 0)
 
     def _gap_event(self, gap: dict[str, Any]) -> bytes:
         now = time.time_ns() // 1000

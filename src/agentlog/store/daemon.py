@@ -23,12 +23,12 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..log.layout import iter_logs
 from ..paths import ensure_dir, state_dir
 from .compact import CompactBusy, compact
-from .ingest import ingest
+from .ingest import ingest, load_positions, log_id
 
 PID_NAME = "daemon.pid"
 LOG_NAME = "daemon.log"
@@ -66,13 +66,40 @@ def _log(root: str, message: str) -> None:
         os.close(fd)
 
 
-def _compact_quietly(root: str) -> None:
+def ingested_through(root: str) -> Callable[[str, str, int], bool]:
+    """``may_seal`` for sealing: only what the store has already ingested is sealed."""
+    positions, _, _ = load_positions(root)
+
+    def may_seal(provider: str, key: str, end_offset: int) -> bool:
+        pos = positions.get(log_id(provider, key))
+        return pos is not None and pos.offset >= end_offset
+
+    return may_seal
+
+
+def maintain(root: str) -> None:
+    """The daemon's background work, beside ingest: seal idle logs the store
+    has ingested, then compact and vacuum. Failures are logged, never raised
+    (it is retried next time)."""
+    from ..config import load as load_config
+    from ..log.seal import SealBusy, seal_idle
+
+    try:
+        idle = float(load_config(root).get("seal_idle_hours", 24)) * 3600
+        results = seal_idle(root, idle_seconds=idle, may_seal=ingested_through(root), lock_timeout=0.0)
+        sealed = [r for r in results if r.status == "sealed"]
+        if sealed:
+            _log(root, f"sealed {len(sealed)} idle logs")
+    except SealBusy:
+        pass
+    except Exception as e:
+        _log(root, f"sealing failed: {type(e).__name__}: {e}")
     try:
         c = compact(root, lock_timeout=0.0)
         _log(root, f"compacted: files {c.files_before} -> {c.files_after}, vacuumed {c.files_vacuumed}")
     except CompactBusy:
         pass
-    except Exception as e:  # a failed compaction must not stop ingesting; it is retried next time
+    except Exception as e:
         _log(root, f"compaction failed: {type(e).__name__}: {e}")
 
 
@@ -111,8 +138,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     if report.events or report.breaks:
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
-                # beside ingest, not in it: compaction has its own lock
-                compactor = threading.Thread(target=_compact_quietly, args=(root,), name="agentlog-compact", daemon=True)
+                # beside ingest, not in it: sealing and compaction have their own locks
+                compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
                 compactor.start()
                 last_compact = time.monotonic()
             if max_seconds is not None and time.monotonic() - started >= max_seconds:

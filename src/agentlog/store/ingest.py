@@ -61,6 +61,8 @@ from typing import Any, Final
 
 from ..log import frame as _frame
 from ..log.layout import iter_logs, split_log_path
+from ..log.layout import read_trailer
+from ..log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
 from ..paths import ensure_dir, fsync_path, state_dir
 from .schema import (
     COLUMNS,
@@ -246,6 +248,27 @@ def acquire_lock(root: str, timeout: float, name: str = LOCK_NAME) -> int | None
 # -- reading one log ---------------------------------------------------------------
 
 
+def _prefix_unchanged(file: str, segments: list[Segment], pos: Position) -> bool:
+    """Whether the frame ending at ``pos.offset`` still carries ``pos.hash``.
+
+    Cheap in every common case: a position in the active file reads that one
+    line back; a position at the end of a sealed segment compares the hash
+    in the segment's trailer (segments never change once written, and
+    ``verify`` checks them whole). Only a position inside a sealed segment
+    decompresses to find the line."""
+    for seg in segments:
+        if seg.base_offset < pos.offset <= seg.end_offset:
+            if seg.sealed and pos.offset == seg.end_offset:
+                trailer = read_trailer(seg.path)
+                return trailer is not None and trailer.get("last_hash") == pos.hash and seg.last_seq == pos.seq
+            break
+    line = line_ending_at(file, pos.offset)
+    try:
+        return bool(line) and _frame.parse_envelope(line, hashlib.sha256)[2] == pos.hash
+    except _frame.FrameError:
+        return False
+
+
 def _line_ends(data: bytes) -> list[int]:
     """The index just after each newline in ``data``."""
     out: list[int] = []
@@ -268,27 +291,6 @@ def _hash_lines(data: bytes, ends: list[int]) -> list[bytes]:
         out.append(sha(view[start:mark]).hexdigest().encode("ascii") if mark > start else b"")
         start = end
     return out
-
-
-def _line_ending_at(fd: int, end: int) -> bytes:
-    """The complete line whose newline is the byte before ``end`` (b"" if none)."""
-    if end <= 0 or os.pread(fd, 1, end - 1) != b"\n":
-        return b""
-    parts: list[bytes] = []
-    pos = end - 1  # exclusive end of what is still unread, before the newline
-    step = 4096
-    while pos > 0:
-        start = max(0, pos - step)
-        chunk = os.pread(fd, pos - start, start)
-        nl = chunk.rfind(b"\n")
-        if nl >= 0:
-            parts.append(chunk[nl + 1 :])
-            break
-        parts.append(chunk)
-        pos = start
-        step = min(step * 4, 16 << 20)
-    parts.reverse()
-    return b"".join(parts) + b"\n"
 
 
 class _Ingest:
@@ -323,36 +325,33 @@ class _Ingest:
         )
 
     def run_log(self, file: str) -> None:
+        """Ingest what is new in one session's chain (sealed segments, then the
+        active file), by logical offset: sealing never moves a position."""
         provider, key = split_log_path(file)
         name = log_id(provider, key)
         pos = self.positions.get(name) or Position(0, -1, _frame.genesis(provider, key))
         try:
-            fd = os.open(file, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            size = os.fstat(fd).st_size
+            segments = list_segments(file)
+            size = segments[-1].end_offset
             if size < pos.offset:
                 self.brk(name, file, Position(pos.offset, pos.seq - 1, pos.hash), "log_shorter_than_ingested")
                 return
-            if pos.offset > 0:
-                line = _line_ending_at(fd, pos.offset)
-                try:
-                    ok = _frame.parse_envelope(line, hashlib.sha256)[2] == pos.hash if line else False
-                except _frame.FrameError:
-                    ok = False
-                if not ok:
-                    self.brk(name, file, Position(pos.offset - len(line), pos.seq - 1, pos.hash),
-                             "ingested_prefix_changed")
-                    return
-            self.read_new(fd, file, name, provider, key, pos, size)
-        finally:
-            os.close(fd)
+            if pos.offset > 0 and not _prefix_unchanged(file, segments, pos):
+                line_len = len(line_ending_at(file, pos.offset))
+                self.brk(name, file, Position(pos.offset - line_len, pos.seq - 1, pos.hash), "ingested_prefix_changed")
+                return
+            if size == pos.offset:
+                return
+            self.read_new(file, name, provider, key, pos)
+        except FileNotFoundError:
+            return
+        except (OSError, SegmentError) as e:
+            self.brk(name, file, pos, f"log_unreadable: {e}")
 
-    def read_new(self, fd: int, file: str, name: str, provider: str, key: str, pos: Position, size: int) -> None:
+    def read_new(self, file: str, name: str, provider: str, key: str, pos: Position) -> None:
         """Check and add every complete frame after ``pos``.
 
-        Per chunk of the file: the frames' shape, link and seq are checked
+        Per chunk of the chain: the frames' shape, link and seq are checked
         and their events added to the batch on this thread while another
         thread hashes them (OpenSSL releases the GIL); then the hashes are
         compared, and rows from the first bad hash on are dropped again.
@@ -361,11 +360,20 @@ class _Ingest:
         offset = pos.offset
         carry = b""
         seq, prev_hex = pos.seq, pos.hash.encode("ascii")
-        while offset + len(carry) < size:
-            want = min(self.read_chunk, size - offset - len(carry))
-            data = carry + os.pread(fd, want, offset + len(carry))
-            if len(data) == len(carry):
-                break  # file shrank under us; the next ingest reports it
+        chunks = read_from(file, offset, self.read_chunk)
+        while True:
+            try:
+                chunk_offset, chunk = next(chunks)
+                if chunk_offset != offset + len(carry):
+                    raise SegmentError(f"expected logical offset {offset + len(carry)}, read {chunk_offset}")
+            except StopIteration:
+                break
+            except (OSError, SegmentError) as e:
+                # what was read so far is checked and in the batch: keep it, stop here
+                self._advance(name, offset, seq, prev_hex)
+                self.brk(name, file, Position(offset, seq, prev_hex.decode("ascii")), f"log_unreadable: {e}")
+                return
+            data = carry + chunk if carry else chunk
             ends = _line_ends(data)
             if not ends:
                 carry = data

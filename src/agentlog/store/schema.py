@@ -128,7 +128,12 @@ def read_events(root: str, columns: list[str] | None = None) -> pa.Table:
         empty = EVENTS_SCHEMA.empty_table()
         return empty.select(columns) if columns else empty
     fs = pafs.SubTreeFileSystem(os.path.abspath(path), pafs.LocalFileSystem())
-    return DeltaTable(path).to_pyarrow_dataset(filesystem=fs).to_table(columns=columns)
+    table = DeltaTable(path).to_pyarrow_dataset(filesystem=fs).to_table(columns=columns)
+    # Delta knows one string type and reads it back with 32-bit offsets; the
+    # bulky columns are widened so that no chunk, combined or not, can
+    # overflow at 2 GiB (attemptdb's "byte array offset overflow").
+    return table.cast(pa.schema([EVENTS_SCHEMA.field(n) if n in COLUMNS else table.schema.field(n)
+                                 for n in table.schema.names]))
 
 
 def _clean(s: str) -> str:

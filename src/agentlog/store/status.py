@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..log.layout import iter_logs, split_log_path
+from ..log.segments import SegmentError, logical_size
 from ..paths import logs_dir, state_dir
 from .ingest import BREAKS_NAME, IngestReport, ingest, load_positions, log_id
 from .schema import events_path, store_dir
@@ -87,8 +88,8 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
         pos = positions.get(log_id(provider, key))
         consumed = pos.offset if pos is not None else 0
         try:
-            size = os.path.getsize(log)
-        except OSError:
+            size = logical_size(log)
+        except (OSError, SegmentError):
             continue
         if size > consumed:
             out.lag_logs += 1
