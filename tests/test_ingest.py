@@ -416,3 +416,29 @@ def test_daemon_seals_only_what_the_store_has_ingested(root: str) -> None:
     assert may("claude_code", "sa", logical_size(str(log_file(root, "sa"))))
     assert not may("claude_code", "sb", logical_size(str(log_file(root, "sb"))))
     assert not may("claude_code", "never", 1)
+
+
+def test_cli_careful_and_relaxed(root: str) -> None:
+    append(root, "sa", 0, 6)
+    env = {**os.environ, "AGENTLOG_HOME": root}
+    proc = subprocess.run([sys.executable, "-m", "agentlog", "ingest", "--careful", "--durability", "relaxed", "--json"],
+                          env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["events"] == 6 and out["breaks"] == [] and not out["careful"]  # asked for, not forced by an error
+    assert [r["seq"] for r in rows(root)] == list(range(6))
+
+
+def test_catch_up_does_not_wait_for_a_running_ingest(root: str) -> None:
+    from agentlog.store.ingest import acquire_lock, catch_up
+
+    append(root, "sa", 0, 3)
+    lock = acquire_lock(root, 1.0)
+    try:
+        t0 = time.monotonic()
+        rep = catch_up(root)
+        assert rep.busy and time.monotonic() - t0 < 1.0
+    finally:
+        assert lock is not None
+        os.close(lock)
+    assert catch_up(root).events == 3

@@ -14,7 +14,11 @@ from .output import print_json, print_table, stderr
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the ingest report.")
 @click.option("--batch-bytes", type=click.IntRange(1), default=64 << 20, hidden=True,
               help="Frame bytes per Delta commit (tests use small batches).")
-def ingest_cmd(as_json: bool, batch_bytes: int) -> None:
+@click.option("--careful", is_flag=True,
+              help="Parse every event whole and check every field row by row (slower; proves each event is JSON).")
+@click.option("--durability", type=click.Choice(["strict", "relaxed"]), default=None,
+              help="strict: fsync each commit (default: the durability setting); relaxed: leave it to the OS.")
+def ingest_cmd(as_json: bool, batch_bytes: int, careful: bool, durability: str | None) -> None:
     """Append the new frames of every session log to the columnar store.
 
     Reads each log from where the last ingest stopped, checks every frame's
@@ -27,7 +31,7 @@ def ingest_cmd(as_json: bool, batch_bytes: int) -> None:
     """
     from ..store.ingest import ingest
 
-    report = ingest(data_root(), batch_bytes=batch_bytes)
+    report = ingest(data_root(), batch_bytes=batch_bytes, careful=careful, durability=durability)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -42,6 +46,10 @@ def ingest_cmd(as_json: bool, batch_bytes: int) -> None:
                 f"{report.logs_advanced} of {report.logs_seen} session logs in {report.seconds:.2f} s; "
                 f"{report.commits} commits, table version {report.table_version}"
             )
+            if report.store_reset:
+                err.print(f"[yellow]the store was rebuilt from the logs:[/] {report.store_reset}")
+            if report.careful:
+                err.print("an event with a wrongly typed field sent this run to the careful path")
             if report.breaks:
                 err.print(f"[bold red]{len(report.breaks)} session logs are broken[/] and stopped ingesting there")
     if report.breaks:

@@ -594,3 +594,10 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
             shutil.rmtree(trash, ignore_errors=True)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def catch_up(root: str) -> IngestReport:
+    """What every read does before answering: ingest whatever is pending,
+    without waiting for an ingest already running (the answer then reflects
+    what is committed; ``busy`` is set in the report)."""
+    return ingest(root, lock_timeout=0.0)

@@ -16,7 +16,8 @@ from typing import Any
 from ..log.layout import iter_logs, split_log_path
 from ..log.segments import SegmentError, logical_size
 from ..paths import logs_dir, state_dir
-from .ingest import BREAKS_NAME, IngestReport, ingest, load_positions, log_id
+from .ingest import BREAKS_NAME, IngestReport, load_positions, log_id
+from .ingest import catch_up as _catch_up
 from .schema import events_path, store_dir
 
 
@@ -69,7 +70,7 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
     """
     out = StoreStatus(data_root=root)
     if catch_up:
-        out.caught_up = ingest(root, lock_timeout=0.0)
+        out.caught_up = _catch_up(root)
     logs = iter_logs(root)
     out.sessions = len(logs)
     positions, version, _cached = load_positions(root)
