@@ -31,6 +31,12 @@ def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
             kinds[k] = kinds.get(k, 0) + v
     assert kinds.get("unknown", 0) == 0
     assert kinds["tool_call_failed"] == 10
+    # the store holds every event, and DuckDB reads the tool calls back from it
+    assert result["store_events"] == 518
+    tools = {t["tool"]: t for t in result["store_tools"]}
+    assert sum(t["failed"] for t in tools.values()) == 10
+    assert sum(t["ok"] for t in tools.values()) == kinds["tool_call_finished"]
+    assert tools["Bash"]["largest_content"] > 0
 
 
 def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +48,11 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
     assert s.verify == "intact"
     assert s.redactions >= 1  # the AWS key in the prompt
     assert s.failures == 1
-    assert b"AKIAIOSFODNN7EXAMPLE" not in b"".join(p.read_bytes() for p in (tmp_path / "d").rglob("*.jsonl"))
+    assert result.store_events == 16
+    # redacted before anything was written: not in the logs, not in the store
+    files = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files)
+    assert b"AKIAIOSFODNN7EXAMPLE" not in b"".join(p.read_bytes() for p in files)
 
 
 def test_demo_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:

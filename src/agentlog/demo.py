@@ -51,6 +51,10 @@ class DemoResult:
     hook_failures: int
     stderr_lines: int
     sessions: list[SessionSummary] = field(default_factory=list)
+    store_events: int = 0
+    """Events the columnar store holds after the demo's ingest."""
+    store_tools: list[dict[str, Any]] = field(default_factory=list)
+    """Tool calls per tool, read back from the store with DuckDB."""
 
 
 def load_payloads() -> tuple[str, list[bytes]]:
@@ -135,7 +139,32 @@ def run_demo(home: str, *, workers: int = 4, progress: Callable[[int], None] | N
         result.sessions.append(
             SessionSummary(provider, key, rep.frames, dict(kinds.most_common()), dict(tools.most_common()), fails, redactions, rep.status)
         )
+    _ingest_and_query(result)
     return result
+
+
+def _ingest_and_query(result: DemoResult) -> None:
+    """Ingest the recorded logs into the store and read a summary back through DuckDB."""
+    import duckdb
+
+    from .store.ingest import ingest
+    from .store.schema import read_events
+
+    rep = ingest(result.home)
+    result.store_events = rep.events
+    events = read_events(result.home, columns=["kind", "tool_name", "event"])  # noqa: F841 - DuckDB reads it by name
+    con = duckdb.connect()
+    rows = con.execute(
+        "select tool_name, count(*) filter (where kind = 'tool_call_finished') as ok, "
+        "count(*) filter (where kind = 'tool_call_failed') as failed, "
+        "max(length(json_extract(event, '$.content'))) as largest_content "
+        "from events where tool_name is not null and kind in ('tool_call_finished', 'tool_call_failed') "
+        "group by tool_name order by ok + failed desc, tool_name"
+    ).fetchall()
+    con.close()
+    result.store_tools = [
+        {"tool": t, "ok": int(ok), "failed": int(failed), "largest_content": int(big or 0)} for t, ok, failed, big in rows
+    ]
 
 
 def result_dict(result: DemoResult) -> dict[str, Any]:

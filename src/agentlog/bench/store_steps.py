@@ -124,7 +124,6 @@ def _ingest_step(size: int, durability: str) -> StepFn:
             "commit_p50_ms": lat["median"],
             "commit_p95_ms": lat["p95"],
             "commit_p99_ms": lat["p99"],
-            "batch_p99_ms": lat["p99"],
             "parquet_files": len(parquet),
             "store_bytes_per_event": store_bytes / max(1, report.events),
             "log_bytes_per_event": log_bytes / max(1, report.events),

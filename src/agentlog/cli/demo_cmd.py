@@ -16,10 +16,11 @@ from .output import print_json, print_table, stderr
 @click.option("--workers", type=click.IntRange(1, 32), default=4, show_default=True, help="Sessions replayed in parallel.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def demo_cmd(home: str, workers: int, as_json: bool) -> None:
-    """Replay real Claude Code hook payloads through `agentlog hook`, verify, summarise.
+    """Replay real Claude Code hook payloads through `agentlog hook`, verify, ingest, summarise.
 
     Every payload runs the installed hook command as its own process, exactly
-    as Claude Code would run it; then every session log is verified.
+    as Claude Code would run it; then every session log is verified, ingested
+    into the columnar store and summarised back from it with DuckDB.
     """
     _, payloads = load_payloads()
     try:
@@ -60,6 +61,9 @@ def demo_cmd(home: str, workers: int, as_json: bool) -> None:
             ["kind", "events"],
             title="events by kind",
         )
+        if result.store_tools:
+            print_table(result.store_tools, ["tool", "ok", "failed", "largest_content"],
+                        title=f"tool calls, read back from the columnar store ({result.store_events} events ingested)")
         err = stderr()
         err.print(f"replayed {result.payloads} payloads from {result.source}")
         err.print(f"hook exit codes non-zero: {result.hook_failures}; hook stderr lines: {result.stderr_lines}")

@@ -14,6 +14,20 @@ a fixed offset and ``seq`` right after it: both are read by position, without
 parsing JSON. The trailing newline is not covered by the hash: a file whose
 last line lacks it has a torn tail.
 
+A *purged* frame (``agentlog purge``, ``log/purge.py``) is a frame whose
+event was replaced in place, keeping ``prev``, ``seq`` and the original
+``hash``::
+
+    {"v":1,"prev":"<64 hex>","seq":7,"purged":{"purge_id":…,"event_id":…,"kind":…,"observed_at":…}   ,"hash":"<64 hex>"}\\n
+
+padded with spaces before ``,"hash":"`` to exactly the original line's
+length, so every later frame keeps its offset. Its hash can no longer be
+recomputed: it is taken as given, and ``verify`` checks instead that a purge
+record names it. ``parse_envelope`` and ``check_frame_at`` refuse it
+(``not_a_frame``: the bytes after ``seq`` are not ``,"event":``), so code
+that does not know about purging never mistakes it for an event;
+``parse_any`` accepts both.
+
 Standard library only (hook path); the hasher is the built-in ``_sha256``,
 which imports in a fraction of a millisecond (hashlib loads OpenSSL; the
 verifier, which is not on the hook path, uses hashlib).
@@ -34,7 +48,10 @@ else:
         except ImportError:  # pragma: no cover
             from hashlib import sha256
 
-__all__ = ["sha256", "genesis", "seal", "parse_envelope", "parse_seq", "event_bytes", "FrameError"]
+__all__ = [
+    "sha256", "genesis", "seal", "parse_envelope", "parse_seq", "event_bytes", "FrameError",
+    "PURGED_MARK", "is_purged", "parse_purged", "parse_any", "purged_line",
+]
 
 FORMAT_VERSION = 1
 PREFIX = b'{"v":1,"prev":"'
@@ -43,6 +60,7 @@ PREV_START = len(PREFIX)  # 15
 PREV_END = PREV_START + HASH_HEX  # 79
 SEQ_MARK = b'","seq":'
 EVENT_MARK = b',"event":'
+PURGED_MARK = b',"purged":'
 HASH_MARK = b',"hash":"'
 SUFFIX = b'"}\n'
 # bytes from the start of HASH_MARK to the end of the line (newline included)
@@ -138,3 +156,66 @@ def check_frame_at(buf: bytes, start: int, end: int, hasher: Any = None) -> tupl
 def hashed_end(end: int) -> int:
     """Where the hashed bytes of the frame line ending at ``end`` (just after its newline) stop."""
     return end - TRAILER
+
+
+def is_purged(line: bytes) -> bool:
+    """Whether a line is shaped like a purged frame (the bytes after ``seq``
+    are ``,"purged":``); cheap, no JSON parsing, no hash."""
+    seq_start = PREV_END + len(SEQ_MARK)
+    j = line.find(b",", seq_start, seq_start + 21)
+    return j > seq_start and line.startswith(PURGED_MARK, j)
+
+
+def parse_purged(line: bytes) -> tuple[int, str, str]:
+    """Return (seq, prev, hash) of a complete purged frame line (with its
+    newline), checking its shape only: its hash covers the bytes it had
+    before the purge. Raises FrameError('not_a_frame')."""
+    n = len(line)
+    if n < PREV_END + TRAILER + 16 or not line.startswith(PREFIX) or not line.endswith(SUFFIX):
+        raise FrameError("not_a_frame")
+    mark = n - TRAILER
+    if line[mark : mark + len(HASH_MARK)] != HASH_MARK or line[PREV_END : PREV_END + len(SEQ_MARK)] != SEQ_MARK:
+        raise FrameError("not_a_frame")
+    seq_start = PREV_END + len(SEQ_MARK)
+    seq_end = line.find(PURGED_MARK, seq_start, seq_start + 21)
+    if seq_end < 0:
+        raise FrameError("not_a_frame")
+    digits = line[seq_start:seq_end]
+    claimed = line[mark + len(HASH_MARK) : n - len(SUFFIX)]
+    prev = line[PREV_START:PREV_END]
+    if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
+        raise FrameError("not_a_frame")
+    # the stub is one JSON object, then only the padding spaces
+    body = line[seq_end + len(PURGED_MARK) : mark].rstrip(b" ")
+    if not body.startswith(b"{") or not body.endswith(b"}") or b"\n" in body:
+        raise FrameError("not_a_frame")
+    return int(digits), prev.decode("ascii"), claimed.decode("ascii")
+
+
+def parse_any(line: bytes, hasher: Any = None) -> tuple[int, str, str, bool]:
+    """(seq, prev, hash, purged) of a frame or a purged frame. A frame's hash
+    is checked; a purged frame's is taken as given (``verify`` checks that a
+    purge record names it). Raises FrameError('not_a_frame' | 'bad_hash')."""
+    try:
+        seq, prev, digest = parse_envelope(line, hasher)
+        return seq, prev, digest, False
+    except FrameError as e:
+        if str(e) != "not_a_frame" or not is_purged(line):
+            raise
+    seq, prev, digest = parse_purged(line)
+    return seq, prev, digest, True
+
+
+def purged_line(seq: int, prev: str, digest: str, stubs: list[bytes], length: int) -> bytes | None:
+    """The purged frame replacing a frame line of ``length`` bytes (newline
+    included): the first of ``stubs`` (serialised JSON objects, most to least
+    informative) that fits, padded with spaces to exactly ``length``. None
+    when even the last does not fit (an event of a few bytes, which holds no
+    content anyway)."""
+    head = b"".join((PREFIX, prev.encode("ascii"), SEQ_MARK, str(seq).encode("ascii"), PURGED_MARK))
+    tail = b"".join((HASH_MARK, digest.encode("ascii"), SUFFIX))
+    for stub in stubs:
+        pad = length - len(head) - len(stub) - len(tail)
+        if pad >= 0:
+            return b"".join((head, stub, b" " * pad, tail))
+    return None

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable
 
 from .. import __version__
 from ..paths import FILE_MODE, ensure_dir, fsync_path, state_dir
-from .frame import TRAILER, parse_envelope, parse_seq
+from .frame import TRAILER, parse_any, parse_seq
 from .layout import (
     encode_trailer,
     head_path,
@@ -458,7 +458,7 @@ class _Sealer:
             if nl < 0:
                 break
             try:
-                s, prev, h = parse_envelope(tail[pos : nl + 1])
+                s, prev, h, _ = parse_any(tail[pos : nl + 1])
             except ValueError:
                 return self.end + pos, (seq, digest), True
             if s != seq + 1 or prev != digest:
@@ -471,7 +471,7 @@ class _Sealer:
         from .segments import _line_ending_at_fd
 
         line = _line_ending_at_fd(self.fd, end, self.start)
-        seq, _prev, digest = parse_envelope(line)
+        seq, _prev, digest, _ = parse_any(line)  # the last frame may be a purged one
         return seq, digest
 
     def _compress(self, out: Any, start: int, end: int) -> None:

@@ -25,6 +25,13 @@ segment (``file``) and the line inside it. A seal interrupted by a crash
 leaves a copy of sealed frames at the start of the active file
 (``sealed_prefix``) or a head that still names the file's size before the
 seal (``stale_head``): gaps, like the other crash residue.
+
+A purged frame (``agentlog purge``: its event replaced by a stub, its hash
+kept) is checked for its link and seq, its hash is taken as given, and it is
+counted in ``purged``, not reported as a break, provided a purge record (the
+``agentlog/purges`` log, ``log/purge.py``) names it by (log, seq, hash).
+One that no record names is a break, ``purged_without_record``: otherwise
+anyone could hide an edited frame by "purging" it.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
-from .frame import PREFIX, PREV_END, PREV_START, TRAILER, FrameError, genesis, parse_envelope, parse_seq
+from .frame import PREFIX, PREV_END, PREV_START, TRAILER, FrameError, genesis, parse_any, parse_seq
 from .layout import SegmentRef, head_path, iter_logs, read_trailer, sealed_segments, split_log_path
 from .writer import Tip, parse_head
 
@@ -72,7 +79,7 @@ class Break:
     reason: str
     """bad_hash, not_a_frame, broken_link, sequence_gap, head_missing,
     head_invalid, head_mismatch, truncated, missing, segment_missing,
-    segment_invalid."""
+    segment_invalid, purged_without_record."""
     detail: str
     file: str | None = None
     """The sealed segment holding the line; None for the active log file (or
@@ -113,6 +120,9 @@ class LogReport:
     """Uncompressed bytes held by sealed segments."""
     sealed_disk_bytes: int = 0
     """What those segments take on disk."""
+    purged: int = 0
+    """Purged frames (content removed by ``agentlog purge``, hash kept) that
+    a purge record names."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +142,7 @@ class _Chunk:
     last_seq: int | None = None
     breaks: list[tuple[int, str, str]] = field(default_factory=list)  # (line idx in chunk, reason, detail)
     gaps: list[tuple[int, int | None]] = field(default_factory=list)  # capture_gap frames: (line idx, seq)
+    purged: list[tuple[int, int, bytes]] = field(default_factory=list)  # purged frames: (line idx, seq, hash)
     bad_lines: set[int] = field(default_factory=set)
 
 
@@ -206,7 +217,7 @@ def _slow_line(
     breaks = out.breaks
     line = buf[pos : nl + 1]
     try:
-        seq, prev_text, digest = parse_envelope(line)
+        seq, prev_text, digest, purged = parse_any(line)
     except FrameError as e:
         reason = str(e)
         if len(breaks) < MAX_BREAKS:
@@ -220,7 +231,9 @@ def _slow_line(
         return (claimed if reason == "bad_hash" else None), (expect_seq + 1 if expect_seq is not None else None)
     prev = prev_text.encode()
     at = _GAP_AT + len(str(seq))
-    if line[at : at + _GAP_LEN] == GAP_MARK:
+    if purged:
+        out.purged.append((idx, seq, digest.encode()))
+    elif line[at : at + _GAP_LEN] == GAP_MARK:
         out.gaps.append((idx, seq))
     if idx == 0:
         out.first_prev = prev
@@ -269,12 +282,14 @@ def _split_points(buf: bytes | mmap.mmap, end: int, parts: int, start: int = 0) 
 class _Chain:
     """Where the chain stands after the lines checked so far."""
 
-    __slots__ = ("prev_hash", "prev_seq", "frames")
+    __slots__ = ("prev_hash", "prev_seq", "frames", "purged")
 
     def __init__(self, prev_hash: bytes | None, prev_seq: int = -1, frames: int = 0) -> None:
         self.prev_hash = prev_hash
         self.prev_seq = prev_seq
         self.frames = frames
+        self.purged: list[tuple[int, str, int, int, str | None]] = []
+        """Purged frames seen: (seq, hash, line, frame number, file)."""
 
 
 def _add_chunk(report: LogReport, chain: _Chain, ch: _Chunk, line0: int, file: str | None) -> None:
@@ -296,6 +311,8 @@ def _add_chunk(report: LogReport, chain: _Chain, ch: _Chunk, line0: int, file: s
             report.breaks.append(Break(line0 + idx + 1, chain.frames + idx, reason, detail, file))
     for idx, seq in ch.gaps:
         report.gaps.append(Gap(line0 + idx + 1, seq, "capture_gap", "a capture_gap frame records lost bytes", file))
+    for idx, seq, digest in ch.purged:
+        chain.purged.append((seq, digest.decode("ascii"), line0 + idx + 1, chain.frames + idx, file))
     chain.frames += ch.lines
     chain.prev_hash = ch.last_hash
     chain.prev_seq = ch.last_seq if ch.last_seq is not None else chain.prev_seq + ch.lines
@@ -425,6 +442,8 @@ def _verify(
     finally:
         if fd is not None:
             os.close(fd)  # releases the lock
+    if chain.purged:
+        _check_purged(report, chain, path)
     if report.breaks:
         report.status = "broken"
     elif report.gaps:
@@ -547,7 +566,7 @@ def _check_tail(
     else:
         start = data.rfind(b"\n", 0, head.offset - 1) + 1
         try:
-            seq, _prev, digest = parse_envelope(data[start : head.offset])
+            seq, _prev, digest, _ = parse_any(data[start : head.offset])
             ok = seq == head.seq and digest == head.hash
         except FrameError:
             ok = False
@@ -563,6 +582,19 @@ def _check_tail(
         )
     _torn_gap(report, torn, lines)
     return head
+
+
+def _check_purged(report: LogReport, chain: _Chain, path: str) -> None:
+    """Count the purged frames a purge record names; the others are breaks."""
+    from .purge import recorded_frames, root_of
+
+    name = f"{report.provider}/{report.session}"
+    recorded = recorded_frames(root_of(path))
+    for seq, digest, line, frame, file in chain.purged:
+        if (name, seq, digest) in recorded:
+            report.purged += 1
+        else:
+            _brk(report, Break(line, frame, "purged_without_record", "the frame's event was removed, but no purge record names this frame and hash", file))
 
 
 def _torn_gap(report: LogReport, torn: int, lines: int) -> None:

@@ -42,7 +42,7 @@ from .. import __version__
 from ..fastjson import dumps_bytes
 from ..ids import uuid7
 from ..paths import FILE_MODE, ensure_dir, fsync_path
-from .frame import FrameError, sha256, genesis, parse_envelope, seal
+from .frame import FrameError, sha256, genesis, parse_any, seal
 from .layout import head_path, log_path, read_trailer, sealed_segments
 
 TYPE_CHECKING = False
@@ -222,7 +222,7 @@ class SessionLog:
                 break
             line = tail[pos : nl + 1]
             try:
-                seq, prev, digest = parse_envelope(line)
+                seq, prev, digest, _ = parse_any(line)  # a frame purged meanwhile still chains
             except FrameError:
                 break
             if seq != tip.seq + 1 or prev != tip.hash:
@@ -266,7 +266,7 @@ class SessionLog:
         while stop > 0:
             start = data.rfind(b"\n", 0, stop - 1) + 1
             try:
-                seq, _prev, digest = parse_envelope(data[start:stop])
+                seq, _prev, digest, _ = parse_any(data[start:stop])
             except FrameError:
                 stop = start
                 continue

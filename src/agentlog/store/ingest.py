@@ -264,7 +264,8 @@ def _prefix_unchanged(file: str, segments: list[Segment], pos: Position) -> bool
             break
     line = line_ending_at(file, pos.offset)
     try:
-        return bool(line) and _frame.parse_envelope(line, hashlib.sha256)[2] == pos.hash
+        # (a frame purged since it was ingested keeps its hash)
+        return bool(line) and _frame.parse_any(line, hashlib.sha256)[2] == pos.hash
     except _frame.FrameError:
         return False
 
@@ -383,17 +384,30 @@ class _Ingest:
             rows0, bytes0 = batch.rows, batch.frame_bytes
             add = batch.add
             start = 0
-            good: list[tuple[int, bytes]] = []  # (seq, hash) of each frame added
+            good: list[tuple[int, bytes]] = []  # (seq, hash) of each frame checked
+            purged: set[int] = set()  # indexes in ``good`` of purged frames: no row, hash taken as given
             failure: tuple[int, str] | None = None
             for end in ends:
                 try:
-                    got_seq, prev, digest, ev_start, ev_end = check(data, start, end)
+                    try:
+                        got_seq, prev, digest, ev_start, ev_end = check(data, start, end)
+                    except _frame.FrameError:
+                        # A purged frame (agentlog purge) has no event left: its link
+                        # and seq are checked, it advances the position, adds no row.
+                        # ``verify`` checks that a purge record names it.
+                        if not _frame.is_purged(data[start : min(end, start + 128)]):
+                            raise
+                        got_seq, prev_s, digest_s = _frame.parse_purged(data[start:end])
+                        prev, digest, ev_start = prev_s.encode("ascii"), digest_s.encode("ascii"), -1
                     if prev != (good[-1][1] if good else prev_hex):
                         raise _frame.FrameError("broken_link")
                     if got_seq != (good[-1][0] if good else seq) + 1:
                         raise _frame.FrameError("sequence_gap")
-                    add(data[ev_start:ev_end], provider, key, got_seq, digest.decode("ascii"), offset + start,
-                        end - start)
+                    if ev_start < 0:
+                        purged.add(len(good))
+                    else:
+                        add(data[ev_start:ev_end], provider, key, got_seq, digest.decode("ascii"), offset + start,
+                            end - start)
                 except (_frame.FrameError, EventRowError) as e:
                     failure = (len(good), str(e))
                     break
@@ -401,23 +415,24 @@ class _Ingest:
                 start = end
             digests = hashing.result()
             for i, (_, claimed) in enumerate(good):
-                if digests[i] != claimed:
+                if digests[i] != claimed and i not in purged:
                     failure = (i, "bad_hash")
                     break
             if failure is not None:
                 n, reason = failure
-                batch.truncate(rows0 + n, bytes0 + (ends[n - 1] if n else 0))
+                kept = n - sum(1 for i in purged if i < n)  # rows added by the first n frames
+                batch.truncate(rows0 + kept, bytes0 + (ends[n - 1] if n else 0))
                 bad_at = ends[n - 1] if n else 0
                 if n:
                     seq, prev_hex = good[n - 1]
-                self.report.events += n
+                self.report.events += kept
                 self.report.bytes += bad_at
                 self.brk(name, file, Position(offset + bad_at, seq, prev_hex.decode("ascii")), reason)
                 self._advance(name, offset + bad_at, seq, prev_hex)
                 return
             if good:
                 seq, prev_hex = good[-1]
-            self.report.events += len(good)
+            self.report.events += len(good) - len(purged)
             self.report.bytes += ends[-1]
             carry = data[ends[-1]:]
             offset += ends[-1]
