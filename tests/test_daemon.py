@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -51,3 +52,24 @@ def test_daemon_ingests_hook_events_and_stops_with_a_final_ingest(agentlog_home:
     assert "started" in log and "final ingest" in log
     r = CliRunner().invoke(cli, ["daemon", "status", "--json"])
     assert r.exit_code == 1 and json.loads(r.stdout)["running"] is False
+
+
+def test_background_work_runs_at_the_lowest_priority() -> None:
+    import sys
+    import threading
+
+    from agentlog.store.daemon import lower_priority
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("per-thread niceness is Linux's")
+    seen: list[int] = []
+
+    def work() -> None:
+        lower_priority()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen == [19]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < 19  # the caller's thread is untouched

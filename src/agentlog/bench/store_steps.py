@@ -270,7 +270,9 @@ COMPACTOR = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from agentlog.store.compact import compact
+from agentlog.store.daemon import lower_priority
 root, out_file, stop_file = sys.argv[2], sys.argv[3], sys.argv[4]
+lower_priority()  # as the daemon's background thread runs it
 runs = []
 while not os.path.exists(stop_file):
     t0 = time.perf_counter()
@@ -342,7 +344,7 @@ def ingest_compaction(ctx: StepContext) -> dict[str, Any]:
         ],
         "note": f"{size:,} events ingested {SMALL_BATCH_EVENTS} at a time (batch_bytes ≈ {batch_bytes:,}), strict, as "
         "the daemon does after each burst of hooks. The compactor is another process looping `compact` (OPTIMIZE at "
-        "zstd 9 + vacuum) on its own lock; the difference in p99 is the stall it causes on this 2-core machine "
+        "zstd 9 + vacuum) on its own lock, at nice 19 as the daemon runs it; the difference in p99 is the stall it causes on this 2-core machine "
         "(CPU contention: it never holds ingest's lock)."
         + (f" Compaction errors: {b['compaction_errors']}" if b.get("compaction_errors") else ""),
     }

@@ -77,12 +77,25 @@ def ingested_through(root: str) -> Callable[[str, str, int], bool]:
     return may_seal
 
 
+def lower_priority() -> None:
+    """Run the calling thread at the lowest CPU priority (Linux: niceness is
+    per thread), so background sealing and compaction yield to ingest on a
+    small machine. Best effort: elsewhere it does nothing."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
 def maintain(root: str) -> None:
     """The daemon's background work, beside ingest: seal idle logs the store
-    has ingested, then compact and vacuum. Failures are logged, never raised
+    has ingested, apply the ``retention_days`` setting (``agentlog purge``),
+    then compact and vacuum. Failures are logged, never raised
     (it is retried next time)."""
     from ..config import load as load_config
     from ..log.seal import SealBusy, seal_idle
+
+    lower_priority()
 
     try:
         idle = float(load_config(root).get("seal_idle_hours", 24)) * 3600
@@ -94,6 +107,17 @@ def maintain(root: str) -> None:
         pass
     except Exception as e:
         _log(root, f"sealing failed: {type(e).__name__}: {e}")
+    try:
+        from .purge import PurgeBusy, purge_retention
+
+        purged = purge_retention(root)
+        if purged is not None and (purged.frames or purged.skipped):
+            _log(root, f"retention: purged {purged.frames} frames older than {purged.selector.get('retention_days')} days"
+                       f" from {len(purged.logs)} logs; {purged.skipped} logs skipped")
+    except PurgeBusy:
+        pass
+    except Exception as e:
+        _log(root, f"retention purge failed: {type(e).__name__}: {e}")
     try:
         c = compact(root, lock_timeout=0.0)
         _log(root, f"compacted: files {c.files_before} -> {c.files_after}, vacuumed {c.files_vacuumed}")
