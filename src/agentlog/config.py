@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "durability": "strict",
     "redact_secrets": True,
     "seal_idle_hours": 24,
+    "retention_days": 0,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
@@ -33,12 +34,14 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 # numeric settings: (least, most), ints or floats
 RANGES: dict[str, tuple[float, float]] = {
     "seal_idle_hours": (0, 24 * 365),
+    "retention_days": (0, 36500),
 }
 DESCRIPTIONS: dict[str, str] = {
     "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
     "durability": "strict: fsync every append (default); relaxed: leave flushing to the OS",
     "redact_secrets": "replace secrets with [REDACTED:<rule>] before anything is written",
     "seal_idle_hours": "compress (seal) a session's log once it has been idle this many hours (`agentlog seal`)",
+    "retention_days": "purge events older than this many days (content removed, hashes kept; `agentlog purge`); 0 keeps everything",
 }
 
 

@@ -38,6 +38,9 @@ EVENT_KINDS: tuple[str, ...] = (
     # a missing head file, an oversized or undecodable payload is *not* this:
     # those are `unknown` events that keep what could be read).
     "capture_gap",
+    # Written by `agentlog purge` to its own log (`agentlog/purges`): who
+    # removed the content of which frames, when, and by which selector.
+    "purge",
 )
 
 PROVIDERS: tuple[str, ...] = ("claude_code", "codex", "cursor", "gemini_cli", "agentlog")

@@ -54,6 +54,7 @@ EventKind = Literal[
     "capture_test",
     "unknown",
     "capture_gap",
+    "purge",
 ]
 ToolCategory = Literal[
     "shell", "file_read", "file_write", "file_edit", "search", "web", "mcp",

@@ -56,6 +56,7 @@ LAZY_COMMANDS = {
     "compact": ".compact_cmd:compact_cmd",
     "daemon": ".daemon_cmds:daemon",
     "seal": ".seal_cmd:seal_cmd",
+    "purge": ".purge_cmd:purge_cmd",
 }
 
 

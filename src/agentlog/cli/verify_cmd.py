@@ -41,6 +41,7 @@ def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
                 "sealed_frames": sum(r.sealed_frames for r in reports),
                 "sealed_bytes": sum(r.sealed_bytes for r in reports),
                 "sealed_disk_bytes": sum(r.sealed_disk_bytes for r in reports),
+                "purged": sum(r.purged for r in reports),
                 "reports": [r.to_dict() for r in reports],
                 "caveat": CAVEAT,
             }
@@ -66,6 +67,9 @@ def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
         total = sum(r.frames for r in reports)
         sealed = sum(r.sealed_frames for r in reports)
         of_sealed = f" ({sealed} of them in sealed segments)" if sealed else ""
+        purged = sum(r.purged for r in reports)
+        if purged:
+            of_sealed += f", {purged} purged (content removed, hash kept, recorded)"
         if broken:
             err.print(f"[bold red]{len(broken)} of {len(reports)} session logs are broken[/] ({total} frames checked{of_sealed})")
         else:
