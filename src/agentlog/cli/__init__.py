@@ -57,6 +57,7 @@ LAZY_COMMANDS = {
     "daemon": ".daemon_cmds:daemon",
     "seal": ".seal_cmd:seal_cmd",
     "purge": ".purge_cmd:purge_cmd",
+    "sql": ".sql_cmd:sql_cmd",
 }
 
 

@@ -1,0 +1,1 @@
+"""Answering questions about the store: the SQL engine and (later) the statement language."""

@@ -1,0 +1,178 @@
+"""The read-only SQL engine: DuckDB in process over the store.
+
+What makes it read-only is the engine, not string checks:
+
+- DuckDB's own parser classifies the text (``extract_statements``); exactly
+  one statement of type SELECT or EXPLAIN is run — ``COPY``, ``ATTACH``,
+  ``INSTALL``/``LOAD``, ``CREATE``, ``INSERT``/``UPDATE``/``DELETE``,
+  ``SET``/``RESET``/``USE``, ``PRAGMA``, ``CALL``, ``EXPORT`` are refused
+  by type, and so is more than one statement;
+- the tables are Arrow datasets registered by this process (the Delta
+  table's current snapshot), so DuckDB itself never opens a file; then
+  ``enable_external_access`` is switched off and the configuration locked,
+  so ``read_csv('/etc/passwd')``, ``read_parquet``, ``glob`` and any attempt
+  to switch it back on fail inside DuckDB;
+- a timeout interrupts the query, a row cap truncates the answer (and says
+  so), and a memory limit bounds it.
+
+Error messages are DuckDB's, with any quoted text that does not appear in
+the statement itself replaced by ``'…'``: a conversion error must not echo
+stored content (a secret that escaped redaction, a private file) back.
+
+Views: ``events`` — every column of the store's ``events`` table plus
+``content`` and ``raw`` (JSON, read from the event's bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+ALLOWED: Final = frozenset({"SELECT", "EXPLAIN"})
+DEFAULT_TIMEOUT_S: Final = 30.0
+DEFAULT_MAX_ROWS: Final = 10_000
+MEMORY_LIMIT: Final = "2GB"
+
+EVENTS_VIEW: Final = (
+    "CREATE VIEW events AS SELECT *, json_extract(event, '$.content') AS content, "
+    "json_extract(event, '$.raw') AS raw FROM _events"
+)
+
+
+class QueryError(Exception):
+    """A statement was refused, failed or timed out (the message is safe to show)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """refused | error | timeout"""
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+    """More rows than the cap: only the first ``max_rows`` are here."""
+    seconds: float = 0.0
+    caught_up: dict[str, Any] | None = field(default=None)
+    """What the catch-up ingest before answering did (None with no catch-up)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["rows"] = [list(r) for r in self.rows]
+        return out
+
+
+def _sanitize(message: str, statement: str) -> str:
+    """DuckDB's message with quoted text not taken from the statement replaced by '…'."""
+    out: list[str] = []
+    i = 0
+    while i < len(message):
+        c = message[i]
+        if c in "'\"":
+            j = message.find(c, i + 1)
+            if j > i:
+                inner = message[i + 1 : j]
+                out.append(c + (inner if inner and inner in statement else "…") + c)
+                i = j + 1
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+class Engine:
+    """One DuckDB connection over the store's current snapshot, locked down."""
+
+    def __init__(self, root: str) -> None:
+        import duckdb
+
+        from ..store.schema import EVENTS_SCHEMA, events_path
+
+        self._con = duckdb.connect(":memory:")
+        path = events_path(root)
+        from deltalake import DeltaTable
+
+        if DeltaTable.is_deltatable(path):
+            import pyarrow.fs as pafs  # type: ignore[import-untyped]
+
+            fs = pafs.SubTreeFileSystem(os.path.abspath(path), pafs.LocalFileSystem())
+            source: Any = DeltaTable(path).to_pyarrow_dataset(filesystem=fs)
+        else:
+            source = EVENTS_SCHEMA.empty_table()
+        self._con.register("_events", source)
+        self._con.execute(EVENTS_VIEW)
+        self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        self._con.execute("SET enable_external_access = false")
+        self._con.execute("SET lock_configuration = true")
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check(self, sql: str) -> None:
+        """Refuse anything but exactly one SELECT or EXPLAIN (DuckDB's parser decides)."""
+        import duckdb
+
+        try:
+            statements = self._con.extract_statements(sql)
+        except duckdb.Error as e:
+            raise QueryError(_sanitize(str(e), sql), "error") from None
+        if len(statements) != 1:
+            raise QueryError(f"one statement per call, got {len(statements)}", "refused")
+        kind = statements[0].type.name
+        if kind not in ALLOWED:
+            raise QueryError(f"{kind} statements are not allowed: the engine is read-only (SELECT or EXPLAIN)",
+                             "refused")
+
+    def run(self, sql: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
+        import duckdb
+
+        self.check(sql)
+        started = time.perf_counter()
+        timed_out = threading.Event()
+
+        def interrupt() -> None:
+            timed_out.set()
+            self._con.interrupt()
+
+        timer = threading.Timer(timeout, interrupt)
+        timer.start()
+        try:
+            cur = self._con.execute(sql)
+            columns = [d[0] for d in cur.description or []]
+            types = [str(d[1]) for d in cur.description or []]
+            rows = cur.fetchmany(max_rows + 1)
+        except duckdb.Error as e:
+            if timed_out.is_set():
+                raise QueryError(f"the statement ran longer than {timeout:g} s and was stopped", "timeout") from None
+            raise QueryError(_sanitize(str(e), sql), "error") from None
+        finally:
+            timer.cancel()
+        truncated = len(rows) > max_rows
+        return QueryResult(columns, types, [tuple(r) for r in rows[:max_rows]], truncated,
+                           time.perf_counter() - started)
+
+
+def run_sql(root: str, sql: str, *, catch_up: bool = True, timeout: float = DEFAULT_TIMEOUT_S,
+            max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
+    """Catch the store up (unless ``catch_up`` is False), then run one read-only statement."""
+    caught = None
+    if catch_up:
+        from ..store.ingest import catch_up as _catch_up
+
+        caught = _catch_up(root).to_dict()
+    with Engine(root) as engine:
+        result = engine.run(sql, timeout=timeout, max_rows=max_rows)
+    result.caught_up = caught
+    return result

@@ -1,0 +1,135 @@
+"""`agentlog sql`: one read-only statement over the store, refused or stopped by the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentlog.query.engine import Engine, QueryError, run_sql
+from agentlog.store.ingest import ingest
+
+from test_ingest import append
+
+SECRET = "echo 0003"  # stored content a failing cast would otherwise quote back
+
+
+@pytest.fixture()
+def root(agentlog_home: Path) -> str:
+    r = str(agentlog_home)
+    append(r, "sa", 0, 6)
+    append(r, "sb", 0, 4)
+    ingest(r)
+    return r
+
+
+def test_select_over_events_with_content_and_raw(root: str) -> None:
+    res = run_sql(root, "select log_key, count(*) as n, count(content) as c, count(raw) as r "
+                        "from events group by 1 order by 1")
+    assert res.columns == ["log_key", "n", "c", "r"]
+    assert res.rows == [("sa", 6, 6, 6), ("sb", 4, 4, 4)]
+    cmd = run_sql(root, "select json_extract_string(content, '$.command') from events where log_key = 'sa' and seq = 3")
+    assert cmd.rows == [(SECRET,)]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "COPY (select 1) TO 'out.csv'",
+        "ATTACH 'other.db' AS o",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "CREATE TABLE t AS SELECT 1",
+        "INSERT INTO events SELECT * FROM events",
+        "SET enable_external_access = true",
+        "RESET lock_configuration",
+        "PRAGMA enable_profiling",
+        "CALL pragma_version()",
+        "EXPORT DATABASE 'dump'",
+        "select 1; select 2",
+        "select 1; COPY (select 1) TO 'out.csv'",
+    ],
+)
+def test_everything_but_one_select_is_refused(root: str, sql: str, tmp_path: Path) -> None:
+    os.chdir(tmp_path)
+    with pytest.raises(QueryError) as e:
+        run_sql(root, sql)
+    assert e.value.kind == "refused"
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select * from read_csv('/etc/passwd')",
+        "select * from read_text('/etc/hostname')",
+        "select * from glob('/etc/*')",
+        "select * from read_parquet('/tmp/*.parquet')",
+    ],
+)
+def test_files_are_out_of_reach_inside_the_engine(root: str, sql: str) -> None:
+    """A SELECT passes the statement check; DuckDB itself refuses the file."""
+    with pytest.raises(QueryError) as e:
+        run_sql(root, sql)
+    assert e.value.kind == "error" and "disabled by configuration" in str(e.value)
+
+
+def test_the_lock_cannot_be_undone_from_a_select(root: str) -> None:
+    with Engine(root) as engine:
+        with pytest.raises(QueryError):
+            engine.run("select * from read_csv('/etc/passwd')")
+        import duckdb
+
+        # even bypassing the statement check, DuckDB refuses to unlock
+        with pytest.raises(duckdb.InvalidInputException, match="locked"):
+            engine._con.execute("SET enable_external_access = true")
+
+
+def test_errors_do_not_echo_stored_content(root: str) -> None:
+    with pytest.raises(QueryError) as e:
+        run_sql(root, "select cast(json_extract_string(content, '$.command') as integer) from events")
+    assert SECRET not in str(e.value) and "…" in str(e.value)
+
+
+def test_timeout_and_row_cap(root: str) -> None:
+    with pytest.raises(QueryError) as e:
+        run_sql(root, "select count(*) from range(100000000000) a, range(1000) b", timeout=0.5)
+    assert e.value.kind == "timeout"
+    res = run_sql(root, "select * from range(50)", max_rows=20)
+    assert len(res.rows) == 20 and res.truncated
+    assert not run_sql(root, "select * from range(5)", max_rows=20).truncated
+
+
+def test_reads_catch_up_first_unless_told_not_to(root: str) -> None:
+    append(root, "sa", 6, 3)
+    stale = run_sql(root, "select count(*) from events", catch_up=False)
+    assert stale.rows == [(10,)] and stale.caught_up is None
+    fresh = run_sql(root, "select count(*) from events")
+    assert fresh.rows == [(13,)] and fresh.caught_up is not None and fresh.caught_up["events"] == 3
+
+
+def test_an_empty_data_root_answers_empty(agentlog_home: Path) -> None:
+    res = run_sql(str(agentlog_home), "select count(*) from events")
+    assert res.rows == [(0,)]
+
+
+def test_cli(root: str) -> None:
+    env = {**os.environ, "AGENTLOG_HOME": root}
+    ok = subprocess.run([sys.executable, "-m", "agentlog", "sql", "select kind, count(*) as n from events group by 1",
+                         "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    out = json.loads(ok.stdout)
+    assert out["columns"] == ["kind", "n"] and out["rows"] == [["tool_call_finished", 10]]
+    as_csv = subprocess.run([sys.executable, "-m", "agentlog", "sql", "select seq from events where log_key = 'sb' "
+                             "order by seq", "--csv", "--no-ingest"], env=env, capture_output=True, text=True, timeout=120)
+    assert as_csv.stdout.splitlines() == ["seq", "0", "1", "2", "3"]
+    refused = subprocess.run([sys.executable, "-m", "agentlog", "sql", "drop view events"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "not allowed" in refused.stderr
+    failed = subprocess.run([sys.executable, "-m", "agentlog", "sql", "select nope from events"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1
