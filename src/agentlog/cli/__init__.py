@@ -58,6 +58,7 @@ LAZY_COMMANDS = {
     "seal": ".seal_cmd:seal_cmd",
     "purge": ".purge_cmd:purge_cmd",
     "sql": ".sql_cmd:sql_cmd",
+    "schema": ".sql_cmd:schema_cmd",
 }
 
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..paths import data_root
-from .output import print_json, print_table, stderr
+from .output import print_json, print_table, stderr, stdout
 
 
 @click.command(name="sql")
@@ -55,3 +55,29 @@ def sql_cmd(statement: str, as_json: bool, as_csv: bool, no_ingest: bool, timeou
         err = stderr()
         more = f" (cut at --max-rows {max_rows})" if result.truncated else ""
         err.print(f"{len(result.rows)} rows{more} in {result.seconds * 1000:.0f} ms")
+
+
+@click.command(name="schema")
+@click.argument("table", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the tables, columns and examples as JSON.")
+def schema_cmd(table: str | None, as_json: bool) -> None:
+    """Every table `agentlog sql` can query: columns, what they mean, worked examples.
+
+    With TABLE, only that table. The same text is in docs/schema.md.
+    """
+    from dataclasses import asdict
+
+    from ..query.catalog import tables
+
+    found = [t for t in tables() if table is None or t.name == table]
+    if not found:
+        raise click.UsageError(f"no table {table!r}; tables: {', '.join(t.name for t in tables())}")
+    if as_json:
+        print_json([asdict(t) for t in found])
+        return
+    out = stdout()
+    for t in found:
+        print_table([{"column": c.name, "type": c.type, "meaning": c.description} for c in t.columns],
+                    ["column", "type", "meaning"], title=f"{t.name}: {t.description}")
+        for ex in t.examples:
+            out.print(f"[bold]{ex.question}[/]\n  agentlog sql \"{ex.sql}\"\n", highlight=False)
