@@ -808,6 +808,9 @@ def test_kill_9_sealer_at_random_points_while_a_writer_appends(agentlog_home: Pa
             _, err = sealer.communicate(timeout=60)
             if sealer.returncode == 0:
                 finished += 1
+                # aim at the fastest run seen: a first run slowed by a busy
+                # machine would otherwise let every later sealer finish first
+                full_run = min(full_run, time.monotonic() - started)
             else:
                 assert sealer.returncode == -signal.SIGKILL, err
             rep = verify_log(path)

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentlog import paths
+from agentlog.fileio import write_atomic
 from agentlog.capture.command import hook_command
 from agentlog.install.agents import (
     SCOPES,
@@ -143,21 +143,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         mode = file_mode(path)
     if mode is None:
         mode = NEW_FILE_MODE
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".agentlog-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    paths.fsync_path(str(path.parent))
+    write_atomic(str(path), data, mode)
 
 
 def remove_file(path: Path) -> None:

@@ -98,24 +98,8 @@ def parse_envelope(line: bytes, hasher: Any = None) -> tuple[int, str, str]:
     ``hasher`` is a SHA-256 constructor; bulk readers pass ``hashlib.sha256``
     (OpenSSL, several times faster per byte than the built-in one the hook
     uses because it imports in a fraction of a millisecond)."""
-    n = len(line)
-    if n < PREV_END + TRAILER + 16 or not line.startswith(PREFIX) or not line.endswith(SUFFIX):
-        raise FrameError("not_a_frame")
-    mark = n - TRAILER
-    if line[mark : mark + len(HASH_MARK)] != HASH_MARK or line[PREV_END : PREV_END + len(SEQ_MARK)] != SEQ_MARK:
-        raise FrameError("not_a_frame")
-    seq_start = PREV_END + len(SEQ_MARK)
-    seq_end = line.find(EVENT_MARK, seq_start, seq_start + 21)
-    if seq_end < 0:
-        raise FrameError("not_a_frame")
-    digits = line[seq_start:seq_end]
-    claimed = line[mark + len(HASH_MARK) : n - len(SUFFIX)]
-    prev = line[PREV_START:PREV_END]
-    if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
-        raise FrameError("not_a_frame")
-    if (hasher or sha256)(line[:mark]).hexdigest().encode("ascii") != claimed:
-        raise FrameError("bad_hash")
-    return int(digits), prev.decode("ascii"), claimed.decode("ascii")
+    seq, prev, claimed, _, _ = check_frame_at(line, 0, len(line), hasher or sha256)
+    return seq, prev.decode("ascii"), claimed.decode("ascii")
 
 
 def event_bytes(line: bytes) -> bytes:
@@ -134,13 +118,24 @@ def check_frame_at(buf: bytes, start: int, end: int, hasher: Any = None) -> tupl
     hash is not checked: the caller hashes ``buf[start:hashed_end(end)]``
     itself (bulk readers do it on another thread).
     """
+    seq, prev, claimed, body, mark = _envelope(buf, start, end, EVENT_MARK)
+    if hasher is not None and hasher(memoryview(buf)[start:mark]).hexdigest().encode("ascii") != claimed:
+        raise FrameError("bad_hash")
+    return seq, prev, claimed, body, mark
+
+
+def _envelope(buf: bytes, start: int, end: int, body_mark: bytes) -> tuple[int, bytes, bytes, int, int]:
+    """The shape every frame line ``buf[start:end]`` shares — prefix, prev,
+    seq, ``body_mark`` (``,"event":`` or ``,"purged":``), hash, suffix —
+    checked without copying the line. Returns (seq, prev, hash, where the
+    body starts, where ``,"hash":"`` starts). Raises FrameError('not_a_frame')."""
     if end - start < PREV_END + TRAILER + 16 or not buf.startswith(PREFIX, start) or not buf.startswith(SUFFIX, end - 3):
         raise FrameError("not_a_frame")
     mark = end - TRAILER
     if not buf.startswith(HASH_MARK, mark) or not buf.startswith(SEQ_MARK, start + PREV_END):
         raise FrameError("not_a_frame")
     seq_start = start + PREV_END + len(SEQ_MARK)
-    seq_end = buf.find(EVENT_MARK, seq_start, seq_start + 21)
+    seq_end = buf.find(body_mark, seq_start, seq_start + 21)
     if seq_end < 0:
         raise FrameError("not_a_frame")
     digits = buf[seq_start:seq_end]
@@ -148,9 +143,7 @@ def check_frame_at(buf: bytes, start: int, end: int, hasher: Any = None) -> tupl
     prev = buf[start + PREV_START : start + PREV_END]
     if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
         raise FrameError("not_a_frame")
-    if hasher is not None and hasher(memoryview(buf)[start:mark]).hexdigest().encode("ascii") != claimed:
-        raise FrameError("bad_hash")
-    return int(digits), prev, claimed, seq_end + len(EVENT_MARK), mark
+    return int(digits), prev, claimed, seq_end + len(body_mark), mark
 
 
 def hashed_end(end: int) -> int:
@@ -170,26 +163,12 @@ def parse_purged(line: bytes) -> tuple[int, str, str]:
     """Return (seq, prev, hash) of a complete purged frame line (with its
     newline), checking its shape only: its hash covers the bytes it had
     before the purge. Raises FrameError('not_a_frame')."""
-    n = len(line)
-    if n < PREV_END + TRAILER + 16 or not line.startswith(PREFIX) or not line.endswith(SUFFIX):
-        raise FrameError("not_a_frame")
-    mark = n - TRAILER
-    if line[mark : mark + len(HASH_MARK)] != HASH_MARK or line[PREV_END : PREV_END + len(SEQ_MARK)] != SEQ_MARK:
-        raise FrameError("not_a_frame")
-    seq_start = PREV_END + len(SEQ_MARK)
-    seq_end = line.find(PURGED_MARK, seq_start, seq_start + 21)
-    if seq_end < 0:
-        raise FrameError("not_a_frame")
-    digits = line[seq_start:seq_end]
-    claimed = line[mark + len(HASH_MARK) : n - len(SUFFIX)]
-    prev = line[PREV_START:PREV_END]
-    if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
-        raise FrameError("not_a_frame")
+    seq, prev, claimed, body_start, mark = _envelope(line, 0, len(line), PURGED_MARK)
     # the stub is one JSON object, then only the padding spaces
-    body = line[seq_end + len(PURGED_MARK) : mark].rstrip(b" ")
+    body = line[body_start:mark].rstrip(b" ")
     if not body.startswith(b"{") or not body.endswith(b"}") or b"\n" in body:
         raise FrameError("not_a_frame")
-    return int(digits), prev.decode("ascii"), claimed.decode("ascii")
+    return seq, prev.decode("ascii"), claimed.decode("ascii")
 
 
 def parse_any(line: bytes, hasher: Any = None) -> tuple[int, str, str, bool]:

@@ -130,12 +130,11 @@ def log_id(provider: str, key: str) -> str:
 # -- positions: cache and Delta history ------------------------------------------
 
 
-def _table_version(path: str) -> int | None:
+def open_table(path: str) -> Any:
+    """The Delta table at ``path``, or None when there is none yet."""
     from deltalake import DeltaTable
 
-    if not DeltaTable.is_deltatable(path):
-        return None
-    return int(DeltaTable(path).version())
+    return DeltaTable(path) if DeltaTable.is_deltatable(path) else None
 
 
 def positions_from_history(path: str) -> dict[str, Position]:
@@ -173,15 +172,19 @@ def _write_json_atomic(file: str, value: Any) -> None:
     os.replace(tmp, file)
 
 
-def load_positions(root: str) -> tuple[dict[str, Position], int | None, bool]:
+def load_positions(root: str, table: Any = None) -> tuple[dict[str, Position], int | None, bool]:
     """The consumed positions, the table version they reflect, and whether
     they came from a current cache (else from the Delta history).
 
     A cache a few versions behind (compaction commits beside ingest, a crash
     after a commit) is brought forward by replaying only the newer commits,
-    so catching up costs what changed, not the whole history."""
+    so catching up costs what changed, not the whole history.
+
+    ``table``: the events table already opened by the caller (else opened here)."""
     path = events_path(root)
-    version = _table_version(path)
+    if table is None:
+        table = open_table(path)
+    version = None if table is None else int(table.version())
     cached = _read_cache(os.path.join(state_dir(root), OFFSETS_NAME))
     if cached is not None and cached[0] == version:
         return cached[1], version, True
@@ -296,7 +299,7 @@ def _hash_lines(data: bytes, ends: list[int]) -> list[bytes]:
 
 class _Ingest:
     def __init__(self, root: str, batch_bytes: int, report: IngestReport, fast: bool = True,
-                 durability: str = "strict") -> None:
+                 durability: str = "strict", table: Any = None) -> None:
         self.fast = fast
         self.durability = durability
         self.root = root
@@ -305,12 +308,9 @@ class _Ingest:
         """Batches are cut between chunks, so a chunk is at most a batch."""
         self.report = report
         self.path = events_path(root)
-        self.positions, self.version, self.cache_current = load_positions(root)
-        self._dt: Any = None
-        if self.version is not None:
-            from deltalake import DeltaTable
-
-            self._dt = DeltaTable(self.path)
+        # the table is opened once per run (~3 ms each time on a small store)
+        self._dt: Any = table if table is not None else open_table(self.path)
+        self.positions, self.version, self.cache_current = load_positions(root, self._dt)
         self.batch = EventBatch(fast=fast)
         self.pending: dict[str, Position] = {}
         self.advanced: set[str] = set()
@@ -497,14 +497,12 @@ class _Ingest:
         self.report.committed_bytes += frame_bytes
 
 
-def _incompatible_store(root: str) -> str | None:
-    """Why the existing events table cannot take this version's rows (None: it can)."""
-    from deltalake import DeltaTable
-
-    path = events_path(root)
-    if not DeltaTable.is_deltatable(path):
+def _incompatible_store(table: Any) -> str | None:
+    """Why the existing events table (None: no table yet) cannot take this
+    version's rows (None: it can)."""
+    if table is None:
         return None
-    names = [f.name for f in DeltaTable(path).schema().fields]
+    names = [f.name for f in table.schema().fields]
     if names != list(COLUMNS):
         return "the events table was written by another version of agentlog (its columns differ)"
     return None
@@ -546,8 +544,8 @@ def _sync_commit(path: str, version: int) -> None:
         fsync_path(d)
 
 
-def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durability: str) -> _Ingest:
-    job = _Ingest(root, batch_bytes, report, fast, durability)
+def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durability: str, table: Any = None) -> _Ingest:
+    job = _Ingest(root, batch_bytes, report, fast, durability, table)
     logs = iter_logs(root)
     report.logs_seen = len(logs)
     try:
@@ -586,12 +584,14 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
         return report
     trash = None
     try:
-        reason = _incompatible_store(root)
+        table = open_table(events_path(root))
+        reason = _incompatible_store(table)
         if reason is not None:
             trash = reset_store(root)
             report.store_reset = reason
+            table = None
         try:
-            job = _run(root, batch_bytes, report, not careful, durability)
+            job = _run(root, batch_bytes, report, not careful, durability, table)
         except BatchTypeError:
             # Nothing of the failed batch was committed; what was is kept.
             report.careful = True

@@ -37,12 +37,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..fileio import write_atomic
 from ..paths import data_root as default_data_root
 from ..paths import ensure_dir, fsync_path, state_dir
 
@@ -313,24 +313,9 @@ def _read(path: str) -> bytes | None:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)  # ordinary config directories: the umask decides
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".agentlog-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), FILE_MODE)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_path(directory)
+    """Replace ``path`` with ``data`` (atomically), creating its directory as needed."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # ordinary config directories: the umask decides
+    write_atomic(path, data, FILE_MODE)
 
 
 def _remove(path: str) -> None:
