@@ -68,3 +68,18 @@ def test_demo_reruns_into_its_own_directory(tmp_path: Path, monkeypatch: pytest.
     demo.run_demo(str(tmp_path / "d"))
     again = demo.run_demo(str(tmp_path / "d"))
     assert again.sessions[0].frames == 16  # wiped and recorded afresh, not appended
+
+
+def test_a_local_clone_finds_the_fixtures_beside_its_origin(tmp_path: Path) -> None:
+    from agentlog.fixtures import _local_origins
+
+    origin = tmp_path / "work" / "main"
+    (origin / ".git").mkdir(parents=True)
+    clone = tmp_path / "ci" / "clone"
+    module = clone / "src" / "agentlog" / "fixtures.py"
+    module.parent.mkdir(parents=True)
+    (clone / ".git").mkdir()
+    (clone / ".git" / "config").write_text(f'[core]\n\tbare = false\n[remote "origin"]\n\turl = {origin}\n')
+    assert _local_origins(module)[0] == tmp_path / "work"
+    (clone / ".git" / "config").write_text('[remote "origin"]\n\turl = https://example.invalid/x.git\n')
+    assert _local_origins(module) == []

@@ -1,7 +1,9 @@
 """Locating the shared real-agent fixtures (tests, demo, benchmarks).
 
 They live in ``shared/fixtures`` beside the repository clone; ``AGENTLOG_SHARED``
-overrides. Returns None when they are not there (an installed package).
+overrides. A local clone of that checkout (``git clone . /tmp/x``, as a CI
+dry run does) finds them beside the checkout it was cloned from. Returns None
+when they are not there (an installed package).
 """
 
 from __future__ import annotations
@@ -16,10 +18,35 @@ def shared_dir() -> Path | None:
     here = Path(__file__).resolve()
     candidates += [p / "shared" for p in here.parents]
     candidates += [p / "shared" for p in Path.cwd().resolve().parents] + [Path.cwd() / "shared"]
+    candidates += [p / "shared" for p in _local_origins(here)]
     for c in candidates:
         if (c / "fixtures").is_dir():
             return c
     return None
+
+
+def _local_origins(here: Path) -> list[Path]:
+    """Parents of the checkout this clone was made from, when its ``origin`` is a local directory."""
+    for repo in here.parents:
+        config = repo / ".git" / "config"
+        if config.is_file():
+            break
+    else:
+        return []
+    origin = None
+    section = ""
+    for line in config.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == '[remote "origin"]' and line.startswith("url") and "=" in line:
+            origin = line.split("=", 1)[1].strip()
+    if not origin or "://" in origin or ":" in origin.split("/", 1)[0]:
+        return []  # not a local path (https://…, git@host:…)
+    path = Path(origin)
+    if not path.is_absolute():
+        path = (repo / path)
+    return list(path.resolve().parents) if path.is_dir() else []
 
 
 def claude_hook_fixtures() -> list[Path]:
