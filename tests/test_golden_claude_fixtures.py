@@ -8,7 +8,7 @@ the mapping-relevant fields of the adapter's output. Regenerate with
 Home directories in paths are written as ``~`` in the goldens so that the
 third parties' user names in the fixtures are not copied into this repo.
 
-The shared directory is ``<repo>/../shared`` (``AGENTLOG_SHARED`` overrides).
+The shared directory is found by ``agentlog.fixtures.shared_dir`` (``<repo>/../shared``; ``AGENTLOG_SHARED`` overrides).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 
 from agentlog.capture.adapters import claude_code
+from agentlog.fixtures import shared_dir
 from agentlog.model import Event
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("AGENTLOG_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"  # the same lookup as the demo
 FIXTURES = SHARED / "fixtures" / "claude-code-hooks"
 GOLDEN_DIR = REPO / "tests" / "golden" / "claude-code-hooks"
 UPDATE = os.environ.get("AGENTLOG_UPDATE_GOLDENS") == "1"
