@@ -62,6 +62,7 @@ _EVENT_COLUMNS: Final = (
     ("project_branch", "the git branch at capture"),
     ("project_head", "the git HEAD at capture"),
     ("attrs", "extra facts as JSON (redactions, reconstructed, unrecognised, …)"),
+    ("text", "the prompt of a prompt_submitted event, the note of a correction or retraction (else null; also in event)"),
     ("event", "the whole canonical event, exactly the JSON bytes its log frame holds"),
     ("log_provider", "the session log it came from: provider directory"),
     ("log_key", "the session log it came from: file key"),

@@ -63,6 +63,7 @@ EVENTS_SCHEMA: Final = pa.schema(
         pa.field("project_branch", pa.string()),
         pa.field("project_head", pa.string()),
         pa.field("attrs", pa.large_string()),
+        pa.field("text", pa.large_string()),
         pa.field("event", pa.large_string(), nullable=False),
         pa.field("log_provider", pa.string(), nullable=False),
         pa.field("log_key", pa.string(), nullable=False),
@@ -101,6 +102,13 @@ def writer_properties(level: int = INGEST_ZSTD_LEVEL) -> Any:
     )
 
 
+# Kinds whose text the table keeps in ``text``, and the content key it comes
+# from: the prompt a person typed, the note of a correction or retraction.
+# (The projection reads prompts as turn objectives; reading them from the
+# bulky ``event`` column would decode every event's bytes.)
+TEXT_KINDS: Final = {"prompt_submitted": "prompt", "correction": "note", "retraction": "note"}
+
+
 class EventRowError(ValueError):
     """A sealed frame whose event cannot be flattened (the reason is the message)."""
 
@@ -114,21 +122,28 @@ def events_path(root: str) -> str:
     return os.path.join(store_dir(root), "events")
 
 
-def read_events(root: str, columns: list[str] | None = None) -> pa.Table:
-    """The whole ``events`` table as Arrow (empty table if it does not exist yet).
+def events_dataset(root: str) -> Any:
+    """The ``events`` table's current snapshot as a pyarrow dataset (None when there is no store yet).
 
-    Reads the files through pyarrow's local file system: deltalake's own file
-    system handler aborts the interpreter at exit with pyarrow 26.
-    """
+    Files are read through pyarrow's local file system: deltalake's own file
+    system handler aborts the interpreter at exit with pyarrow 26."""
     import pyarrow.fs as pafs  # type: ignore[import-untyped]
     from deltalake import DeltaTable
 
     path = events_path(root)
     if not DeltaTable.is_deltatable(path):
+        return None
+    fs = pafs.SubTreeFileSystem(os.path.abspath(path), pafs.LocalFileSystem())
+    return DeltaTable(path).to_pyarrow_dataset(filesystem=fs)
+
+
+def read_events(root: str, columns: list[str] | None = None) -> pa.Table:
+    """The whole ``events`` table as Arrow (empty table if it does not exist yet)."""
+    dataset = events_dataset(root)
+    if dataset is None:
         empty = EVENTS_SCHEMA.empty_table()
         return empty.select(columns) if columns else empty
-    fs = pafs.SubTreeFileSystem(os.path.abspath(path), pafs.LocalFileSystem())
-    table = DeltaTable(path).to_pyarrow_dataset(filesystem=fs).to_table(columns=columns)
+    table = dataset.to_table(columns=columns)
     # Delta knows one string type and reads it back with 32-bit offsets; the
     # bulky columns are widened so that no chunk, combined or not, can
     # overflow at 2 GiB (attemptdb's "byte array offset overflow").
@@ -309,6 +324,7 @@ class EventBatch:
         self.fast = fast
         self.heads: list[dict[str, Any]] = []
         self.attrs: list[str | None] = []
+        self.texts: list[str | None] = []
         self.events: list[bytes] = []
         self.log_provider: list[str] = []
         self.log_key: list[str] = []
@@ -355,8 +371,16 @@ class EventBatch:
             attrs_json = _attrs_json(attrs, dirty)
         else:
             raise EventRowError("attrs is not an object")
+        text = None
+        if kind in TEXT_KINDS:
+            whole = ev if head_len == len(event) else _loads_object(event)
+            content = whole.get("content")
+            value = content.get(TEXT_KINDS[kind]) if isinstance(content, dict) else None
+            if isinstance(value, str):
+                text = _clean(value) if (b"\\ud" in event or b"\\uD" in event) else value
         self.heads.append(head)
         self.attrs.append(attrs_json)
+        self.texts.append(text)
         self.events.append(event)
         self.log_provider.append(log_provider)
         self.log_key.append(log_key)
@@ -368,7 +392,7 @@ class EventBatch:
 
     def truncate(self, rows: int, frame_bytes: int) -> None:
         """Forget every row after the first ``rows`` (``frame_bytes`` is what they weighed)."""
-        for values in (self.heads, self.attrs, self.events, self.log_provider, self.log_key, self.seq,
+        for values in (self.heads, self.attrs, self.texts, self.events, self.log_provider, self.log_key, self.seq,
                        self.frame_hash, self.log_offset):
             del values[rows:]
         self.rows = rows
@@ -395,6 +419,7 @@ class EventBatch:
         cols["observed_at"] = cols["observed_at"].cast(TS)
         cols["captured_at"] = cols["captured_at"].cast(TS)
         cols["attrs"] = pa.array(self.attrs, type=pa.large_string())
+        cols["text"] = pa.array(self.texts, type=pa.large_string())
         cols["event"] = _event_array(self.events)
         cols["log_provider"] = pa.array(self.log_provider, type=_STR)
         cols["log_key"] = pa.array(self.log_key, type=_STR)

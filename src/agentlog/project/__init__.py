@@ -1,0 +1,1 @@
+"""Projection: sessions, turns, tool calls, attempts, causes, work units — derived from events."""

@@ -1,0 +1,684 @@
+"""The cross-session stage: liveness, handoffs, work units, decisions, conflicts,
+corrections and retractions.
+
+Input: every session's :class:`.session.SessionResult` (rows and facts) and
+the corrections/retractions, plus a reference time (``at``): the latest
+observed time of the event set unless a caller asks for another instant —
+never the wall clock. Cost is linear in sessions + turns + attempts; no
+event is read again.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable, Final, Iterable
+
+from .ids import derive, split_display
+from .observe import Obs
+from .session import ALGORITHM_VERSION, ATTEMPT_ENDING, MUTATING, SessionResult, edge
+
+US: Final = 1_000_000
+MIN: Final = 60 * US
+STALE_AFTER: Final = 30 * MIN
+BLOCKED_OPEN_FOR: Final = 12 * 60 * MIN
+HANDOFF_PATHS_GAP: Final = 30 * MIN
+HANDOFF_ANY_GAP: Final = 5 * MIN
+UNIT_TURN_GAP: Final = 10 * MIN
+UNIT_IDLE_DONE: Final = 30 * MIN
+UNIT_IDLE_ABANDONED: Final = 120 * MIN
+CONFLICT_WINDOW: Final = 120 * MIN
+CORRECTION_OUTCOMES: Final = frozenset({"succeeded", "failed", "abandoned", "superseded"})
+RETRACTION_REASONS: Final = frozenset({"benchmark", "test", "duplicate", "mistaken_import", "privacy", "revoked", "other"})
+
+
+@dataclass
+class Meta:
+    """Corrections and retractions, split off the stream before projecting."""
+
+    corrections: list[Obs] = field(default_factory=list)
+    retractions: list[Obs] = field(default_factory=list)
+
+    def retracted_sessions(self) -> set[str]:
+        out = set()
+        for r in self.retractions:
+            if r.attrs.get("target_type") == "session":
+                out.add(_bare(r.attrs.get("target")))
+        return out
+
+    def retracted_events(self) -> frozenset[str]:
+        return frozenset(_bare(r.attrs.get("target")) for r in self.retractions
+                         if r.attrs.get("target_type") == "event")
+
+
+def _bare(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    return split_display(value)[1]
+
+
+@dataclass
+class Projection:
+    """Every projection table as lists of row dicts, plus counts."""
+
+    at: int
+    tables: dict[str, list[dict[str, Any]]]
+    stats: dict[str, int]
+
+
+def liveness(s: dict[str, Any], blocked: bool, at: int) -> str:
+    if s["ended_at"] is not None and s["ended_at"] <= at:
+        return "closed"
+    silence = at - s["last_activity_at"]
+    if silence <= STALE_AFTER or (blocked and silence <= BLOCKED_OPEN_FOR):
+        return "open"
+    return "stale"
+
+
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        p = self.parent.setdefault(x, x)
+        while p != self.parent[p]:
+            self.parent[p] = self.parent[self.parent[p]]
+            p = self.parent[p]
+        self.parent[x] = p
+        return p
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            if rb < ra:
+                ra, rb = rb, ra
+            self.parent[rb] = ra
+
+
+# Attempt columns the cross-session stage reads or sets (the rest — evidence,
+# tool call ids, objective text — stays in the per-session rows).
+ATTEMPT_LIGHT: Final = (
+    "attempt_id", "session_id", "provider", "project_id", "project_name", "turn_id", "turn_index",
+    "attempt_index", "approach", "started_at", "ended_at", "outcome", "failure_class", "tool_call_count", "paths",
+    "commit_shas", "superseded_by", "supersedes", "failing_event_id", "first_action_event_id", "confidence",
+)
+# What the cross-session stage decides about each attempt and turn (joined onto
+# the per-session rows by id).
+ATTEMPT_OVERLAY: Final = (
+    "attempt_id", "outcome", "failure_class", "superseded_by", "supersedes", "work_unit_id", "corrected_by",
+    "corrected_at", "correction_type", "inferred_outcome", "inferred_failure_class", "note", "objective",
+    "retracted",
+)
+TURN_LIGHT: Final = ("turn_id", "session_id", "turn_index", "objective", "attempt_ids", "started_at")
+TURN_OVERLAY: Final = ("turn_id", "objective", "corrected_by", "corrected_at", "inferred_objective", "retracted")
+
+
+def light(result: SessionResult) -> SessionResult:
+    """The parts of a session's result the cross-session stage reads (what the
+    incremental projector keeps in memory for every session)."""
+    facts = {k: v for k, v in result.facts.items() if k != "event_ids"}
+    return SessionResult(
+        result.key, result.session, [{k: t[k] for k in TURN_LIGHT} for t in result.turns],
+        [{k: a[k] for k in ATTEMPT_LIGHT} | {"objective": None} for a in result.attempts], [],
+        result.signals, result.commits, [], facts)
+
+
+def assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = None,
+             event_exists: Callable[[str], bool] | None = None) -> Projection:
+    """Join the sessions into one projection at reference time ``at``.
+
+    ``results`` may be light (:func:`light`): the attempts and turns tables
+    come out with the columns this stage reads and sets. ``event_exists``
+    answers whether a retracted event id is in the event set (default: the
+    ids of the results' facts, when they carry them)."""
+    results = sorted(results, key=lambda r: r.session["session_id"])
+    if at is None:
+        at = max([r.session["last_event_at"] for r in results]
+                 + [o.observed_at for o in meta.corrections + meta.retractions] + [0])
+    retracted_sessions = meta.retracted_sessions()
+    live: list[SessionResult] = []
+    sessions: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
+    signals: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    for r in results:
+        gone = r.session["session_id"] in retracted_sessions
+        blocked = any(sg["pending"] for sg in r.signals)
+        srow = dict(r.session)
+        srow["liveness"] = liveness(srow, blocked, at)
+        srow["state"] = "closed" if srow["liveness"] == "closed" else "open"
+        srow["retracted"] = gone
+        sessions.append(srow)
+        for t in r.turns:
+            turns.append({k: t[k] for k in TURN_LIGHT} | {"retracted": gone, "corrected_by": None,
+                                                          "corrected_at": None, "inferred_objective": None})
+        for a in r.attempts:
+            attempts.append({k: a[k] for k in ATTEMPT_LIGHT} | {
+                "commit_shas": list(a["commit_shas"]), "objective": a.get("objective"), "retracted": gone,
+                "work_unit_id": None, "corrected_by": None, "corrected_at": None, "correction_type": None,
+                "inferred_outcome": None, "inferred_failure_class": None, "note": None})
+        signals.extend({**s, "retracted": gone} for s in r.signals)
+        commits.extend({**c, "retracted": gone} for c in r.commits)
+        if not gone:
+            live.append(r)
+    by_session = {s["session_id"]: s for s in sessions}
+    attempt_by_id = {a["attempt_id"]: a for a in attempts}
+    turn_by_id = {t["turn_id"]: t for t in turns}
+
+    # -- retracted attempts: removed after projecting (siblings keep their ids) ----
+    retraction_rows: list[dict[str, Any]] = []
+    retracted_attempts: set[str] = set()
+    if event_exists is None:
+        known = {e for x in results for e in x.facts.get("event_ids", ())}
+        event_exists = known.__contains__
+    for ro in sorted(meta.retractions, key=Obs.sort_key):
+        ttype = ro.attrs.get("target_type")
+        target = _bare(ro.attrs.get("target"))
+        matched = False
+        events_gone: list[str] = []
+        if ttype == "attempt":
+            ra = attempt_by_id.get(target)
+            if ra is not None:
+                matched = True
+                retracted_attempts.add(target)
+                ra["retracted"] = True
+                events_gone = [x for x in (ra["first_action_event_id"], ra["failing_event_id"]) if x]
+        elif ttype == "session":
+            matched = target in by_session
+        elif ttype == "event":
+            matched = event_exists(target)
+            events_gone = [target]
+        reason = ro.attrs.get("reason")
+        retraction_rows.append({
+            "event_id": ro.event_id, "retracted_at": ro.observed_at, "target_type": ttype, "target": target,
+            "reason": reason if reason in RETRACTION_REASONS else "other", "note": ro.text,
+            "note_chars": ro.attrs.get("note_chars"), "matched": matched, "retracted_events": events_gone,
+            "evidence": [ro.event_id], "confidence": 1.0,
+        })
+    for a in attempts:
+        if a["superseded_by"] in retracted_attempts:
+            a["superseded_by"] = None
+            if a["outcome"] == "superseded":
+                a["outcome"] = "failed"
+        if a["supersedes"] in retracted_attempts:
+            a["supersedes"] = None
+    if retracted_attempts:
+        for srow in sessions:
+            dropped = [a for a in attempts
+                       if a["session_id"] == srow["session_id"] and a["attempt_id"] in retracted_attempts]
+            if dropped:
+                srow["tool_call_count"] -= sum(a["tool_call_count"] for a in dropped)
+                srow["failure_count"] = max(0, srow["failure_count"] - sum(1 for a in dropped if a["failing_event_id"]))
+
+    # -- handoffs ----------------------------------------------------------------
+    handoffs = _handoffs(live, by_session)
+    for h in handoffs:
+        edges.append(edge("handed_off", "session", h["from_session"], "session", h["to_session"], h["evidence"],
+                          h["confidence"]))
+
+    # -- corrections (in stream order; latest wins) --------------------------------
+    correction_rows = _apply_corrections(meta.corrections, attempt_by_id, turn_by_id, attempts,
+                                         retracted_attempts, retracted_sessions)
+
+    # -- work units, decisions, conflicts -------------------------------------------
+    units, unit_edges = _work_units(live, by_session, attempt_by_id, turn_by_id, handoffs, signals, commits, at,
+                                    retracted_attempts)
+    edges.extend(unit_edges)
+    decisions = _decisions(live, attempt_by_id, retracted_attempts)
+    conflicts = _conflicts(units, live)
+
+    stats = {
+        "sessions": len(sessions), "turns": len(turns), "attempts": len(attempts),
+        "handoffs": len(handoffs), "work_units": len(units), "decisions": len(decisions),
+        "conflicts": len(conflicts), "corrections": len(correction_rows), "retractions": len(retraction_rows),
+        "retracted_attempts": len(retracted_attempts),
+    }
+    tables = {
+        "sessions": sessions, "turns": turns, "attempts": attempts, "signals": signals, "commits": commits,
+        "handoffs": handoffs, "work_units": units, "decisions": decisions, "conflicts": conflicts,
+        "corrections": correction_rows, "retractions": retraction_rows, "edges_cross": edges,
+        "retracted_ids": [{"id": x, "kind": "attempt"} for x in sorted(retracted_attempts)],
+    }
+    return Projection(at, tables, stats)
+
+
+def _handoffs(live: list[SessionResult], by_session: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    active = [r for r in live if r.facts["active"]]
+    by_project: dict[str, list[SessionResult]] = {}
+    for r in active:
+        by_project.setdefault(r.session["project_id"], []).append(r)
+    out: list[dict[str, Any]] = []
+    for group in by_project.values():
+        if len({r.session["provider"] for r in group}) < 2:
+            continue
+        group.sort(key=lambda r: r.session["started_at"])
+        for b in group:
+            bs = b.session
+            best: tuple[Any, ...] | None = None
+            for a in group:
+                as_ = a.session
+                if a is b or as_["provider"] == bs["provider"]:
+                    continue
+                if as_["last_activity_at"] > bs["started_at"]:
+                    continue
+                if as_["ended_at"] is not None and as_["ended_at"] <= bs["started_at"]:
+                    a_last = max(as_["ended_at"], as_["last_activity_at"])
+                else:
+                    a_last = as_["last_activity_at"]
+                gap = bs["started_at"] - a_last
+                if gap < 0:
+                    continue
+                shared = sorted(set(a.facts["touches"]) & set(b.facts["touches"]))
+                if shared and gap <= HANDOFF_PATHS_GAP:
+                    conf = 0.8
+                elif gap <= HANDOFF_ANY_GAP:
+                    conf = 0.5
+                else:
+                    continue
+                rank = (0 if shared else 1, gap, as_["session_id"])
+                if best is None or rank < best[0]:
+                    best = (rank, a, gap, shared, conf)
+            if best is None:
+                continue
+            _, a, gap, shared, conf = best
+            as_ = a.session
+            evidence = [as_["last_activity_event_id"], bs["first_event_id"]]
+            if shared:
+                evidence += [a.facts["touches"][shared[0]][2], b.facts["touches"][shared[0]][0]]
+            out.append({
+                "handoff_id": derive("edge", "handoff", as_["session_id"], bs["session_id"]),
+                "from_session": as_["session_id"], "to_session": bs["session_id"],
+                "from_provider": as_["provider"], "to_provider": bs["provider"],
+                "project_id": bs["project_id"], "project_name": bs["project_name"],
+                "handoff_at": bs["started_at"], "gap_ms": gap // 1000, "shared_paths": shared,
+                "evidence": list(dict.fromkeys(evidence)), "confidence": conf,
+            })
+    out.sort(key=lambda h: (h["handoff_at"], h["to_session"], h["from_session"]))
+    return out
+
+
+def _apply_corrections(corrections: list[Obs], attempt_by_id: dict[str, dict[str, Any]],
+                       turn_by_id: dict[str, dict[str, Any]], attempts: list[dict[str, Any]],
+                       retracted_attempts: set[str], retracted_sessions: set[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for c in sorted(corrections, key=Obs.sort_key):
+        ctype = c.attrs.get("correction_type")
+        target = _bare(c.attrs.get("target"))
+        status = "applied"
+        session_id = None
+        target_type = "attempt" if ctype in ("attempt_outcome", "attempt_note") else "turn"
+        outcome = c.attrs.get("outcome")
+        fclass = c.attrs.get("failure_class")
+        if ctype not in ("attempt_outcome", "attempt_note", "turn_objective"):
+            status = "invalid"
+        elif ctype == "attempt_outcome" and outcome not in CORRECTION_OUTCOMES:
+            status = "invalid"
+        elif target_type == "attempt":
+            a = attempt_by_id.get(target)
+            if a is None:
+                status = "target_not_found"
+            elif target in retracted_attempts or a["session_id"] in retracted_sessions:
+                status = "target_retracted"
+            else:
+                session_id = a["session_id"]
+                if a["corrected_by"] is None:
+                    a["inferred_outcome"] = a["outcome"]
+                    a["inferred_failure_class"] = a["failure_class"]
+                a["corrected_by"], a["corrected_at"], a["correction_type"] = c.event_id, c.observed_at, ctype
+                if ctype == "attempt_outcome":
+                    a["outcome"] = outcome
+                    if isinstance(fclass, str):
+                        a["failure_class"] = fclass
+                    elif outcome not in ("failed", "superseded"):
+                        a["failure_class"] = None
+                    else:
+                        a["failure_class"] = a["inferred_failure_class"]
+                if c.text is not None:
+                    a["note"] = c.text
+        else:
+            t = turn_by_id.get(target)
+            if t is None:
+                status = "target_not_found"
+            elif t["session_id"] in retracted_sessions:
+                status = "target_retracted"
+            else:
+                session_id = t["session_id"]
+                if t["corrected_by"] is None:
+                    t["inferred_objective"] = t["objective"]
+                t["corrected_by"], t["corrected_at"] = c.event_id, c.observed_at
+                if c.text is not None:
+                    t["objective"] = c.text
+                    for a in attempts:
+                        if a["turn_id"] == target:
+                            a["objective"] = c.text
+        rows.append({
+            "event_id": c.event_id, "corrected_at": c.observed_at, "session_id": session_id,
+            "correction_type": ctype, "target_type": target_type, "target": target,
+            "outcome": outcome if isinstance(outcome, str) else None,
+            "failure_class": fclass if isinstance(fclass, str) else None, "note": c.text,
+            "note_chars": c.attrs.get("note_chars"), "status": status, "evidence": [c.event_id], "confidence": 1.0,
+        })
+    return rows
+
+
+def _phase(tail: list[list[Any]], edited_before: bool, blocked: bool) -> tuple[str, str]:
+    if blocked:
+        return "blocked", "a permission request or input request is pending"
+    decisive = [c for c in tail if c[0] in ATTEMPT_ENDING or c[0] == "plan"]
+    if not decisive:
+        if edited_before:
+            return "review", "no change in the last calls after earlier edits"
+        return "explore", "reads and searches only"
+    last = decisive[-1]
+    cat, status, git_sub, cmd_cat = last
+    if cat in ATTEMPT_ENDING and status in ("failure", "denied"):
+        return "debug", f"the last {'shell command' if cat == 'shell' else 'change'} failed"
+    if cat == "shell" and git_sub in ("commit", "push"):
+        return "deliver", f"git {git_sub}"
+    if cat == "shell" and cmd_cat == "test":
+        prior_edit = edited_before or any(c[0] in MUTATING for c in tail[: tail.index(last)])
+        if prior_edit:
+            return "verify", "tests run after a change"
+        return "explore", "tests run without a change"
+    if cat == "plan":
+        return "plan", "planning"
+    if cat in MUTATING and tail[-1] is not last:
+        return "review", "reading after a change"
+    if tail[-1] is last:
+        return "implement", "the last call changed something"
+    return "review", "reading after a change"
+
+
+def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]],
+                attempt_by_id: dict[str, dict[str, Any]], turn_by_id: dict[str, dict[str, Any]],
+                handoffs: list[dict[str, Any]],
+                signals: list[dict[str, Any]], commits: list[dict[str, Any]], at: int,
+                retracted_attempts: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    uf = _Union()
+    turn_info: dict[str, tuple[SessionResult, dict[str, Any]]] = {}
+    by_project: dict[str, list[SessionResult]] = {}
+    for r in live:
+        by_project.setdefault(r.session["project_id"], []).append(r)
+        prev: dict[str, Any] | None = None
+        for tf in r.facts["turns"]:
+            turn_info[tf["turn_id"]] = (r, tf)
+            uf.find(tf["turn_id"])
+            if prev is not None and prev["ended_at"] is not None \
+                    and tf["started_at"] - prev["ended_at"] <= UNIT_TURN_GAP:
+                uf.union(prev["turn_id"], tf["turn_id"])
+            prev = tf
+    for project_sessions in by_project.values():
+        # path → sessions touching it through mutating/shell calls, with their turns.
+        by_path: dict[str, dict[str, list[str]]] = {}
+        for r in project_sessions:
+            for tf in r.facts["turns"]:
+                for p in tf["mpaths"]:
+                    by_path.setdefault(p, {}).setdefault(r.session["session_id"], []).append(tf["turn_id"])
+        for p, per_session in by_path.items():
+            for tids in per_session.values():
+                for t in tids[1:]:
+                    uf.union(tids[0], t)
+            if len(per_session) < 2:
+                continue
+            # Sessions whose active spans do not overlap link; overlapping ones are
+            # concurrent actors (separate units, possibly a conflict).
+            spans = sorted((by_session[sid]["started_at"], by_session[sid]["last_activity_at"], sid)
+                           for sid in per_session)
+            ended_sorted = sorted(spans, key=lambda s: s[1])
+            j = 0
+            anchor: str | None = None
+            for start, _, sid in spans:
+                while j < len(ended_sorted) and ended_sorted[j][1] < start:
+                    other = ended_sorted[j][2]
+                    if anchor is None:
+                        anchor = per_session[other][0]
+                    else:
+                        uf.union(anchor, per_session[other][0])
+                    j += 1
+                if anchor is not None:
+                    uf.union(anchor, per_session[sid][0])
+    live_by_id = {r.session["session_id"]: r for r in live}
+    for h in handoffs:
+        giver = live_by_id.get(h["from_session"])
+        receiver = live_by_id.get(h["to_session"])
+        if giver and receiver and giver.facts["turns"] and receiver.facts["turns"]:
+            uf.union(giver.facts["turns"][-1]["turn_id"], receiver.facts["turns"][0]["turn_id"])
+
+    members: dict[str, list[str]] = {}
+    for tid in turn_info:
+        members.setdefault(uf.find(tid), []).append(tid)
+    pending_by_session: dict[str, dict[str, Any]] = {}
+    for s in signals:
+        if s["pending"]:
+            pending_by_session[s["session_id"]] = s
+    commits_by_attempt: dict[str, list[str]] = {}
+    for c in commits:
+        if c["sha"] and c["attempt_id"]:
+            commits_by_attempt.setdefault(c["attempt_id"], []).append(c["sha"])
+    handoff_by_pair = {(h["from_session"], h["to_session"]): h for h in handoffs}
+    units: list[dict[str, Any]] = []
+    unit_edges: list[dict[str, Any]] = []
+    for tids in members.values():
+        tids.sort(key=lambda t: (turn_info[t][1]["started_at"], t))
+        first_r, first_tf = turn_info[tids[0]]
+        project_id = first_r.session["project_id"]
+        unit_id = derive("work_unit", project_id, first_tf["opening_event"])
+        sessions_in: list[str] = []
+        attempts_in: list[str] = []
+        paths: list[str] = []
+        evidence: dict[str, None] = {}
+        tails: list[list[Any]] = []
+        edited_before = False
+        for t in tids:
+            r, tf = turn_info[t]
+            evidence[tf["opening_event"]] = None
+            sid = r.session["session_id"]
+            if sid not in sessions_in:
+                sessions_in.append(sid)
+            for p in tf["mpaths"]:
+                if p not in paths:
+                    paths.append(p)
+        ordered_turns = sorted(tids, key=lambda t: (turn_info[t][1]["last_at"], t))
+        for t in ordered_turns:
+            r, tf = turn_info[t]
+            if tails and any(c[0] in MUTATING for c in tails):
+                edited_before = True
+            if tf["decisive_before"]:
+                edited_before = True
+            tails = (tails + tf["tail"])[-5:] if tf["tail"] else tails
+        confidences = []
+        failure_count = 0
+        last_attempt: dict[str, Any] | None = None
+        for t in tids:
+            for aid in turn_by_id[t]["attempt_ids"]:
+                if aid in retracted_attempts:
+                    continue
+                aa = attempt_by_id[aid]
+                attempts_in.append(aa["attempt_id"])
+                aa["work_unit_id"] = unit_id
+                confidences.append(aa["confidence"])
+                if aa["outcome"] in ("failed", "superseded"):
+                    failure_count += 1
+                    if aa["failing_event_id"]:
+                        evidence[aa["failing_event_id"]] = None
+                if last_attempt is None or (aa["started_at"], aa["attempt_id"]) >= (
+                        last_attempt["started_at"], last_attempt["attempt_id"]):
+                    last_attempt = aa
+        blocking = next((pending_by_session[s] for s in sessions_in if s in pending_by_session), None)
+        for a_s in sessions_in:
+            for b_s in sessions_in:
+                hf = handoff_by_pair.get((a_s, b_s))
+                if hf is not None:
+                    evidence.update(dict.fromkeys(hf["evidence"]))
+        if blocking is not None:
+            evidence[blocking["event_id"]] = None
+        phase, phase_reason = _phase(tails, edited_before, blocking is not None)
+        last_r, last_tf = turn_info[ordered_turns[-1]]
+        updated_at = max(turn_info[t][1]["last_at"] for t in tids)
+        idle = at - updated_at
+        in_flight = sum(turn_info[t][1]["in_flight"] for t in tids)
+        session_ended = all(by_session[s]["ended_at"] is not None and by_session[s]["ended_at"] <= at
+                            for s in sessions_in)
+        la_outcome = last_attempt["outcome"] if last_attempt else None
+        if all(by_session[s]["coverage"] == "unknown" for s in sessions_in):
+            status, status_reason = "unknown", "no prompt or tool call was observed"
+        elif last_tf["status"] == "completed" and la_outcome == "succeeded" and in_flight == 0 \
+                and (session_ended or idle > UNIT_IDLE_DONE):
+            status = "completed"
+            status_reason = "last turn completed and its session ended" if session_ended \
+                else "last turn completed; idle for more than 30 minutes"
+        elif la_outcome in ("failed", "superseded", "abandoned") and idle > UNIT_IDLE_ABANDONED:
+            status, status_reason = "abandoned", f"last attempt {la_outcome}; idle for more than 2 hours"
+        else:
+            status = "open"
+            status_reason = "a tool call is still running" if in_flight else "activity within the idle window"
+        objective_tf = next((turn_info[t][1] for t in tids if turn_info[t][1]["objective_event"]), None)
+        objective = None
+        if objective_tf is not None:
+            objective = turn_by_id[objective_tf["turn_id"]]["objective"]
+        shas: list[str] = []
+        for att in attempts_in:
+            for sha in commits_by_attempt.get(att, []):
+                if sha not in shas:
+                    shas.append(sha)
+        actors: list[str] = []
+        for sid in sessions_in:
+            prov = by_session[sid]["provider"]
+            if prov not in actors:
+                actors.append(prov)
+        units.append({
+            "work_unit_id": unit_id, "version": 1, "project_id": project_id,
+            "project_name": first_r.session["project_name"],
+            "objective_event_id": objective_tf["objective_event"] if objective_tf else None,
+            "objective": objective, "phase": phase, "phase_reason": phase_reason, "status": status,
+            "status_reason": status_reason, "started_at": first_tf["started_at"], "updated_at": updated_at,
+            "ended_at": updated_at if status in ("completed", "abandoned") else None,
+            "sessions": sessions_in, "session_count": len(sessions_in), "turns": tids, "turn_count": len(tids),
+            "attempts": attempts_in, "attempt_count": len(attempts_in), "failed_attempt_count": failure_count,
+            "paths": paths, "commit_shas": shas, "actors": actors,
+            "last_attempt": last_attempt["attempt_id"] if last_attempt else None,
+            "blocking_signal": blocking["event_id"] if blocking else None,
+            "evidence": list(evidence) or [first_tf["opening_event"]],
+            "confidence": min(confidences + [0.7]), "algorithm_version": ALGORITHM_VERSION,
+        })
+        for t in tids:
+            unit_edges.append(edge("parent_of", "work_unit", unit_id, "turn", t, [turn_info[t][1]["opening_event"]],
+                                   0.7))
+    units.sort(key=lambda u: (u["started_at"], u["work_unit_id"]))
+    return units, unit_edges
+
+
+def _decisions(live: list[SessionResult], attempt_by_id: dict[str, dict[str, Any]],
+               retracted_attempts: set[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for r in live:
+        for a0 in r.attempts:
+            a = attempt_by_id[a0["attempt_id"]]
+            b_id = a["superseded_by"]
+            if not b_id or b_id in retracted_attempts or a["attempt_id"] in retracted_attempts:
+                continue
+            b = attempt_by_id[b_id]
+            why = a["failure_class"] or "a failure"
+            paths = ", ".join(sorted(set(a["paths"]) & set(b["paths"]))) or ", ".join(a["paths"])
+            same = a["approach"] == b["approach"]
+            rationale = (f"abandoned approach after {why} on {paths}; retried with "
+                         + ("the same kind of change" if same else f"a different approach ({b['approach']})"))
+            out.append({
+                "decision_id": derive("decision", "approach_change", a["attempt_id"], b_id),
+                "kind": "approach_change", "work_unit_id": b["work_unit_id"], "session_id": b["session_id"],
+                "provider": b["provider"], "project_id": b["project_id"], "project_name": b["project_name"],
+                "turn_id": b["turn_id"], "selected": b_id, "alternatives": [a["attempt_id"]],
+                "rationale": rationale, "rationale_source": "derived", "decided_at": b["started_at"],
+                "evidence": [x for x in (a["failing_event_id"], b["first_action_event_id"]) if x],
+                "confidence": min(a["confidence"], b["confidence"], 0.7), "algorithm_version": ALGORITHM_VERSION,
+            })
+        for d in r.facts["denials"]:
+            if not d["next_event"] or not d["next_tool"] or d["next_tool"] == d["tool"]:
+                continue
+            sel = d["next_attempt"]
+            if sel is None or sel in retracted_attempts:
+                continue
+            b = attempt_by_id[sel]
+            alts = [d["attempt"]] if d["attempt"] and d["attempt"] != sel else []
+            conf = min([b["confidence"]] + [attempt_by_id[x]["confidence"] for x in alts] + [0.7])
+            out.append({
+                "decision_id": derive("decision", "human_intervention", d["event_id"], d["next_event"]),
+                "kind": "human_intervention", "work_unit_id": b["work_unit_id"], "session_id": b["session_id"],
+                "provider": b["provider"], "project_id": b["project_id"], "project_name": b["project_name"],
+                "turn_id": b["turn_id"], "selected": sel, "alternatives": alts,
+                "rationale": f"permission denied for {d['tool'] or 'a tool'}; continued with {d['next_tool']}"
+                             f" ({d['next_category'] or 'other'})",
+                "rationale_source": "derived", "decided_at": d["at"], "evidence": [d["event_id"], d["next_event"]],
+                "confidence": conf, "algorithm_version": ALGORITHM_VERSION,
+            })
+    out.sort(key=lambda d: (d["decided_at"], d["decision_id"]))
+    return out
+
+
+def _conflicts(units: list[dict[str, Any]], live: list[SessionResult]) -> list[dict[str, Any]]:
+    by_id = {r.session["session_id"]: r for r in live}
+    open_units = [u for u in units if u["status"] == "open"]
+    edits_of: dict[str, dict[str, list[Any]]] = {}
+    for u in open_units:
+        merged: dict[str, list[Any]] = {}
+        for s in u["sessions"]:
+            for p, e in by_id[s].facts["edits"].items():
+                m = merged.get(p)
+                if m is None:
+                    merged[p] = copy.deepcopy(e)
+                else:
+                    m[0], m[1] = min(m[0], e[0]), max(m[1], e[1])
+                    m[2] += e[2]
+                    m[3] += e[3]
+                    m[4] = (m[4] + e[4])[:3]
+                    m[5] = m[5] and e[5]
+        edits_of[u["work_unit_id"]] = merged
+    out: list[dict[str, Any]] = []
+    by_project: dict[str, list[dict[str, Any]]] = {}
+    for u in open_units:
+        by_project.setdefault(u["project_id"], []).append(u)
+    for group in by_project.values():
+        for i, u in enumerate(group):
+            for v in group[i + 1:]:
+                if set(u["sessions"]) & set(v["sessions"]):
+                    continue
+                eu, ev = edits_of[u["work_unit_id"]], edits_of[v["work_unit_id"]]
+                shared = sorted(set(eu) & set(ev))
+                hits = []
+                for p in shared:
+                    a, b = eu[p], ev[p]
+                    overlap = a[0] <= b[1] and b[0] <= a[1]
+                    near = overlap or min(abs(a[0] - b[1]), abs(b[0] - a[1])) <= CONFLICT_WINDOW
+                    if near:
+                        hits.append((p, a, b, overlap))
+                if not hits:
+                    continue
+                first, second = sorted((u, v), key=lambda x: (x["started_at"], x["work_unit_id"]))
+                ef, es = edits_of[first["work_unit_id"]], edits_of[second["work_unit_id"]]
+                overlapping = any(h[3] for h in hits)
+                fc = all(ef[h[0]][5] for h in hits)
+                sc = all(es[h[0]][5] for h in hits)
+                evidence: list[str] = []
+                for p, _, _, _ in hits:
+                    evidence += ef[p][4] + es[p][4]
+                out.append({
+                    "conflict_id": derive("conflict", first["work_unit_id"], second["work_unit_id"]),
+                    "project_id": first["project_id"], "project_name": first["project_name"],
+                    "first_work_unit": first["work_unit_id"], "second_work_unit": second["work_unit_id"],
+                    "first_started_at": first["started_at"], "second_started_at": second["started_at"],
+                    "started_at": max(first["started_at"], second["started_at"]),
+                    "updated_at": max(first["updated_at"], second["updated_at"]),
+                    "paths": [h[0] for h in hits], "path_count": len(hits), "overlapping": overlapping,
+                    "first_committed": fc, "second_committed": sc,
+                    "first_lines_added": sum(ef[h[0]][2] for h in hits),
+                    "first_lines_removed": sum(ef[h[0]][3] for h in hits),
+                    "second_lines_added": sum(es[h[0]][2] for h in hits),
+                    "second_lines_removed": sum(es[h[0]][3] for h in hits),
+                    "evidence": list(dict.fromkeys(evidence)),
+                    "confidence": 0.7 if overlapping and not fc and not sc else 0.5,
+                    "algorithm_version": ALGORITHM_VERSION,
+                })
+    out.sort(key=lambda c: (c["started_at"], c["conflict_id"]))
+    return out

@@ -1,0 +1,229 @@
+"""Observations: the few facts of an event that the projection reads.
+
+An observation is what is left of a stored event once everything the
+projection does not use is dropped: times, ids, the tool and its outcome,
+paths, the git head, a handful of ``attrs``, and — for prompts and the
+notes of corrections and retractions only — text. Tool input and output
+are never read.
+
+Ordering: the projection is a pure function of the event *set*. Events are
+sorted by ``(observed_at, captured_at, event_id)`` — observed time first so
+that history imported late interleaves where it happened — and a duplicate
+``event_id`` is kept once (the one that sorts first), so any delivery
+order, with any duplicates, projects the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Iterable, Iterator
+
+import orjson
+
+# Columns of the store's ``events`` table the projection reads.
+COLUMNS: Final = (
+    "event_id", "kind", "provider", "observed_at", "captured_at", "provider_session_id",
+    "provider_turn_id", "agent_id", "agent_type", "tool_name", "tool_category", "tool_call_id",
+    "paths", "outcome_status", "outcome_class", "exit_code", "duration_ms", "project_root",
+    "project_name", "project_remote", "project_branch", "project_head", "attrs",
+)
+
+# ``attrs`` keys the projection reads (everything else is left in the store).
+ATTR_KEYS: Final = frozenset({
+    "prompt_kind", "prompt_chars", "command_category", "git_subcommand", "lines_added",
+    "lines_removed", "notification_type", "type", "matcher", "source", "reason",
+    "correction_type", "target", "target_type", "outcome", "failure_class", "note_chars",
+    "target_session", "target_provider", "interrupted", "status",
+})
+
+# Kinds whose text (prompt or note) the projection keeps.
+TEXT_KINDS: Final = frozenset({"prompt_submitted", "correction", "retraction"})
+META_KINDS: Final = frozenset({"correction", "retraction"})
+
+
+@dataclass(slots=True)
+class Obs:
+    """One event, reduced to what the projection reads."""
+
+    event_id: str
+    kind: str
+    provider: str
+    observed_at: int
+    captured_at: int
+    provider_session_id: str | None = None
+    provider_turn_id: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
+    tool_name: str | None = None
+    tool_category: str | None = None
+    call_id: str | None = None
+    paths: tuple[str, ...] = ()
+    status: str | None = None
+    failure_class: str | None = None
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    project_root: str | None = None
+    project_name: str | None = None
+    project_remote: str | None = None
+    branch: str | None = None
+    head: str | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+    """The prompt (``prompt_submitted``) or the note (corrections, retractions)."""
+
+    @property
+    def session_key(self) -> str:
+        return session_key(self.provider, self.provider_session_id)
+
+    def sort_key(self) -> tuple[int, int, str]:
+        return (self.observed_at, self.captured_at, self.event_id)
+
+    def to_row(self) -> tuple[Any, ...]:
+        """A compact tuple (for the incremental cache); ``from_row`` reads it back."""
+        return (self.event_id, self.kind, self.provider, self.observed_at, self.captured_at,
+                self.provider_session_id, self.provider_turn_id, self.agent_id, self.agent_type,
+                self.tool_name, self.tool_category, self.call_id, list(self.paths), self.status,
+                self.failure_class, self.exit_code, self.duration_ms, self.project_root,
+                self.project_name, self.project_remote, self.branch, self.head, self.attrs, self.text)
+
+    @classmethod
+    def from_row(cls, r: list[Any] | tuple[Any, ...]) -> Obs:
+        return cls(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], tuple(r[12]),
+                   r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23])
+
+
+def session_key(provider: str, provider_session_id: str | None) -> str:
+    """The projection's key of a session: provider and the provider's session id."""
+    return provider + "\x1f" + (provider_session_id or "unknown")
+
+
+def _attrs(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        d = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(d, dict):
+        return {}
+    return {k: v for k, v in d.items() if k in ATTR_KEYS}
+
+
+def _text_of(event_json: str | None, kind: str) -> str | None:
+    if not event_json:
+        return None
+    try:
+        ev = orjson.loads(event_json)
+    except orjson.JSONDecodeError:
+        return None
+    content = ev.get("content") if isinstance(ev, dict) else None
+    if not isinstance(content, dict):
+        return None
+    value = content.get("prompt" if kind == "prompt_submitted" else "note")
+    return value if isinstance(value, str) else None
+
+
+def from_arrow(table: Any, texts: dict[str, str] | None = None) -> Iterator[Obs]:
+    """Observations of an Arrow table with :data:`COLUMNS` (``observed_at``/``captured_at``
+    as timestamps or integers). Prompt and note text come from ``texts`` (event id →
+    text) when given, else from the table's ``text`` column, else its ``event`` column."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    cols: dict[str, list[Any]] = {}
+    for name in COLUMNS:
+        col = table.column(name)
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.int64())
+        cols[name] = col.to_pylist()
+    stored_text = table.column("text").to_pylist() if "text" in table.column_names else None
+    events = table.column("event").to_pylist() if "event" in table.column_names and texts is None else None
+    kinds = cols["kind"]
+    for i in range(table.num_rows):
+        kind = kinds[i]
+        text = None
+        if kind in TEXT_KINDS:
+            if texts is not None:
+                text = texts.get(cols["event_id"][i])
+            elif stored_text is not None:
+                text = stored_text[i]
+            elif events is not None:
+                text = _text_of(events[i], kind)
+        yield Obs(
+            cols["event_id"][i], kind, cols["provider"][i], cols["observed_at"][i],
+            cols["captured_at"][i] or 0, cols["provider_session_id"][i], cols["provider_turn_id"][i],
+            cols["agent_id"][i], cols["agent_type"][i], cols["tool_name"][i], cols["tool_category"][i],
+            cols["tool_call_id"][i], tuple(cols["paths"][i] or ()), cols["outcome_status"][i],
+            cols["outcome_class"][i], cols["exit_code"][i], cols["duration_ms"][i], cols["project_root"][i],
+            cols["project_name"][i], cols["project_remote"][i], cols["project_branch"][i],
+            cols["project_head"][i], _attrs(cols["attrs"][i]), text,
+        )
+
+
+def from_wire(events: Iterable[dict[str, Any]]) -> Iterator[Obs]:
+    """Observations of wire-form events (dicts as the hook writes them)."""
+    for ev in events:
+        tool = ev.get("tool") or {}
+        outcome = ev.get("outcome") or {}
+        project = ev.get("project") or {}
+        agent = ev.get("agent") or {}
+        kind = ev["kind"]
+        text = None
+        if kind in TEXT_KINDS:
+            content = ev.get("content")
+            if isinstance(content, dict):
+                v = content.get("prompt" if kind == "prompt_submitted" else "note")
+                text = v if isinstance(v, str) else None
+        attrs = ev.get("attrs") or {}
+        yield Obs(
+            ev["event_id"], kind, ev["provider"], ev["observed_at"], ev.get("captured_at", 0),
+            ev.get("provider_session_id"), ev.get("provider_turn_id"), agent.get("agent_id"),
+            agent.get("agent_type"), tool.get("name"), tool.get("category"), tool.get("call_id"),
+            tuple(ev.get("paths") or ()), outcome.get("status"), outcome.get("class"),
+            outcome.get("exit_code"), ev.get("duration_ms"), project.get("root"), project.get("name"),
+            project.get("remote"), project.get("branch"), project.get("head"),
+            {k: v for k, v in attrs.items() if k in ATTR_KEYS}, text,
+        )
+
+
+def ordered(observations: Iterable[Obs]) -> list[Obs]:
+    """Sorted by (observed, captured, event id), each event id once."""
+    out = sorted(observations, key=Obs.sort_key)
+    seen: set[str] = set()
+    unique: list[Obs] = []
+    for o in out:
+        if o.event_id not in seen:
+            seen.add(o.event_id)
+            unique.append(o)
+    return unique
+
+
+def read_store(root: str, sessions: Iterable[str] | None = None) -> list[Obs]:
+    """Observations of every stored event (or of the given session keys' events,
+    plus every correction and retraction); never reads the bulky ``event`` column."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.dataset as ds  # type: ignore[import-untyped]
+
+    from ..store.schema import events_dataset
+
+    dataset = events_dataset(root)
+    if dataset is None:
+        return []
+    row_filter = None
+    if sessions is not None:
+        psids = sorted({k.split("\x1f", 1)[1] for k in sessions})
+        row_filter = pc.is_in(ds.field("provider_session_id"), value_set=_array(psids))
+        if "unknown" in psids:
+            row_filter = row_filter | ds.field("provider_session_id").is_null()
+        row_filter = row_filter | pc.is_in(ds.field("kind"), value_set=_array(sorted(META_KINDS)))
+    table = dataset.to_table(columns=list(COLUMNS) + ["text"], filter=row_filter)
+    out = list(from_arrow(table))
+    if sessions is not None:
+        wanted = set(sessions)
+        out = [o for o in out if o.session_key in wanted or o.kind in META_KINDS]
+    return out
+
+
+def _array(values: list[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.array(values, type=pa.string())
