@@ -109,7 +109,7 @@ def test_reads_catch_up_first_unless_told_not_to(root: str) -> None:
     stale = run_sql(root, "select count(*) from events", catch_up=False)
     assert stale.rows == [(10,)] and stale.caught_up is None
     fresh = run_sql(root, "select count(*) from events")
-    assert fresh.rows == [(13,)] and fresh.caught_up is not None and fresh.caught_up["events"] == 3
+    assert fresh.rows == [(13,)] and fresh.caught_up is not None and fresh.caught_up["ingest"]["events"] == 3
 
 
 def test_an_empty_data_root_answers_empty(agentlog_home: Path) -> None:

@@ -29,11 +29,13 @@ def print_json(value: Any) -> None:
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: str | None = None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     cols = list(columns)
     table = Table(title=title, show_lines=False)
     for c in cols:
         table.add_column(c)
     for row in rows:
-        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in cols])
+        # Text, not str: stored text is untrusted, and rich would read "[…]" in it as markup.
+        table.add_row(*[Text("" if row.get(c) is None else str(row.get(c))) for c in cols])
     stdout().print(table)

@@ -42,6 +42,38 @@ EVENTS_VIEW: Final = (
 )
 
 
+# The projection's public tables, as views over what ``project.persist`` stores:
+# per-session rows joined with what the cross-session stage decided, tool
+# calls marked retracted with their attempt or session, and the edges the
+# tables already state (parent_of, triggered, evidence_for) derived here
+# rather than stored (``project.session.structural_edges`` is the same rule).
+PROJECTION_VIEWS: Final = (
+    "CREATE VIEW sessions AS SELECT * FROM _sessions",
+    "CREATE VIEW turns AS SELECT b.* EXCLUDE (objective), o.objective, o.corrected_by, o.corrected_at, "
+    "o.inferred_objective, coalesce(o.retracted, false) AS retracted "
+    "FROM _turns_base b LEFT JOIN _turns_overlay o USING (turn_id)",
+    "CREATE VIEW attempts AS SELECT b.* EXCLUDE (objective, outcome, failure_class, superseded_by, supersedes, "
+    "commit_shas), o.* EXCLUDE (attempt_id) FROM _attempts_base b JOIN _attempts_overlay o USING (attempt_id)",
+    "CREATE VIEW tool_calls AS SELECT t.*, (t.session_id IN (SELECT session_id FROM _sessions WHERE retracted) "
+    "OR coalesce(t.attempt_id IN (SELECT id FROM _retracted_ids), false)) AS retracted FROM _tool_calls t",
+    "CREATE VIEW edges AS "
+    "SELECT * FROM _edges WHERE from_id NOT IN (SELECT id FROM _retracted_ids) "
+    "AND to_id NOT IN (SELECT id FROM _retracted_ids) "
+    "UNION ALL SELECT session_id, 'parent_of', 'session', session_id, 'turn', turn_id, "
+    "[coalesce(prompt_event_id, first_event_id)], 0.9, 'projection' FROM _turns_base "
+    "UNION ALL SELECT session_id, 'triggered', 'event', prompt_event_id, 'turn', turn_id, [prompt_event_id], 0.9, "
+    "'projection' FROM _turns_base WHERE prompt_event_id IS NOT NULL "
+    "UNION ALL SELECT session_id, 'parent_of', 'turn', turn_id, 'tool_call', tool_call_id, evidence, 0.9, "
+    "'projection' FROM _tool_calls "
+    "UNION ALL SELECT session_id, 'evidence_for', 'event', ev, 'attempt', attempt_id, [ev], confidence, "
+    "'projection' FROM (SELECT session_id, attempt_id, confidence, unnest(evidence) AS ev FROM _attempts_base "
+    "WHERE attempt_id NOT IN (SELECT id FROM _retracted_ids)) "
+    "UNION ALL SELECT * FROM _edges_cross",
+    *(f"CREATE VIEW {t} AS SELECT * FROM _{t}" for t in (
+        "signals", "commits", "handoffs", "work_units", "decisions", "conflicts", "corrections", "retractions")),
+)
+
+
 class QueryError(Exception):
     """A statement was refused, failed or timed out (the message is safe to show)."""
 
@@ -89,8 +121,11 @@ def _sanitize(message: str, statement: str) -> str:
 class Engine:
     """One DuckDB connection over the store's current snapshot, locked down."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, projection: bool = True) -> None:
         import duckdb
+
+        self.manifest: Any = None
+        """The projection manifest the views read (None: no projection yet)."""
 
         from ..store.schema import EVENTS_SCHEMA, events_path
 
@@ -107,7 +142,16 @@ class Engine:
             source = EVENTS_SCHEMA.empty_table()
         self._con.register("_events", source)
         self._con.execute(EVENTS_VIEW)
+        if projection:
+            from ..project.persist import load_manifest, sources
+
+            self.manifest = load_manifest(root)
+            for name, src in sources(root, self.manifest).items():
+                self._con.register(f"_{name}", src)
+            for view in PROJECTION_VIEWS:
+                self._con.execute(view)
         self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        self._con.execute("SET TimeZone = 'UTC'")
         self._con.execute("SET enable_external_access = false")
         self._con.execute("SET lock_configuration = true")
 
@@ -135,7 +179,9 @@ class Engine:
             raise QueryError(f"{kind} statements are not allowed: the engine is read-only (SELECT or EXPLAIN)",
                              "refused")
 
-    def run(self, sql: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
+    def run(self, sql: str, params: list[Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
+            max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
+        """Run one read-only statement (``?`` placeholders bound to ``params``)."""
         import duckdb
 
         self.check(sql)
@@ -149,7 +195,7 @@ class Engine:
         timer = threading.Timer(timeout, interrupt)
         timer.start()
         try:
-            cur = self._con.execute(sql)
+            cur = self._con.execute(sql, params) if params else self._con.execute(sql)
             columns = [d[0] for d in cur.description or []]
             types = [str(d[1]) for d in cur.description or []]
             rows = cur.fetchmany(max_rows + 1)
@@ -164,15 +210,30 @@ class Engine:
                            time.perf_counter() - started)
 
 
+def bring_up_to_date(root: str) -> dict[str, Any]:
+    """Catch the store up with the logs, then the projection with the store;
+    what each did (``ingest`` and ``projection`` reports as dicts)."""
+    from ..project.persist import refresh
+    from ..store.ingest import catch_up as _catch_up
+
+    ingested = _catch_up(root).to_dict()
+    projected = refresh(root).to_dict()
+    return {"ingest": ingested, "projection": projected}
+
+
+def open_current(root: str, *, catch_up: bool = True) -> tuple[Engine, dict[str, Any] | None]:
+    """An engine over the store and projection, brought up to date first unless
+    ``catch_up`` is False; and what bringing it up to date did."""
+    caught = bring_up_to_date(root) if catch_up else None
+    return Engine(root), caught
+
+
 def run_sql(root: str, sql: str, *, catch_up: bool = True, timeout: float = DEFAULT_TIMEOUT_S,
             max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
-    """Catch the store up (unless ``catch_up`` is False), then run one read-only statement."""
-    caught = None
-    if catch_up:
-        from ..store.ingest import catch_up as _catch_up
-
-        caught = _catch_up(root).to_dict()
-    with Engine(root) as engine:
+    """Bring the store and projection up to date (unless ``catch_up`` is False),
+    then run one read-only statement."""
+    engine, caught = open_current(root, catch_up=catch_up)
+    with engine:
         result = engine.run(sql, timeout=timeout, max_rows=max_rows)
     result.caught_up = caught
     return result
