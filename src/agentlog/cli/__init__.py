@@ -59,6 +59,13 @@ LAZY_COMMANDS = {
     "purge": ".purge_cmd:purge_cmd",
     "sql": ".sql_cmd:sql_cmd",
     "schema": ".sql_cmd:schema_cmd",
+    "timeline": ".people_cmds:timeline_cmd",
+    "failures": ".people_cmds:failures_cmd",
+    "sessions": ".people_cmds:sessions_cmd",
+    "show": ".people_cmds:show_cmd",
+    "correct": ".meta_cmds:correct_cmd",
+    "retract": ".meta_cmds:retract_cmd",
+    "project": ".project_cmd:project_cmd",
 }
 
 

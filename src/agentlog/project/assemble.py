@@ -99,7 +99,7 @@ class _Union:
 # tool call ids, objective text — stays in the per-session rows).
 ATTEMPT_LIGHT: Final = (
     "attempt_id", "session_id", "provider", "project_id", "project_name", "turn_id", "turn_index",
-    "attempt_index", "approach", "started_at", "ended_at", "outcome", "failure_class", "tool_call_count", "paths",
+    "attempt_index", "approach", "started_at", "ended_at", "outcome", "failure_class", "tool_call_count",
     "commit_shas", "superseded_by", "supersedes", "failing_event_id", "first_action_event_id", "confidence",
 )
 # What the cross-session stage decides about each attempt and turn (joined onto
@@ -574,26 +574,12 @@ def _decisions(live: list[SessionResult], attempt_by_id: dict[str, dict[str, Any
                retracted_attempts: set[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for r in live:
-        for a0 in r.attempts:
-            a = attempt_by_id[a0["attempt_id"]]
-            b_id = a["superseded_by"]
-            if not b_id or b_id in retracted_attempts or a["attempt_id"] in retracted_attempts:
+        for dec in r.facts["approach_changes"]:
+            alt, sel = dec["alternatives"][0], dec["selected"]
+            if sel in retracted_attempts or alt in retracted_attempts \
+                    or attempt_by_id[alt]["superseded_by"] != sel:
                 continue
-            b = attempt_by_id[b_id]
-            why = a["failure_class"] or "a failure"
-            paths = ", ".join(sorted(set(a["paths"]) & set(b["paths"]))) or ", ".join(a["paths"])
-            same = a["approach"] == b["approach"]
-            rationale = (f"abandoned approach after {why} on {paths}; retried with "
-                         + ("the same kind of change" if same else f"a different approach ({b['approach']})"))
-            out.append({
-                "decision_id": derive("decision", "approach_change", a["attempt_id"], b_id),
-                "kind": "approach_change", "work_unit_id": b["work_unit_id"], "session_id": b["session_id"],
-                "provider": b["provider"], "project_id": b["project_id"], "project_name": b["project_name"],
-                "turn_id": b["turn_id"], "selected": b_id, "alternatives": [a["attempt_id"]],
-                "rationale": rationale, "rationale_source": "derived", "decided_at": b["started_at"],
-                "evidence": [x for x in (a["failing_event_id"], b["first_action_event_id"]) if x],
-                "confidence": min(a["confidence"], b["confidence"], 0.7), "algorithm_version": ALGORITHM_VERSION,
-            })
+            out.append(dec | {"work_unit_id": attempt_by_id[sel]["work_unit_id"]})
         for d in r.facts["denials"]:
             if not d["next_event"] or not d["next_tool"] or d["next_tool"] == d["tool"]:
                 continue

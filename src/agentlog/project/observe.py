@@ -98,15 +98,15 @@ def session_key(provider: str, provider_session_id: str | None) -> str:
 
 
 def _attrs(text: str | None) -> dict[str, Any]:
+    """The event's attrs (whole: filtering to :data:`ATTR_KEYS` costs more than it saves;
+    observations live only while their shard is projected)."""
     if not text:
         return {}
     try:
         d = orjson.loads(text)
     except orjson.JSONDecodeError:
         return {}
-    if not isinstance(d, dict):
-        return {}
-    return {k: v for k, v in d.items() if k in ATTR_KEYS}
+    return d if isinstance(d, dict) else {}
 
 
 def _text_of(event_json: str | None, kind: str) -> str | None:

@@ -157,7 +157,7 @@ def _write_table(directory: str, name: str, table: Any) -> str | None:
     if table.num_rows == 0:
         return None
     path = os.path.join(directory, name)
-    pq.write_table(table, path, compression="zstd", compression_level=3)
+    pq.write_table(table, path, compression="zstd", compression_level=1)
     os.chmod(path, FILE_MODE)
     return name
 

@@ -71,6 +71,7 @@ class Call:
     by_id: bool = False
     """Paired by call id (or a lone start/end with an id): the strongest pairing."""
     fifo: bool = False
+    cached_paths: list[str] | None = None
 
     @property
     def first_at(self) -> int:
@@ -91,12 +92,16 @@ class Call:
         return self.end.failure_class if self.end is not None else None
 
     def paths(self) -> list[str]:
-        out: list[str] = []
-        for o in (self.start, self.end):
-            if o is not None:
-                for p in o.paths:
-                    if p not in out:
-                        out.append(p)
+        """Union of the start's and end's paths (computed once: call after pairing)."""
+        out = self.cached_paths
+        if out is None:
+            out = []
+            for o in (self.start, self.end):
+                if o is not None:
+                    for p in o.paths:
+                        if p not in out:
+                            out.append(p)
+            self.cached_paths = out
         return out
 
     def attr(self, key: str) -> Any:
@@ -282,11 +287,12 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             a = agent_ids[provider_agent_id] = agent_id_of(session_id, provider_agent_id)
         return a
 
+    agents_seen: set[str | None] = set()
     for pos, o in enumerate(evs):
         k = o.kind
-        aid = agent_of(o.agent_id)
-        if aid not in agents and (o.agent_id or k not in ("session_started", "session_ended")):
-            agents.append(aid)
+        if o.agent_id not in agents_seen and (o.agent_id or k not in ("session_started", "session_ended")):
+            agents_seen.add(o.agent_id)
+            agents.append(agent_of(o.agent_id))
         if o.head and o.head != last_head:
             heads.append((pos, o.event_id, o.head))
             last_head = o.head
@@ -403,7 +409,7 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             else:
                 turn.status = "completed"
                 turn.failure_class = None
-        sig = _is_signal(o)
+        sig = _is_signal(o) if (k == "permission_requested" or k == "notification") else None
         if sig is not None:
             if turns:
                 pass
@@ -584,6 +590,7 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
         })
 
     # -- supersession ------------------------------------------------------------
+    approach_changes: list[dict[str, Any]] = []
     for i, a in enumerate(attempt_rows):
         if a["outcome"] != "failed" or not a["paths"]:
             continue
@@ -599,6 +606,7 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                 if b["supersedes"] is None:
                     b["supersedes"] = a["attempt_id"]
                 ev = [x for x in (a["failing_event_id"], b["first_action_event_id"]) if x]
+                approach_changes.append(_approach_change(a, b, ev))
                 edges.append(edge("superseded", "attempt", a["attempt_id"], "attempt", b["attempt_id"], ev))
                 if a["failing_event_id"] and b["first_action_event_id"]:
                     edges.append(edge("caused", "event", a["failing_event_id"], "event",
@@ -725,10 +733,30 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
         })
     facts = {
         "active": active, "touches": touches, "edits": edits, "turns": turn_facts,
-        "denials": denial_facts, "project_root": root,
+        "denials": denial_facts, "project_root": root, "approach_changes": approach_changes,
         "event_ids": [o.event_id for o in evs],
     }
     return SessionResult(key, session_row, turn_rows, attempt_rows, tool_rows, signals, commit_rows, edges, facts)
+
+
+def _approach_change(a: dict[str, Any], b: dict[str, Any], evidence: list[str]) -> dict[str, Any]:
+    """The decision a supersession records: attempt ``b`` chosen over failed attempt ``a``
+    (``work_unit_id`` is filled by the cross-session stage)."""
+    why = a["failure_class"] or "a failure"
+    shared = [p for p in a["paths"] if p in b["paths"]]
+    paths = ", ".join(shared or a["paths"])
+    same = a["approach"] == b["approach"]
+    rationale = (f"abandoned approach after {why} on {paths}; retried with "
+                 + ("the same kind of change" if same else f"a different approach ({b['approach']})"))
+    return {
+        "decision_id": derive("decision", "approach_change", a["attempt_id"], b["attempt_id"]),
+        "kind": "approach_change", "work_unit_id": None, "session_id": b["session_id"],
+        "provider": b["provider"], "project_id": b["project_id"], "project_name": b["project_name"],
+        "turn_id": b["turn_id"], "selected": b["attempt_id"], "alternatives": [a["attempt_id"]],
+        "rationale": rationale, "rationale_source": "derived", "decided_at": b["started_at"],
+        "evidence": evidence, "confidence": min(a["confidence"], b["confidence"], 0.7),
+        "algorithm_version": ALGORITHM_VERSION,
+    }
 
 
 def _first_event(c: Call | None) -> str | None:

@@ -127,18 +127,11 @@ class Engine:
         self.manifest: Any = None
         """The projection manifest the views read (None: no projection yet)."""
 
-        from ..store.schema import EVENTS_SCHEMA, events_path
+        from ..store.schema import EVENTS_SCHEMA, events_dataset
 
         self._con = duckdb.connect(":memory:")
-        path = events_path(root)
-        from deltalake import DeltaTable
-
-        if DeltaTable.is_deltatable(path):
-            import pyarrow.fs as pafs  # type: ignore[import-untyped]
-
-            fs = pafs.SubTreeFileSystem(os.path.abspath(path), pafs.LocalFileSystem())
-            source: Any = DeltaTable(path).to_pyarrow_dataset(filesystem=fs)
-        else:
+        source: Any = events_dataset(root)
+        if source is None:
             source = EVENTS_SCHEMA.empty_table()
         self._con.register("_events", source)
         self._con.execute(EVENTS_VIEW)

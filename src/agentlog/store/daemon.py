@@ -161,6 +161,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     seen = now
                     if report.events or report.breaks:
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
+                    if report.events:
+                        _project(root)
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
                 # beside ingest, not in it: sealing and compaction have their own locks
                 compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
@@ -180,6 +182,22 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         except OSError:
             pass
         os.close(fd)
+
+
+def _project(root: str) -> None:
+    """Keep the projection current too, so a read finds nothing to do (this
+    process keeps the per-session facts in memory between refreshes)."""
+    from ..project.persist import ProjectionBusy, refresh
+
+    try:
+        r = refresh(root, lock_timeout=0.0)
+    except ProjectionBusy:
+        return
+    except Exception as e:  # a projection bug must not stop capture's ingest
+        _log(root, f"projection refresh failed: {type(e).__name__}: {e}")
+        return
+    if r.mode != "none":
+        _log(root, f"projection {r.mode}: {r.sessions_rebuilt} sessions in {r.seconds:.2f} s")
 
 
 @dataclass

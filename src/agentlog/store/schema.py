@@ -125,16 +125,24 @@ def events_path(root: str) -> str:
 def events_dataset(root: str) -> Any:
     """The ``events`` table's current snapshot as a pyarrow dataset (None when there is no store yet).
 
-    Files are read through pyarrow's local file system: deltalake's own file
-    system handler aborts the interpreter at exit with pyarrow 26."""
-    import pyarrow.fs as pafs  # type: ignore[import-untyped]
+    Built from the snapshot's file list, with ``observed_date`` read from the
+    hive-style directory names: deltalake's own ``to_pyarrow_dataset`` builds
+    a filter expression per partition (0.3 s on a 100k-event store, growing
+    with the days covered), and its file system handler aborts the
+    interpreter at exit with pyarrow 26."""
+    import pyarrow.dataset as ds  # type: ignore[import-untyped]
     from deltalake import DeltaTable
+    from urllib.parse import unquote
 
     path = events_path(root)
     if not DeltaTable.is_deltatable(path):
         return None
-    fs = pafs.SubTreeFileSystem(os.path.abspath(path), pafs.LocalFileSystem())
-    return DeltaTable(path).to_pyarrow_dataset(filesystem=fs)
+    files = []
+    for uri in DeltaTable(path).file_uris():
+        files.append(unquote(uri[len("file://"):]) if uri.startswith("file://") else uri)
+    partitioning = ds.partitioning(pa.schema([pa.field("observed_date", pa.date32())]), flavor="hive")
+    return ds.dataset(files, format="parquet", schema=EVENTS_SCHEMA, partitioning=partitioning,
+                      partition_base_dir=os.path.abspath(path))
 
 
 def read_events(root: str, columns: list[str] | None = None) -> pa.Table:
