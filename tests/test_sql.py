@@ -148,13 +148,17 @@ def test_catalog_covers_every_column_and_every_example_runs(agentlog_home: Path)
     from agentlog.bench.workload.load import load
     from agentlog.query.catalog import tables
 
+    from agentlog.project.persist import refresh
+
     root = str(agentlog_home)
     load(600, root=root)
     ingest(root)
+    refresh(root)
     with Engine(root) as engine:
         for t in tables():
             described = run_sql(root, f"select * from {t.name} limit 0", catch_up=False).columns
             assert [c.name for c in t.columns] == described, t.name  # every column described, in order
+            assert all(c.description for c in t.columns), (t.name, [c.name for c in t.columns if not c.description])
             for ex in t.examples:
                 res = engine.run(ex.sql)
                 assert res.rows, (t.name, ex.question)  # each example answers something on real data

@@ -34,7 +34,7 @@ import os
 import time
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Final
+from typing import Any, Callable, Final, Iterator
 
 import orjson
 
@@ -393,23 +393,113 @@ def _full(root: str, directory: str, table: Any, version: int | None, table_id: 
     m.shard_files = {name: [None] * SHARDS for name in ["obs", "facts", *SHARDED]}
     results_all: dict[str, SessionResult] = {}
     seen_events: set[str] = set()
-    targets = {r for r in gone}
+    targets = set(gone)
     done = 0
-    for s in range(SHARDS):
-        part = shards.pop(s, None)
-        if part is None:
-            continue
-        if targets:
-            seen_events.update(targets.intersection(part.column("event_id").to_pylist()))
-        results = _build(part, None, gone)
-        _write_shard(writer, m, s, part, results)
-        results_all.update({k: light(r) for k, r in results.items()})
-        done += part.num_rows
-        if progress:
-            progress("project", done, total)
-        del part, results
+    workers = _workers(total)
+    if workers > 1:
+        # Shards are independent: write each one's observations, then project
+        # them in worker processes (each writes its shard's files).
+        sizes: dict[int, int] = {}
+        for s in range(SHARDS):
+            part = shards.pop(s, None)
+            if part is None:
+                continue
+            if targets:
+                seen_events.update(targets.intersection(part.column("event_id").to_pylist()))
+            m.shard_files["obs"][s] = writer.shard_table("obs", s, part)
+            sizes[s] = part.num_rows
+            del part
+        pending = sorted(sizes, key=lambda x: -sizes[x])
+        for s, files in _run_jobs(directory, gen, [(x, str(m.shard_files["obs"][x])) for x in pending],
+                                  sorted(gone), workers):
+            for name, f in files.items():
+                m.shard_files[name][s] = f
+            results_all.update(_read_facts(directory, files["facts"]))
+            done += sizes[s]
+            if progress:
+                progress("project", done, total)
+    else:
+        for s in range(SHARDS):
+            part = shards.pop(s, None)
+            if part is None:
+                continue
+            if targets:
+                seen_events.update(targets.intersection(part.column("event_id").to_pylist()))
+            results = _build(part, None, gone)
+            _write_shard(writer, m, s, part, results)
+            results_all.update({k: light(r) for k, r in results.items()})
+            done += part.num_rows
+            if progress:
+                progress("project", done, total)
+            del part, results
     return _finish(root, directory, writer, m, previous, results_all, meta_obs, "full", reason, total,
                    len(results_all), SHARDS, seen_events.__contains__)
+
+
+# A full build of at least this many events runs its shards in worker processes.
+PARALLEL_MIN_EVENTS: Final = 200_000
+
+
+def _workers(events: int) -> int:
+    env = os.environ.get("AGENTLOG_PROJECT_WORKERS")
+    if env is not None:
+        return max(1, int(env))
+    if events < PARALLEL_MIN_EVENTS:
+        return 1
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
+
+
+def _run_jobs(directory: str, gen: int, jobs: list[tuple[int, str]], gone: list[str],
+              workers: int) -> Iterator[tuple[int, dict[str, str | None]]]:
+    """Run :func:`_shard_job` for each (shard, observation file) in up to ``workers``
+    child processes (``python -m agentlog.project.persist``: a plain subprocess
+    needs nothing from the caller's ``__main__``); yields each shard's files."""
+    import subprocess
+    import sys
+    import tempfile
+
+    queue = list(jobs)
+    running: list[tuple[int, Any, Any]] = []
+    failed: list[str] = []
+    while queue or running:
+        while queue and len(running) < workers:
+            s, obs = queue.pop(0)
+            spec = orjson.dumps({"directory": directory, "gen": gen, "shard": s, "obs": obs, "gone": gone})
+            errors = tempfile.TemporaryFile()
+            proc = subprocess.Popen([sys.executable, "-m", "agentlog.project.persist"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=errors)
+            assert proc.stdin is not None
+            proc.stdin.write(spec)
+            proc.stdin.close()
+            running.append((s, proc, errors))
+        s, proc, errors = running.pop(0)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.stdout.close()
+        proc.wait()
+        errors.seek(0)
+        err = errors.read()
+        errors.close()
+        if proc.returncode != 0:
+            failed.append(f"shard {s}: exit {proc.returncode}: {err.decode('utf-8', 'replace')[-2000:]}")
+            continue
+        yield s, orjson.loads(out)
+    if failed:
+        raise RuntimeError("projecting in worker processes failed: " + "; ".join(failed))
+
+
+def _shard_job(directory: str, gen: int, s: int, obs_name: str, gone: list[str]) -> dict[str, str | None]:
+    """Project one shard from its observation file and write its files (in a worker process)."""
+    part = _read_table(directory, obs_name, _obs_schema())
+    results = _build(part, None, frozenset(gone))
+    writer = _Writer(directory, gen)
+    files: dict[str, str | None] = {}
+    for name, schema in SHARDED.items():
+        files[name] = writer.shard_table(name, s, to_arrow(_rows(results, name), schema))
+    facts = f"facts-{s:02d}-{gen}.json"
+    _write_facts(directory, facts, {k: light(r) for k, r in results.items()})
+    files["facts"] = facts
+    return files
 
 
 def _write_shard(writer: _Writer, m: Manifest, s: int, obs_rows: Any, results: dict[str, SessionResult]) -> None:
@@ -604,3 +694,16 @@ def sources(root: str, manifest: Manifest | None = None) -> dict[str, Any]:
         out[name] = ds.dataset([os.path.join(directory, f)], format="parquet", schema=schema) if f \
             else schema.empty_table()
     return out
+
+
+def _worker_main() -> None:
+    """``python -m agentlog.project.persist``: one shard job, spec on stdin, files on stdout."""
+    import sys
+
+    spec = orjson.loads(sys.stdin.buffer.read())
+    files = _shard_job(spec["directory"], spec["gen"], spec["shard"], spec["obs"], spec["gone"])
+    sys.stdout.buffer.write(orjson.dumps(files))
+
+
+if __name__ == "__main__":
+    _worker_main()

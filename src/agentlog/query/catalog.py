@@ -109,8 +109,347 @@ def _events_table() -> Table:
     )
 
 
+# Column descriptions shared by several projection tables.
+_COMMON: Final = {
+    "session_id": "the session (derived id; `ses_` + id in the CLI)",
+    "provider": "the agent: claude_code, codex, cursor, gemini_cli",
+    "project_id": "the project (derived from the git remote, else the root directory)",
+    "project_name": "the project's name",
+    "turn_id": "the turn (derived id)",
+    "evidence": "event ids that justify the row (list; `agentlog show ID` lists them)",
+    "confidence": "how sure the rule is: a fixed palette (0.9 / 0.7 / 0.6 / 0.5 / 0.4; 1.0 for what a person wrote)",
+    "retracted": "a person retracted it (`agentlog retract`); AttemptQL hides these rows unless INCLUDING RETRACTED",
+    "algorithm_version": "the projection rule's version (agentlog-tier1-v1)",
+}
+
+# Projection tables: description, column → meaning, examples. Column names and
+# types come from the engine itself (``_projection_table``), so a column the
+# views gain without a description here fails a test.
+_PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] = {
+    "sessions": (
+        "One row per agent session: when it ran, how much was seen (coverage), whether it is still live.",
+        {
+            "provider_session_id": "the agent's own session id",
+            "project_root": "the project's root directory",
+            "state": "open or closed (attemptdb's column; see liveness)",
+            "liveness": "at the projection's reference time: closed (ended), open (active in the last 30 min, 12 h while "
+                        "waiting on a person), stale",
+            "started_at": "first session start, else first event",
+            "ended_at": "when the session ended (null if not seen)",
+            "end_reason": "the agent's reason for ending, when it says",
+            "start_source": "how it started (startup, resume, clear, …)",
+            "event_count": "events of the session",
+            "turn_count": "turns (prompts a person typed, plus turn 0 for activity before the first)",
+            "prompt_count": "prompts a person typed (injected prompts excluded)",
+            "tool_call_count": "tool calls (paired starts and ends count once)",
+            "failure_count": "tool calls that failed or were denied, plus failed turns",
+            "agents": "agent ids seen: the main agent and subagents (derived ids)",
+            "coverage": "full (start, end, prompts and tools seen), partial, minimal or unknown",
+            "first_event_id": "first event",
+            "last_event_id": "last event",
+            "last_event_at": "time of the last event",
+            "last_activity_at": "time of the last event other than the session's end",
+            "last_activity_event_id": "that event",
+            "start_event_id": "the session start event",
+            "end_event_id": "the session end event",
+            "in_flight_calls": "tool calls started and never seen to end",
+            "unpaired_tool_starts": "same as in_flight_calls (attemptdb's statistic)",
+            "unpaired_tool_finishes": "tool call ends with no start found",
+            "fifo_pairings": "calls paired first-in-first-out (no call id)",
+        },
+        (Example("Sessions per agent and how much of each was seen",
+                 "select provider, coverage, count(*) as sessions from sessions group by all order by sessions desc"),
+         Example("The ten longest sessions",
+                 "select session_id, provider, project_name, started_at, last_event_at - started_at as took "
+                 "from sessions order by took desc limit 10")),
+    ),
+    "turns": (
+        "One row per turn: a prompt a person typed and everything until the next one.",
+        {
+            "turn_index": "1, 2, … in the session; 0 for activity before the first prompt",
+            "objective": "the prompt's text (null under metadata_only; a correction can replace it)",
+            "started_at": "the prompt's time",
+            "ended_at": "the stop (or the next prompt / session end that cut it)",
+            "status": "completed, failed, unknown (cut without a stop) or in_progress",
+            "failure_class": "why a failed turn failed",
+            "prompt_event_id": "the prompt",
+            "stop_event_id": "the stop",
+            "tool_call_ids": "its tool calls",
+            "tool_call_count": "how many",
+            "attempt_ids": "its attempts, in order",
+            "prompt_chars": "the prompt's length",
+            "first_event_id": "its first event",
+            "last_event_id": "its last event",
+            "corrected_by": "the correction event that changed the objective",
+            "corrected_at": "when",
+            "inferred_objective": "the objective before the first correction",
+        },
+        (Example("Turns per status", "select status, count(*) as turns from turns group by status order by turns desc"),
+         Example("Turns with the most tool calls",
+                 "select turn_id, provider, tool_call_count, left(objective, 60) as objective from turns "
+                 "order by tool_call_count desc limit 5")),
+    ),
+    "tool_calls": (
+        "One row per tool call: its start and its end paired, with outcome, duration and paths.",
+        {
+            "attempt_id": "the attempt it belongs to",
+            "tool_call_id": "the call (derived from the agent's call id, else its position; `tc_` in the CLI)",
+            "agent_id": "the agent that called it (main agent or subagent; derived id)",
+            "parent_agent_id": "for a subagent's call, the session's main agent",
+            "provider_agent_id": "the agent's own subagent id",
+            "tool_name": "the tool (Bash, Edit, apply_patch, …)",
+            "tool_category": "shell, file_read, file_write, file_edit, search, web, mcp, subagent, plan, notebook, other",
+            "provider_call_id": "the agent's call id",
+            "started_at": "start (null for an end seen without its start)",
+            "finished_at": "end (null while in flight)",
+            "duration_ms": "reported duration, else end − start",
+            "outcome_status": "success, failure, denied, cancelled, unknown (null while in flight)",
+            "outcome_class": "why it failed (nonzero_exit, string_mismatch, …)",
+            "exit_code": "a shell command's exit code",
+            "path_relative": "its first path",
+            "paths": "paths of the start and the end",
+            "command_category": "a shell command's kind (test, build, git, …)",
+            "git_subcommand": "commit, push, … for git commands",
+            "lines_added": "lines an edit added",
+            "lines_removed": "lines an edit removed",
+            "start_event_id": "the start event",
+            "end_event_id": "the end event",
+            "pairing": "how start and end were paired: call_id, fifo, start_only, end_only",
+        },
+        (Example("Failure rate by tool",
+                 "select tool_name, count(*) as calls, count(*) filter (where outcome_status = 'failure') as failed "
+                 "from tool_calls group by tool_name order by calls desc"),
+         Example("Slowest shell commands",
+                 "select tool_call_id, duration_ms, command_category from tool_calls where tool_category = 'shell' "
+                 "and duration_ms is not null order by duration_ms desc limit 5")),
+    ),
+    "attempts": (
+        "One row per attempt: one try within a turn, split at each failing change or shell command; "
+        "a failed try retried on the same files is superseded.",
+        {
+            "attempt_id": "the attempt (derived from session, turn and position; `att_` in the CLI)",
+            "turn_index": "its turn's index",
+            "attempt_index": "0, 1, … within the turn",
+            "objective": "the turn's prompt",
+            "approach": "what it did, without content: `edit src/a.rs · shell ×2 · read`",
+            "started_at": "the prompt for the first attempt of a turn, else its first call",
+            "ended_at": "the failing call's end, else the turn's end",
+            "outcome": "succeeded, failed, superseded (failed, then retried), abandoned, in_progress, unknown",
+            "failure_class": "why it failed (kept when superseded)",
+            "superseded_by": "the attempt that retried it",
+            "supersedes": "the failed attempt this one retried",
+            "tool_call_ids": "its tool calls",
+            "tool_call_count": "how many",
+            "paths": "files it touched, in first-touch order",
+            "commit_shas": "commits it made",
+            "failing_event_id": "the event of the call that failed it",
+            "first_action_event_id": "its first call's first event",
+            "work_unit_id": "the work unit it belongs to",
+            "corrected_by": "the correction event that changed it",
+            "corrected_at": "when",
+            "correction_type": "attempt_outcome or attempt_note",
+            "inferred_outcome": "the outcome before the first correction",
+            "inferred_failure_class": "the failure class before the first correction",
+            "note": "the correction's note",
+        },
+        (Example("Outcomes of all attempts",
+                 "select outcome, count(*) as attempts from attempts group by outcome order by attempts desc"),
+         Example("Failed attempts that were never retried",
+                 "select attempt_id, failure_class, approach from attempts where outcome = 'failed' "
+                 "order by started_at desc limit 10"),
+         Example("What replaced each superseded attempt",
+                 "select a.attempt_id, a.failure_class, b.approach as retry, b.outcome as retry_outcome "
+                 "from attempts a join attempts b on b.attempt_id = a.superseded_by limit 10")),
+    ),
+    "edges": (
+        "Causal and structural links between events, turns, tool calls, attempts, sessions and work units, "
+        "each citing its evidence.",
+        {
+            "session_id": "the session it belongs to (null for links across sessions)",
+            "edge_kind": "parent_of, triggered, evidence_for, superseded, caused, handed_off",
+            "from_type": "event, session, turn, tool_call, attempt, work_unit",
+            "from_id": "source id",
+            "to_type": "target type",
+            "to_id": "target id",
+            "edge_source": "projection",
+        },
+        (Example("Edges by kind", "select edge_kind, count(*) as edges from edges group by 1 order by 2 desc"),
+         Example("What caused each retry",
+                 "select from_id as failing_event, to_id as retry_event from edges where edge_kind = 'caused' limit 10")),
+    ),
+    "signals": (
+        "Moments an agent waited on a person: permission requests and needs-input notifications, "
+        "and what answered them.",
+        {
+            "signal_id": "the signal (derived id)",
+            "event_id": "the request or notification",
+            "raised_at": "when",
+            "kind": "permission_requested or notification",
+            "signal_type": "permission_request, permission_prompt, idle_prompt, agent_needs_input, elicitation_dialog",
+            "cleared_at": "when the session moved on",
+            "cleared_by": "the event that answered it",
+            "pending": "still waiting at the projection's reference time",
+        },
+        (Example("Requests still waiting", "select count(*) as pending from signals where pending"),
+         Example("How long people took to answer",
+                 "select count(*) as answered, median(cleared_at - raised_at) as median_wait from signals "
+                 "where not pending")),
+    ),
+    "commits": (
+        "Git commits the agents made, linked to the head they produced (no command output is read).",
+        {
+            "commit_id": "the commit row (derived id)",
+            "attempt_id": "the attempt that made it",
+            "tool_call_id": "the git commit call",
+            "sha": "the new head (null when it could not be linked)",
+            "previous_sha": "the head before",
+            "branch": "the branch",
+            "committed_at": "when",
+            "linkage": "end_event (the call's end saw the new head), next_head (a later event did), unresolved",
+        },
+        (Example("Commits, and how many were linked to the head they made",
+                 "select count(*) as commits, count(sha) as linked from commits"),),
+    ),
+    "handoffs": (
+        "Work passed between agents of different providers on one project.",
+        {
+            "handoff_id": "the handoff (derived id)",
+            "from_session": "the session that went quiet",
+            "to_session": "the session that took over",
+            "from_provider": "its agent",
+            "to_provider": "the next agent",
+            "handoff_at": "when the receiving session started",
+            "gap_ms": "milliseconds between them",
+            "shared_paths": "files both touched",
+        },
+        (Example("Handoffs, and how many shared files",
+                 "select count(*) as handoffs, count(*) filter (where len(shared_paths) > 0) as with_shared_files "
+                 "from handoffs"),),
+    ),
+    "work_units": (
+        "Pieces of work: connected turns (same files, back-to-back turns, handoffs) of one project, with phase "
+        "and status.",
+        {
+            "work_unit_id": "the unit (derived from the project and its first turn's opening event)",
+            "version": "1",
+            "objective_event_id": "the prompt that set the objective",
+            "objective": "the earliest prompt's text",
+            "phase": "blocked, debug, deliver, verify, plan, review, implement or explore (from its last five calls)",
+            "phase_reason": "the rule that set the phase",
+            "status": "open, completed, abandoned or unknown (at the reference time)",
+            "status_reason": "why",
+            "started_at": "its first turn's start",
+            "updated_at": "its last activity",
+            "ended_at": "when completed or abandoned",
+            "sessions": "its sessions",
+            "session_count": "how many",
+            "turns": "its turns",
+            "turn_count": "how many",
+            "attempts": "its attempts",
+            "attempt_count": "how many",
+            "failed_attempt_count": "attempts failed or superseded",
+            "paths": "files it changed or ran commands on",
+            "commit_shas": "commits made in it",
+            "actors": "agents that worked on it",
+            "last_attempt": "its latest attempt",
+            "blocking_signal": "the pending request blocking it",
+        },
+        (Example("Units by phase and status", "select phase, status, count(*) as units from work_units group by all"),),
+    ),
+    "decisions": (
+        "Changes of approach (a failed attempt retried differently) and human interventions (a denied "
+        "permission followed by another tool).",
+        {
+            "decision_id": "the decision (derived id)",
+            "kind": "approach_change or human_intervention",
+            "work_unit_id": "its work unit",
+            "selected": "the attempt chosen",
+            "alternatives": "the attempts given up",
+            "rationale": "why, from failure classes, tools and paths (no content)",
+            "rationale_source": "derived",
+            "decided_at": "when",
+        },
+        (Example("Decisions by kind",
+                 "select count(*) filter (where kind = 'approach_change') as approach_changes, "
+                 "count(*) filter (where kind = 'human_intervention') as interventions from decisions"),),
+    ),
+    "conflicts": (
+        "Two open work units, with no session in common, editing the same files within two hours.",
+        {
+            "conflict_id": "the conflict (derived from the two units)",
+            "first_work_unit": "the unit that started first",
+            "second_work_unit": "the other",
+            "first_started_at": "its start",
+            "second_started_at": "the other's start",
+            "started_at": "the later start",
+            "updated_at": "the later activity",
+            "paths": "files both edited",
+            "path_count": "how many",
+            "overlapping": "the edit windows overlap",
+            "first_committed": "the first unit committed after its last edit of them",
+            "second_committed": "the second did",
+            "first_lines_added": "lines the first added to them",
+            "first_lines_removed": "lines the first removed",
+            "second_lines_added": "lines the second added",
+            "second_lines_removed": "lines the second removed",
+        },
+        (Example("Open conflicts", "select count(*) as conflicts from conflicts"),),
+    ),
+    "corrections": (
+        "What people corrected (`agentlog correct`) and whether it applied.",
+        {
+            "event_id": "the correction event",
+            "corrected_at": "when",
+            "correction_type": "attempt_outcome, attempt_note or turn_objective",
+            "target_type": "attempt or turn",
+            "target": "the corrected id",
+            "outcome": "the outcome set",
+            "failure_class": "the class set",
+            "note": "the note",
+            "note_chars": "its length",
+            "status": "applied, target_not_found, target_retracted or invalid",
+        },
+        (Example("Corrections that applied and that did not",
+                 "select count(*) filter (where status = 'applied') as applied, "
+                 "count(*) filter (where status <> 'applied') as not_applied from corrections"),),
+    ),
+    "retractions": (
+        "What people retracted (`agentlog retract`): sessions, events or attempts hidden from answers.",
+        {
+            "event_id": "the retraction event",
+            "retracted_at": "when",
+            "target_type": "session, event or attempt",
+            "target": "the retracted id",
+            "reason": "benchmark, test, duplicate, mistaken_import, privacy, revoked or other",
+            "note": "the note",
+            "note_chars": "its length",
+            "matched": "the target exists",
+            "retracted_events": "events it removed from answers",
+        },
+        (Example("How many retractions", "select count(*) as retractions from retractions"),),
+    ),
+}
+
+
+def _projection_table(name: str, columns: list[tuple[str, str]]) -> Table:
+    description, cols, examples = _PROJECTION[name]
+    described = tuple(Column(n, t, cols.get(n) or _COMMON.get(n, "")) for n, t in columns)
+    return Table(name=name, description=description, columns=described, examples=examples)
+
+
+def _view_columns() -> dict[str, list[tuple[str, str]]]:
+    """Every projection view's (column, type), asked of an engine over an empty data root."""
+    import tempfile
+
+    from .engine import Engine
+
+    with tempfile.TemporaryDirectory() as empty, Engine(empty) as engine:
+        return {name: [(r[0], str(r[1])) for r in engine.run(f"DESCRIBE {name}").rows] for name in _PROJECTION}
+
+
 def tables() -> list[Table]:
-    return [_events_table()]
+    views = _view_columns()
+    return [_events_table()] + [_projection_table(n, views[n]) for n in _PROJECTION]
 
 
 def render_markdown() -> str:

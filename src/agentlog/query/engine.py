@@ -49,11 +49,18 @@ EVENTS_VIEW: Final = (
 # rather than stored (``project.session.structural_edges`` is the same rule).
 PROJECTION_VIEWS: Final = (
     "CREATE VIEW sessions AS SELECT * FROM _sessions",
-    "CREATE VIEW turns AS SELECT b.* EXCLUDE (objective), o.objective, o.corrected_by, o.corrected_at, "
-    "o.inferred_objective, coalesce(o.retracted, false) AS retracted "
+    "CREATE VIEW turns AS SELECT b.turn_id, b.session_id, b.provider, b.project_id, b.project_name, b.turn_index, "
+    "o.objective, b.started_at, b.ended_at, b.status, b.failure_class, b.prompt_event_id, b.stop_event_id, "
+    "b.tool_call_ids, b.tool_call_count, b.attempt_ids, b.prompt_chars, b.first_event_id, b.last_event_id, "
+    "b.evidence, b.confidence, o.corrected_by, o.corrected_at, o.inferred_objective, "
+    "coalesce(o.retracted, false) AS retracted "
     "FROM _turns_base b LEFT JOIN _turns_overlay o USING (turn_id)",
-    "CREATE VIEW attempts AS SELECT b.* EXCLUDE (objective, outcome, failure_class, superseded_by, supersedes, "
-    "commit_shas), o.* EXCLUDE (attempt_id) FROM _attempts_base b JOIN _attempts_overlay o USING (attempt_id)",
+    "CREATE VIEW attempts AS SELECT b.attempt_id, b.session_id, b.provider, b.project_id, b.project_name, b.turn_id, "
+    "b.turn_index, b.attempt_index, o.objective, b.approach, b.started_at, b.ended_at, o.outcome, o.failure_class, "
+    "o.superseded_by, o.supersedes, b.tool_call_ids, b.tool_call_count, b.paths, o.commit_shas, "
+    "b.failing_event_id, b.first_action_event_id, o.work_unit_id, b.evidence, b.confidence, b.algorithm_version, "
+    "o.corrected_by, o.corrected_at, o.correction_type, o.inferred_outcome, o.inferred_failure_class, o.note, "
+    "o.retracted FROM _attempts_base b JOIN _attempts_overlay o USING (attempt_id)",
     "CREATE VIEW tool_calls AS SELECT t.*, (t.session_id IN (SELECT session_id FROM _sessions WHERE retracted) "
     "OR coalesce(t.attempt_id IN (SELECT id FROM _retracted_ids), false)) AS retracted FROM _tool_calls t",
     "CREATE VIEW edges AS "
