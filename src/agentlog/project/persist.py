@@ -374,64 +374,70 @@ def _refresh_locked(root: str, full: bool,
 def _full(root: str, directory: str, table: Any, version: int | None, table_id: str | None,
           previous: Manifest | None, reason: str,
           progress: Callable[[str, int, int], None] | None) -> RefreshReport:
+    """Project everything: one streaming pass spreads the store's rows over the
+    shards' observation files (memory bounded by a batch, not the store), then
+    each shard is projected — in worker processes on a large store."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     from ..store.schema import events_dataset
 
     gen = (previous.generation + 1) if previous else 1
     writer = _Writer(directory, gen)
     dataset = events_dataset(root)
-    rows = dataset.to_table(columns=OBS_COLUMNS) if dataset is not None else _obs_schema().empty_table()
-    meta_obs = _meta_obs(rows)
-    meta = _meta_of(meta_obs)
-    gone = meta.retracted_events()
-    shards = _by_shard(rows)
-    total = rows.num_rows
-    del rows
-    m = Manifest(table_id=table_id, store_version=version, generation=gen, events=total)
+    m = Manifest(table_id=table_id, store_version=version, generation=gen)
     m.shard_files = {name: [None] * SHARDS for name in ["obs", "facts", *SHARDED]}
-    results_all: dict[str, SessionResult] = {}
+    schema = _obs_schema()
+    writers: dict[int, Any] = {}
+    sizes: dict[int, int] = {}
+    meta_obs: list[Obs] = []
+    total = 0
+    try:
+        batches = dataset.to_batches(columns=OBS_COLUMNS, batch_size=131_072) if dataset is not None else []
+        for batch in batches:
+            tab = pa.Table.from_batches([batch]).cast(schema)
+            total += tab.num_rows
+            meta_obs.extend(_meta_obs(tab))
+            for s, part in _by_shard(tab).items():
+                w = writers.get(s)
+                if w is None:
+                    name = f"obs-{s:02d}-{gen}.parquet"
+                    w = writers[s] = pq.ParquetWriter(os.path.join(directory, name), schema, compression="zstd",
+                                                      compression_level=1)
+                    m.shard_files["obs"][s] = name
+                w.write_table(part)
+                sizes[s] = sizes.get(s, 0) + part.num_rows
+            if progress:
+                progress("read", total, total)
+    finally:
+        for w in writers.values():
+            w.close()
+    for obs_file in m.shard_files["obs"]:
+        if obs_file:
+            os.chmod(os.path.join(directory, obs_file), FILE_MODE)
+    m.events = total
+    gone = _meta_of(meta_obs).retracted_events()
     seen_events: set[str] = set()
-    targets = set(gone)
+    if gone:
+        for s in sizes:
+            ids = pq.read_table(os.path.join(directory, str(m.shard_files["obs"][s])), columns=["event_id"])
+            seen_events.update(gone.intersection(ids.column("event_id").to_pylist()))
+    results_all: dict[str, SessionResult] = {}
     done = 0
+    jobs = [(s, str(m.shard_files["obs"][s])) for s in sorted(sizes, key=lambda x: -sizes[x])]
     workers = _workers(total)
     if workers > 1:
-        # Shards are independent: write each one's observations, then project
-        # them in worker processes (each writes its shard's files).
-        sizes: dict[int, int] = {}
-        for s in range(SHARDS):
-            part = shards.pop(s, None)
-            if part is None:
-                continue
-            if targets:
-                seen_events.update(targets.intersection(part.column("event_id").to_pylist()))
-            m.shard_files["obs"][s] = writer.shard_table("obs", s, part)
-            sizes[s] = part.num_rows
-            del part
-        pending = sorted(sizes, key=lambda x: -sizes[x])
-        for s, files in _run_jobs(directory, gen, [(x, str(m.shard_files["obs"][x])) for x in pending],
-                                  sorted(gone), workers):
-            for name, f in files.items():
-                m.shard_files[name][s] = f
-            results_all.update(_read_facts(directory, files["facts"]))
-            done += sizes[s]
-            if progress:
-                progress("project", done, total)
+        finished: Iterator[tuple[int, dict[str, str | None]]] = _run_jobs(directory, gen, jobs, sorted(gone), workers)
     else:
-        for s in range(SHARDS):
-            part = shards.pop(s, None)
-            if part is None:
-                continue
-            if targets:
-                seen_events.update(targets.intersection(part.column("event_id").to_pylist()))
-            results = _build(part, None, gone)
-            _write_shard(writer, m, s, part, results)
-            results_all.update({k: light(r) for k, r in results.items()})
-            done += part.num_rows
-            if progress:
-                progress("project", done, total)
-            del part, results
+        finished = ((s, _shard_job(directory, gen, s, obs, sorted(gone))) for s, obs in jobs)
+    for s, files in finished:
+        for name, f in files.items():
+            m.shard_files[name][s] = f
+        results_all.update(_read_facts(directory, files["facts"]))
+        done += sizes[s]
+        if progress:
+            progress("project", done, total)
     return _finish(root, directory, writer, m, previous, results_all, meta_obs, "full", reason, total,
                    len(results_all), SHARDS, seen_events.__contains__)
 
