@@ -112,8 +112,16 @@ def load_manifest(root: str) -> Manifest | None:
         return None
 
 
-# Facts files already parsed by this process (file name → sessions' light results).
-_FACTS_CACHE: dict[str, dict[str, SessionResult]] = {}
+# Facts files already parsed by this process (absolute path → sessions' light
+# results), keyed with the file's mtime and size: a long-lived process (the
+# daemon, the dashboard) refreshes without parsing every shard's facts again.
+_FACTS_CACHE: dict[tuple[str, int, int], dict[str, SessionResult]] = {}
+
+
+def _cache_key(directory: str, name: str) -> tuple[str, int, int]:
+    path = os.path.join(os.path.abspath(directory), name)
+    st = os.stat(path)
+    return path, st.st_mtime_ns, st.st_size
 
 
 def _result_to_json(r: SessionResult) -> dict[str, Any]:
@@ -129,20 +137,21 @@ def _result_from_json(d: dict[str, Any]) -> SessionResult:
 def _read_facts(directory: str, name: str | None) -> dict[str, SessionResult]:
     if name is None:
         return {}
-    cached = _FACTS_CACHE.get(name)
+    key = _cache_key(directory, name)
+    cached = _FACTS_CACHE.get(key)
     if cached is not None:
         return cached
     with open(os.path.join(directory, name), "rb") as fh:
         data = orjson.loads(fh.read())
     out = {k: _result_from_json(v) for k, v in data.items()}
-    _FACTS_CACHE[name] = out
+    _FACTS_CACHE[key] = out
     return out
 
 
 def _write_facts(directory: str, name: str, facts: dict[str, SessionResult]) -> None:
     data = orjson.dumps({k: _result_to_json(facts[k]) for k in sorted(facts)})
     _write_file(os.path.join(directory, name), data)
-    _FACTS_CACHE[name] = facts
+    _FACTS_CACHE[_cache_key(directory, name)] = facts
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -680,7 +689,9 @@ def _collect(directory: str, m: Manifest, previous: Manifest | None) -> None:
                 os.unlink(os.path.join(directory, name))
             except FileNotFoundError:
                 pass
-            _FACTS_CACHE.pop(name, None)
+            gone_path = os.path.join(os.path.abspath(directory), name)
+            for key in [k for k in _FACTS_CACHE if k[0] == gone_path]:
+                del _FACTS_CACHE[key]
 
 
 def sources(root: str, manifest: Manifest | None = None) -> dict[str, Any]:
