@@ -21,22 +21,29 @@ def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["demo", "--home", str(home), "--json"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
-    assert result["payloads"] == 518
+    # the 518 real payloads, then the synthetic session shipped with agentlog (18 payloads, 2 failed calls)
+    shipped = len(demo.shipped_payloads())
+    assert shipped == 18
+    assert result["payloads"] == 518 + shipped
     assert result["hook_failures"] == 0 and result["stderr_lines"] == 0
-    assert sum(s["frames"] for s in result["sessions"]) == 518
+    assert sum(s["frames"] for s in result["sessions"]) == 518 + shipped
     assert all(s["verify"] == "intact" for s in result["sessions"])
     kinds: dict[str, int] = {}
     for s in result["sessions"]:
         for k, v in s["kinds"].items():
             kinds[k] = kinds.get(k, 0) + v
     assert kinds.get("unknown", 0) == 0
-    assert kinds["tool_call_failed"] == 10
+    assert kinds["tool_call_failed"] == 10 + 2
     # the store holds every event, and DuckDB reads the tool calls back from it
-    assert result["store_events"] == 518
+    assert result["store_events"] == 518 + shipped
     tools = {t["tool"]: t for t in result["store_tools"]}
-    assert sum(t["failed"] for t in tools.values()) == 10
+    assert sum(t["failed"] for t in tools.values()) == 10 + 2
     assert sum(t["ok"] for t in tools.values()) == kinds["tool_call_finished"]
     assert tools["Bash"]["largest_content"] > 0
+    # the timeline covers every session recorded; the shipped session's failing edit is superseded by its retry
+    assert len(result["timeline"]) == len(result["sessions"])
+    superseded = [f for f in result["failures"] if f["outcome"] == "superseded"]
+    assert superseded and all(f["retry"]["outcome"] == "succeeded" for f in superseded)
 
 
 def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,15 +51,56 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
     result = demo.run_demo(str(tmp_path / "d"))
     assert "synthetic" in result.source
     (s,) = result.sessions
-    assert s.frames == result.payloads == 16
+    assert s.frames == result.payloads == 18
     assert s.verify == "intact"
     assert s.redactions >= 1  # the AWS key in the prompt
-    assert s.failures == 1
-    assert result.store_events == 16
+    assert s.failures == 2  # the test run, the edit whose old_string is not in the file
+    assert result.store_events == 18
+    # the timeline: one session, one turn, three attempts — the failed test run, the failing edit
+    # superseded by its retry, and the retry that succeeded
+    (session,) = result.timeline
+    assert session["provider"] == "claude_code" and session["project_name"] == "agentlog-demo-project"
+    (turn,) = session["turns"]
+    assert "[REDACTED:aws_access_key]" in turn["objective"]
+    attempts = turn["attempts"]
+    assert [(a["outcome"], a["failure_class"], a["approach"]) for a in attempts] == [
+        ("failed", "nonzero_exit", "shell"),
+        ("superseded", "string_mismatch", "edit src/parser.py · read"),
+        ("succeeded", None, "edit src/parser.py · shell ×2"),
+    ]
+    assert attempts[1]["superseded_by"] == attempts[2]["attempt_id"]
+    failed, superseded = sorted(result.failures, key=lambda f: f["started_at"])
+    assert failed["outcome"] == "failed" and failed["retry"] is None
+    assert superseded["attempt_id"] == attempts[1]["attempt_id"]
+    assert superseded["retry"]["attempt_id"] == attempts[2]["attempt_id"]
+    assert superseded["retry"]["outcome"] == "succeeded"
     # redacted before anything was written: not in the logs, not in the store
     files = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
     assert any(p.suffix == ".parquet" for p in files)
     assert b"AKIAIOSFODNN7EXAMPLE" not in b"".join(p.read_bytes() for p in files)
+
+
+def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+    monkeypatch.setenv("COLUMNS", "200")
+    r = CliRunner().invoke(cli, ["demo", "--home", str(tmp_path / "d")])
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "timeline: sessions → turns → attempts" in out
+    lines = out.splitlines()
+    session = next(ln for ln in lines if ln.startswith("ses_"))
+    assert "claude_code  agentlog-demo-project" in session and "3 attempts, 2 failures" in session
+    attempts = [ln.strip() for ln in lines if ln.startswith("    att_")]
+    assert len(attempts) == 3
+    retry = attempts[2].split()[0]
+    assert attempts[0].split()[1:4] == ["failed", "(nonzero_exit)", "shell"]
+    assert "superseded (string_mismatch)  edit src/parser.py · read  src/parser.py  superseded by " + retry \
+        in attempts[1]
+    assert attempts[2].split()[1] == "succeeded"
+    assert "failed and superseded attempts" in out
+    table = [ln for ln in lines if "string_mismatch" in ln and "│" in ln]
+    assert len(table) == 1 and f"{retry} (succeeded)" in table[0]
+    assert "AKIAIOSFODNN7EXAMPLE" not in r.output
 
 
 def test_demo_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:
@@ -67,7 +115,8 @@ def test_demo_reruns_into_its_own_directory(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
     demo.run_demo(str(tmp_path / "d"))
     again = demo.run_demo(str(tmp_path / "d"))
-    assert again.sessions[0].frames == 16  # wiped and recorded afresh, not appended
+    assert again.sessions[0].frames == 18  # wiped and recorded afresh, not appended
+    assert len(again.timeline) == 1
 
 
 def test_a_local_clone_finds_the_fixtures_beside_its_origin(tmp_path: Path) -> None:

@@ -3,8 +3,15 @@
 Each payload of ``shared/fixtures/claude-code-hooks`` (real Claude Code hook
 stdin captured by other people) is fed to the installed hook command as a
 separate process, in the order the logger saved them, sessions in parallel.
-Without the shared fixtures (an installed package) a small synthetic session
-shipped in ``agentlog/demo_data`` is replayed instead.
+A small synthetic session shipped in ``agentlog/demo_data`` is replayed too
+(alone in an installed package, where the shared fixtures are absent): a
+failing test run, an edit whose text to replace is not found, the edit
+retried and the tests passing — so the timeline always has a failed attempt
+and a superseded one with its retry.
+
+After replaying, the logs are verified and ingested, the projection is
+brought up to date, and the demo reads back the timeline (sessions → turns
+→ attempts) and the failed and superseded attempts (:mod:`.query.views`).
 """
 
 from __future__ import annotations
@@ -55,20 +62,31 @@ class DemoResult:
     """Events the columnar store holds after the demo's ingest."""
     store_tools: list[dict[str, Any]] = field(default_factory=list)
     """Tool calls per tool, read back from the store with DuckDB."""
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    """Sessions → turns → attempts of what was recorded (``query.views.timeline``)."""
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """Failed and superseded attempts, each with its retry (``query.views.failures``)."""
+
+
+def shipped_payloads() -> list[bytes]:
+    """The synthetic session shipped in ``demo_data`` (stdin bytes, in order)."""
+    data = Path(__file__).with_name("demo_data") / "claude-code-session.jsonl"
+    return [ln.encode("utf-8") for ln in data.read_text(encoding="utf-8").splitlines() if ln.strip()]
 
 
 def load_payloads() -> tuple[str, list[bytes]]:
-    """(source description, stdin bytes of each payload in replay order)."""
+    """(source description, stdin bytes of each payload in replay order): the real
+    captures when the shared fixtures are there, then the shipped synthetic session."""
     files = claude_hook_fixtures()
+    shipped = shipped_payloads()
     if files:
         out: list[bytes] = []
         for f in files:
             for element in json.loads(f.read_text(encoding="utf-8")):
                 out.append(payload_stdin(element))
-        return f"{len(files)} real Claude Code hook captures ({files[0].parent})", out
-    data = Path(__file__).with_name("demo_data") / "claude-code-session.jsonl"
-    lines = [ln.encode("utf-8") for ln in data.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    return "the synthetic session shipped with agentlog (shared fixtures not found)", lines
+        return (f"{len(files)} real Claude Code hook captures ({files[0].parent}) and the synthetic session "
+                "shipped with agentlog", out + shipped)
+    return "the synthetic session shipped with agentlog (shared fixtures not found)", shipped
 
 
 def prepare_home(home: str) -> None:
@@ -165,6 +183,19 @@ def _ingest_and_query(result: DemoResult) -> None:
     result.store_tools = [
         {"tool": t, "ok": int(ok), "failed": int(failed), "largest_content": int(big or 0)} for t, ok, failed, big in rows
     ]
+    _read_timeline(result)
+
+
+def _read_timeline(result: DemoResult) -> None:
+    """Bring the projection up to date and read the timeline and the failures back."""
+    from .query.engine import open_current
+    from .query.scope import Scope
+    from .query.views import failures, timeline
+
+    engine, _ = open_current(result.home)
+    with engine:
+        result.timeline = timeline(engine, Scope(project_label="all projects"))
+        result.failures = failures(engine, Scope(project_label="all projects"))
 
 
 def result_dict(result: DemoResult) -> dict[str, Any]:

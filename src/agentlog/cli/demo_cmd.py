@@ -8,7 +8,7 @@ import click
 from rich.progress import Progress
 
 from ..demo import DemoError, load_payloads, result_dict, run_demo
-from .output import print_json, print_table, stderr
+from .output import print_json, print_table, stderr, stdout
 
 
 @click.command(name="demo")
@@ -64,9 +64,22 @@ def demo_cmd(home: str, workers: int, as_json: bool) -> None:
         if result.store_tools:
             print_table(result.store_tools, ["tool", "ok", "failed", "largest_content"],
                         title=f"tool calls, read back from the columnar store ({result.store_events} events ingested)")
+        if result.timeline:
+            from rich.rule import Rule
+
+            from .people_cmds import print_failures, print_timeline
+
+            out = stdout()
+            out.print(Rule("timeline: sessions → turns → attempts", style="dim"))
+            print_timeline(result.timeline)
+            if result.failures:
+                out.print()
+                print_failures(result.failures,
+                               title="failed and superseded attempts (retry: the attempt that tried again)")
         err = stderr()
         err.print(f"replayed {result.payloads} payloads from {result.source}")
         err.print(f"hook exit codes non-zero: {result.hook_failures}; hook stderr lines: {result.stderr_lines}")
-        err.print(f"next: AGENTLOG_HOME={result.home} agentlog verify")
+        err.print(f"next: export AGENTLOG_HOME={result.home}, then agentlog verify, agentlog timeline --all-projects, "
+                  "agentlog failures --all-projects, agentlog show ID", markup=False)
     if result.hook_failures or any(s.verify == "broken" for s in result.sessions):
         sys.exit(1)

@@ -45,7 +45,7 @@ from .observe import COLUMNS, META_KINDS, Obs, from_arrow, ordered
 from .session import ALGORITHM_VERSION, SessionResult, build_session
 from .tables import ASSEMBLED, SHARDED, to_arrow
 
-FORMAT: Final = 1
+FORMAT: Final = 2
 SHARDS: Final = 16
 LOCK_NAME: Final = "projection.lock"
 OBS_COLUMNS: Final = list(COLUMNS) + ["text"]

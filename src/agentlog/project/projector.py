@@ -57,7 +57,8 @@ def merge(p: Projection, results: list[SessionResult]) -> Projection:
     for r in results:
         for a in r.attempts:
             o = attempt_over[a["attempt_id"]]
-            attempts.append(a | {k: o[k] for k in ATTEMPT_OVERLAY} | {"commit_shas": o["commit_shas"]})
+            attempts.append(a | {k: o[k] for k in ATTEMPT_OVERLAY} | {"commit_shas": o["commit_shas"],
+                                                                   "objective": o["objective"] or a["objective"]})
         for t in r.turns:
             o = turn_over[t["turn_id"]]
             turns.append(t | {k: o[k] for k in TURN_OVERLAY})

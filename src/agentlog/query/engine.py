@@ -56,7 +56,7 @@ PROJECTION_VIEWS: Final = (
     "coalesce(o.retracted, false) AS retracted "
     "FROM _turns_base b LEFT JOIN _turns_overlay o USING (turn_id)",
     "CREATE VIEW attempts AS SELECT b.attempt_id, b.session_id, b.provider, b.project_id, b.project_name, b.turn_id, "
-    "b.turn_index, b.attempt_index, o.objective, b.approach, b.started_at, b.ended_at, o.outcome, o.failure_class, "
+    "b.turn_index, b.attempt_index, coalesce(o.objective, b.objective) AS objective, b.approach, b.started_at, b.ended_at, o.outcome, o.failure_class, "
     "o.superseded_by, o.supersedes, b.tool_call_ids, b.tool_call_count, b.paths, o.commit_shas, "
     "b.failing_event_id, b.first_action_event_id, o.work_unit_id, b.evidence, b.confidence, b.algorithm_version, "
     "o.corrected_by, o.corrected_at, o.correction_type, o.inferred_outcome, o.inferred_failure_class, o.note, "

@@ -1,0 +1,330 @@
+"""``agentlog timeline``, ``failures``, ``sessions`` and ``show``: what the agents did.
+
+The commands parse the scope, call :mod:`agentlog.query.views` and print.
+Stored text (prompts, approaches, paths, notes) is untrusted: it is printed
+as rich ``Text``, never read as markup.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterator
+
+import click
+
+from ..paths import data_root
+from .output import print_json, print_table, stderr, stdout
+from .scope_opts import parse_time, scope_options
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from ..query.scope import Scope
+
+OBJECTIVE_CHARS = 80
+OUTCOME_STYLES = {
+    "succeeded": "green", "failed": "red", "superseded": "yellow", "abandoned": "magenta",
+    "in_progress": "cyan", "unknown": "dim",
+}
+
+
+@contextmanager
+def _engine(no_ingest: bool) -> Iterator[Any]:
+    from ..query.engine import QueryError, open_current
+
+    try:
+        engine, _ = open_current(data_root(), catch_up=not no_ingest)
+    except QueryError as e:
+        raise click.ClickException(str(e)) from None
+    with engine:
+        yield engine
+
+
+def _times(opts: dict[str, Any]) -> None:
+    """Read --since/--until (a usage error, before anything is opened, when they cannot be)."""
+    since = parse_time(opts["since"], "--since")
+    until = parse_time(opts["until"], "--until")
+    if since is not None and until is not None and since >= until:
+        raise click.UsageError("--since must be before --until")
+    opts["since_us"], opts["until_us"] = since, until
+
+
+def _scope(engine: Any, opts: dict[str, Any], *, default_all: bool = False) -> Scope:
+    """The scope the flags describe (exit 1 for an unknown session, 2 for one that cannot be an id)."""
+    from ..query.scope import resolve_projects
+    from ..query.views import BadId, IdError, scoped
+
+    everywhere = opts["all_projects"] or ((default_all or bool(opts["session"])) and not opts["project"])
+    scope = resolve_projects(engine, opts["project"], everywhere)
+    scope.session = opts["session"]
+    scope.since_us, scope.until_us, scope.limit = opts["since_us"], opts["until_us"], opts["limit"]
+    try:
+        scope = scoped(engine, scope)
+    except BadId as e:
+        raise click.UsageError(f"--session: {e}") from None
+    except IdError as e:
+        raise click.ClickException(f"--session: {e}") from None
+    if not opts["as_json"]:
+        err = stderr()
+        for note in scope.notes:
+            err.print(note, markup=False, highlight=False)
+    return scope
+
+
+def _short(value: str | None) -> str:
+    """``att_0f3c9a1b`` for ``att_0f3c9a1b-…``."""
+    if not value:
+        return ""
+    head, _, rest = value.partition("_")
+    return f"{head}_{rest[:8]}" if rest else value
+
+
+def _when(value: str | None, day: str | None = None) -> str:
+    """``2026-11-02 10:00:05`` (UTC), or only the time when it is on ``day``."""
+    if not value:
+        return ""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    text = dt.strftime("%Y-%m-%d %H:%M:%S")
+    if day and text.startswith(day):
+        return text[11:]
+    return text
+
+
+def _one_line(text: str | None, limit: int = OBJECTIVE_CHARS) -> str:
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _paths(paths: list[str] | None, most: int = 3) -> str:
+    if not paths:
+        return ""
+    more = f" +{len(paths) - most} more" if len(paths) > most else ""
+    return ", ".join(paths[:most]) + more
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _session_line(s: dict[str, Any]) -> Text:
+    from rich.text import Text
+
+    line = Text()
+    line.append(_short(s["session_id"]), style="bold")
+    line.append(f"  {s['provider']}  ")
+    line.append(s["project_name"] or "?", style="blue")
+    start = _when(s["started_at"])
+    end = s["ended_at"] or s["last_event_at"]
+    line.append(f"  {start} → {_when(end, start[:10])} UTC  ")
+    line.append(s["liveness"], style="green" if s["liveness"] == "open" else "dim")
+    line.append(f", coverage {s['coverage']}  ")
+    counts = [_plural(s["turn_count"], "turn"), _plural(s["tool_call_count"], "tool call"),
+              _plural(s["attempt_count"], "attempt")]
+    if s["failure_count"]:
+        counts.append(_plural(s["failure_count"], "failure"))
+    if s["pending_signals"]:
+        counts.append(f"{s['pending_signals']} pending")
+    line.append(", ".join(counts))
+    return line
+
+
+def _turn_line(t: dict[str, Any]) -> Text:
+    from rich.text import Text
+
+    line = Text("  ")
+    line.append(f"turn {t['turn_index']}  ")
+    line.append(_short(t["turn_id"]), style="bold")
+    line.append("  ")
+    line.append(t["status"] or "unknown", style="cyan" if t["status"] == "in_progress" else "")
+    if t["failure_class"]:
+        line.append(f" ({t['failure_class']})")
+    if t["objective"]:
+        line.append("  ")
+        line.append(_one_line(t["objective"]), style="italic")
+    elif t["corrected_by"]:
+        line.append("  (objective corrected)", style="dim")
+    return line
+
+
+def _attempt_line(a: dict[str, Any]) -> Text:
+    from rich.text import Text
+
+    line = Text("    ")
+    line.append(_short(a["attempt_id"]), style="bold")
+    line.append("  ")
+    line.append(a["outcome"] or "unknown", style=OUTCOME_STYLES.get(a["outcome"] or "", ""))
+    if a["failure_class"]:
+        line.append(f" ({a['failure_class']})")
+    if a["inferred_outcome"] is not None and a["inferred_outcome"] != a["outcome"]:
+        line.append(f" [corrected; inferred {a['inferred_outcome']}]", style="dim")
+    line.append("  ")
+    line.append(a["approach"] or "")
+    if a["paths"]:
+        line.append("  " + _paths(a["paths"], 4), style="blue")
+    if a["superseded_by"]:
+        line.append(f"  superseded by {_short(a['superseded_by'])}", style="yellow")
+    if a["commit_shas"]:
+        line.append("  commit " + ", ".join(sha[:7] for sha in a["commit_shas"]))
+    if a["note"]:
+        line.append("  note: ", style="dim")
+        line.append(_one_line(a["note"]))
+    return line
+
+
+@click.command(name="timeline")
+@scope_options(default_limit=10)
+def timeline_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
+    """Sessions → turns → attempts, newest session first.
+
+    Each session with its provider, project, time span, liveness and
+    coverage; under it each turn (its prompt as the objective) and under
+    each turn its attempts: outcome, failure class, approach, paths, and
+    which attempt superseded it. --limit counts sessions.
+    """
+    from ..query.views import timeline
+
+    opts["as_json"] = as_json
+    _times(opts)
+    with _engine(no_ingest) as engine:
+        rows = timeline(engine, _scope(engine, opts))
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        stderr().print("no sessions recorded in this scope", markup=False)
+        return
+    print_timeline(rows)
+
+
+def print_timeline(rows: list[dict[str, Any]]) -> None:
+    """Sessions, turns and attempts as indented lines (one line each, never wrapped)."""
+    out = stdout()
+    for i, s in enumerate(rows):
+        if i:
+            out.print()
+        out.print(_session_line(s), soft_wrap=True)
+        for t in s["turns"]:
+            out.print(_turn_line(t), soft_wrap=True)
+            for a in t["attempts"]:
+                out.print(_attempt_line(a), soft_wrap=True)
+
+
+@click.command(name="failures")
+@scope_options(default_limit=50)
+def failures_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
+    """Failed and superseded attempts, newest first, with the attempt that retried each.
+
+    A superseded attempt failed and a later attempt on the same paths
+    retried it (``retry``); a failed one was not retried.
+    """
+    from ..query.views import failures
+
+    opts["as_json"] = as_json
+    _times(opts)
+    with _engine(no_ingest) as engine:
+        rows = failures(engine, _scope(engine, opts))
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        stderr().print("no failed or superseded attempts in this scope", markup=False)
+        return
+    print_failures(rows)
+
+
+def print_failures(rows: list[dict[str, Any]], title: str | None = None) -> None:
+    """Failed and superseded attempts as a table."""
+    table = []
+    for r in rows:
+        retry = r["retry"]
+        table.append({
+            "time": _when(r["started_at"]), "session": f"{_short(r['session_id'])} {r['provider']}",
+            "attempt": _short(r["attempt_id"]), "outcome": r["outcome"], "class": r["failure_class"] or "",
+            "approach": _one_line(r["approach"], 60), "paths": _paths(r["paths"]),
+            "retry": f"{_short(retry['attempt_id'])} ({retry['outcome']})" if retry else "",
+        })
+    print_table(table, ["time", "session", "attempt", "outcome", "class", "approach", "paths", "retry"], title=title)
+
+
+@click.command(name="sessions")
+@scope_options(default_limit=20)
+def sessions_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
+    """One row per session, newest first: provider, project, times, liveness, counts."""
+    from ..query.views import sessions
+
+    opts["as_json"] = as_json
+    _times(opts)
+    with _engine(no_ingest) as engine:
+        rows = sessions(engine, _scope(engine, opts))
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        stderr().print("no sessions recorded in this scope", markup=False)
+        return
+    table = []
+    for s in rows:
+        start = _when(s["started_at"])
+        table.append({
+            "session": _short(s["session_id"]), "provider": s["provider"], "project": s["project_name"],
+            "started": start, "last": _when(s["ended_at"] or s["last_event_at"], start[:10]),
+            "liveness": s["liveness"], "coverage": s["coverage"], "turns": s["turn_count"],
+            "calls": s["tool_call_count"], "attempts": s["attempt_count"], "failures": s["failure_count"],
+            "events": s["event_count"],
+        })
+    print_table(table, ["session", "provider", "project", "started", "last", "liveness", "coverage", "turns",
+                        "calls", "attempts", "failures", "events"])
+
+
+def _field_value(value: Any) -> str:
+    import json
+
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return str(value)
+
+
+@click.command(name="show")
+@click.argument("ident", metavar="ID")
+@scope_options(default_limit=200)
+def show_cmd(ident: str, as_json: bool, no_ingest: bool, **opts: Any) -> None:
+    """Any recorded entity by id or unambiguous prefix, with its evidence events.
+
+    ID is a session, turn, attempt, tool call, work unit, decision, commit
+    (or its sha), conflict or event id — with its prefix (ses_, trn_, att_,
+    tc_, wu_, dec_, cmt_, cfl_, ev_) or without, or at least 4 leading hex
+    digits; a session also by the agent's own session id. Ids are looked up
+    in every project unless --project or --session narrows them; --since
+    and --until narrow the evidence listed, --limit caps it. Exit 1 when
+    the id names nothing or several things.
+    """
+    from ..query.views import BadId, IdError, show
+
+    opts["as_json"] = as_json
+    _times(opts)
+    with _engine(no_ingest) as engine:
+        scope = _scope(engine, opts, default_all=True)
+        try:
+            found = show(engine, ident, scope)
+        except BadId as e:
+            raise click.UsageError(str(e)) from None
+        except IdError as e:
+            raise click.ClickException(str(e)) from None
+    if as_json:
+        print_json(found)
+        return
+    entity = found["entity"]
+    rows = [{"field": k, "value": _field_value(v)} for k, v in entity.items()
+            if k != "evidence" and v is not None and v != [] and v != ""]
+    print_table(rows, ["field", "value"], title=f"{found['type'].replace('_', ' ')} {found['id']}")
+    ev = [{"time": _when(e["observed_at"]), "kind": e["kind"], "tool": e["tool_name"] or "",
+           "outcome": " ".join(x for x in (e["outcome_status"], e["outcome_class"]) if x),
+           "paths": ", ".join(e["paths"] or []), "event": e["event_id"]} for e in found["evidence"]]
+    more = " (more: raise --limit)" if found["evidence_truncated"] else ""
+    print_table(ev, ["time", "kind", "tool", "outcome", "paths", "event"],
+                title=f"evidence: {_plural(len(ev), 'event')} in observed order{more}")
