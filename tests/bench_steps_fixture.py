@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from agentlog.bench.harness import StepContext, StepFn
+from agentlog.bench.projection_steps import engine_step
 
 
 def quick(ctx: StepContext) -> dict[str, Any]:
@@ -66,4 +67,6 @@ STEPS: dict[str, StepFn] = {
     "polite": polite,
     "crasher": crasher,
     "after": after,
+    # A shipped step at a size below its smallest (engine_100k): a smoke test of the engine steps.
+    "engine_10k": engine_step(10_000),
 }

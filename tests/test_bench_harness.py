@@ -288,8 +288,9 @@ def test_bench_run_at_20k_events(tmp_path: Path) -> None:
     from agentlog.bench.steps import STEPS
 
     assert list(s) == list(STEPS)
-    big = [n for n in s if any(x in n for x in ("100k", "200k", "full"))]
+    big = [n for n in s if any(x in n for x in ("100k", "200k", "300k", "400k", "500k", "full"))]
     assert "ingest_200k_reader" in big and "segments_100k" in big and "ingest_relaxed_full" in big
+    assert {"projection_500k", "engine_100k", "engine_400k", "engine_full"} <= set(big)
     for name in big:  # sizes above --events are skipped, as attemptdb's curve
         assert s[name]["status"] == "ok" and "below" in s[name]["result"]["raw"]["skipped"], name
         s.pop(name)
@@ -306,6 +307,17 @@ def test_bench_run_at_20k_events(tmp_path: Path) -> None:
         assert metrics and all(isinstance(v, (int, float)) for v in metrics.values()), name
         assert entry["result"]["tables"], name
         assert entry["peak_rss"]["ru_maxrss_bytes"] > 0 and entry["wall_secs"] > 0
+    proj = s["projection_10k"]["result"]["metrics"]
+    assert proj["events"] == 10000 and proj["secs"] > 0 and proj["attempts"] > 0 and proj["edges"] > proj["tool_calls"] > 0
+    trace = s["trace_chain"]["result"]["metrics"]
+    assert trace["chain_attempts"] == 200 and trace["depth200_reaches_first"] == 1 and trace["depth1_reaches_first"] == 0
+    assert trace["depth10_p50_ms"] > 0 and trace["depth1_rows"] < trace["depth10_rows"] < trace["depth200_rows"]
+    state = s["state_at"]["result"]["metrics"]
+    assert state["p50_ms"] > 0 and state["diff_p50_ms"] > 0 and state["rows_latest"] > 0 and "p50_ms.20000" in state
+    timeline = s["recent_timeline"]["result"]["metrics"]
+    assert timeline["window_events"] > 0 and timeline["timeline_rows"] > 0 and timeline["show_failed_p50_ms"] > 0
+    refresh = s["refresh"]["result"]["metrics"]
+    assert refresh["not_incremental"] == 0 and refresh["secs"] > 0 and refresh["fresh_secs"] > 0
     size = s["size_by_kind"]["result"]["metrics"]
     assert size["events"] >= 20000 * 0.9 and size["json_bytes_per_event"] > 0 and size["zstd_ratio"] > 1
     hook = s["hook"]["result"]["metrics"]
@@ -324,3 +336,21 @@ def test_default_seed_is_the_generators() -> None:
     assert DEFAULT_SEED == GENERATOR_SEED
     r = bench("run", "--help")
     assert f"default: {GENERATOR_SEED}" in " ".join(r.stdout.split())
+
+
+@pytest.mark.slow
+def test_engine_step_at_10k(tmp_path: Path) -> None:
+    """The engine steps start at 100k events; the fixture's engine_10k is the same step at 10k."""
+    r, data = run(tmp_path, "--events", "10000", "--only", "engine_10k,engine_100k", "--time-cap-secs", "300", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = steps(data)
+    assert "below" in s["engine_100k"]["result"]["raw"]["skipped"]
+    entry = s["engine_10k"]
+    assert entry["status"] == "ok", (entry.get("reason"), (entry.get("process") or {}).get("output_tail"))
+    m = entry["result"]["metrics"]
+    assert m["events"] == 10000 and m["first_statement_secs"] > 0 and m["peak_rss_bytes"] > 1 << 20
+    assert m["first_aql_secs"] > 0 and m["rows.failed_attempts"] > 0 and m["rows.group_by"] > 10
+    for name in ("group_by", "count_tool_calls", "count_events", "count_edges", "failed_attempts"):
+        assert 0 < m[f"{name}_p50_ms"] <= m[f"{name}_p99_ms"], name
+    md = (tmp_path / "results.md").read_text()
+    assert "## Step `engine_10k`" in md and "SHOW FAILED ATTEMPTS LIMIT 50" in md

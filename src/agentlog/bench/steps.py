@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .harness import StepContext, StepFn
+from .projection_steps import PROJECTION_STEPS
 from .store_steps import STORE_STEPS
 
 ZSTD_LEVEL = 3
@@ -428,6 +429,7 @@ STEPS: dict[str, StepFn] = {
     "hook": hook,
     "verify": verify,
     **STORE_STEPS,
+    **PROJECTION_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]

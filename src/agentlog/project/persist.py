@@ -579,7 +579,7 @@ def _incremental(root: str, directory: str, manifest: Manifest, version: int | N
         m.shard_files["facts"][s] = name
         results_all.update(merged)
     return _finish(root, directory, writer, m, manifest, results_all, meta_obs, "incremental", "",
-                   new_rows.num_rows, rebuilt, len(shards), None)
+                   new_rows.num_rows, rebuilt, len(shards), _known_targets(directory, manifest, gone, new_rows))
 
 
 def _rows_of_sessions(rows: Any, keys: set[str]) -> Any:
@@ -613,6 +613,16 @@ def _finish(root: str, directory: str, writer: _Writer, m: Manifest, previous: M
     _collect(directory, m, previous)
     return RefreshReport(mode, reason, new_events, rebuilt, shards, store_version=m.store_version,
                          counts=m.counts)
+
+
+def _known_targets(directory: str, manifest: Manifest, gone: frozenset[str], new_rows: Any) -> Callable[[str], bool]:
+    """Which retracted event ids are in the event set: those earlier refreshes
+    matched, and those among the new rows (a retracted event may arrive after
+    its retraction)."""
+    known = set(previous_known_targets(manifest, directory))
+    if gone:
+        known.update(gone.intersection(new_rows.column("event_id").to_pylist()))
+    return known.__contains__
 
 
 def previous_known_targets(previous: Manifest | None, directory: str) -> list[str]:

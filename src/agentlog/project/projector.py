@@ -43,7 +43,8 @@ def project(observations: Iterable[Obs], at: int | None = None) -> Projection:
     with what the cross-session stage decided)."""
     sessions, meta = split(observations)
     results = build_all(sessions, meta)
-    p = assemble(results, meta, at)
+    known = {o.event_id for evs in sessions.values() for o in evs}
+    p = assemble(results, meta, at, known.__contains__)
     return merge(p, results)
 
 
@@ -53,6 +54,7 @@ def merge(p: Projection, results: list[SessionResult]) -> Projection:
     attempt_over = {a["attempt_id"]: a for a in p.tables["attempts"]}
     turn_over = {t["turn_id"]: t for t in p.tables["turns"]}
     retracted = {a["attempt_id"] for a in p.tables["attempts"] if a["retracted"]}
+    retracted_sessions = {s["session_id"] for s in p.tables["sessions"] if s["retracted"]}
     attempts, turns, tool_calls, edges = [], [], [], []
     for r in results:
         for a in r.attempts:
@@ -62,10 +64,12 @@ def merge(p: Projection, results: list[SessionResult]) -> Projection:
         for t in r.turns:
             o = turn_over[t["turn_id"]]
             turns.append(t | {k: o[k] for k in TURN_OVERLAY})
-        gone_session = r.session["session_id"] in {s["session_id"] for s in p.tables["sessions"] if s["retracted"]}
+        gone_session = r.session["session_id"] in retracted_sessions
         for c in r.tool_calls:
             tool_calls.append(c | {"retracted": gone_session or c["attempt_id"] in retracted})
         sid = r.session["session_id"]
+        if gone_session:
+            continue  # a retracted session's edges are not answers
         for e in r.edges + structural_edges(r.turns, r.tool_calls, r.attempts):
             if e["from_id"] in retracted or e["to_id"] in retracted:
                 continue

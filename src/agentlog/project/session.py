@@ -304,10 +304,6 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             open_signal["cleared_by"] = o.event_id
             open_signal["pending"] = False
             open_signal = None
-        if turns:
-            turns[-1].last_event = o.event_id
-            turns[-1].last_at = o.observed_at
-
         if k == "session_started":
             if started is None:
                 started = o
@@ -409,6 +405,10 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             else:
                 turn.status = "completed"
                 turn.failure_class = None
+        if turns:
+            # after the event is placed: a prompt that opened a turn is that turn's event
+            turns[-1].last_event = o.event_id
+            turns[-1].last_at = o.observed_at
         sig = _is_signal(o) if (k == "permission_requested" or k == "notification") else None
         if sig is not None:
             if turns:

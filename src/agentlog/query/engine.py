@@ -63,9 +63,8 @@ PROJECTION_VIEWS: Final = (
     "o.retracted FROM _attempts_base b JOIN _attempts_overlay o USING (attempt_id)",
     "CREATE VIEW tool_calls AS SELECT t.*, (t.session_id IN (SELECT session_id FROM _sessions WHERE retracted) "
     "OR coalesce(t.attempt_id IN (SELECT id FROM _retracted_ids), false)) AS retracted FROM _tool_calls t",
-    "CREATE VIEW edges AS "
-    "SELECT * FROM _edges WHERE from_id NOT IN (SELECT id FROM _retracted_ids) "
-    "AND to_id NOT IN (SELECT id FROM _retracted_ids) "
+    "CREATE VIEW edges AS SELECT * FROM ("
+    "SELECT * FROM _edges "
     "UNION ALL SELECT session_id, 'parent_of', 'session', session_id, 'turn', turn_id, "
     "[coalesce(prompt_event_id, first_event_id)], 0.9, 'projection' FROM _turns_base "
     "UNION ALL SELECT session_id, 'triggered', 'event', prompt_event_id, 'turn', turn_id, [prompt_event_id], 0.9, "
@@ -73,9 +72,11 @@ PROJECTION_VIEWS: Final = (
     "UNION ALL SELECT session_id, 'parent_of', 'turn', turn_id, 'tool_call', tool_call_id, evidence, 0.9, "
     "'projection' FROM _tool_calls "
     "UNION ALL SELECT session_id, 'evidence_for', 'event', ev, 'attempt', attempt_id, [ev], confidence, "
-    "'projection' FROM (SELECT session_id, attempt_id, confidence, unnest(evidence) AS ev FROM _attempts_base "
-    "WHERE attempt_id NOT IN (SELECT id FROM _retracted_ids)) "
-    "UNION ALL SELECT * FROM _edges_cross",
+    "'projection' FROM (SELECT session_id, attempt_id, confidence, unnest(evidence) AS ev FROM _attempts_base) "
+    "UNION ALL SELECT * FROM _edges_cross) e "
+    # a retracted attempt's edges, and every edge of a retracted session, are not answers
+    "WHERE from_id NOT IN (SELECT id FROM _retracted_ids) AND to_id NOT IN (SELECT id FROM _retracted_ids) "
+    "AND (e.session_id IS NULL OR e.session_id NOT IN (SELECT session_id FROM _sessions WHERE retracted))",
     *(f"CREATE VIEW {t} AS SELECT * FROM _{t}" for t in (
         "signals", "commits", "handoffs", "work_units", "decisions", "conflicts", "corrections", "retractions")),
 )
