@@ -3,7 +3,8 @@
 Layout under ``<data root>/projection/``::
 
     manifest.json                     what is current (atomically replaced)
-    obs-SS-G.parquet                  the observations of shard SS (the cache re-projection reads)
+    obs-SS-G.arrow                    the observations of shard SS (the cache re-projection reads;
+                                      Arrow IPC, lz4: written batch by batch, read whole)
     tool_calls-SS-G.parquet, edges-…, attempts_base-…, turns_base-…   per-session rows of shard SS
     facts-SS-G.json                   per session: what the cross-session stage reads
     meta-G.parquet                    every correction and retraction
@@ -179,6 +180,33 @@ def _read_table(directory: str, name: str | None, schema: Any) -> Any:
     return pq.read_table(os.path.join(directory, name), schema=schema)
 
 
+def _ipc_options() -> Any:
+    import pyarrow as pa
+
+    return pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+def _write_obs(directory: str, name: str, table: Any) -> str | None:
+    import pyarrow as pa
+
+    if table.num_rows == 0:
+        return None
+    path = os.path.join(directory, name)
+    with pa.ipc.new_file(path, table.schema, options=_ipc_options()) as w:
+        w.write_table(table)
+    os.chmod(path, FILE_MODE)
+    return name
+
+
+def _read_obs(directory: str, name: str | None) -> Any:
+    import pyarrow as pa
+
+    if name is None:
+        return _obs_schema().empty_table()
+    with pa.ipc.open_file(os.path.join(directory, name)) as r:
+        return r.read_all()
+
+
 def _session_keys(table: Any) -> tuple[Any, list[str]]:
     """Per row, the index of its session key in the returned list of keys."""
     import pyarrow as pa
@@ -227,21 +255,34 @@ def _meta_obs(table: Any) -> list[Obs]:
 
 
 def _build(rows: Any, keys: set[str] | None, gone: frozenset[str]) -> dict[str, SessionResult]:
-    """Session results of the observations in ``rows`` (only sessions in ``keys``)."""
-    sessions: dict[str, list[Obs]] = {}
-    for o in from_arrow(rows):
-        if o.kind in META_KINDS or o.event_id in gone:
-            continue
-        k = o.session_key
-        if keys is not None and k not in keys:
-            continue
-        sessions.setdefault(k, []).append(o)
-    out = {}
-    for k in sorted(sessions):
-        evs = ordered(sessions[k])
-        if evs:
-            out[k] = build_session(k, evs)
-    return out
+    """Session results of the observations in ``rows`` (only sessions in ``keys``).
+
+    Rows are grouped by session in Arrow first and turned into observations one
+    session at a time, so only one session's observations are alive at once."""
+    import pyarrow.compute as pc
+
+    if rows.num_rows == 0:
+        return {}
+    indices, all_keys = _session_keys(rows)
+    order = pc.sort_indices(indices)
+    grouped = rows.take(order)
+    runs = indices.take(order).to_pylist()
+    out: dict[str, SessionResult] = {}
+    start = 0
+    n = len(runs)
+    while start < n:
+        end = start + 1
+        while end < n and runs[end] == runs[start]:
+            end += 1
+        k = all_keys[runs[start]]
+        if keys is None or k in keys:
+            obs = [o for o in from_arrow(grouped.slice(start, end - start))
+                   if o.kind not in META_KINDS and o.event_id not in gone]
+            evs = ordered(obs)
+            if evs:
+                out[k] = build_session(k, evs)
+        start = end
+    return dict(sorted(out.items()))
 
 
 def _rows(results: dict[str, SessionResult], table: str) -> list[dict[str, Any]]:
@@ -403,7 +444,9 @@ def _full(root: str, directory: str, table: Any, version: int | None, table_id: 
     meta_obs: list[Obs] = []
     total = 0
     try:
-        batches = dataset.to_batches(columns=OBS_COLUMNS, batch_size=131_072) if dataset is not None else []
+        # little readahead: the pass's memory is a few batches, not a prefetched store
+        batches = dataset.to_batches(columns=OBS_COLUMNS, batch_size=131_072, batch_readahead=2,
+                                     fragment_readahead=1) if dataset is not None else []
         for batch in batches:
             tab = pa.Table.from_batches([batch]).cast(schema)
             total += tab.num_rows
@@ -411,9 +454,8 @@ def _full(root: str, directory: str, table: Any, version: int | None, table_id: 
             for s, part in _by_shard(tab).items():
                 w = writers.get(s)
                 if w is None:
-                    name = f"obs-{s:02d}-{gen}.parquet"
-                    w = writers[s] = pq.ParquetWriter(os.path.join(directory, name), schema, compression="zstd",
-                                                      compression_level=1)
+                    name = f"obs-{s:02d}-{gen}.arrow"
+                    w = writers[s] = pa.ipc.new_file(os.path.join(directory, name), schema, options=_ipc_options())
                     m.shard_files["obs"][s] = name
                 w.write_table(part)
                 sizes[s] = sizes.get(s, 0) + part.num_rows
@@ -430,8 +472,8 @@ def _full(root: str, directory: str, table: Any, version: int | None, table_id: 
     seen_events: set[str] = set()
     if gone:
         for s in sizes:
-            ids = pq.read_table(os.path.join(directory, str(m.shard_files["obs"][s])), columns=["event_id"])
-            seen_events.update(gone.intersection(ids.column("event_id").to_pylist()))
+            ids = _read_obs(directory, m.shard_files["obs"][s]).column("event_id")
+            seen_events.update(gone.intersection(ids.to_pylist()))
     results_all: dict[str, SessionResult] = {}
     done = 0
     jobs = [(s, str(m.shard_files["obs"][s])) for s in sorted(sizes, key=lambda x: -sizes[x])]
@@ -505,7 +547,7 @@ def _run_jobs(directory: str, gen: int, jobs: list[tuple[int, str]], gone: list[
 
 def _shard_job(directory: str, gen: int, s: int, obs_name: str, gone: list[str]) -> dict[str, str | None]:
     """Project one shard from its observation file and write its files (in a worker process)."""
-    part = _read_table(directory, obs_name, _obs_schema())
+    part = _read_obs(directory, obs_name)
     results = _build(part, None, frozenset(gone))
     writer = _Writer(directory, gen)
     files: dict[str, str | None] = {}
@@ -515,15 +557,6 @@ def _shard_job(directory: str, gen: int, s: int, obs_name: str, gone: list[str])
     _write_facts(directory, facts, {k: light(r) for k, r in results.items()})
     files["facts"] = facts
     return files
-
-
-def _write_shard(writer: _Writer, m: Manifest, s: int, obs_rows: Any, results: dict[str, SessionResult]) -> None:
-    m.shard_files["obs"][s] = writer.shard_table("obs", s, obs_rows)
-    for name, schema in SHARDED.items():
-        m.shard_files[name][s] = writer.shard_table(name, s, to_arrow(_rows(results, name), schema))
-    name = f"facts-{s:02d}-{writer.gen}.json"
-    _write_facts(writer.dir, name, {k: light(r) for k, r in results.items()})
-    m.shard_files["facts"][s] = name
 
 
 def _meta_of(obs: list[Obs]) -> Meta:
@@ -557,13 +590,13 @@ def _incremental(root: str, directory: str, manifest: Manifest, version: int | N
         if part is None:
             results_all.update(facts)
             continue
-        old_obs = _read_table(directory, manifest.shard_files["obs"][s], _obs_schema())
+        old_obs = _read_obs(directory, manifest.shard_files["obs"][s])
         obs_rows = pa.concat_tables([old_obs, part.cast(old_obs.schema)]) if old_obs.num_rows else part
         _, keys_list = _session_keys(part)
         keys = set(keys_list)
         results = _build(_rows_of_sessions(obs_rows, keys), keys, gone)
         rebuilt += len(results)
-        m.shard_files["obs"][s] = writer.shard_table("obs", s, obs_rows)
+        m.shard_files["obs"][s] = _write_obs(directory, f"obs-{s:02d}-{gen}.arrow", obs_rows)
         session_ids = {r.session["session_id"] for r in results.values()}
         for name, schema in SHARDED.items():
             old = _read_table(directory, manifest.shard_files[name][s], schema)
@@ -694,7 +727,7 @@ def _collect(directory: str, m: Manifest, previous: Manifest | None) -> None:
     for name in os.listdir(directory):
         if name in keep or name.startswith("."):
             continue
-        if name.endswith((".parquet", ".json")):
+        if name.endswith((".parquet", ".json", ".arrow")):
             try:
                 os.unlink(os.path.join(directory, name))
             except FileNotFoundError:
