@@ -78,6 +78,26 @@ def test_files_are_out_of_reach_inside_the_engine(root: str, sql: str) -> None:
     assert e.value.kind == "error" and "disabled by configuration" in str(e.value)
 
 
+def test_only_the_store_and_projection_directories_are_readable(root: str) -> None:
+    """The engine reads the store's Parquet files itself (allowed_directories);
+    everything else under the data root — the logs, config, state — stays out of reach."""
+    import glob
+
+    from agentlog.project.persist import refresh
+
+    refresh(root)
+    logs = glob.glob(os.path.join(root, "logs", "**", "*.jsonl"), recursive=True)
+    assert logs
+    for sql in (f"select * from read_text('{logs[0]}')", f"select * from read_csv('{logs[0]}')",
+                f"select * from glob('{root}/state/*')", f"select * from read_text('{root}/logs/*/*')"):
+        with pytest.raises(QueryError) as e:
+            run_sql(root, sql, catch_up=False)
+        assert e.value.kind == "error", sql
+    # the store itself is what the engine is for
+    stored = glob.glob(os.path.join(root, "store", "events", "*", "*.parquet"))
+    assert run_sql(root, f"select count(*) from read_parquet('{stored[0]}')", catch_up=False).rows[0][0] > 0
+
+
 def test_the_lock_cannot_be_undone_from_a_select(root: str) -> None:
     with Engine(root) as engine:
         with pytest.raises(QueryError):

@@ -767,3 +767,17 @@ def _worker_main() -> None:
 
 if __name__ == "__main__":
     _worker_main()
+
+
+def source_files(root: str, manifest: Manifest | None = None) -> dict[str, list[str]]:
+    """Every stored projection table's files (absolute paths; empty: no rows), by
+    name, as of ``manifest`` (default: the current one)."""
+    directory = os.path.abspath(projection_dir(root))
+    m = manifest if manifest is not None else load_manifest(root)
+    out: dict[str, list[str]] = {}
+    for name in SHARDED:
+        out[name] = [os.path.join(directory, f) for f in (m.shard_files.get(name, []) if m else []) if f]
+    for name in ASSEMBLED:
+        f = m.files.get(name) if m else None
+        out[name] = [os.path.join(directory, f)] if f else []
+    return out

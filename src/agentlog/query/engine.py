@@ -7,11 +7,12 @@ What makes it read-only is the engine, not string checks:
   ``INSTALL``/``LOAD``, ``CREATE``, ``INSERT``/``UPDATE``/``DELETE``,
   ``SET``/``RESET``/``USE``, ``PRAGMA``, ``CALL``, ``EXPORT`` are refused
   by type, and so is more than one statement;
-- the tables are Arrow datasets registered by this process (the Delta
-  table's current snapshot), so DuckDB itself never opens a file; then
-  ``enable_external_access`` is switched off and the configuration locked,
-  so ``read_csv('/etc/passwd')``, ``read_parquet``, ``glob`` and any attempt
-  to switch it back on fail inside DuckDB;
+- the tables are views over the Parquet files of the store's current
+  snapshot and of the projection (DuckDB's own reader, twice as fast as a
+  pyarrow dataset); then ``allowed_directories`` is set to exactly those two
+  directories, ``enable_external_access`` switched off and the configuration
+  locked, so ``read_csv('/etc/passwd')``, the logs, the config, ``glob``
+  and any attempt to switch access back on fail inside DuckDB;
 - a timeout interrupts the query, a row cap truncates the answer (and says
   so), and a memory limit bounds it.
 
@@ -126,6 +127,25 @@ def _sanitize(message: str, statement: str) -> str:
     return "".join(out)
 
 
+def _sql_list(values: list[str]) -> str:
+    """A SQL list literal of strings (quotes doubled)."""
+    return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
+
+
+def _store_files(root: str) -> list[str]:
+    """The Parquet files of the events table's current snapshot (absolute paths)."""
+    from urllib.parse import unquote
+
+    from deltalake import DeltaTable
+
+    from ..store.schema import events_path
+
+    path = events_path(root)
+    if not DeltaTable.is_deltatable(path):
+        return []
+    return [unquote(u[len("file://"):]) if u.startswith("file://") else u for u in DeltaTable(path).file_uris()]
+
+
 class Engine:
     """One DuckDB connection over the store's current snapshot, locked down."""
 
@@ -135,22 +155,39 @@ class Engine:
         self.manifest: Any = None
         """The projection manifest the views read (None: no projection yet)."""
 
-        from ..store.schema import EVENTS_SCHEMA, events_dataset
+        from ..store.schema import EVENTS_SCHEMA, events_path
 
         self._con = duckdb.connect(":memory:")
-        source: Any = events_dataset(root)
-        if source is None:
-            source = EVENTS_SCHEMA.empty_table()
-        self._con.register("_events", source)
+        allowed: list[str] = []
+        files = _store_files(root)
+        if files:
+            # DuckDB's own Parquet reader (twice as fast as scanning a pyarrow
+            # dataset); once external access is off, only these directories stay
+            # readable (allowed_directories), and the configuration is locked.
+            columns = ", ".join(f.name for f in EVENTS_SCHEMA)
+            self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({_sql_list(files)}, "
+                              "hive_partitioning = true, hive_types = {'observed_date': DATE})")
+            allowed.append(os.path.abspath(events_path(root)) + os.sep)
+        else:
+            self._con.register("_events", EVENTS_SCHEMA.empty_table())
         self._con.execute(EVENTS_VIEW)
         if projection:
-            from ..project.persist import load_manifest, sources
+            from ..project.persist import load_manifest, projection_dir, source_files
+            from ..project.tables import ASSEMBLED, SHARDED
 
             self.manifest = load_manifest(root)
-            for name, src in sources(root, self.manifest).items():
-                self._con.register(f"_{name}", src)
+            for name, table_files in source_files(root, self.manifest).items():
+                schema = SHARDED.get(name) or ASSEMBLED[name]
+                if table_files:
+                    cols = ", ".join(schema.names)
+                    self._con.execute(f"CREATE VIEW _{name} AS SELECT {cols} FROM read_parquet({_sql_list(table_files)})")
+                else:
+                    self._con.register(f"_{name}", schema.empty_table())
+            allowed.append(os.path.abspath(projection_dir(root)) + os.sep)
             for view in PROJECTION_VIEWS:
                 self._con.execute(view)
+        if allowed:
+            self._con.execute(f"SET allowed_directories = {_sql_list(allowed)}")
         self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         self._con.execute("SET TimeZone = 'UTC'")
         self._con.execute("SET enable_external_access = false")
