@@ -737,38 +737,6 @@ def _collect(directory: str, m: Manifest, previous: Manifest | None) -> None:
                 del _FACTS_CACHE[key]
 
 
-def sources(root: str, manifest: Manifest | None = None) -> dict[str, Any]:
-    """Every stored projection table as a pyarrow dataset (or an empty table), by
-    name (``tool_calls``, ``attempts_base``, …, ``sessions``, ``work_units``, …),
-    as of ``manifest`` (default: the current one)."""
-    import pyarrow.dataset as ds
-
-    directory = projection_dir(root)
-    m = manifest if manifest is not None else load_manifest(root)
-    out: dict[str, Any] = {}
-    for name, schema in SHARDED.items():
-        files = [os.path.join(directory, f) for f in (m.shard_files.get(name, []) if m else []) if f]
-        out[name] = ds.dataset(files, format="parquet", schema=schema) if files else schema.empty_table()
-    for name, schema in ASSEMBLED.items():
-        f = m.files.get(name) if m else None
-        out[name] = ds.dataset([os.path.join(directory, f)], format="parquet", schema=schema) if f \
-            else schema.empty_table()
-    return out
-
-
-def _worker_main() -> None:
-    """``python -m agentlog.project.persist``: one shard job, spec on stdin, files on stdout."""
-    import sys
-
-    spec = orjson.loads(sys.stdin.buffer.read())
-    files = _shard_job(spec["directory"], spec["gen"], spec["shard"], spec["obs"], spec["gone"])
-    sys.stdout.buffer.write(orjson.dumps(files))
-
-
-if __name__ == "__main__":
-    _worker_main()
-
-
 def source_files(root: str, manifest: Manifest | None = None) -> dict[str, list[str]]:
     """Every stored projection table's files (absolute paths; empty: no rows), by
     name, as of ``manifest`` (default: the current one)."""
