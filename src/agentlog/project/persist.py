@@ -142,9 +142,17 @@ def _read_facts(directory: str, name: str | None) -> dict[str, SessionResult]:
     cached = _FACTS_CACHE.get(key)
     if cached is not None:
         return cached
+    import gc
+
     with open(os.path.join(directory, name), "rb") as fh:
-        data = orjson.loads(fh.read())
-    out = {k: _result_from_json(v) for k, v in data.items()}
+        raw = fh.read()
+    enabled = gc.isenabled()
+    gc.disable()  # parsing allocates many containers and makes no cycles
+    try:
+        out = {k: _result_from_json(v) for k, v in orjson.loads(raw).items()}
+    finally:
+        if enabled:
+            gc.enable()
     _FACTS_CACHE[key] = out
     return out
 
