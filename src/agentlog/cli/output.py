@@ -23,6 +23,19 @@ def stderr() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+def terminal_safe(text: Any) -> str:
+    """Stored text made harmless for a terminal: control and format characters
+    (escape sequences, bidi overrides) shown escaped (``\\x1b``), newlines and
+    tabs kept. Stored text is untrusted: an agent's output can hold escapes."""
+    import unicodedata
+
+    s = "" if text is None else str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c in "\n\t" or unicodedata.category(c)[0] != "C"
+                   else c.encode("unicode_escape").decode("ascii") for c in s)
+
+
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
@@ -37,5 +50,5 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: s
         table.add_column(c)
     for row in rows:
         # Text, not str: stored text is untrusted, and rich would read "[…]" in it as markup.
-        table.add_row(*[Text("" if row.get(c) is None else str(row.get(c))) for c in cols])
+        table.add_row(*[Text(terminal_safe(row.get(c))) for c in cols])
     stdout().print(table)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import click
 
 from ..paths import data_root
-from .output import print_json, print_table, stderr, stdout
+from .output import print_json, print_table, stderr, stdout, terminal_safe
 from .scope_opts import parse_time, scope_options
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _when(value: str | None, day: str | None = None) -> str:
 def _one_line(text: str | None, limit: int = OBJECTIVE_CHARS) -> str:
     if not text:
         return ""
-    flat = " ".join(text.split())
+    flat = terminal_safe(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -102,7 +102,7 @@ def _paths(paths: list[str] | None, most: int = 3) -> str:
     if not paths:
         return ""
     more = f" +{len(paths) - most} more" if len(paths) > most else ""
-    return ", ".join(paths[:most]) + more
+    return terminal_safe(", ".join(paths[:most])) + more
 
 
 def _plural(n: int, word: str) -> str:
@@ -115,7 +115,7 @@ def _session_line(s: dict[str, Any]) -> Text:
     line = Text()
     line.append(_short(s["session_id"]), style="bold")
     line.append(f"  {s['provider']}  ")
-    line.append(s["project_name"] or "?", style="blue")
+    line.append(terminal_safe(s["project_name"] or "?"), style="blue")
     start = _when(s["started_at"])
     end = s["ended_at"] or s["last_event_at"]
     line.append(f"  {start} → {_when(end, start[:10])} UTC  ")
@@ -161,7 +161,7 @@ def _attempt_line(a: dict[str, Any]) -> Text:
     if a["inferred_outcome"] is not None and a["inferred_outcome"] != a["outcome"]:
         line.append(f" [corrected; inferred {a['inferred_outcome']}]", style="dim")
     line.append("  ")
-    line.append(a["approach"] or "")
+    line.append(terminal_safe(a["approach"] or ""))
     if a["paths"]:
         line.append("  " + _paths(a["paths"], 4), style="blue")
     if a["superseded_by"]:

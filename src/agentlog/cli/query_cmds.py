@@ -14,7 +14,6 @@ import csv
 import json
 import sys
 import time
-import unicodedata
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence
 import click
 
 from ..paths import data_root
-from .output import print_json, print_table, stderr, stdout
+from .output import print_json, print_table, stderr, stdout, terminal_safe
 from .scope_opts import parse_time
 
 if TYPE_CHECKING:
@@ -61,16 +60,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _safe(text: Any) -> str:
-    """Stored text made harmless for a terminal: control and format characters
-    (escape sequences, bidi overrides) shown escaped, newlines and tabs kept."""
-    s = "" if text is None else str(text)
-    if s.isprintable():
-        return s
-    return "".join(c if c in "\n\t" or unicodedata.category(c)[0] != "C"
-                   else c.encode("unicode_escape").decode("ascii") for c in s)
-
-
 def _cell(value: Any) -> str:
     """One value as text in a table or a block (made terminal-safe)."""
     v = _plain(value)
@@ -81,8 +70,8 @@ def _cell(value: Any) -> str:
     if isinstance(v, list):
         return ", ".join(_cell(x) for x in v)
     if isinstance(v, dict):
-        return _safe(json.dumps(v, ensure_ascii=False))
-    return _safe(v)
+        return terminal_safe(json.dumps(v, ensure_ascii=False))
+    return terminal_safe(v)
 
 
 def _short(kind: str | None, value: str | None) -> str:
@@ -117,9 +106,9 @@ def _engine(no_ingest: bool) -> Iterator[Any]:
 
 def _fail(message: str, code: int, detail: str | None = None) -> NoReturn:
     err = stderr()
-    err.print(_safe(message), markup=False, highlight=False)
+    err.print(terminal_safe(message), markup=False, highlight=False)
     if detail:
-        err.print(_safe(detail), markup=False, highlight=False)
+        err.print(terminal_safe(detail), markup=False, highlight=False)
     sys.exit(code)
 
 
@@ -148,7 +137,7 @@ def _errors(statement: str | None = None) -> Iterator[None]:
 def _notes(notes: Sequence[str]) -> None:
     err = stderr()
     for n in notes:
-        err.print(_safe(n), markup=False, highlight=False, style="dim")
+        err.print(terminal_safe(n), markup=False, highlight=False, style="dim")
 
 
 def _block(record: dict[str, Any], columns: Sequence[str], title: str | None = None) -> None:
@@ -279,7 +268,7 @@ def _trace_line(r: dict[str, Any]) -> Text:
     if r["edge_kind"] == "depth_limit":
         line.append("… ", style="yellow")
         line.append(_short(r["from_type"], r["from_id"]), style="bold")
-        line.append(_safe(f"  {r['uncertainty']['note']}"), style="yellow")
+        line.append(terminal_safe(f"  {r['uncertainty']['note']}"), style="yellow")
         return line
     arrow = "↑" if r["direction"] == "up" else "↓"
     line.append(f"{arrow} {r['edge_kind']:<10} ", style="cyan")
@@ -336,14 +325,14 @@ def _why_text(r: dict[str, Any]) -> None:
     head.append(_short(r["subject_type"], r["subject_id"]) or r["subject_type"], style="bold")
     head.append("  ")
     if r["claim"]:
-        head.append(_safe(r["claim"]))
+        head.append(terminal_safe(r["claim"]))
     else:
         head.append(r["uncertainty"]["reason"].replace("_", " "), style="yellow")
     out.print(head)
     detail = Text("  ")
     if r["confidence"] is not None:
         detail.append(f"confidence {r['confidence']:.2f} ({r['uncertainty']['reason']}); ", style="dim")
-    detail.append(_safe(r["uncertainty"]["note"]), style="dim")
+    detail.append(terminal_safe(r["uncertainty"]["note"]), style="dim")
     out.print(detail)
     if r["evidence"]:
         out.print(Text("  evidence: " + ", ".join(_short("event", e) for e in r["evidence"][:8])
@@ -429,7 +418,7 @@ def _state_text(snapshot: Any, label: str) -> None:
         line = Text("\n")
         line.append(_short("session", s["session_id"]), style="bold")
         line.append(f"  {s['provider']}  ")
-        line.append(_safe(s["project_name"] or "?"), style="blue")
+        line.append(terminal_safe(s["project_name"] or "?"), style="blue")
         line.append(f"  {s['liveness']}", style="green" if s["liveness"] == "open" else "dim")
         line.append(f", coverage {s['coverage']}", style="dim")
         if s["blocked"]:
@@ -438,24 +427,24 @@ def _state_text(snapshot: Any, label: str) -> None:
         cur = s["current_turn"]
         if cur:
             t = Text(f"  turn {cur['turn_index']} ({cur['status']}): ", style="dim")
-            t.append(_safe(" ".join((cur["objective"] or "").split())[:100]))
+            t.append(terminal_safe(" ".join((cur["objective"] or "").split())[:100]))
             out.print(t)
         if s["in_flight"]:
-            out.print(Text("  running: " + _safe(", ".join(f"{f['tool_name'] or f['tool_category'] or '?'} since "
+            out.print(Text("  running: " + terminal_safe(", ".join(f"{f['tool_name'] or f['tool_category'] or '?'} since "
                                                             f"{f['started_at']}" for f in s["in_flight"][:5]))))
         last = s["last_attempt"]
         if last:
             t = Text(f"  last attempt {_short('attempt', last['attempt_id'])}: {last['outcome']}", style="")
             if last["failure_class"]:
                 t.append(f" ({last['failure_class']})")
-            t.append(_safe(f"  {last['approach'] or ''}"), style="dim")
+            t.append(terminal_safe(f"  {last['approach'] or ''}"), style="dim")
             out.print(t)
         fail = s["last_failure"]
         if fail and (not last or fail["attempt_id"] != last["attempt_id"]):
             out.print(Text(f"  last failure {_short('attempt', fail['attempt_id'])}: {fail['outcome']} "
                            f"({fail['failure_class'] or 'no class'})", style="dim"))
         if s["explanation"]:
-            out.print(Text(_safe(f"  {s['explanation']}"), style="red"))
+            out.print(Text(terminal_safe(f"  {s['explanation']}"), style="red"))
         out.print(Text(f"  last activity {s['last_activity_at']}", style="dim"))
     for u in snapshot.work_units:
         line = Text("\n")
@@ -464,10 +453,10 @@ def _state_text(snapshot: Any, label: str) -> None:
         line.append(", ".join(u["actors"]), style="dim")
         out.print(line)
         if u["objective"]:
-            out.print(Text(_safe("  " + " ".join(u["objective"].split())[:100])))
+            out.print(Text(terminal_safe("  " + " ".join(u["objective"].split())[:100])))
         out.print(Text(f"  {u['phase_reason']}; {u['status_reason']}", style="dim"))
         if u["explanation"]:
-            out.print(Text(_safe(f"  {u['explanation']}"), style="red"))
+            out.print(Text(terminal_safe(f"  {u['explanation']}"), style="red"))
 
 
 @click.command(name="state")
