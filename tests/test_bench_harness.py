@@ -279,7 +279,7 @@ def test_bench_run_at_20k_events(tmp_path: Path) -> None:
     env.pop("AGENTLOG_BENCH_STEPS_MODULE", None)
     r = subprocess.run(
         [sys.executable, "-m", "agentlog", "bench", "run", "--events", "20000", "--out", str(out), "--time-cap-secs", "240"],
-        capture_output=True, text=True, timeout=900, env=env,
+        capture_output=True, text=True, timeout=1800, env=env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())
