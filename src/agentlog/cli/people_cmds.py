@@ -7,7 +7,6 @@ as rich ``Text``, never read as markup.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -15,7 +14,7 @@ import click
 
 from ..paths import data_root
 from .output import print_json, print_table, stderr, stdout, terminal_safe
-from .scope_opts import parse_time, scope_options
+from .scope_opts import parse_time, scope_options, current_engine
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -29,16 +28,6 @@ OUTCOME_STYLES = {
 }
 
 
-@contextmanager
-def _engine(no_ingest: bool) -> Iterator[Any]:
-    from ..query.engine import QueryError, open_current
-
-    try:
-        engine, _ = open_current(data_root(), catch_up=not no_ingest)
-    except QueryError as e:
-        raise click.ClickException(str(e)) from None
-    with engine:
-        yield engine
 
 
 def _times(opts: dict[str, Any]) -> None:
@@ -188,7 +177,7 @@ def timeline_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
 
     opts["as_json"] = as_json
     _times(opts)
-    with _engine(no_ingest) as engine:
+    with current_engine(no_ingest) as engine:
         rows = timeline(engine, _scope(engine, opts))
     if as_json:
         print_json(rows)
@@ -224,7 +213,7 @@ def failures_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
 
     opts["as_json"] = as_json
     _times(opts)
-    with _engine(no_ingest) as engine:
+    with current_engine(no_ingest) as engine:
         rows = failures(engine, _scope(engine, opts))
     if as_json:
         print_json(rows)
@@ -257,7 +246,7 @@ def sessions_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
 
     opts["as_json"] = as_json
     _times(opts)
-    with _engine(no_ingest) as engine:
+    with current_engine(no_ingest) as engine:
         rows = sessions(engine, _scope(engine, opts))
     if as_json:
         print_json(rows)
@@ -307,7 +296,7 @@ def show_cmd(ident: str, as_json: bool, no_ingest: bool, **opts: Any) -> None:
 
     opts["as_json"] = as_json
     _times(opts)
-    with _engine(no_ingest) as engine:
+    with current_engine(no_ingest) as engine:
         scope = _scope(engine, opts, default_all=True)
         try:
             found = show(engine, ident, scope)

@@ -23,7 +23,7 @@ import click
 
 from ..paths import data_root
 from .output import print_json, print_table, stderr, stdout, terminal_safe
-from .scope_opts import parse_time
+from .scope_opts import parse_time, current_engine
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -92,16 +92,6 @@ def _now_us(value: str | None, option: str) -> int:
     return wall if resolved is None else resolved
 
 
-@contextmanager
-def _engine(no_ingest: bool) -> Iterator[Any]:
-    from ..query.engine import QueryError, open_current
-
-    try:
-        engine, _ = open_current(data_root(), catch_up=not no_ingest)
-    except QueryError as e:
-        raise click.ClickException(str(e)) from None
-    with engine:
-        yield engine
 
 
 def _fail(message: str, code: int, detail: str | None = None) -> NoReturn:
@@ -242,7 +232,7 @@ def query_cmd(ctx: click.Context, statement: str, as_json: bool, as_csv: bool, n
     from ..query.aql import execute_statement
     from ..query.scope import resolve_projects
 
-    with _engine(no_ingest) as engine, _errors(statement):
+    with current_engine(no_ingest) as engine, _errors(statement):
         current = resolve_projects(engine, None, False).project_ids
         result = execute_statement(engine, stmt, now_us=now_us, current_project=current, max_rows=max_rows,
                                    timeout=timeout)
@@ -302,7 +292,7 @@ def trace_cmd(entity_id: str, depth: int, direction: str, as_json: bool, no_inge
     """
     from ..project.state import trace
 
-    with _engine(no_ingest) as engine, _errors():
+    with current_engine(no_ingest) as engine, _errors():
         rows = trace(engine, entity_id, depth, direction)
     if as_json:
         print_json(_plain(rows))
@@ -370,7 +360,7 @@ def why_cmd(entity_id: str | None, project: str | None, all_projects: bool, now:
     now_us = _now_us(now, "--now")
     if entity_id is not None and (project or all_projects):
         raise click.UsageError("give an ID or --project/--all-projects, not both")
-    with _engine(no_ingest) as engine, _errors():
+    with current_engine(no_ingest) as engine, _errors():
         if entity_id is None:
             scope = resolve_projects(engine, project, all_projects)
             if not as_json:
@@ -480,7 +470,7 @@ def state_cmd(at: str | None, project: str | None, all_projects: bool, session: 
     from ..project.state import resolve_id, state_at
 
     at_us = _now_us(at, "--at")
-    with _engine(no_ingest) as engine, _errors():
+    with current_engine(no_ingest) as engine, _errors():
         scope = _state_scope(engine, project, all_projects, session)
         if session:
             _kind, full = resolve_id(engine, session, ["session"])

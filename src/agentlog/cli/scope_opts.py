@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
 
 import click
+
+from ..paths import data_root
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,3 +46,17 @@ def parse_time(value: str | None, option: str, now_us: int | None = None) -> int
         return resolve(value, now_us if now_us is not None else time.time_ns() // 1000)
     except TimeError as e:
         raise click.BadParameter(str(e), param_hint=option) from None
+
+
+@contextmanager
+def current_engine(no_ingest: bool) -> Iterator[Any]:
+    """An engine over the data root, brought up to date first unless ``no_ingest``
+    (a failure to do so is a ClickException: exit 1 with its message)."""
+    from ..query.engine import QueryError, open_current
+
+    try:
+        engine, _ = open_current(data_root(), catch_up=not no_ingest)
+    except QueryError as e:
+        raise click.ClickException(str(e)) from None
+    with engine:
+        yield engine
