@@ -232,3 +232,18 @@ def test_reference_scenario_delivered_in_shuffled_chunks(tmp_path: Path) -> None
     check_delivery(str(tmp_path / "root"), chunks)
     tables = view_tables(str(tmp_path / "root"))
     assert len(tables["handoffs"]) == 1 and len(tables["decisions"]) == 1 and len(tables["commits"]) == 1
+
+
+def test_full_build_in_worker_processes_equals_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large stores project their shards in ``python -m agentlog.project.persist``
+    children; forced here on a small store, the tables must be the same."""
+    root = str(tmp_path / "home")
+    build_reference(root, str(tmp_path))
+    ingest(root)
+    monkeypatch.setenv("AGENTLOG_PROJECT_WORKERS", "1")
+    assert refresh(root, full=True).mode == "full"
+    one = view_tables(root)
+    monkeypatch.setenv("AGENTLOG_PROJECT_WORKERS", "2")
+    report = refresh(root, full=True)
+    assert report.mode == "full" and report.counts["sessions"] == 2
+    assert view_tables(root) == one

@@ -545,8 +545,9 @@ def _run_jobs(directory: str, gen: int, jobs: list[tuple[int, str]], gone: list[
         errors.seek(0)
         err = errors.read()
         errors.close()
-        if proc.returncode != 0:
-            failed.append(f"shard {s}: exit {proc.returncode}: {err.decode('utf-8', 'replace')[-2000:]}")
+        if proc.returncode != 0 or not out:
+            failed.append(f"shard {s}: exit {proc.returncode}, {len(out)} bytes out: "
+                          f"{err.decode('utf-8', 'replace')[-2000:]}")
             continue
         yield s, orjson.loads(out)
     if failed:
@@ -757,3 +758,16 @@ def source_files(root: str, manifest: Manifest | None = None) -> dict[str, list[
         f = m.files.get(name) if m else None
         out[name] = [os.path.join(directory, f)] if f else []
     return out
+
+
+def _worker_main() -> None:
+    """``python -m agentlog.project.persist``: one shard job, spec on stdin, files on stdout."""
+    import sys
+
+    spec = orjson.loads(sys.stdin.buffer.read())
+    files = _shard_job(spec["directory"], spec["gen"], spec["shard"], spec["obs"], spec["gone"])
+    sys.stdout.buffer.write(orjson.dumps(files))
+
+
+if __name__ == "__main__":
+    _worker_main()
