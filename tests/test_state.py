@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -530,3 +531,213 @@ def test_empty_store(tmp_path: Path) -> None:
         assert row["uncertainty"]["reason"] == "insufficient_evidence"
         [row] = S.what_is_doing_now(engine)
         assert row["subject_type"] == "none"
+
+
+# --------------------------------------------------------------------------- the per-engine index
+#
+# STATE, DIFF, WHY and WHAT IS … NOW read the projection through facts loaded
+# once per engine (``state._Core``, ``state._Calls``). These tests hold those
+# answers against the SQL they replace, at every event time of small sessions
+# made to hit the index's edge cases, and then check the paths taken rarely.
+
+
+@dataclass
+class Clock:
+    root: str
+    engine: Engine
+    sessions: list[Claude]
+
+    def instants(self) -> list[int]:
+        times = sorted({int(r[0]) for r in self.engine.run("select epoch_us(observed_at) from events",
+                                                            max_rows=100_000).rows})
+        return sorted({x + d for x in times for d in (-1, 0, 1)} | {times[-1] + 13 * 3600 * SECOND})
+
+
+@pytest.fixture(scope="module")
+def clock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clock]:
+    """Calls that start at the same microsecond, one that runs for minutes, one that never ends."""
+    base = tmp_path_factory.mktemp("state-clock")
+    root = str(base / "home")
+    os.makedirs(root)
+    repo = make_repo(str(base / "work"))
+    s = Claude(root, repo, "clock", BASE_US)
+    s.start(0)
+    s.prompt(1)
+    s.bash(2, "b1", ok=True)
+
+    def call(t: float, name: str, tool: str, end: float | None, ok: bool = True, session: Claude = s) -> None:
+        tool_input: dict[str, Any] = ({"command": "make test"} if tool == "Bash" else
+                                      {"file_path": os.path.join(repo, "src/lib.rs"), "old_string": "a",
+                                       "new_string": "b"})
+        session.emit(f"{name}.start", t, {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_use_id": name,
+                                          "tool_input": tool_input})
+        if end is not None:
+            session.emit(f"{name}.end", end, {"hook_event_name": "PostToolUse" if ok else "PostToolUseFailure",
+                                              "tool_name": tool, "tool_use_id": name, "tool_input": tool_input,
+                                              **({"tool_response": {"stdout": "ok"}} if ok else {"error": "failed"})})
+
+    for name, tool, end in (("t1", "Edit", 11), ("t2", "Bash", 12), ("t3", "Edit", 13), ("t4", "Bash", 11)):
+        call(10, name, tool, end, ok=name != "t2")  # four calls starting at the same microsecond
+    call(20, "long", "Bash", 90)  # longer than SHORT_CALL
+    call(30, "open", "Bash", None)  # never finishes
+    call(40, "e4", "Edit", 41)
+    call(50, "b5", "Bash", 51, ok=False)
+    s.stop(100)
+    s.prompt(200, "and now the docs")
+    call(201, "t5", "Edit", 202)
+    call(201, "t6", "Edit", 203)
+    s2 = Claude(root, repo, "clock-two", BASE_US + 60 * SECOND)
+    s2.start(0)
+    s2.prompt(1)
+    call(2, "x1", "Bash", 3, ok=False, session=s2)
+    call(2, "x0", "Bash", 4, ok=False, session=s2)
+    s2.bash(5, "x2", ok=False)
+    s2.edit(8, "x3", ok=False)
+    engine, _ = open_current(root)
+    yield Clock(root, engine, [s, s2])
+    engine.close()
+
+
+def _sql_in_flight(engine: Engine, t: int) -> dict[str, list[str]]:
+    return {sid: list(ids) for sid, ids in engine.run(
+        "SELECT session_id, list(tool_call_id ORDER BY started_at, tool_call_id) FROM tool_calls "
+        "WHERE NOT retracted AND started_at <= make_timestamptz($1) AND "
+        "(finished_at IS NULL OR finished_at > make_timestamptz($1)) GROUP BY 1", [t]).rows}
+
+
+def _sql_unit_calls(engine: Engine, t: int) -> dict[str, dict[str, Any]]:
+    """The aggregate over a unit's calls by t as SQL computes it (what ``_unit_calls`` replaces)."""
+    mutating = ", ".join(f"'{c}'" for c in sorted(S.MUTATING))
+    rows = engine.run(
+        "WITH m AS (SELECT work_unit_id, unnest(turns) AS turn_id FROM work_units), "
+        "c AS (SELECT m.work_unit_id, x.tool_category AS cat, CASE WHEN x.finished_at <= make_timestamptz($1) "
+        "THEN x.outcome_status END AS status, x.git_subcommand AS git, x.command_category AS cmd, "
+        "epoch_us(coalesce(x.started_at, x.finished_at)) AS first_at, CASE WHEN x.finished_at <= "
+        "make_timestamptz($1) THEN epoch_us(x.finished_at) END AS fin, (x.finished_at IS NULL OR "
+        "x.finished_at > make_timestamptz($1)) AS flying, x.tool_call_id FROM m JOIN tool_calls x USING (turn_id) "
+        "WHERE coalesce(x.started_at, x.finished_at) <= make_timestamptz($1) AND NOT x.retracted) "
+        f"SELECT work_unit_id, count(*) FILTER (WHERE flying), count(*) FILTER (WHERE cat IN ({mutating})), "
+        "max(coalesce(fin, first_at)), list([cat, status, git, cmd] ORDER BY first_at DESC, tool_call_id DESC) "
+        "FROM c GROUP BY work_unit_id", [t]).rows
+    return {uid: {"n_flying": fl, "n_mut": mut, "last_call": last, "tail": list(reversed(tail[:5]))}
+            for uid, fl, mut, last, tail in rows}
+
+
+def _sql_attempts(engine: Engine, t: int) -> dict[str, tuple[Any, ...]]:
+    """Per session: the last attempt started by t, and the last two ended by t (ids)."""
+    return {k: (last, list(ended or [])) for k, last, ended in engine.run(
+        "SELECT session_id, arg_max(attempt_id, (started_at, turn_index, attempt_index)), "
+        "arg_max(attempt_id, (ended_at, started_at, turn_index, attempt_index), 2) "
+        "FILTER (WHERE ended_at <= make_timestamptz($1)) FROM attempts "
+        "WHERE NOT retracted AND started_at <= make_timestamptz($1) GROUP BY 1", [t]).rows}
+
+
+def test_index_answers_like_sql_at_every_event(clock: Clock) -> None:
+    engine = clock.engine
+    facts = S._facts(engine)
+    core, calls = S._core(engine, facts), S._calls(engine, facts)
+    units = [r[0] for r in engine.run("select work_unit_id from work_units").rows]
+    assert units
+    seen_ties = seen_flying = 0
+    for t in clock.instants():
+        st = S.state_at(engine, t)
+        flying = _sql_in_flight(engine, t)
+        for s in st.sessions:
+            assert [f["tool_call_id"] for f in s["in_flight"]] == flying.get(s["session_id"], []), (t, s)
+            seen_flying += bool(s["in_flight"])
+        expected = _sql_unit_calls(engine, t)
+        for uid in units:
+            got = S._unit_calls(engine, calls, uid, t)
+            assert got == expected.get(uid), (t, uid)
+            g = calls.groups[uid]
+            k = bisect_right(g.a, t)
+            seen_ties += any(g.a[j] == g.a[j - 1] for j in range(max(1, k - 5), k))
+        ids = [s["session_id"] for s in st.sessions]
+        got_attempts = S._attempts_at(core, t, {"session_id": ids})
+        for sid, (last, ended) in _sql_attempts(engine, t).items():
+            if sid in ids:
+                assert got_attempts[sid]["last"][0]["attempt_id"] == last
+                assert [a["attempt_id"] for a in got_attempts[sid]["ended"]] == ended
+        later = [s for s in S._sessions_at(core, t, None, None, None, []) if s["in_state"]
+                 and (s["activity_us"] is None or s["activity_us"] > t)]
+        if later:
+            first = min(s["started_us"] for s in later)
+            assert S._activities(engine, facts, core, [(t, later)]) == [
+                S._activity_in_window(engine, later, t, first)]
+    assert seen_ties and seen_flying  # the edge cases were met
+
+
+def test_index_with_unpacked_calls_and_whole_window_activity(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finish times too far from start times to pack, and sessions whose last event before t
+    is not in the window the projection suggests: both answered as the usual path answers."""
+    instants = clock.instants()
+    expected = [S.state_at(clock.engine, t) for t in instants]
+    monkeypatch.setattr(S, "_PACKED_LIMIT", 0)
+    monkeypatch.setattr(S, "_known_activity", lambda core, s, t: t)
+    with Engine(clock.root) as fresh:
+        assert S._calls(fresh, S._facts(fresh)).groups  # built the other way
+        assert all(isinstance(g.p, list) for g in S._calls(fresh, S._facts(fresh)).groups.values())
+        for t, want in zip(instants, expected):
+            got = S.state_at(fresh, t)
+            assert (got.sessions, got.work_units, got.notes) == (want.sessions, want.work_units, want.notes), t
+
+
+def test_index_loads_once_and_answers_do_not_share_state(clock: Clock) -> None:
+    engine = clock.engine
+    t = S.latest_event_us(engine)
+    assert t is not None
+    rec = Recording(engine)
+    S.state_at(rec, t)
+    before = len(rec.sql)
+    first = S.state_at(rec, t)
+    assert len(rec.sql) == before  # nothing left to ask the tables at that instant
+    first.sessions[0]["in_flight"].clear()
+    first.sessions[0]["current_turn"]["status"] = "changed"
+    first.sessions[0]["evidence"].append("changed")
+    again = S.state_at(engine, t)
+    assert again.sessions[0]["current_turn"]["status"] != "changed"
+    assert "changed" not in again.sessions[0]["evidence"]
+    assert again.sessions[0]["in_flight"]  # the call that never finished
+    # A settled session's liveness still moves with the clock.
+    later = S.state_at(engine, t + 13 * 3600 * SECOND)
+    assert {s["liveness"] for s in again.sessions} == {"open"}
+    assert {s["liveness"] for s in later.sessions} == {"stale"}
+
+
+def test_short_call_names_are_fetched_once(clock: Clock) -> None:
+    engine = clock.engine
+    calls = S._calls(engine, S._facts(engine))
+    calls.short.clear()
+    rec = Recording(engine)
+    t = BASE_US + int(41.5 * SECOND)  # the long call and the open call run, and no short one
+    assert [f["tool_name"] for f in S.state_at(rec, t).sessions[0]["in_flight"]] == ["Bash", "Bash"]
+    assert not calls.short
+    t = BASE_US + int(40.5 * SECOND)  # … and the one-second edit e4
+    names = [f["tool_name"] for f in S.state_at(rec, t).sessions[0]["in_flight"]]
+    assert names == ["Bash", "Bash", "Edit"] and calls.short
+    asked = len(rec.sql)
+    S.state_at(rec, t)
+    assert len(rec.sql) == asked
+
+
+def test_engine_runs_statements_without_a_thread_each(clock: Clock) -> None:
+    import threading
+
+    from agentlog.query.engine import QueryError
+
+    engine = clock.engine
+    engine.run("select 1")
+    threads = threading.active_count()
+    for i in range(200):
+        assert engine.run("select $1::INTEGER", [i]).rows == [(i,)]
+    assert threading.active_count() <= threads
+    slow = "select count(*) from range(100000000000) a, range(1000) b"
+    for _ in range(2):  # the second time the statement's check is remembered; the timeout still holds
+        with pytest.raises(QueryError) as e:
+            engine.run(slow, timeout=0.3)
+        assert e.value.kind == "timeout"
+    assert engine.run("select 2").rows == [(2,)]
+    for _ in range(2):
+        with pytest.raises(QueryError) as e:
+            engine.run("select 1; select 2")
+        assert e.value.kind == "refused"

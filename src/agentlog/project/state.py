@@ -1,11 +1,16 @@
 """Time travel over the projection: the state at an instant, what changed
 between two instants, why something is blocked or failed, and causal traces.
 
-Everything here is SQL over an open query engine (``query.engine.Engine``) —
-the functions filter and aggregate inside DuckDB and bring back only the few
-rows an answer needs, so they stay fast on a store of millions of events.
-No function reads the wall clock: every instant is an argument, and callers
-default "now" to the latest observed event time (:func:`latest_event_us`).
+Everything here reads an open query engine (``query.engine.Engine``). The
+time-travel answers (state, DIFF, WHY, WHAT IS … NOW) read the projection
+through facts loaded once per engine — its snapshot never changes — and
+sorted for "the latest … by t" lookups, so an answer at an instant costs
+Python over the few sessions and units concerned, plus at most one query of
+the events table (a session's last event before ``t`` when it went on after
+``t``); the rest (ids, traces, WHY FAILED) filter and aggregate inside DuckDB
+and bring back only the few rows an answer needs. No function reads the wall
+clock: every instant is an argument, and callers default "now" to the latest
+observed event time (:func:`latest_event_us`).
 
 State at ``t`` (:func:`state_at`) is the projection seen as it was known at
 ``t``: only entities observed at or before ``t``, outcomes masked to what was
@@ -41,8 +46,11 @@ from __future__ import annotations
 
 import re
 import weakref
+from array import array
+from bisect import bisect_left, bisect_right
 from datetime import date, datetime, timedelta, timezone
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Iterable, Literal, Protocol, Sequence
 
 from ..query.timeexpr import format_us
@@ -137,7 +145,11 @@ def coverage_note(coverage: str | None) -> str:
 
 
 def _ts(us: int | None) -> str | None:
-    return None if us is None else format_us(us)
+    return None if us is None else _format_us(us)
+
+
+_format_us = lru_cache(maxsize=1 << 16)(format_us)
+"""format_us, remembered: an answer formats the same stored times over and over."""
 
 
 def _shown(text: str) -> str:
@@ -337,6 +349,525 @@ def _counts_text(counts: dict[str, int]) -> str:
                      sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+# --------------------------------------------------------------------------- facts kept per engine
+#
+# An engine's snapshot never changes, so what the time-travel questions read
+# of the projection is loaded once per engine into Python structures sorted
+# for "the latest … at or before t" lookups (bisection): the small tables
+# (sessions, turns, attempts, signals, corrections, work units: ``_Core``)
+# and a compact index of the tool calls (``_Calls``: per work unit, the
+# calls' times and a small code of their category, status, git subcommand and
+# command category; the names and ids only of the calls that may run long).
+# Answering at an instant then needs no SQL but for what the projection
+# does not hold: a session's last event before ``t`` when its last activity
+# came later (the events table, once per question, memoised), the names of a
+# short call found in flight (rare), attempts' evidence lists (WHY), and the
+# tool call ids of calls started at the same microsecond (rarer still).
+
+
+MEMO_CAP: Final = 20_000
+"""Most entries a per-engine memo (activities, evidence, short calls) holds before it starts over."""
+
+SHORT_CALL: Final = 10 * US
+"""A finished tool call at most this long (µs) is "short": the call index keeps only its times and
+code, and fetches its names in the rare case that it is in flight at the instant asked about."""
+
+_CallRow = tuple[int, "int | None", str, str, "str | None", "str | None", "str | None"]
+"""(started µs, finished µs, session id, tool call id, tool name, tool category, start event id)."""
+
+_CALL_ROW_SQL: Final = ("epoch_us(started_at) AS s, epoch_us(finished_at) AS f, session_id, tool_call_id, tool_name, "
+                        "tool_category, start_event_id")
+
+
+def _low(value: Any) -> tuple[bool, Any]:
+    """A sort key placing None below every value (as DuckDB's NULLS LAST does in a descending order)."""
+    return (value is not None, value if value is not None else 0)
+
+
+@dataclass
+class _AttemptIndex:
+    """One session's (or work unit's) attempts that have a start, sorted for "the latest by t"."""
+
+    by_start: list[dict[str, Any]]
+    """By (start, turn index, attempt index)."""
+    starts: list[int]
+    by_end: list[dict[str, Any]]
+    """Those with an end, by (end, start, turn index, attempt index)."""
+    ends: list[int]
+    fails: list[dict[str, Any]]
+    """Those of ``by_end`` that failed, were superseded or were corrected, in the same order."""
+    fail_ends: list[int]
+
+    @classmethod
+    def of(cls, rows: list[dict[str, Any]]) -> _AttemptIndex:
+        """From attempts sorted by (start, turn index, attempt index), None indexes first."""
+        started = [r for r in rows if r["s"] is not None]
+        ended = sorted((r for r in started if r["e"] is not None), key=lambda r: r["e"])  # stable: ties stay sorted
+        fails = [r for r in ended if r["outcome"] in FAILURES or r["corrected_by"] is not None]
+        return cls(started, [r["s"] for r in started], ended, [r["e"] for r in ended], fails,
+                   [r["e"] for r in fails])
+
+
+def _newest(rows: list[dict[str, Any]], ends: list[int], t: int, n: int) -> list[dict[str, Any]]:
+    """The last ``n`` of ``rows`` (sorted by end) that ended by ``t`` and started by ``t``, newest first."""
+    out: list[dict[str, Any]] = []
+    i = bisect_right(ends, t) - 1
+    while i >= 0 and len(out) < n:
+        if rows[i]["s"] <= t:
+            out.append(rows[i])
+        i -= 1
+    return out
+
+
+@dataclass
+class _Core:
+    """The projection's small tables, as read once per engine."""
+
+    sessions: list[dict[str, Any]]
+    """Every session (retracted ones too), by (started, session id), started NULL last."""
+    session_by_id: dict[str, dict[str, Any]]
+    turns: dict[str, list[dict[str, Any]]]
+    """Per session, its turns that are not retracted and have a start, by (start, turn index)."""
+    turn_starts: dict[str, list[int]]
+    turn_prompts: dict[str, list[int]]
+    """Per session, how many of its first n turns (of ``turns``) had a prompt, for n = 0, 1, …"""
+    turn_by_id: dict[str, list[dict[str, Any]]]
+    """Turns not retracted, by id."""
+    attempts_by_session: dict[str, _AttemptIndex]
+    attempts_by_unit: dict[str, _AttemptIndex]
+    attempt_starts: dict[str, int | None]
+    """Every attempt's start (retracted ones too: a successor's start is read whatever it became)."""
+    signals: dict[str, list[dict[str, Any]]]
+    """Per session, its signals not retracted, newest first (raised, then event id)."""
+    corrections: dict[str, list[dict[str, Any]]]
+    """Per attempt, the applied outcome corrections, oldest first (corrected, then event id)."""
+    units: list[dict[str, Any]]
+    unit_by_id: dict[str, dict[str, Any]]
+    unit_turns: dict[str, tuple[list[dict[str, Any]], list[int], list[dict[str, Any]], list[int]]] = field(
+        default_factory=dict)
+    """Per work unit (filled as asked): its member turns with a start, by (start, turn index), their
+    starts, those with an end by end, and their ends."""
+    settled: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Attempt row (by identity) → its masked copy, once nothing more can change it (see :func:`_masked`)."""
+    settled_views: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Masked copy (by identity) in ``settled`` → its :func:`_attempt_view`."""
+
+
+@dataclass
+class _CallGroup:
+    """The calls of one work unit (through its turns; key None: calls in no unit's turn), not retracted."""
+
+    a: array[int]
+    """First time of each call (its start, else its finish), ascending."""
+    p: Sequence[int]
+    """Aligned with ``a``: the call's finish and code, packed (see :meth:`_Calls.fin`, :meth:`_Calls.code`)."""
+    mut: array[int]
+    """First times of the calls that change files (categories in ``MUTATING``), ascending."""
+    open: array[int]
+    """First times of the calls that never finished, ascending."""
+    span: int
+    """The longest finished call (µs, at least 0): bounds how far back a call in flight can have started."""
+
+
+@dataclass
+class _Calls:
+    """The tool calls, indexed once per engine."""
+
+    groups: dict[str | None, _CallGroup]
+    combos: list[tuple[str | None, ...]]
+    """The (category, status, git subcommand, command category) a call code stands for."""
+    first: dict[str, int]
+    """Per session, the first time of its first call."""
+    last: dict[str, int]
+    """Per session, the latest time one of its calls started or finished."""
+    open_rows: list[_CallRow]
+    """Calls started and never finished, by start."""
+    open_starts: list[int]
+    long_rows: list[_CallRow]
+    """Finished calls longer than ``SHORT_CALL``, by start."""
+    long_starts: list[int]
+    long_span: int
+    short: dict[int, list[_CallRow]] = field(default_factory=dict)
+    """Start → every short finished call started then (fetched when needed)."""
+    ties: dict[tuple[str, int], list[tuple[Any, ...]]] = field(default_factory=dict)
+    """(work unit, first time) → its calls with that first time, by tool call id (fetched when needed)."""
+
+    def fin(self, g: _CallGroup, j: int) -> int | None:
+        """The finish time of call ``j`` of ``g`` (None: not finished): ``p`` packs
+        ``code + len(combos) * f`` where f is 0 (no finish), ``2d + 1`` (finished d µs after
+        its first time) or ``2d + 2`` (d µs before it)."""
+        f = g.p[j] // len(self.combos)
+        if f == 0:
+            return None
+        return g.a[j] + (f - 1) // 2 if f & 1 else g.a[j] - (f - 2) // 2
+
+    def code(self, g: _CallGroup, j: int) -> tuple[str | None, ...]:
+        return self.combos[g.p[j] % len(self.combos)]
+
+
+ActivityKey = tuple[str, str, int, int]
+
+
+@dataclass
+class _Settled:
+    """A session's state at any instant from ``since`` on: by then every time the answer reads
+    (its turns, attempts and their successors and corrections, calls, signals, activity, end) has
+    passed, so only its liveness changes — with the silence since its last activity."""
+
+    since: int
+    state: dict[str, Any]
+    activity_us: int
+
+    def at(self, t: int) -> dict[str, Any]:
+        out = _copy_state(self.state)
+        silence = t - self.activity_us
+        if out["state"] == "closed":
+            out["liveness"] = "closed"
+        elif silence <= STALE_AFTER or (out["blocked"] and silence <= BLOCKED_OPEN_FOR):
+            out["liveness"] = "open"
+        else:
+            out["liveness"] = "stale"
+        return out
+
+
+def _copy_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a session state that shares nothing mutable with it."""
+    out = dict(state)
+    for key in ("current_turn", "last_attempt", "last_failure", "blocking_signal", "uncertainty"):
+        if out[key] is not None:
+            out[key] = dict(out[key])
+    out["in_flight"] = [dict(f) for f in state["in_flight"]]
+    out["evidence"] = list(state["evidence"])
+    return out
+
+
+def _settled_since(core: _Core, calls: _Calls, s: dict[str, Any]) -> int | None:
+    """The time from which session ``s``'s state changes only with its liveness (None: never known)."""
+    sid = s["session_id"]
+    if s["activity_us"] is None or s["started_us"] is None:
+        return None
+    times: list[int | None] = [s["started_us"], s["ended_us"], s["activity_us"], s["last_us"],
+                               calls.first.get(sid), calls.last.get(sid)]
+    turns = core.turns.get(sid, [])
+    times += [x["s"] for x in turns[-1:]] + [x["e"] for x in turns]
+    ix = core.attempts_by_session.get(sid)
+    if ix is not None:
+        times += ix.starts[-1:] + ix.ends[-1:] + [a["successor_s"] for a in ix.by_start]
+        times += [c["at"] for a in ix.by_start if a["corrected_by"] is not None
+                  for c in core.corrections.get(a["attempt_id"], [])]
+    for sig in core.signals.get(sid, ()):
+        times += [sig["raised"], sig["cleared"]]
+    return max(x for x in times if x is not None)
+
+
+@dataclass
+class _Facts:
+    core: _Core | None = None
+    calls: _Calls | None = None
+    activity: dict[ActivityKey, tuple[int, str] | None] = field(default_factory=dict)
+    """(provider, provider session id, t, window start) → a session's last activity by t (None: none)."""
+    evidence: dict[str, list[str]] = field(default_factory=dict)
+    """Attempt id → its evidence list."""
+    settled: dict[str, _Settled] = field(default_factory=dict)
+    """Session id → its state once nothing but the passing of time changes it (see :class:`_Settled`)."""
+
+
+_FACTS: weakref.WeakKeyDictionary[Any, _Facts] = weakref.WeakKeyDictionary()
+
+
+def _facts(engine: Runner) -> _Facts:
+    """What is kept for this engine (a fresh, unkept one if the engine cannot be weakly referenced)."""
+    owner = getattr(engine, "__wrapped__", engine)
+    try:
+        facts = _FACTS.get(owner)
+        if facts is None:
+            facts = _FACTS[owner] = _Facts()
+    except TypeError:
+        return _Facts()
+    return facts
+
+
+def _core(engine: Runner, facts: _Facts) -> _Core:
+    if facts.core is None:
+        facts.core = _load_core(engine)
+    return facts.core
+
+
+def _calls(engine: Runner, facts: _Facts) -> _Calls:
+    if facts.calls is None:
+        facts.calls = _load_calls(engine)
+    return facts.calls
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= MEMO_CAP:
+        memo.clear()
+    memo[key] = value
+
+
+def _load_core(engine: Runner) -> _Core:
+    sessions = _q(engine, (
+        "SELECT session_id, provider, provider_session_id, project_id, project_name, coverage, "
+        "epoch_us(started_at) AS started_us, epoch_us(ended_at) AS ended_us, epoch_us(last_activity_at) AS activity_us, "
+        "last_activity_event_id, start_event_id, first_event_id, end_event_id, retracted, "
+        "epoch_us(last_event_at) AS last_us, last_event_id FROM sessions ORDER BY started_at, session_id"))
+    session_by_id: dict[str, dict[str, Any]] = {}
+    for s in sessions:
+        session_by_id.setdefault(s["session_id"], s)
+
+    turns: dict[str, list[dict[str, Any]]] = {}
+    turn_by_id: dict[str, list[dict[str, Any]]] = {}
+    for r in _q(engine, (
+            "SELECT session_id, turn_id, turn_index, epoch_us(started_at) AS s, epoch_us(ended_at) AS e, status, "
+            "objective, coalesce(prompt_event_id, first_event_id) AS opening_event, "
+            "prompt_event_id IS NOT NULL AS prompted FROM turns WHERE NOT retracted "
+            "ORDER BY started_at, turn_index NULLS FIRST")):
+        turn_by_id.setdefault(r["turn_id"], []).append(r)
+        if r["s"] is not None and r["session_id"] is not None:
+            turns.setdefault(r["session_id"], []).append(r)  # by (start, turn index)
+    turn_starts: dict[str, list[int]] = {}
+    turn_prompts: dict[str, list[int]] = {}
+    for sid, rows in turns.items():
+        turn_starts[sid] = [r["s"] for r in rows]
+        counts = [0]
+        for r in rows:
+            counts.append(counts[-1] + (1 if r["prompted"] else 0))
+        turn_prompts[sid] = counts
+
+    rows = _q(engine, (
+        "SELECT attempt_id, session_id, turn_id, turn_index, attempt_index, approach, epoch_us(started_at) AS s, "
+        "epoch_us(ended_at) AS e, outcome, failure_class, inferred_outcome, inferred_failure_class, corrected_by, "
+        "superseded_by, failing_event_id, first_action_event_id, confidence, work_unit_id, retracted FROM attempts "
+        "ORDER BY started_at, turn_index NULLS FIRST, attempt_index NULLS FIRST"))
+    attempt_starts = {r["attempt_id"]: r["s"] for r in rows}
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    by_unit: dict[str, list[dict[str, Any]]] = {}
+    for a in rows:  # by (start, turn index, attempt index): the order _AttemptIndex keeps
+        if a.pop("retracted") is not False:
+            continue
+        succ = a["superseded_by"]
+        a["successor_s"] = attempt_starts.get(succ) if succ is not None else None
+        if a["session_id"] is not None:
+            by_session.setdefault(a["session_id"], []).append(a)
+        if a["work_unit_id"] is not None:
+            by_unit.setdefault(a["work_unit_id"], []).append(a)
+
+    signals: dict[str, list[dict[str, Any]]] = {}
+    for r in _q(engine, (
+            "SELECT session_id, signal_id, event_id, kind, signal_type, epoch_us(raised_at) AS raised, "
+            "epoch_us(cleared_at) AS cleared, evidence, confidence FROM signals "
+            "WHERE NOT retracted AND raised_at IS NOT NULL")):
+        signals.setdefault(r["session_id"], []).append(r)
+    for found in signals.values():
+        found.sort(key=lambda r: (r["raised"], _low(r["event_id"])), reverse=True)
+
+    corrections: dict[str, list[dict[str, Any]]] = {}
+    for r in _q(engine, (
+            "SELECT target, outcome, failure_class, event_id, epoch_us(corrected_at) AS at FROM corrections "
+            "WHERE status = 'applied' AND correction_type = 'attempt_outcome' AND corrected_at IS NOT NULL")):
+        corrections.setdefault(r["target"], []).append(r)
+    for found in corrections.values():
+        found.sort(key=lambda r: (r["at"], r["event_id"] is None, r["event_id"] or ""))  # NULLS LAST
+
+    units = _q(engine, (
+        "SELECT work_unit_id, project_id, project_name, objective, objective_event_id, phase, status, "
+        "epoch_us(started_at) AS s, epoch_us(updated_at) AS u, epoch_us(ended_at) AS e, sessions, turns, actors, "
+        "evidence, confidence FROM work_units"))
+    unit_by_id: dict[str, dict[str, Any]] = {}
+    for u in units:
+        unit_by_id.setdefault(u["work_unit_id"], u)
+
+    return _Core(sessions, session_by_id, turns, turn_starts, turn_prompts, turn_by_id,
+                 {k: _AttemptIndex.of(v) for k, v in by_session.items()},
+                 {k: _AttemptIndex.of(v) for k, v in by_unit.items()}, attempt_starts, signals, corrections,
+                 units, unit_by_id)
+
+
+_CODED: Final = ("tool_category", "outcome_status", "git_subcommand", "command_category")
+"""The tool call columns a call's code stands for (what a work unit's phase is read from)."""
+
+_PACKED_LIMIT: Final = 2**63
+"""Packed call values must stay below this (DuckDB's BIGINT)."""
+
+
+def _load_calls(engine: Runner) -> _Calls:
+    # The (category, status, git, command) combinations that occur, and each session's first call.
+    combos = sorted((tuple(r) for r in engine.run(
+        f"SELECT DISTINCT {', '.join(_CODED)} FROM tool_calls WHERE NOT retracted", max_rows=ALL_ROWS).rows),
+        key=lambda c: tuple(_low(v) for v in c))
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    longest = 0
+    for r in _q(engine, (
+            "SELECT session_id, epoch_us(min(coalesce(started_at, finished_at))) AS first, "
+            "max(greatest(epoch_us(started_at), epoch_us(finished_at))) AS last, "
+            "max(abs(epoch_us(finished_at) - epoch_us(coalesce(started_at, finished_at)))) AS longest "
+            "FROM tool_calls WHERE NOT retracted GROUP BY session_id")):
+        if r["session_id"] is not None and r["first"] is not None:
+            first[r["session_id"]] = int(r["first"])
+            last[r["session_id"]] = int(r["last"])
+        longest = max(longest, int(r["longest"] or 0))
+    nc = max(1, len(combos))
+
+    # A call's code: its combination's position. In SQL: a mixed-radix number over the columns'
+    # values, mapped to that position through a list.
+    p = Params()
+    values = [sorted({c[i] for c in combos if c[i] is not None}) for i in range(len(_CODED))]
+    radix_sql = "0"
+    for col, vals in reversed(list(zip(_CODED, values))):
+        radix_sql = f"coalesce(list_position({p(vals)}::VARCHAR[], x.{col}), 0) + {len(vals) + 1} * ({radix_sql})"
+    position: dict[int, int] = {}
+    for n, combo in enumerate(combos):
+        radix = 0
+        for i in reversed(range(len(_CODED))):
+            radix = radix * (len(values[i]) + 1) + (values[i].index(combo[i]) + 1 if combo[i] is not None else 0)
+        position[radix] = n
+    size = 1
+    for vals in values:
+        size *= len(vals) + 1
+    code_sql = f"list_extract({p([position.get(x, 0) for x in range(size)])}::BIGINT[], {radix_sql} + 1)"
+    fenc_sql = "CASE WHEN f IS NULL THEN 0 WHEN f >= a THEN (f - a) * 2 + 1 ELSE (a - f) * 2 + 2 END"
+    packed = (2 * longest + 3) * nc < _PACKED_LIMIT
+    if packed:
+        item, columns = f"{{'a': a, 'p': k + {nc} * ({fenc_sql})}}", "list_transform(l, lambda x: x.p) AS p"
+    else:  # finish times too far from the first times to pack: carried apart, packed here
+        item = f"{{'a': a, 'f': f, 'k': k}}"
+        columns = "list_transform(l, lambda x: x.f) AS f, list_transform(l, lambda x: x.k) AS k"
+    groups: dict[str | None, _CallGroup] = {}
+    for r in _q(engine, (
+            "WITH m AS (SELECT work_unit_id, unnest(turns) AS turn_id FROM work_units), "
+            "c AS (SELECT m.work_unit_id AS u, epoch_us(coalesce(x.started_at, x.finished_at)) AS a, "
+            f"epoch_us(x.finished_at) AS f, x.tool_category IN {p.many(sorted(MUTATING))} AS mut, {code_sql} AS k "
+            "FROM tool_calls x LEFT JOIN m ON m.turn_id = x.turn_id "
+            "WHERE NOT x.retracted AND coalesce(x.started_at, x.finished_at) IS NOT NULL), "
+            f"g AS (SELECT u, list_sort(list({item})) AS l, list_sort(list(a) FILTER (WHERE mut)) AS mut, "
+            "list_sort(list(a) FILTER (WHERE f IS NULL)) AS open, max(f - a) AS span FROM c GROUP BY u) "
+            f"SELECT u, list_transform(l, lambda x: x.a) AS a, {columns}, mut, open, span FROM g"), p):
+        a = array("q", r["a"])
+        if packed:
+            packs: Sequence[int] = array("q", r["p"])
+        else:
+            packs = [k + nc * (0 if f is None else (f - x) * 2 + 1 if f >= x else (x - f) * 2 + 2)
+                     for x, f, k in zip(a, r["f"], r["k"])]
+        groups[r["u"]] = _CallGroup(a, packs, array("q", r["mut"] or []), array("q", r["open"] or []),
+                                    max(0, int(r["span"] or 0)))
+
+    # The names of the calls that may be in flight for long: unfinished ones and long ones.
+    p = Params()
+    open_rows: list[_CallRow] = []
+    long_rows: list[_CallRow] = []
+    for row in engine.run(
+            f"SELECT {_CALL_ROW_SQL} FROM tool_calls WHERE NOT retracted AND started_at IS NOT NULL AND "
+            f"(finished_at IS NULL OR epoch_us(finished_at) - epoch_us(started_at) > {p(SHORT_CALL)}) "
+            "ORDER BY started_at", p.values, max_rows=ALL_ROWS).rows:
+        (open_rows if row[1] is None else long_rows).append(row)
+    long_span = max((r[1] - r[0] for r in long_rows if r[1] is not None), default=0)
+    return _Calls(groups, combos or [(None,) * len(_CODED)], first, last, open_rows, [r[0] for r in open_rows],
+                  long_rows, [r[0] for r in long_rows], long_span)
+
+
+def _fetch_short(engine: Runner, calls: _Calls, starts: Sequence[int]) -> None:
+    """Every short finished call started at one of ``starts``, into ``calls.short``."""
+    p = Params()
+    found: dict[int, list[_CallRow]] = {s: [] for s in starts}
+    for row in engine.run(
+            f"SELECT {_CALL_ROW_SQL} FROM tool_calls WHERE NOT retracted AND started_at BETWEEN "
+            f"{p.ts(min(starts))} AND {p.ts(max(starts))} AND finished_at IS NOT NULL AND "
+            f"epoch_us(finished_at) - epoch_us(started_at) <= {p(SHORT_CALL)}", p.values, max_rows=ALL_ROWS).rows:
+        found.setdefault(row[0], []).append(row)
+    if len(calls.short) + len(found) > MEMO_CAP:
+        calls.short.clear()
+    for s, rows in found.items():
+        calls.short.setdefault(s, rows)
+
+
+def _in_flight(engine: Runner, calls: _Calls, t: int) -> list[_CallRow]:
+    """Every call not retracted that had started by ``t`` and had not finished by then."""
+    out = calls.open_rows[:bisect_right(calls.open_starts, t)]
+    i = bisect_right(calls.long_starts, t) - 1
+    while i >= 0 and calls.long_starts[i] > t - calls.long_span:
+        row = calls.long_rows[i]
+        if row[1] is not None and row[1] > t:
+            out.append(row)
+        i -= 1
+    # A short call in flight started within SHORT_CALL of t; its group's arrays say which start it had.
+    starts: set[int] = set()
+    for g in calls.groups.values():
+        j = bisect_right(g.a, t) - 1
+        while j >= 0 and g.a[j] > t - SHORT_CALL:
+            fin = calls.fin(g, j)
+            if fin is not None and fin > t and fin - g.a[j] <= SHORT_CALL:
+                starts.add(g.a[j])
+            j -= 1
+    if starts:
+        missing = sorted(s for s in starts if s not in calls.short)
+        if missing:
+            _fetch_short(engine, calls, missing)
+        for s in sorted(starts):
+            out.extend(r for r in calls.short.get(s, []) if r[1] is not None and r[1] > t)
+    return out
+
+
+def _unit_calls(engine: Runner, calls: _Calls, unit_id: str, t: int) -> dict[str, Any] | None:
+    """A work unit's calls by ``t`` (None: none): how many are in flight and change files, the latest
+    time one started or finished, and the last five (``tail``: [category, status, git, command])."""
+    g = calls.groups.get(unit_id)
+    k = bisect_right(g.a, t) if g is not None else 0
+    if g is None or k == 0:
+        return None
+    last = g.a[k - 1]
+    flying = bisect_right(g.open, t)
+    i = k - 1
+    while i >= 0 and g.a[i] > last - g.span:  # only these can have finished after ``last`` or after t
+        fin = calls.fin(g, i)
+        if fin is not None:
+            if fin > t:
+                flying += 1
+            elif fin > last:
+                last = fin
+        i -= 1
+    lo = max(0, k - 5)
+    if any(g.a[j] == g.a[j - 1] for j in range(max(1, lo), k)):
+        tail = _tied_tail(engine, calls, g, unit_id, k, t)
+    else:
+        tail = []
+        for j in range(lo, k):
+            cat, status, git, cmd = calls.code(g, j)
+            fin = calls.fin(g, j)
+            tail.append([cat, status if fin is not None and fin <= t else None, git, cmd])
+    return {"n_flying": flying, "n_mut": bisect_right(g.mut, t), "last_call": last, "tail": tail}
+
+
+def _tied_tail(engine: Runner, calls: _Calls, g: _CallGroup, unit_id: str, k: int, t: int) -> list[list[Any]]:
+    """The last five calls by t, by (first time, tool call id), when some share a first time (the
+    arrays do not hold ids: the tied calls are read again, once)."""
+    lowest = g.a[max(0, k - 5)]
+    times = sorted({g.a[j] for j in range(bisect_left(g.a, lowest), k)})
+    tied = [x for x in times if bisect_right(g.a, x) - bisect_left(g.a, x) > 1]
+    missing = [x for x in tied if (unit_id, x) not in calls.ties]
+    if missing:
+        p = Params()
+        found: dict[int, list[tuple[Any, ...]]] = {x: [] for x in missing}
+        for r in _q(engine, (
+                "SELECT x.tool_call_id, epoch_us(coalesce(x.started_at, x.finished_at)) AS a, "
+                f"epoch_us(x.finished_at) AS f, {', '.join('x.' + c for c in _CODED)} FROM tool_calls x JOIN "
+                f"(SELECT unnest(turns) AS turn_id FROM work_units WHERE work_unit_id = {p(unit_id)}) m "
+                "ON m.turn_id = x.turn_id WHERE NOT x.retracted AND "
+                f"epoch_us(coalesce(x.started_at, x.finished_at)) IN (SELECT unnest({p(missing)}::BIGINT[]))"), p):
+            found.setdefault(r["a"], []).append((r["tool_call_id"], r["f"], *(r[c] for c in _CODED)))
+        for x, rows in found.items():
+            _remember(calls.ties, (unit_id, x), sorted(rows, key=lambda r: r[0]))
+    seq: list[tuple[int | None, Sequence[str | None]]] = []
+    for x in times:
+        if x in tied:
+            seq.extend((r[1], list(r[2:])) for r in calls.ties.get((unit_id, x), []))
+        else:
+            j = bisect_left(g.a, x)
+            seq.append((calls.fin(g, j), calls.code(g, j)))
+    return [[cat, status if fin is not None and fin <= t else None, git, cmd]
+            for fin, (cat, status, git, cmd) in seq[-5:]]
+
+
 # --------------------------------------------------------------------------- attempts at t
 
 
@@ -353,64 +884,91 @@ _ATTEMPT_FIELDS: Final = (
     "failure_class", "inferred_outcome", "inferred_failure_class", "corrected_by", "superseded_by",
     "failing_event_id", "first_action_event_id", "confidence", "work_unit_id", "successor_s",
 )
-"""What :func:`_attempts_at` keeps of each attempt (lists such as evidence are left out:
-carrying them through the aggregate costs more than fetching the few needed, see :func:`_evidence_of`)."""
+"""What :func:`_attempts_at` keeps of each attempt (lists such as evidence are left out: few are
+needed, see :func:`_evidence_of`); ``successor_s`` is the start of the attempt that superseded it."""
 
 
-def _attempts_at(engine: Runner, t: int, by: dict[str, Sequence[str]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Per key (a session or work unit id; ``by`` maps the key column to the keys):
-    ``last`` (the last attempt started ≤ t), ``ended`` (the last two ended by t,
-    newest first) and ``fail`` (the last failures ended by t, newest first), each
-    attempt with ``outcome_at`` and ``class_at`` masked to what was known at ``t``."""
+def _attempts_at(core: _Core, t: int, by: dict[str, Sequence[str]],
+                 parts: Sequence[str] = ("last", "ended", "fail")) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per key (a session or work unit id; ``by`` maps ``session_id`` or ``work_unit_id`` to the keys)
+    that had an attempt started by ``t``, the ``parts`` asked for: ``last`` (the last attempt
+    started ≤ t), ``ended`` (the last two ended by t, newest first) and ``fail`` (the latest
+    failure ended by t among the last five that failed, were superseded or corrected), each attempt
+    a copy with ``outcome_at`` and ``class_at`` masked to what was known at ``t``."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    parts = [(col, keys) for col, keys in by.items() if keys]
-    if not parts:
-        return out
-    p = Params()
-    tt = p.ts(t)
-    tu = p(t)
-    chosen = " UNION ALL ".join(
-        f"SELECT a.{col} AS k, {_attempt_select('a')} FROM attempts a WHERE a.{col} IN {p.many(keys)} "
-        f"AND NOT a.retracted AND a.started_at <= {tt}" for col, keys in parts)
-    row = "{" + ", ".join(f"'{f}': {f}" for f in _ATTEMPT_FIELDS) + "}"
-    order = "(e, s, turn_index, attempt_index)"
-    sql = (
-        f"WITH a AS ({chosen}), b AS (SELECT a.*, epoch_us(n.started_at) AS successor_s FROM a "
-        "LEFT JOIN attempts n ON n.attempt_id = a.superseded_by) "
-        f"SELECT k, arg_max({row}, (s, turn_index, attempt_index)) AS last, "
-        f"arg_max({row}, {order}, 2) FILTER (WHERE e <= {tu}) AS ended, "
-        f"arg_max({row}, {order}, 5) FILTER (WHERE e <= {tu} AND (outcome IN ('failed', 'superseded') "
-        "OR corrected_by IS NOT NULL)) AS fail FROM b GROUP BY k"
-    )
-    rows = _q(engine, sql, p)
-    picked = [x for r in rows for x in ([r["last"]] if r["last"] else []) + (r["ended"] or []) + (r["fail"] or [])]
-    corrected = _dedup(x["attempt_id"] for x in picked if x["corrected_by"] is not None)
-    corrections = _corrections_at(engine, corrected, t)
-    for x in picked:
-        x["outcome_at"], x["class_at"] = _mask(x, t, corrections.get(x["attempt_id"]))
-    for r in rows:
-        out[r["k"]] = {"last": [r["last"]] if r["last"] else [], "ended": list(r["ended"] or []),
-                       "fail": [x for x in (r["fail"] or []) if x["outcome_at"] in FAILURES]}
+    for col, keys in by.items():
+        index = core.attempts_by_session if col == "session_id" else core.attempts_by_unit
+        for key in keys:
+            ix = index.get(key)
+            n = bisect_right(ix.starts, t) if ix is not None else 0
+            if ix is None or n == 0:
+                continue
+            found: dict[str, list[dict[str, Any]]] = {}
+            if "last" in parts:
+                found["last"] = [_masked(core, ix.by_start[n - 1], t)]
+            if "ended" in parts:
+                found["ended"] = [_masked(core, x, t) for x in _newest(ix.by_end, ix.ends, t, 2)]
+            if "fail" in parts:
+                found["fail"] = []
+                for x in _newest(ix.fails, ix.fail_ends, t, 5):
+                    m = _masked(core, x, t)
+                    if m["outcome_at"] in FAILURES:
+                        found["fail"].append(m)
+                        break
+            out[key] = found
     return out
 
 
-def _evidence_of(engine: Runner, attempt_ids: Sequence[str]) -> dict[str, list[str]]:
+def _masked(core: _Core, a: dict[str, Any], t: int) -> dict[str, Any]:
+    """A copy of attempt ``a`` with its outcome and class as known at ``t``.
+
+    Once an uncorrected attempt has ended and its successor (if any) has started, what is known
+    of it no longer changes: that copy is made once and shared (answers must not change it)."""
+    settled = (a["corrected_by"] is None and a["e"] is not None and a["e"] <= t
+               and (a["successor_s"] is None or a["successor_s"] <= t))
+    if settled:
+        found = core.settled.get(id(a))
+        if found is not None:
+            return found
+    correction = (_corrections_at(core, [a["attempt_id"]], t).get(a["attempt_id"])
+                  if a["corrected_by"] is not None else None)
+    outcome, cls = _mask(a, t, correction)
+    masked = {**a, "outcome_at": outcome, "class_at": cls}
+    if settled:
+        core.settled[id(a)] = masked
+        view = _attempt_view(masked, t)
+        if view is not None:
+            core.settled_views[id(masked)] = view
+    return masked
+
+
+def _evidence_of(engine: Runner, facts: _Facts, core: _Core, attempt_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Each attempt's evidence list (memoised per engine)."""
     if not attempt_ids:
         return {}
-    p = Params()
-    return {r["attempt_id"]: list(r["evidence"] or []) for r in _q(engine, (
-        f"SELECT attempt_id, evidence FROM attempts WHERE attempt_id IN {p.many(attempt_ids)}"), p)}
+    memo = facts.evidence
+    missing = [a for a in _dedup(attempt_ids) if a not in memo]
+    if missing:
+        p = Params()
+        conds = [f"attempt_id IN {p.many(missing)}"]
+        starts = [s for a in missing if (s := core.attempt_starts.get(a)) is not None]
+        if len(starts) == len(missing):
+            # A range on the start lets the scan skip most rows before it reads the (long) evidence lists.
+            conds.append(f"started_at BETWEEN {p.ts(min(starts))} AND {p.ts(max(starts))}")
+        for r in _q(engine, f"SELECT attempt_id, evidence FROM attempts WHERE {' AND '.join(conds)}", p):
+            _remember(memo, r["attempt_id"], list(r["evidence"] or []))
+    return {a: memo[a] for a in attempt_ids if a in memo}
 
 
-def _corrections_at(engine: Runner, attempt_ids: Sequence[str], t: int) -> dict[str, dict[str, Any]]:
+def _corrections_at(core: _Core, attempt_ids: Sequence[str], t: int) -> dict[str, dict[str, Any]]:
     """The latest applied outcome correction recorded by ``t``, per attempt."""
-    if not attempt_ids:
-        return {}
-    p = Params()
-    rows = _q(engine, "SELECT target, outcome, failure_class, event_id FROM corrections "
-                      f"WHERE status = 'applied' AND correction_type = 'attempt_outcome' AND target IN "
-                      f"{p.many(attempt_ids)} AND corrected_at <= {p.ts(t)} ORDER BY corrected_at, event_id", p)
-    return {r["target"]: r for r in rows}
+    out: dict[str, dict[str, Any]] = {}
+    for a in attempt_ids:
+        for c in reversed(core.corrections.get(a, [])):
+            if c["at"] <= t:
+                out[a] = c
+                break
+    return out
 
 
 def _mask(a: dict[str, Any], t: int, correction: dict[str, Any] | None) -> tuple[str, str | None]:
@@ -432,6 +990,12 @@ def _mask(a: dict[str, Any], t: int, correction: dict[str, Any] | None) -> tuple
     return outcome, cls
 
 
+def _view(core: _Core, a: dict[str, Any] | None, t: int) -> dict[str, Any] | None:
+    """:func:`_attempt_view`, a copy of the one kept for a settled attempt (see :func:`_masked`)."""
+    kept = core.settled_views.get(id(a)) if a is not None else None
+    return dict(kept) if kept is not None else _attempt_view(a, t)
+
+
 def _attempt_view(a: dict[str, Any] | None, t: int) -> dict[str, Any] | None:
     if a is None:
         return None
@@ -446,18 +1010,15 @@ def _attempt_view(a: dict[str, Any] | None, t: int) -> dict[str, Any] | None:
     }
 
 
-def _open_signals(engine: Runner, session_ids: Sequence[str], t: int) -> dict[str, dict[str, Any]]:
+def _open_signals(core: _Core, session_ids: Sequence[str], t: int) -> dict[str, dict[str, Any]]:
     """The latest signal raised by ``t`` and not cleared by ``t``, per session."""
-    if not session_ids:
-        return {}
-    p = Params()
-    tt = p.ts(t)
-    rows = _q(engine, "SELECT session_id, signal_id, event_id, kind, signal_type, epoch_us(raised_at) AS raised, "
-                      f"evidence, confidence FROM signals WHERE session_id IN {p.many(session_ids)} "
-                      f"AND NOT retracted AND raised_at <= {tt} AND (cleared_at IS NULL OR cleared_at > {tt}) "
-                      "QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY raised_at DESC, event_id DESC) = 1",
-              p)
-    return {r["session_id"]: r for r in rows}
+    out: dict[str, dict[str, Any]] = {}
+    for sid in session_ids:
+        for sig in core.signals.get(sid, ()):
+            if sig["raised"] <= t and (sig["cleared"] is None or sig["cleared"] > t):
+                out[sid] = sig
+                break
+    return out
 
 
 def _signal_claim(sig: dict[str, Any]) -> str:
@@ -498,87 +1059,118 @@ def state_at(engine: Runner, at_us: int, scope: Scope | None = None, *, session_
     ``provider`` restrict further (sessions and units separately: a unit is
     kept when one of its sessions is among ``session_ids``).
     """
-    t = at_us
-    result = StateAt(t)
-    units, closed_counts = _unit_candidates(engine, t, scope, session_ids, work_unit_ids, provider)
-    members = _dedup(s for u in units for s in (u["sessions"] or []))
-    sess = _sessions_at(engine, t, scope, session_ids, provider, members)
-    live = [s for s in sess if s["in_state"]]
-    ids = [s["session_id"] for s in live]
-    uids = [u["work_unit_id"] for u in units]
-    signals = _open_signals(engine, _dedup([*ids, *members]), t)
-    attempts = _attempts_at(engine, t, {"session_id": ids, "work_unit_id": uids})
-    result.sessions = _session_states(engine, t, live, attempts, signals)
-    if units:
-        info = {s["session_id"]: s for s in sess}
-        for u in _units_at(engine, units, t, info, attempts, signals):
-            if u["status"] == "open":
-                result.work_units.append(u)
-            else:
-                result.closed_work_units.append(u)
-                closed_counts[u["status"]] = closed_counts.get(u["status"], 0) + 1
-    done = [f"{n} {status}" for status, n in sorted(closed_counts.items()) if n]
-    if done:
-        result.notes.append(f"work units already closed by {format_us(t)}: {', '.join(done)} (not listed)")
-    return result
+    return _states_at(engine, [at_us], scope, session_ids, work_unit_ids, provider)[0]
 
 
-def _sessions_at(engine: Runner, t: int, scope: Scope | None, session_ids: Sequence[str] | None,
+@dataclass
+class _Plan:
+    """What :func:`_states_at` gathered for one instant before asking the events table."""
+
+    result: StateAt
+    units: list[dict[str, Any]]
+    closed_counts: dict[str, int]
+    members: list[str]
+    sess: list[dict[str, Any]]
+    live: list[dict[str, Any]]
+
+
+def _states_at(engine: Runner, times: Sequence[int], scope: Scope | None, session_ids: Sequence[str] | None,
+               work_unit_ids: Sequence[str] | None, provider: str | None) -> list[StateAt]:
+    """:func:`state_at` at each of ``times`` (the events table is asked once for all of them)."""
+    facts = _facts(engine)
+    core = _core(engine, facts)
+    plans: list[_Plan] = []
+    for t in times:
+        units, closed_counts = _unit_candidates(core, t, scope, session_ids, work_unit_ids, provider)
+        members = _dedup(s for u in units for s in (u["sessions"] or []))
+        sess = _sessions_at(core, t, scope, session_ids, provider, members)
+        plans.append(_Plan(StateAt(t), units, closed_counts, members, sess, [s for s in sess if s["in_state"]]))
+    # A session's last activity before t when its last activity came later: from the events table.
+    activities = _activities(engine, facts, core, [
+        (plan.result.at_us, [s for s in plan.live if s["activity_us"] is None or s["activity_us"] > plan.result.at_us])
+        for plan in plans])
+    calls = _calls(engine, facts) if any(plan.live or plan.units for plan in plans) else None
+    out: list[StateAt] = []
+    for plan, activity in zip(plans, activities):
+        t, result = plan.result.at_us, plan.result
+        settled = {s["session_id"]: k for s in plan.live
+                   if (k := facts.settled.get(s["session_id"])) is not None and t >= k.since}
+        todo = [s for s in plan.live if s["session_id"] not in settled]
+        ids = [s["session_id"] for s in todo]
+        uids = [u["work_unit_id"] for u in plan.units]
+        signals = _open_signals(core, _dedup([*ids, *plan.members]), t)
+        attempts = _attempts_at(core, t, {"session_id": ids, "work_unit_id": uids}, ("last", "fail"))
+        if calls is not None:
+            made: dict[str, dict[str, Any]] = {}
+            for s, state in zip(todo, _session_states(engine, core, calls, t, todo, attempts, signals, activity)):
+                made[s["session_id"]] = state
+                since = _settled_since(core, calls, s)
+                if since is not None and t >= since:
+                    _remember(facts.settled, s["session_id"], _Settled(since, _copy_state(state), s["activity_us"]))
+            result.sessions = [made[sid] if sid in made else settled[sid].at(t)
+                               for sid in (s["session_id"] for s in plan.live)]
+            if plan.units:
+                info = {s["session_id"]: s for s in plan.sess}
+                for u in _units_at(engine, core, calls, plan.units, t, info, attempts, signals):
+                    if u["status"] == "open":
+                        result.work_units.append(u)
+                    else:
+                        result.closed_work_units.append(u)
+                        plan.closed_counts[u["status"]] = plan.closed_counts.get(u["status"], 0) + 1
+        done = [f"{n} {status}" for status, n in sorted(plan.closed_counts.items()) if n]
+        if done:
+            result.notes.append(f"work units already closed by {format_us(t)}: {', '.join(done)} (not listed)")
+        out.append(result)
+    return out
+
+
+def _sessions_at(core: _Core, t: int, scope: Scope | None, session_ids: Sequence[str] | None,
                  provider: str | None, also: Sequence[str]) -> list[dict[str, Any]]:
-    """Sessions in the state at ``t`` (``in_state``), plus the sessions ``also`` (work unit members)."""
-    p = Params()
-    tt = p.ts(t)
-    conds = ["NOT retracted", f"started_at <= {tt}", f"(ended_at IS NULL OR ended_at >= {tt})"]
-    conds += _scope_conds(p, scope)
-    if session_ids is not None:
-        conds.append(f"session_id IN {p.many(session_ids)}")
-    if provider:
-        conds.append(f"provider = {p(provider)}")
-    cond = " AND ".join(conds)
-    where = f"({cond})" + (f" OR session_id IN {p.many(also)}" if also else "")
-    return _q(engine, "SELECT session_id, provider, provider_session_id, project_id, project_name, coverage, "
-                      "epoch_us(started_at) AS started_us, epoch_us(ended_at) AS ended_us, "
-                      "epoch_us(last_activity_at) AS activity_us, last_activity_event_id, start_event_id, "
-                      f"first_event_id, end_event_id, coalesce({cond}, false) AS in_state "
-                      f"FROM sessions WHERE {where} ORDER BY started_at, session_id", p)
+    """Sessions in the state at ``t`` (``in_state``), plus the sessions ``also`` (work unit members),
+    by (started, session id)."""
+    projects = set(scope.project_ids) if scope is not None and scope.project_ids is not None else None
+    prefix = split_display(scope.session)[1] if scope is not None and scope.session else None
+    wanted = set(session_ids) if session_ids is not None else None
+    extra = set(also)
+    out: list[dict[str, Any]] = []
+    for s in core.sessions:
+        sid = s["session_id"]
+        ok = (s["retracted"] is False and s["started_us"] is not None and s["started_us"] <= t
+              and (s["ended_us"] is None or s["ended_us"] >= t)
+              and (projects is None or s["project_id"] in projects)
+              and (prefix is None or (sid is not None and sid.startswith(prefix)))
+              and (wanted is None or sid in wanted)
+              and (not provider or s["provider"] == provider))
+        if ok or sid in extra:
+            out.append({**s, "in_state": ok})
+    return out
 
 
-def _session_states(engine: Runner, t: int, sess: list[dict[str, Any]],
-                    attempts: dict[str, dict[str, list[dict[str, Any]]]],
-                    signals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _session_states(engine: Runner, core: _Core, calls: _Calls, t: int, sess: list[dict[str, Any]],
+                    attempts: dict[str, dict[str, list[dict[str, Any]]]], signals: dict[str, dict[str, Any]],
+                    activity: dict[str, tuple[int, str]]) -> list[dict[str, Any]]:
     if not sess:
         return []
-    ids = [s["session_id"] for s in sess]
-
-    # Current turn (the last started by t) and how many prompted turns had begun.
-    p = Params()
-    turns = {r["session_id"]: r for r in _q(engine, (
-        "SELECT session_id, turn_id, turn_index, epoch_us(started_at) AS s, epoch_us(ended_at) AS e, status, "
-        "objective, coalesce(prompt_event_id, first_event_id) AS opening_event, "
-        "count(prompt_event_id) OVER (PARTITION BY session_id) AS prompts FROM turns "
-        f"WHERE session_id IN {p.many(ids)} AND NOT retracted AND started_at <= {p.ts(t)} "
-        "QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY started_at DESC, turn_index DESC) = 1"), p)}
-
-    # Tool calls observed by t, and those in flight at t.
-    p = Params()
-    tt = p.ts(t)
-    calls = {r["session_id"]: r for r in _q(engine, (
-        "SELECT session_id, count(*) AS n, list({'tool_call_id': tool_call_id, 'tool_name': tool_name, "
-        "'tool_category': tool_category, 's': epoch_us(started_at), 'start_event_id': start_event_id} "
-        f"ORDER BY started_at, tool_call_id) FILTER (WHERE started_at <= {tt} AND (finished_at IS NULL OR "
-        f"finished_at > {tt})) AS flying FROM tool_calls WHERE session_id IN {p.many(ids)} AND NOT retracted "
-        f"AND coalesce(started_at, finished_at) <= {tt} GROUP BY session_id"), p)}
-
-    activity = _activity_at(engine, [s for s in sess if s["activity_us"] is None or s["activity_us"] > t], t)
+    # Tool calls in flight at t, by session, by (start, tool call id).
+    flying: dict[str, list[_CallRow]] = {}
+    for row in _in_flight(engine, calls, t):
+        flying.setdefault(row[2], []).append(row)
+    for found in flying.values():
+        found.sort(key=lambda r: (r[0], r[3]))
 
     out: list[dict[str, Any]] = []
     for s in sess:
         sid = s["session_id"]
         ended = s["ended_us"] is not None and s["ended_us"] <= t
-        turn = turns.get(sid)
-        call = calls.get(sid)
-        cov = coverage_grade(s["start_event_id"] is not None, ended, int(turn["prompts"]) if turn else 0,
-                             int(call["n"]) if call else 0)
+        # Current turn (the last started by t) and how many prompted turns had begun.
+        starts = core.turn_starts.get(sid)
+        n = bisect_right(starts, t) if starts else 0
+        turn = core.turns[sid][n - 1] if n else None
+        prompts = core.turn_prompts[sid][n] if n else 0
+        # Coverage asks only whether a call had been observed by t.
+        first_call = calls.first.get(sid)
+        observed_calls = 1 if first_call is not None and first_call <= t else 0
+        cov = coverage_grade(s["start_event_id"] is not None, ended, prompts, observed_calls)
         if s["activity_us"] is not None and s["activity_us"] <= t:
             act_us, act_ev = s["activity_us"], s["last_activity_event_id"]
         else:
@@ -600,9 +1192,8 @@ def _session_states(engine: Runner, t: int, sess: list[dict[str, Any]],
             cur = {"turn_id": turn["turn_id"], "turn_index": turn["turn_index"], "status": status,
                    "started_at": _ts(turn["s"]), "objective": turn["objective"],
                    "opening_event_id": turn["opening_event"]}
-        flights = [{"tool_call_id": f["tool_call_id"], "tool_name": f["tool_name"],
-                    "tool_category": f["tool_category"], "started_at": _ts(f["s"]),
-                    "start_event_id": f["start_event_id"]} for f in ((call["flying"] or []) if call else [])]
+        flights = [{"tool_call_id": r[3], "tool_name": r[4], "tool_category": r[5], "started_at": _ts(r[0]),
+                    "start_event_id": r[6]} for r in flying.get(sid, [])]
         evidence = _dedup([
             s["start_event_id"] or s["first_event_id"], cur["opening_event_id"] if cur else None,
             *(f["start_event_id"] for f in flights), fail["failing_event_id"] if fail else None,
@@ -613,8 +1204,8 @@ def _session_states(engine: Runner, t: int, sess: list[dict[str, Any]],
             "provider_session_id": s["provider_session_id"], "project_id": s["project_id"],
             "project_name": s["project_name"], "state": "closed" if ended else "open", "liveness": liveness,
             "coverage": cov, "started_at": _ts(s["started_us"]), "ended_at": _ts(s["ended_us"]) if ended else None,
-            "current_turn": cur, "in_flight": flights, "last_attempt": _attempt_view(last, t),
-            "last_failure": _attempt_view(fail, t), "last_failure_class": fail["class_at"] if fail else None,
+            "current_turn": cur, "in_flight": flights, "last_attempt": _view(core, last, t),
+            "last_failure": _view(core, fail, t), "last_failure_class": fail["class_at"] if fail else None,
             "last_activity_at": _ts(act_us), "last_activity_event_id": act_ev,
             "blocked": sig is not None, "explanation": _signal_claim(sig) if sig else None,
             "blocking_signal": {"signal_id": sig["signal_id"], "event_id": sig["event_id"], "kind": sig["kind"],
@@ -629,21 +1220,124 @@ def _day(us: int) -> date:
     return (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=us)).date()
 
 
-def _activity_at(engine: Runner, sessions: list[dict[str, Any]], t: int) -> dict[str, tuple[int, str]]:
-    """(µs, event id) of each session's last event other than its end, at or before ``t``."""
-    if not sessions:
-        return {}
+_ACTIVE_KINDS_SQL: Final = "kind NOT IN ('session_ended', 'correction', 'retraction')"
+
+
+def _activities(engine: Runner, facts: _Facts, core: _Core,
+                requests: Sequence[tuple[int, list[dict[str, Any]]]]) -> list[dict[str, tuple[int, str]]]:
+    """Per request ``(t, sessions)``: (µs, event id) of each session's last event other than its end,
+    at or before ``t`` and not before the earliest start among ``sessions``.
+
+    One query for every request: each session's window starts at the latest time the projection
+    already places an event of it by ``t`` (its last turn, attempt or signal), so the scan reads a
+    day or two of the events table; a session with no event in that window is asked again over the
+    whole window (rare). Answers are memoised per engine."""
+    results: list[dict[str, tuple[int, str]]] = [{} for _ in requests]
+    earliest: dict[int, int] = {}
+    pending: list[tuple[int, dict[str, Any], int]] = []  # (request, session, window start)
+    for n, (t, sessions) in enumerate(requests):
+        if not sessions:
+            continue
+        earliest[n] = first = min(s["started_us"] for s in sessions)
+        for s in sessions:
+            key = _activity_key(s, t, first)
+            if key not in facts.activity:
+                pending.append((n, s, max(first, _known_activity(core, s, t))))
+                continue
+            known = facts.activity[key]
+            if known is not None:
+                results[n][s["session_id"]] = known
+    if not pending:
+        return results
+    p = Params()
+    columns: list[str] = []
+    days: list[str] = []
+    keys: dict[tuple[str, str], None] = {}
+    for n in sorted({item[0] for item in pending}):
+        t = requests[n][0]
+        items = [item for item in pending if item[0] == n]
+        window = " OR ".join(
+            f"(provider = {p(s['provider'])} AND coalesce(provider_session_id, 'unknown') = "
+            f"{p(s['provider_session_id'] or 'unknown')} AND observed_at >= {p.ts(lo)})" for _, s, lo in items)
+        cond = f"observed_at <= {p.ts(t)} AND ({window})"
+        columns.append(f"epoch_us(max(observed_at) FILTER (WHERE {cond})) AS at{n}, "
+                       f"arg_max(event_id, observed_at) FILTER (WHERE {cond}) AS ev{n}")
+        # observed_date is the UTC day of observed_at (the table's partitions: prunes files)
+        days.append(f"observed_date BETWEEN {p(_day(min(lo for _, _, lo in items)))} AND {p(_day(t))}")
+        for _, s, _lo in items:
+            keys[(s["provider"], s["provider_session_id"] or "unknown")] = None
+    ors = " OR ".join(f"(provider = {p(a)} AND coalesce(provider_session_id, 'unknown') = {p(b)})" for a, b in keys)
+    rows = _q(engine, (
+        f"SELECT provider, coalesce(provider_session_id, 'unknown') AS psid, {', '.join(columns)} FROM events "
+        f"WHERE ({' OR '.join(days)}) AND observed_at >= {p.ts(min(lo for _, _, lo in pending))} "
+        f"AND observed_at <= {p.ts(max(requests[n][0] for n, _, _ in pending))} AND {_ACTIVE_KINDS_SQL} "
+        f"AND ({ors}) GROUP BY 1, 2"), p)
+    by_key = {(r["provider"], r["psid"]): r for r in rows}
+    again: dict[int, list[dict[str, Any]]] = {}
+    for n, s, lo in pending:
+        t = requests[n][0]
+        r = by_key.get((s["provider"], s["provider_session_id"] or "unknown"))
+        if r is not None and r[f"at{n}"] is not None:
+            hit = (int(r[f"at{n}"]), str(r[f"ev{n}"]))
+            results[n][s["session_id"]] = hit
+            _remember(facts.activity, _activity_key(s, t, earliest[n]), hit)
+        elif lo <= earliest[n]:
+            _remember(facts.activity, _activity_key(s, t, earliest[n]), None)  # the whole window had nothing
+        else:
+            again.setdefault(n, []).append(s)
+    for n, sessions in again.items():
+        t = requests[n][0]
+        found = _activity_in_window(engine, sessions, t, earliest[n])
+        for s in sessions:
+            hit2 = found.get(s["session_id"])
+            if hit2 is not None:
+                results[n][s["session_id"]] = hit2
+            _remember(facts.activity, _activity_key(s, t, earliest[n]), hit2)
+    return results
+
+
+def _activity_key(s: dict[str, Any], t: int, first: int) -> ActivityKey:
+    return (s["provider"], s["provider_session_id"] or "unknown", t, first)
+
+
+def _known_activity(core: _Core, s: dict[str, Any], t: int) -> int:
+    """The latest time by ``t`` at which the projection places something of session ``s`` (its start
+    at the least): where the search for its last event before ``t`` can begin."""
+    sid = s["session_id"]
+    best = int(s["started_us"])
+    starts = core.turn_starts.get(sid)
+    if starts:
+        n = bisect_right(starts, t)
+        for turn in core.turns[sid][max(0, n - 2):n]:
+            best = max(best, turn["s"], turn["e"] if turn["e"] is not None and turn["e"] <= t else best)
+    ix = core.attempts_by_session.get(sid)
+    if ix is not None:
+        n = bisect_right(ix.starts, t)
+        if n:
+            best = max(best, ix.starts[n - 1])
+        n = bisect_right(ix.ends, t)
+        if n:
+            best = max(best, ix.ends[n - 1])
+    for sig in core.signals.get(sid, ()):
+        if sig["raised"] <= t:
+            best = max(best, sig["raised"])
+            break
+    return best
+
+
+def _activity_in_window(engine: Runner, sessions: list[dict[str, Any]], t: int,
+                        earliest: int) -> dict[str, tuple[int, str]]:
+    """(µs, event id) of each session's last event other than its end, in [earliest, t]."""
     p = Params()
     ors = " OR ".join(f"(provider = {p(s['provider'])} AND coalesce(provider_session_id, 'unknown') = "
                       f"{p(s['provider_session_id'] or 'unknown')})" for s in sessions)
-    earliest = min(s["started_us"] for s in sessions)
     first_day, last_day = _day(earliest) - timedelta(days=1), _day(t) + timedelta(days=1)
     rows = _q(engine, (
         "SELECT provider, coalesce(provider_session_id, 'unknown') AS psid, epoch_us(max(observed_at)) AS at, "
         "arg_max(event_id, observed_at) AS ev FROM events "
         f"WHERE observed_date BETWEEN {p(first_day)} AND {p(last_day)} "  # the table's partitions: prunes files
         f"AND observed_at <= {p.ts(t)} AND observed_at >= {p.ts(earliest)} "
-        f"AND kind NOT IN ('session_ended', 'correction', 'retraction') AND ({ors}) GROUP BY 1, 2"), p)
+        f"AND {_ACTIVE_KINDS_SQL} AND ({ors}) GROUP BY 1, 2"), p)
     by_key = {(r["provider"], r["psid"]): (int(r["at"]), str(r["ev"])) for r in rows}
     out: dict[str, tuple[int, str]] = {}
     for s in sessions:
@@ -653,81 +1347,76 @@ def _activity_at(engine: Runner, sessions: list[dict[str, Any]], t: int) -> dict
     return out
 
 
-def _unit_candidates(engine: Runner, t: int, scope: Scope | None, session_ids: Sequence[str] | None,
+def _unit_candidates(core: _Core, t: int, scope: Scope | None, session_ids: Sequence[str] | None,
                      work_unit_ids: Sequence[str] | None, provider: str | None,
                      ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Work units started by ``t`` that may be open then (to recompute at ``t``), and
     how many units had closed long before (idle over 2 h at ``t``: their status then is
     their status now), by status."""
-    p = Params()
-    conds = [f"started_at <= {p.ts(t)}"]
-    conds += _scope_conds(p, scope, session_col=None)
-    if scope is not None and scope.session:
-        conds.append(f"len(list_filter(sessions, lambda x: starts_with(x, {p(split_display(scope.session)[1])}))) > 0")
-    if session_ids is not None:
-        conds.append(f"list_has_any(sessions, {p(list(session_ids))}::VARCHAR[])")
-    if work_unit_ids is not None:
-        conds.append(f"work_unit_id IN {p.many(work_unit_ids)}")
-    if provider:
-        conds.append(f"list_contains(actors, {p(provider)})")
-    base = " AND ".join(conds)
-    window = p.ts(t - UNIT_IDLE_ABANDONED)
-    rows = _q(engine, (
-        "SELECT 'unit' AS role, work_unit_id, project_id, project_name, objective, objective_event_id, phase, status, "
-        "epoch_us(started_at) AS s, epoch_us(updated_at) AS u, epoch_us(ended_at) AS e, sessions, turns, actors, "
-        f"evidence, confidence, NULL::BIGINT AS n FROM work_units WHERE {base} AND (ended_at IS NULL OR "
-        f"ended_at >= {window}) UNION ALL SELECT 'old', NULL, NULL, NULL, NULL, NULL, NULL, status, NULL, NULL, "
-        f"NULL, NULL, NULL, NULL, NULL, NULL, count(*) FROM work_units WHERE {base} AND ended_at < {window} "
-        "GROUP BY status"), p)
-    units = sorted((r for r in rows if r["role"] == "unit"), key=lambda r: (-(r["u"] or 0), r["work_unit_id"]))
-    return units, {str(r["status"]): int(r["n"]) for r in rows if r["role"] == "old"}
+    projects = set(scope.project_ids) if scope is not None and scope.project_ids is not None else None
+    prefix = split_display(scope.session)[1] if scope is not None and scope.session else None
+    wanted = set(session_ids) if session_ids is not None else None
+    unit_ids = set(work_unit_ids) if work_unit_ids is not None else None
+    window = t - UNIT_IDLE_ABANDONED
+    units: list[dict[str, Any]] = []
+    old: dict[str, int] = {}
+    for u in core.units:
+        members = u["sessions"]
+        if (u["s"] is None or u["s"] > t
+                or (projects is not None and u["project_id"] not in projects)
+                or (prefix is not None and not any(x is not None and x.startswith(prefix) for x in members or []))
+                or (wanted is not None and not any(x in wanted for x in members or [] if x is not None))
+                or (unit_ids is not None and u["work_unit_id"] not in unit_ids)
+                or (provider and provider not in (u["actors"] or []))):
+            continue
+        if u["e"] is None or u["e"] >= window:
+            units.append(u)
+        else:
+            old[str(u["status"])] = old.get(str(u["status"]), 0) + 1
+    units.sort(key=lambda r: (-(r["u"] or 0), r["work_unit_id"]))
+    return units, old
 
 
-def _units_at(engine: Runner, units: list[dict[str, Any]], t: int, sess: dict[str, dict[str, Any]],
-              attempts: dict[str, dict[str, list[dict[str, Any]]]],
+def _last_turn(core: _Core, unit: dict[str, Any], t: int) -> dict[str, Any] | None:
+    """The unit's member turn started last by ``t``, with the latest member turn end by ``t``."""
+    uid = unit["work_unit_id"]
+    member = core.unit_turns.get(uid)
+    if member is None:
+        rows = [x for tid in unit["turns"] or [] for x in core.turn_by_id.get(tid, ()) if x["s"] is not None]
+        by_start = sorted(rows, key=lambda x: (x["s"], _low(x["turn_index"])))
+        by_end = sorted((x for x in rows if x["e"] is not None), key=lambda x: x["e"])
+        member = core.unit_turns[uid] = (by_start, [x["s"] for x in by_start], by_end, [x["e"] for x in by_end])
+    by_start, starts, by_end, ends = member
+    n = bisect_right(starts, t)
+    if n == 0:
+        return None
+    best = by_start[n - 1]
+    last_end: int | None = None
+    i = bisect_right(ends, t) - 1
+    while i >= 0:
+        if by_end[i]["s"] <= t:
+            last_end = by_end[i]["e"]
+            break
+        i -= 1
+    return {"turn_id": best["turn_id"], "session_id": best["session_id"], "s": best["s"], "e": best["e"],
+            "status": best["status"], "last_end": last_end}
+
+
+def _units_at(engine: Runner, core: _Core, calls: _Calls, units: list[dict[str, Any]], t: int,
+              sess: dict[str, dict[str, Any]], attempts: dict[str, dict[str, list[dict[str, Any]]]],
               signals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    uids = [u["work_unit_id"] for u in units]
-    # The last member turn started by t, and the latest member turn end by t.
-    p = Params()
-    tt = p.ts(t)
-    last_turns = {r["work_unit_id"]: r for r in _q(engine, (
-        f"WITH m AS (SELECT work_unit_id, unnest(turns) AS turn_id FROM work_units WHERE work_unit_id IN "
-        f"{p.many(uids)}) SELECT m.work_unit_id, x.turn_id, x.session_id, epoch_us(x.started_at) AS s, "
-        "epoch_us(x.ended_at) AS e, x.status, "
-        f"max(CASE WHEN x.ended_at <= {tt} THEN epoch_us(x.ended_at) END) OVER (PARTITION BY m.work_unit_id) AS "
-        "last_end FROM m JOIN turns x USING (turn_id) "
-        f"WHERE x.started_at <= {tt} AND NOT x.retracted QUALIFY row_number() OVER "
-        "(PARTITION BY m.work_unit_id ORDER BY x.started_at DESC, x.turn_index DESC) = 1"), p)}
-    # Per unit, by t: the last five calls (the phase window), calls in flight, mutating calls, the last call time.
-    p = Params()
-    tt = p.ts(t)
-    calls = {r["work_unit_id"]: r for r in _q(engine, (
-        f"WITH m AS (SELECT work_unit_id, unnest(turns) AS turn_id FROM work_units WHERE work_unit_id IN "
-        f"{p.many(uids)}), c AS (SELECT m.work_unit_id, x.tool_category AS cat, "
-        f"CASE WHEN x.finished_at <= {tt} THEN x.outcome_status END AS status, x.git_subcommand AS git, "
-        "x.command_category AS cmd, epoch_us(coalesce(x.started_at, x.finished_at)) AS first_at, "
-        f"CASE WHEN x.finished_at <= {tt} THEN epoch_us(x.finished_at) END AS fin, "
-        f"(x.finished_at IS NULL OR x.finished_at > {tt}) AS flying, x.tool_call_id "
-        f"FROM m JOIN tool_calls x USING (turn_id) WHERE coalesce(x.started_at, x.finished_at) <= {tt} "
-        "AND NOT x.retracted) "
-        "SELECT work_unit_id, count(*) FILTER (WHERE flying) AS n_flying, "
-        f"count(*) FILTER (WHERE cat IN {p.many(sorted(MUTATING))}) AS n_mut, "
-        "max(coalesce(fin, first_at)) AS last_call, "
-        "arg_max({'cat': cat, 'status': status, 'git': git, 'cmd': cmd, 'first_at': first_at, 'id': tool_call_id}, "
-        "(first_at, tool_call_id), 5) AS tail FROM c GROUP BY work_unit_id"), p)}
-
     out: list[dict[str, Any]] = []
     for u in units:
         uid = u["work_unit_id"]
-        lt = last_turns.get(uid)
+        lt = _last_turn(core, u, t)
         if lt is None:
             continue  # no member turn had started by t
         members = [sid for sid in (u["sessions"] or []) if sid in sess and sess[sid]["started_us"] <= t]
-        agg = calls.get(uid)
-        tail_rows = sorted((agg["tail"] or []) if agg else [], key=lambda r: (r["first_at"], r["id"]))
-        tail = [[r["cat"], r["status"], r["git"], r["cmd"]] for r in tail_rows]
+        # By t: the last five calls (the phase window), calls in flight, mutating calls, the last call time.
+        agg = _unit_calls(engine, calls, uid, t)
+        tail: list[list[Any]] = agg["tail"] if agg else []
         n_mut = int(agg["n_mut"]) if agg else 0
-        edited_before = n_mut - sum(1 for r in tail_rows if r["cat"] in MUTATING) > 0
+        edited_before = n_mut - sum(1 for r in tail if r[0] in MUTATING) > 0
         flying = int(agg["n_flying"]) if agg else 0
         sig = next((signals[s] for s in members if s in signals), None)
         if u["u"] is not None and u["u"] <= t:
@@ -769,7 +1458,7 @@ def _units_at(engine: Runner, units: list[dict[str, Any]], t: int, sess: dict[st
                 "completed", "abandoned") else None,
             "sessions": members, "actors": _dedup(sess[s]["provider"] for s in members),
             "current_turn": {"turn_id": lt["turn_id"], "session_id": lt["session_id"], "status": turn_status},
-            "in_flight": flying, "last_attempt": _attempt_view(last, t), "blocked": sig is not None,
+            "in_flight": flying, "last_attempt": _view(core, last, t), "blocked": sig is not None,
             "explanation": _signal_claim(sig) if sig else None,
             "blocking_signal": sig["event_id"] if sig else None,
             "evidence": evidence or list((u["evidence"] or [])[:1]),
@@ -851,24 +1540,18 @@ def diff_state(engine: Runner, t1: int, t2: int, scope: Scope | None = None, *,
     if t1 >= t2:
         raise StateError(f"DIFF STATE needs the first time before the second ({format_us(t1)} is not before "
                          f"{format_us(t2)})", "AQL0408")
-    a = state_at(engine, t1, scope, session_ids=session_ids, work_unit_ids=work_unit_ids, provider=provider)
-    b = state_at(engine, t2, scope, session_ids=session_ids, work_unit_ids=work_unit_ids, provider=provider)
+    a, b = _states_at(engine, [t1, t2], scope, session_ids, work_unit_ids, provider)
+    core = _core(engine, _facts(engine))
     rows: list[dict[str, Any]] = []
 
     before = {s["session_id"]: flatten_session(s) for s in a.sessions}
     after = {s["session_id"]: flatten_session(s) for s in b.sessions}
     gone = [sid for sid in before if sid not in after]
-    ends: dict[str, dict[str, Any]] = {}
-    if gone:
-        p = Params()
-        ends = {r["session_id"]: r for r in _q(engine, (
-            "SELECT session_id, end_event_id, epoch_us(ended_at) AS e, retracted FROM sessions "
-            f"WHERE session_id IN {p.many(gone)}"), p)}
     for sid, row in before.items():
         if sid not in after:
-            end = ends.get(sid, {})
+            end = core.session_by_id.get(sid, {})
             rows.append(_diff_row(row, "removed", "state", row["state"],
-                                  "closed" if end.get("e") is not None and end["e"] <= t2 else None,
+                                  "closed" if end.get("ended_us") is not None and end["ended_us"] <= t2 else None,
                                   _dedup([end.get("end_event_id"), *row["evidence"]])))
     for sid, row in after.items():
         old = before.get(sid)
@@ -882,12 +1565,6 @@ def diff_state(engine: Runner, t1: int, t2: int, scope: Scope | None = None, *,
     ub = {u["work_unit_id"]: flatten_work_unit(u) for u in a.work_units}
     ua = {u["work_unit_id"]: flatten_work_unit(u) for u in b.work_units}
     closed_b = {u["work_unit_id"]: u for u in b.closed_work_units}
-    missing = [uid for uid in ub if uid not in ua and uid not in closed_b]
-    stored: dict[str, dict[str, Any]] = {}
-    if missing:
-        p = Params()
-        stored = {r["work_unit_id"]: r for r in _q(engine, (
-            f"SELECT work_unit_id, status, evidence FROM work_units WHERE work_unit_id IN {p.many(missing)}"), p)}
     for uid, row in ub.items():
         if uid in ua:
             continue
@@ -896,7 +1573,7 @@ def diff_state(engine: Runner, t1: int, t2: int, scope: Scope | None = None, *,
             rows.append(_diff_row(row, "removed", "status", row["status"], final["status"],
                                   _dedup([*final["evidence"], *row["evidence"]])))
         else:
-            st = stored.get(uid, {})
+            st = core.unit_by_id.get(uid, {})
             rows.append(_diff_row(row, "removed", "status", row["status"], st.get("status"),
                                   _dedup([*(st.get("evidence") or []), *row["evidence"]])))
     for uid, row in ua.items():
@@ -1020,8 +1697,10 @@ def _why_sessions(engine: Runner, sessions: list[dict[str, Any]], t: int, kind: 
     if not sessions:
         return []
     ids = [s["session_id"] for s in sessions]
-    signals = _open_signals(engine, ids, t)
-    attempts = _attempts_at(engine, t, {"session_id": ids})
+    facts = _facts(engine)
+    core = _core(engine, facts)
+    signals = _open_signals(core, ids, t)
+    attempts = _attempts_at(core, t, {"session_id": ids}, ("ended",))
     found: list[tuple[float, int, dict[str, Any]]] = []
     for s in sessions:
         sid = s["session_id"]
@@ -1047,7 +1726,7 @@ def _why_sessions(engine: Runner, sessions: list[dict[str, Any]], t: int, kind: 
                                                  [y["attempt_id"], x["attempt_id"]], "repeated_failure")))
     pairs = [a for f in found if f[2]["rule"] == "repeated_failure" for a in f[2]["evidence"]]
     if pairs:
-        ev = _evidence_of(engine, pairs)
+        ev = _evidence_of(engine, facts, core, pairs)
         for f in found:
             if f[2]["rule"] == "repeated_failure":
                 f[2]["evidence"] = _dedup(e for a in f[2]["evidence"] for e in ev.get(a, []))
@@ -1073,7 +1752,9 @@ def _why_unit(engine: Runner, unit_id: str, t: int) -> list[dict[str, Any]]:
             rows.append({**r, "subject_type": "work_unit", "subject_id": unit_id})
     if rows:
         return rows
-    groups = _attempts_at(engine, t, {"work_unit_id": [unit_id]}).get(unit_id, {})
+    facts = _facts(engine)
+    core = _core(engine, facts)
+    groups = _attempts_at(core, t, {"work_unit_id": [unit_id]}, ("ended",)).get(unit_id, {})
     pair = _repeating(groups.get("ended", []))
     covs = [s["coverage"] for s in sess]
     worst = min(covs, key=lambda c: COVERAGE_CONFIDENCE.get(c, 0.4)) if covs else "unknown"
@@ -1083,7 +1764,7 @@ def _why_unit(engine: Runner, unit_id: str, t: int) -> list[dict[str, Any]]:
         claim = (f"work unit {_short('work_unit', unit_id)} is repeating itself: its last two attempts "
                  f"({_short('attempt', y['attempt_id'])}, {_short('attempt', x['attempt_id'])}) both failed with "
                  f"{x['class_at']}")
-        ev = _evidence_of(engine, [y["attempt_id"], x["attempt_id"]])
+        ev = _evidence_of(engine, facts, core, [y["attempt_id"], x["attempt_id"]])
         return [_why_row("work_unit", unit_id, x["session_id"], claim, conf, "heuristic", coverage_note(worst),
                          _dedup([*ev.get(y["attempt_id"], []), *ev.get(x["attempt_id"], [])]), "repeated_failure")]
     note = (f"the work unit is {u['status']} (phase {u['phase']}): no member session has a pending permission "

@@ -219,30 +219,80 @@ class Engine:
 
     def run(self, sql: str, params: list[Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
             max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
-        """Run one read-only statement (``?`` placeholders bound to ``params``)."""
+        """Run one read-only statement (``?`` placeholders bound to ``params``).
+
+        Per statement this costs little beyond DuckDB's own work: a text that passed
+        :meth:`check` is remembered (the check depends on the text alone; a refused text
+        is checked, and refused, every time), and the timeout is kept by one watchdog
+        thread per engine — started when needed, ended after a minute with nothing to
+        watch — rather than by a timer thread per statement."""
         import duckdb
 
-        self.check(sql)
+        state = self.__dict__
+        checked: dict[str, None] = state.setdefault("_checked_sql", {})
+        if sql not in checked:
+            self.check(sql)
+            if len(checked) >= 1024:
+                checked.clear()
+            checked[sql] = None
+
+        # The watchdog: deadlines by statement serial; the one past its deadline is marked
+        # fired and the connection interrupted (DuckDB raises in the running statement).
+        watch: dict[str, Any] | None = state.get("_watch")
+        if watch is None:
+            watch = state.setdefault("_watch", {"cond": threading.Condition(), "deadlines": {}, "fired": set(),
+                                                "serial": 0, "thread": None})
+        cond: threading.Condition = watch["cond"]
+        deadlines: dict[int, float] = watch["deadlines"]
+        fired: set[int] = watch["fired"]
+        with cond:
+            watch["serial"] += 1
+            serial: int = watch["serial"]
+            deadlines[serial] = time.monotonic() + timeout
+            thread: threading.Thread | None = watch["thread"]
+            if thread is None or not thread.is_alive():
+                con = self._con
+
+                def watchdog() -> None:
+                    with cond:
+                        while True:
+                            if not deadlines:
+                                if not cond.wait(60.0) and not deadlines:
+                                    watch["thread"] = None  # idle: the next statement starts another
+                                    return
+                                continue
+                            first = min(deadlines, key=deadlines.__getitem__)
+                            left = deadlines[first] - time.monotonic()
+                            if left > 0:
+                                cond.wait(left)
+                                continue
+                            del deadlines[first]
+                            fired.add(first)
+                            con.interrupt()
+
+                watch["thread"] = threading.Thread(target=watchdog, name="agentlog-query-timeout", daemon=True)
+                watch["thread"].start()
+            else:
+                cond.notify()
         started = time.perf_counter()
-        timed_out = threading.Event()
-
-        def interrupt() -> None:
-            timed_out.set()
-            self._con.interrupt()
-
-        timer = threading.Timer(timeout, interrupt)
-        timer.start()
+        failed: duckdb.Error | None = None
+        timed_out = False
         try:
             cur = self._con.execute(sql, params) if params else self._con.execute(sql)
             columns = [d[0] for d in cur.description or []]
             types = [str(d[1]) for d in cur.description or []]
             rows = cur.fetchmany(max_rows + 1)
         except duckdb.Error as e:
-            if timed_out.is_set():
-                raise QueryError(f"the statement ran longer than {timeout:g} s and was stopped", "timeout") from None
-            raise QueryError(_sanitize(str(e), sql), "error") from None
+            failed = e
         finally:
-            timer.cancel()
+            with cond:
+                deadlines.pop(serial, None)
+                timed_out = serial in fired
+                fired.discard(serial)
+        if failed is not None:
+            if timed_out:
+                raise QueryError(f"the statement ran longer than {timeout:g} s and was stopped", "timeout") from None
+            raise QueryError(_sanitize(str(failed), sql), "error") from None
         truncated = len(rows) > max_rows
         return QueryResult(columns, types, [tuple(r) for r in rows[:max_rows]], truncated,
                            time.perf_counter() - started)
