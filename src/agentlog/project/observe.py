@@ -78,19 +78,6 @@ class Obs:
     def sort_key(self) -> tuple[int, int, str]:
         return (self.observed_at, self.captured_at, self.event_id)
 
-    def to_row(self) -> tuple[Any, ...]:
-        """A compact tuple (for the incremental cache); ``from_row`` reads it back."""
-        return (self.event_id, self.kind, self.provider, self.observed_at, self.captured_at,
-                self.provider_session_id, self.provider_turn_id, self.agent_id, self.agent_type,
-                self.tool_name, self.tool_category, self.call_id, list(self.paths), self.status,
-                self.failure_class, self.exit_code, self.duration_ms, self.project_root,
-                self.project_name, self.project_remote, self.branch, self.head, self.attrs, self.text)
-
-    @classmethod
-    def from_row(cls, r: list[Any] | tuple[Any, ...]) -> Obs:
-        return cls(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], tuple(r[12]),
-                   r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23])
-
 
 def session_key(provider: str, provider_session_id: str | None) -> str:
     """The projection's key of a session: provider and the provider's session id."""
@@ -109,24 +96,9 @@ def _attrs(text: str | None) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
-def _text_of(event_json: str | None, kind: str) -> str | None:
-    if not event_json:
-        return None
-    try:
-        ev = orjson.loads(event_json)
-    except orjson.JSONDecodeError:
-        return None
-    content = ev.get("content") if isinstance(ev, dict) else None
-    if not isinstance(content, dict):
-        return None
-    value = content.get("prompt" if kind == "prompt_submitted" else "note")
-    return value if isinstance(value, str) else None
-
-
-def from_arrow(table: Any, texts: dict[str, str] | None = None) -> Iterator[Obs]:
-    """Observations of an Arrow table with :data:`COLUMNS` (``observed_at``/``captured_at``
-    as timestamps or integers). Prompt and note text come from ``texts`` (event id →
-    text) when given, else from the table's ``text`` column, else its ``event`` column."""
+def from_arrow(table: Any) -> Iterator[Obs]:
+    """Observations of an Arrow table with :data:`COLUMNS` and ``text`` (``observed_at``/
+    ``captured_at`` as timestamps or integers)."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     cols: dict[str, list[Any]] = {}
@@ -135,19 +107,11 @@ def from_arrow(table: Any, texts: dict[str, str] | None = None) -> Iterator[Obs]
         if pa.types.is_timestamp(col.type):
             col = col.cast(pa.int64())
         cols[name] = col.to_pylist()
-    stored_text = table.column("text").to_pylist() if "text" in table.column_names else None
-    events = table.column("event").to_pylist() if "event" in table.column_names and texts is None else None
+    texts = table.column("text").to_pylist()
     kinds = cols["kind"]
     for i in range(table.num_rows):
         kind = kinds[i]
-        text = None
-        if kind in TEXT_KINDS:
-            if texts is not None:
-                text = texts.get(cols["event_id"][i])
-            elif stored_text is not None:
-                text = stored_text[i]
-            elif events is not None:
-                text = _text_of(events[i], kind)
+        text = texts[i] if kind in TEXT_KINDS else None
         yield Obs(
             cols["event_id"][i], kind, cols["provider"][i], cols["observed_at"][i],
             cols["captured_at"][i] or 0, cols["provider_session_id"][i], cols["provider_turn_id"][i],
@@ -195,35 +159,3 @@ def ordered(observations: Iterable[Obs]) -> list[Obs]:
             seen.add(o.event_id)
             unique.append(o)
     return unique
-
-
-def read_store(root: str, sessions: Iterable[str] | None = None) -> list[Obs]:
-    """Observations of every stored event (or of the given session keys' events,
-    plus every correction and retraction); never reads the bulky ``event`` column."""
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
-    import pyarrow.dataset as ds  # type: ignore[import-untyped]
-
-    from ..store.schema import events_dataset
-
-    dataset = events_dataset(root)
-    if dataset is None:
-        return []
-    row_filter = None
-    if sessions is not None:
-        psids = sorted({k.split("\x1f", 1)[1] for k in sessions})
-        row_filter = pc.is_in(ds.field("provider_session_id"), value_set=_array(psids))
-        if "unknown" in psids:
-            row_filter = row_filter | ds.field("provider_session_id").is_null()
-        row_filter = row_filter | pc.is_in(ds.field("kind"), value_set=_array(sorted(META_KINDS)))
-    table = dataset.to_table(columns=list(COLUMNS) + ["text"], filter=row_filter)
-    out = list(from_arrow(table))
-    if sessions is not None:
-        wanted = set(sessions)
-        out = [o for o in out if o.session_key in wanted or o.kind in META_KINDS]
-    return out
-
-
-def _array(values: list[str]) -> Any:
-    import pyarrow as pa
-
-    return pa.array(values, type=pa.string())
