@@ -11,6 +11,7 @@ event is read again.
 from __future__ import annotations
 
 import copy
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterable
 
@@ -94,6 +95,19 @@ class _Union:
                 ra, rb = rb, ra
             self.parent[rb] = ra
 
+    def union_all(self, items: list[str]) -> None:
+        """Union every item with the first (what ``union`` pairwise would give)."""
+        find, parent = self.find, self.parent
+        root = find(items[0])
+        for x in items[1:]:
+            r = find(x)
+            if r != root:
+                if r < root:
+                    parent[root] = r
+                    root = r
+                else:
+                    parent[r] = root
+
 
 # Attempt columns the cross-session stage reads or sets (the rest — evidence,
 # tool call ids, objective text — stays in the per-session rows).
@@ -169,10 +183,12 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
         srow["liveness"] = liveness(srow, blocked, at)
         srow["state"] = "closed" if srow["liveness"] == "closed" else "open"
         srow["retracted"] = gone
+        srow["_blocked"] = blocked
         sessions.append(srow)
         for t in r.turns:
             turns.append({k: t[k] for k in TURN_LIGHT} | {"retracted": gone, "corrected_by": None,
-                                                          "corrected_at": None, "inferred_objective": None})
+                                                          "corrected_at": None, "inferred_objective": None,
+                                                          "project_id": r.session["project_id"]})
         for a in r.attempts:
             attempts.append({k: a[k] for k in ATTEMPT_LIGHT} | {
                 "commit_shas": list(a["commit_shas"]), "objective": a.get("objective"), "retracted": gone,
@@ -197,15 +213,19 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
         target = _bare(ro.attrs.get("target"))
         matched = False
         events_gone: list[str] = []
+        resolved_in: str | None = None
         if ttype == "attempt":
             ra = attempt_by_id.get(target)
             if ra is not None:
                 matched = True
+                resolved_in = ra["project_id"] or ""
                 retracted_attempts.add(target)
                 ra["retracted"] = True
                 events_gone = [x for x in (ra["first_action_event_id"], ra["failing_event_id"]) if x]
         elif ttype == "session":
             matched = target in by_session
+            if matched:
+                resolved_in = by_session[target]["project_id"] or ""
         elif ttype == "event":
             matched = event_exists(target)
             events_gone = [target]
@@ -214,7 +234,7 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
             "event_id": ro.event_id, "retracted_at": ro.observed_at, "target_type": ttype, "target": target,
             "reason": reason if reason in RETRACTION_REASONS else "other", "note": ro.text,
             "note_chars": ro.attrs.get("note_chars"), "matched": matched, "retracted_events": events_gone,
-            "evidence": [ro.event_id], "confidence": 1.0,
+            "evidence": [ro.event_id], "confidence": 1.0, "_project": resolved_in,
         })
     for a in attempts:
         if a["superseded_by"] in retracted_attempts:
@@ -235,7 +255,7 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
     handoffs = _handoffs(live, by_session)
     for h in handoffs:
         edges.append(edge("handed_off", "session", h["from_session"], "session", h["to_session"], h["evidence"],
-                          h["confidence"]))
+                          h["confidence"]) | {"project_id": h["project_id"]})
 
     # -- corrections (in stream order; latest wins) --------------------------------
     correction_rows = _apply_corrections(meta.corrections, attempt_by_id, turn_by_id, attempts,
@@ -258,7 +278,8 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
         "sessions": sessions, "turns": turns, "attempts": attempts, "signals": signals, "commits": commits,
         "handoffs": handoffs, "work_units": units, "decisions": decisions, "conflicts": conflicts,
         "corrections": correction_rows, "retractions": retraction_rows, "edges_cross": edges,
-        "retracted_ids": [{"id": x, "kind": "attempt"} for x in sorted(retracted_attempts)],
+        "retracted_ids": [{"id": x, "kind": "attempt", "project_id": attempt_by_id[x]["project_id"]}
+                          for x in sorted(retracted_attempts)],
     }
     return Projection(at, tables, stats)
 
@@ -273,10 +294,20 @@ def _handoffs(live: list[SessionResult], by_session: dict[str, dict[str, Any]]) 
         if len({r.session["provider"] for r in group}) < 2:
             continue
         group.sort(key=lambda r: r.session["started_at"])
+        # The sessions that can hand off to one starting at t ended their activity
+        # (or ended) within HANDOFF_PATHS_GAP before t: look only at those.
+        by_last = sorted(range(len(group)), key=lambda i: group[i].session["last_activity_at"])
+        last_keys = [group[i].session["last_activity_at"] for i in by_last]
+        by_end = sorted((g.session["ended_at"], i) for i, g in enumerate(group) if g.session["ended_at"] is not None)
+        end_keys = [e for e, _ in by_end]
         for b in group:
             bs = b.session
             best: tuple[Any, ...] | None = None
-            for a in group:
+            start, earliest = bs["started_at"], bs["started_at"] - HANDOFF_PATHS_GAP
+            near = set(by_last[bisect_left(last_keys, earliest):bisect_right(last_keys, start)])
+            near.update(i for _, i in by_end[bisect_left(end_keys, earliest):bisect_right(end_keys, start)])
+            for i in sorted(near):
+                a = group[i]
                 as_ = a.session
                 if a is b or as_["provider"] == bs["provider"]:
                     continue
@@ -327,6 +358,7 @@ def _apply_corrections(corrections: list[Obs], attempt_by_id: dict[str, dict[str
         target = _bare(c.attrs.get("target"))
         status = "applied"
         session_id = None
+        resolved_in: str | None = None
         target_type = "attempt" if ctype in ("attempt_outcome", "attempt_note") else "turn"
         outcome = c.attrs.get("outcome")
         fclass = c.attrs.get("failure_class")
@@ -336,6 +368,8 @@ def _apply_corrections(corrections: list[Obs], attempt_by_id: dict[str, dict[str
             status = "invalid"
         elif target_type == "attempt":
             a = attempt_by_id.get(target)
+            if a is not None:
+                resolved_in = a["project_id"] or ""
             if a is None:
                 status = "target_not_found"
             elif target in retracted_attempts or a["session_id"] in retracted_sessions:
@@ -358,6 +392,8 @@ def _apply_corrections(corrections: list[Obs], attempt_by_id: dict[str, dict[str
                     a["note"] = c.text
         else:
             t = turn_by_id.get(target)
+            if t is not None:
+                resolved_in = t["project_id"] or ""
             if t is None:
                 status = "target_not_found"
             elif t["session_id"] in retracted_sessions:
@@ -378,6 +414,7 @@ def _apply_corrections(corrections: list[Obs], attempt_by_id: dict[str, dict[str
             "outcome": outcome if isinstance(outcome, str) else None,
             "failure_class": fclass if isinstance(fclass, str) else None, "note": c.text,
             "note_chars": c.attrs.get("note_chars"), "status": status, "evidence": [c.event_id], "confidence": 1.0,
+            "_project": resolved_in,
         })
     return rows
 
@@ -410,6 +447,27 @@ def _phase(tail: list[list[Any]], edited_before: bool, blocked: bool) -> tuple[s
     return "review", "reading after a change"
 
 
+def unit_status(inputs: dict[str, Any], updated_at: int, at: int) -> tuple[str, str, int | None]:
+    """A work unit's status, the reason and its end at reference time ``at``, from
+    what its turns, attempts and sessions say (``inputs``: the ``_``-prefixed
+    columns the store keeps; the engine's ``work_units`` view computes the same
+    in SQL). A unit that is completed or abandoned at ``at`` stays so at every
+    later instant until it changes — conflicts rely on that."""
+    if inputs["_unknown"]:
+        return "unknown", "no prompt or tool call was observed", None
+    ended = inputs["_sessions_ended_at"]
+    session_ended = ended is not None and ended <= at
+    idle = at - updated_at
+    la_outcome = inputs["_la_outcome"]
+    if inputs["_completable"] and (session_ended or idle > UNIT_IDLE_DONE):
+        reason = "last turn completed and its session ended" if session_ended \
+            else "last turn completed; idle for more than 30 minutes"
+        return "completed", reason, updated_at
+    if la_outcome in ("failed", "superseded", "abandoned") and idle > UNIT_IDLE_ABANDONED:
+        return "abandoned", f"last attempt {la_outcome}; idle for more than 2 hours", updated_at
+    return "open", ("a tool call is still running" if inputs["_in_flight"] else "activity within the idle window"), None
+
+
 def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]],
                 attempt_by_id: dict[str, dict[str, Any]], turn_by_id: dict[str, dict[str, Any]],
                 handoffs: list[dict[str, Any]],
@@ -437,27 +495,24 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
                     by_path.setdefault(p, {}).setdefault(r.session["session_id"], []).append(tf["turn_id"])
         for p, per_session in by_path.items():
             for tids in per_session.values():
-                for t in tids[1:]:
-                    uf.union(tids[0], t)
+                if len(tids) > 1:
+                    uf.union_all(tids)
             if len(per_session) < 2:
                 continue
             # Sessions whose active spans do not overlap link; overlapping ones are
-            # concurrent actors (separate units, possibly a conflict).
-            spans = sorted((by_session[sid]["started_at"], by_session[sid]["last_activity_at"], sid)
-                           for sid in per_session)
-            ended_sorted = sorted(spans, key=lambda s: s[1])
-            j = 0
-            anchor: str | None = None
-            for start, _, sid in spans:
-                while j < len(ended_sorted) and ended_sorted[j][1] < start:
-                    other = ended_sorted[j][2]
-                    if anchor is None:
-                        anchor = per_session[other][0]
-                    else:
-                        uf.union(anchor, per_session[other][0])
-                    j += 1
-                if anchor is not None:
-                    uf.union(anchor, per_session[sid][0])
+            # concurrent actors (separate units, possibly a conflict). Taken in
+            # order of start, a session links with every session whose activity
+            # ended before it started: so every session that ended before the
+            # last start, and every one that started after the first end, is in
+            # one unit — and no other.
+            first_end = min(by_session[sid]["last_activity_at"] for sid in per_session)
+            last_start = max(by_session[sid]["started_at"] for sid in per_session)
+            if first_end >= last_start:
+                continue
+            linked = [tids[0] for sid, tids in per_session.items()
+                      if by_session[sid]["last_activity_at"] < last_start or by_session[sid]["started_at"] > first_end]
+            if len(linked) > 1:
+                uf.union_all(linked)
     live_by_id = {r.session["session_id"]: r for r in live}
     for h in handoffs:
         giver = live_by_id.get(h["from_session"])
@@ -476,7 +531,9 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
     for c in commits:
         if c["sha"] and c["attempt_id"]:
             commits_by_attempt.setdefault(c["attempt_id"], []).append(c["sha"])
-    handoff_by_pair = {(h["from_session"], h["to_session"]): h for h in handoffs}
+    handoffs_from: dict[str, list[dict[str, Any]]] = {}
+    for h in {(h["from_session"], h["to_session"]): h for h in handoffs}.values():
+        handoffs_from.setdefault(h["from_session"], []).append(h)
     units: list[dict[str, Any]] = []
     unit_edges: list[dict[str, Any]] = []
     for tids in members.values():
@@ -484,21 +541,19 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
         first_r, first_tf = turn_info[tids[0]]
         project_id = first_r.session["project_id"]
         unit_id = derive("work_unit", project_id, first_tf["opening_event"])
-        sessions_in: list[str] = []
+        sessions_seen: dict[str, None] = {}
         attempts_in: list[str] = []
-        paths: list[str] = []
+        paths_seen: dict[str, None] = {}
         evidence: dict[str, None] = {}
         tails: list[list[Any]] = []
         edited_before = False
         for t in tids:
             r, tf = turn_info[t]
             evidence[tf["opening_event"]] = None
-            sid = r.session["session_id"]
-            if sid not in sessions_in:
-                sessions_in.append(sid)
-            for p in tf["mpaths"]:
-                if p not in paths:
-                    paths.append(p)
+            sessions_seen[r.session["session_id"]] = None
+            paths_seen.update(dict.fromkeys(tf["mpaths"]))
+        sessions_in = list(sessions_seen)
+        paths = list(paths_seen)
         ordered_turns = sorted(tids, key=lambda t: (turn_info[t][1]["last_at"], t))
         for t in ordered_turns:
             r, tf = turn_info[t]
@@ -526,33 +581,30 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
                         last_attempt["started_at"], last_attempt["attempt_id"]):
                     last_attempt = aa
         blocking = next((pending_by_session[s] for s in sessions_in if s in pending_by_session), None)
-        for a_s in sessions_in:
-            for b_s in sessions_in:
-                hf = handoff_by_pair.get((a_s, b_s))
-                if hf is not None:
-                    evidence.update(dict.fromkeys(hf["evidence"]))
+        if len(sessions_in) > 1:
+            # the handoffs between the unit's sessions, in the order of its sessions
+            position = {sid: i for i, sid in enumerate(sessions_in)}
+            inside = sorted((position[a_s], position[hf["to_session"]], hf["evidence"])
+                            for a_s in sessions_in for hf in handoffs_from.get(a_s, ())
+                            if hf["to_session"] in position)
+            for _, _, hf_evidence in inside:
+                evidence.update(dict.fromkeys(hf_evidence))
         if blocking is not None:
             evidence[blocking["event_id"]] = None
         phase, phase_reason = _phase(tails, edited_before, blocking is not None)
         last_r, last_tf = turn_info[ordered_turns[-1]]
         updated_at = max(turn_info[t][1]["last_at"] for t in tids)
-        idle = at - updated_at
         in_flight = sum(turn_info[t][1]["in_flight"] for t in tids)
-        session_ended = all(by_session[s]["ended_at"] is not None and by_session[s]["ended_at"] <= at
-                            for s in sessions_in)
+        ends = [by_session[s]["ended_at"] for s in sessions_in]
         la_outcome = last_attempt["outcome"] if last_attempt else None
-        if all(by_session[s]["coverage"] == "unknown" for s in sessions_in):
-            status, status_reason = "unknown", "no prompt or tool call was observed"
-        elif last_tf["status"] == "completed" and la_outcome == "succeeded" and in_flight == 0 \
-                and (session_ended or idle > UNIT_IDLE_DONE):
-            status = "completed"
-            status_reason = "last turn completed and its session ended" if session_ended \
-                else "last turn completed; idle for more than 30 minutes"
-        elif la_outcome in ("failed", "superseded", "abandoned") and idle > UNIT_IDLE_ABANDONED:
-            status, status_reason = "abandoned", f"last attempt {la_outcome}; idle for more than 2 hours"
-        else:
-            status = "open"
-            status_reason = "a tool call is still running" if in_flight else "activity within the idle window"
+        inputs = {
+            "_unknown": all(by_session[s]["coverage"] == "unknown" for s in sessions_in),
+            "_completable": last_tf["status"] == "completed" and la_outcome == "succeeded" and in_flight == 0,
+            "_la_outcome": la_outcome,
+            "_sessions_ended_at": None if any(e is None for e in ends) else max(ends),
+            "_in_flight": in_flight,
+        }
+        status, status_reason, unit_ended = unit_status(inputs, updated_at, at)
         objective_tf = next((turn_info[t][1] for t in tids if turn_info[t][1]["objective_event"]), None)
         objective = None
         if objective_tf is not None:
@@ -573,7 +625,7 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
             "objective_event_id": objective_tf["objective_event"] if objective_tf else None,
             "objective": objective, "phase": phase, "phase_reason": phase_reason, "status": status,
             "status_reason": status_reason, "started_at": first_tf["started_at"], "updated_at": updated_at,
-            "ended_at": updated_at if status in ("completed", "abandoned") else None,
+            "ended_at": unit_ended,
             "sessions": sessions_in, "session_count": len(sessions_in), "turns": tids, "turn_count": len(tids),
             "attempts": attempts_in, "attempt_count": len(attempts_in), "failed_attempt_count": failure_count,
             "paths": paths, "commit_shas": shas, "actors": actors,
@@ -581,10 +633,10 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
             "blocking_signal": blocking["event_id"] if blocking else None,
             "evidence": list(evidence) or [first_tf["opening_event"]],
             "confidence": min(confidences + [0.7]), "algorithm_version": ALGORITHM_VERSION,
-        })
+        } | inputs)
         for t in tids:
             unit_edges.append(edge("parent_of", "work_unit", unit_id, "turn", t, [turn_info[t][1]["opening_event"]],
-                                   0.7))
+                                   0.7) | {"project_id": project_id})
     units.sort(key=lambda u: (u["started_at"], u["work_unit_id"]))
     return units, unit_edges
 

@@ -8,7 +8,7 @@ and retractions, build each session (:mod:`.session`), join them
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from .assemble import ATTEMPT_OVERLAY, TURN_OVERLAY, Meta, Projection, assemble
 from .observe import META_KINDS, Obs, ordered
@@ -74,8 +74,15 @@ def merge(p: Projection, results: list[SessionResult]) -> Projection:
             if e["from_id"] in retracted or e["to_id"] in retracted:
                 continue
             edges.append(e | {"session_id": sid})
-    edges.extend(e | {"session_id": None} for e in p.tables["edges_cross"])
-    tables = dict(p.tables)
-    del tables["edges_cross"]
+    edges.extend({k: v for k, v in e.items() if k != "project_id"} | {"session_id": None}
+                 for e in p.tables["edges_cross"])
+    tables = {name: [public(r) for r in rows] for name, rows in p.tables.items() if name != "edges_cross"}
     tables.update(attempts=attempts, turns=turns, tool_calls=tool_calls, edges=edges)
     return Projection(p.at, tables, p.stats)
+
+
+def public(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without the columns only the store keeps (named with a leading ``_``)."""
+    if not any(k[:1] == "_" for k in row):
+        return row
+    return {k: v for k, v in row.items() if k[:1] != "_"}

@@ -122,6 +122,51 @@ ASSEMBLED: Final[dict[str, Any]] = {
     "decisions": DECISIONS, "conflicts": CONFLICTS, "corrections": CORRECTIONS, "retractions": RETRACTIONS,
     "edges_cross": EDGES, "retracted_ids": RETRACTED_IDS,
 }
+# How each assembled table is stored: its public schema plus the columns the
+# engine's views need and a person never sees — the session or project a row
+# belongs to (a refresh replaces rows group by group), and the inputs of the
+# columns that depend on the reference time (a session's liveness, a work
+# unit's status), which the views compute at the manifest's instant so that a
+# refresh need not rewrite every row whenever time moves on. Those columns are
+# stored empty.
+AT_DEPENDENT: Final[dict[str, tuple[str, ...]]] = {
+    "sessions": ("state", "liveness"),
+    "work_units": ("status", "status_reason", "ended_at"),
+}
+UNIT_STATUS_INPUTS: Final = (("_unknown", B), ("_completable", B), ("_la_outcome", S), ("_sessions_ended_at", TS),
+                             ("_in_flight", I))
+
+
+def _plus(schema: Any, *fields: tuple[str, Any]) -> Any:
+    out = schema
+    for n, t in fields:
+        out = out.append(pa.field(n, t))
+    return out
+
+
+STORED_ASSEMBLED: Final[dict[str, Any]] = {
+    "sessions": _plus(SESSIONS, ("_blocked", B)),
+    "turns_overlay": _plus(TURNS_OVERLAY, ("session_id", S)),
+    "attempts_overlay": _plus(ATTEMPTS_OVERLAY, ("session_id", S)),
+    "signals": SIGNALS, "commits": COMMITS, "decisions": DECISIONS,
+    "handoffs": HANDOFFS, "work_units": _plus(WORK_UNITS, *UNIT_STATUS_INPUTS), "conflicts": CONFLICTS,
+    "edges_cross": _plus(EDGES, ("project_id", S)), "retracted_ids": _plus(RETRACTED_IDS, ("project_id", S)),
+    "corrections": _plus(CORRECTIONS, ("_project", S)), "retractions": _plus(RETRACTIONS, ("_project", S)),
+}
+# The column a stored table is replaced by: a refresh writes the new rows of
+# some sessions (or projects) to a new file and hides their older rows in the
+# files before (None: the table is rewritten whole).
+GROUP_COLUMN: Final[dict[str, str | None]] = {
+    "tool_calls": "session_id", "edges": "session_id", "attempts_base": "session_id", "turns_base": "session_id",
+    "sessions": "session_id", "turns_overlay": "session_id", "attempts_overlay": "session_id",
+    "signals": "session_id", "commits": "session_id", "decisions": "session_id",
+    "handoffs": "project_id", "work_units": "project_id", "conflicts": "project_id", "edges_cross": "project_id",
+    "retracted_ids": "project_id", "corrections": None, "retractions": None,
+}
+SESSION_FAMILY: Final = ("sessions", "turns_overlay", "attempts_overlay", "signals", "commits", "decisions")
+PROJECT_FAMILY: Final = ("handoffs", "work_units", "conflicts", "edges_cross", "retracted_ids")
+GLOBAL_FAMILY: Final = ("corrections", "retractions")
+
 # What a person queries (views over the stored tables), in catalog order.
 PUBLIC: Final[dict[str, Any]] = {
     "sessions": SESSIONS, "turns": None, "tool_calls": None, "attempts": None, "edges": EDGES,

@@ -30,7 +30,8 @@ import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from functools import partial
+from typing import Any, Callable, Final
 
 ALLOWED: Final = frozenset({"SELECT", "EXPLAIN"})
 DEFAULT_TIMEOUT_S: Final = 30.0
@@ -45,42 +46,102 @@ EVENTS_VIEW: Final = (
 
 # The projection's public tables, as views over what ``project.persist`` stores:
 # per-session rows joined with what the cross-session stage decided, tool
-# calls marked retracted with their attempt or session, and the edges the
-# tables already state (parent_of, triggered, evidence_for) derived here
-# rather than stored (``project.session.structural_edges`` is the same rule).
-PROJECTION_VIEWS: Final = (
-    "CREATE VIEW sessions AS SELECT * FROM _sessions",
-    "CREATE VIEW turns AS SELECT b.turn_id, b.session_id, b.provider, b.project_id, b.project_name, b.turn_index, "
-    "o.objective, b.started_at, b.ended_at, b.status, b.failure_class, b.prompt_event_id, b.stop_event_id, "
-    "b.tool_call_ids, b.tool_call_count, b.attempt_ids, b.prompt_chars, b.first_event_id, b.last_event_id, "
-    "b.evidence, b.confidence, o.corrected_by, o.corrected_at, o.inferred_objective, "
-    "coalesce(o.retracted, false) AS retracted "
-    "FROM _turns_base b LEFT JOIN _turns_overlay o USING (turn_id)",
-    "CREATE VIEW attempts AS SELECT b.attempt_id, b.session_id, b.provider, b.project_id, b.project_name, b.turn_id, "
-    "b.turn_index, b.attempt_index, coalesce(o.objective, b.objective) AS objective, b.approach, b.started_at, b.ended_at, o.outcome, o.failure_class, "
-    "o.superseded_by, o.supersedes, b.tool_call_ids, b.tool_call_count, b.paths, o.commit_shas, "
-    "b.failing_event_id, b.first_action_event_id, o.work_unit_id, b.evidence, b.confidence, b.algorithm_version, "
-    "o.corrected_by, o.corrected_at, o.correction_type, o.inferred_outcome, o.inferred_failure_class, o.note, "
-    "o.retracted FROM _attempts_base b JOIN _attempts_overlay o USING (attempt_id)",
-    "CREATE VIEW tool_calls AS SELECT t.*, (t.session_id IN (SELECT session_id FROM _sessions WHERE retracted) "
-    "OR coalesce(t.attempt_id IN (SELECT id FROM _retracted_ids), false)) AS retracted FROM _tool_calls t",
-    "CREATE VIEW edges AS SELECT * FROM ("
-    "SELECT * FROM _edges "
-    "UNION ALL SELECT session_id, 'parent_of', 'session', session_id, 'turn', turn_id, "
-    "[coalesce(prompt_event_id, first_event_id)], 0.9, 'projection' FROM _turns_base "
-    "UNION ALL SELECT session_id, 'triggered', 'event', prompt_event_id, 'turn', turn_id, [prompt_event_id], 0.9, "
-    "'projection' FROM _turns_base WHERE prompt_event_id IS NOT NULL "
-    "UNION ALL SELECT session_id, 'parent_of', 'turn', turn_id, 'tool_call', tool_call_id, evidence, 0.9, "
-    "'projection' FROM _tool_calls "
-    "UNION ALL SELECT session_id, 'evidence_for', 'event', ev, 'attempt', attempt_id, [ev], confidence, "
-    "'projection' FROM (SELECT session_id, attempt_id, confidence, unnest(evidence) AS ev FROM _attempts_base) "
-    "UNION ALL SELECT * FROM _edges_cross) e "
-    # a retracted attempt's edges, and every edge of a retracted session, are not answers
-    "WHERE from_id NOT IN (SELECT id FROM _retracted_ids) AND to_id NOT IN (SELECT id FROM _retracted_ids) "
-    "AND (e.session_id IS NULL OR e.session_id NOT IN (SELECT session_id FROM _sessions WHERE retracted))",
-    *(f"CREATE VIEW {t} AS SELECT * FROM _{t}" for t in (
-        "signals", "commits", "handoffs", "work_units", "decisions", "conflicts", "corrections", "retractions")),
-)
+# calls marked retracted with their attempt or session, the edges the tables
+# already state (parent_of, triggered, evidence_for) derived here rather than
+# stored (``project.session.structural_edges`` is the same rule), and the
+# columns that depend on the reference time computed at the manifest's
+# instant (``project.assemble.liveness`` and ``unit_status`` are the same
+# rules; a conflict is an answer while both its work units are open).
+def projection_views(at: int) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each public view of the projection: its CREATE statement and the views it reads."""
+    from ..project.assemble import BLOCKED_OPEN_FOR, STALE_AFTER, UNIT_IDLE_ABANDONED, UNIT_IDLE_DONE
+    from ..project.tables import PUBLIC
+
+    def cols(table: str, replace: dict[str, str] | None = None) -> str:
+        replace = replace or {}
+        return ", ".join(f"{replace[f.name]} AS {f.name}" if f.name in replace else f.name for f in PUBLIC[table])
+
+    closed = f"(ended_at IS NOT NULL AND epoch_us(ended_at) <= {at})"
+    silence = f"({at} - epoch_us(last_activity_at))"
+    liveness = (f"CASE WHEN {closed} THEN 'closed' WHEN {silence} <= {STALE_AFTER} OR (_blocked AND {silence} <= "
+                f"{BLOCKED_OPEN_FOR}) THEN 'open' ELSE 'stale' END")
+    state = f"CASE WHEN {closed} THEN 'closed' ELSE 'open' END"
+    ended = f"(_sessions_ended_at IS NOT NULL AND epoch_us(_sessions_ended_at) <= {at})"
+    idle = f"({at} - epoch_us(updated_at))"
+    completed = f"(_completable AND ({ended} OR {idle} > {UNIT_IDLE_DONE}))"
+    abandoned = f"(_la_outcome IN ('failed', 'superseded', 'abandoned') AND {idle} > {UNIT_IDLE_ABANDONED})"
+    status = (f"CASE WHEN _unknown THEN 'unknown' WHEN {completed} THEN 'completed' WHEN {abandoned} "
+              "THEN 'abandoned' ELSE 'open' END")
+    reason = ("CASE WHEN _unknown THEN 'no prompt or tool call was observed' "
+              f"WHEN {completed} THEN CASE WHEN {ended} THEN 'last turn completed and its session ended' "
+              "ELSE 'last turn completed; idle for more than 30 minutes' END "
+              f"WHEN {abandoned} THEN 'last attempt ' || _la_outcome || '; idle for more than 2 hours' "
+              "WHEN _in_flight <> 0 THEN 'a tool call is still running' ELSE 'activity within the idle window' END")
+    unit_ended = f"CASE WHEN NOT _unknown AND ({completed} OR {abandoned}) THEN updated_at END"
+    unit_cols = {"status": status, "status_reason": reason, "ended_at": unit_ended}
+    edge_cols = "session_id, edge_kind, from_type, from_id, to_type, to_id, evidence, confidence, edge_source"
+    views = {
+        "sessions": (f"CREATE VIEW sessions AS SELECT {cols('sessions', {'liveness': liveness, 'state': state})} "
+                     "FROM _sessions", ("_sessions",)),
+        "turns": ("CREATE VIEW turns AS SELECT b.turn_id, b.session_id, b.provider, b.project_id, b.project_name, "
+                  "b.turn_index, o.objective, b.started_at, b.ended_at, b.status, b.failure_class, b.prompt_event_id, "
+                  "b.stop_event_id, b.tool_call_ids, b.tool_call_count, b.attempt_ids, b.prompt_chars, "
+                  "b.first_event_id, b.last_event_id, b.evidence, b.confidence, o.corrected_by, o.corrected_at, "
+                  "o.inferred_objective, coalesce(o.retracted, false) AS retracted "
+                  "FROM _turns_base b LEFT JOIN _turns_overlay o USING (turn_id)", ("_turns_base", "_turns_overlay")),
+        "attempts": ("CREATE VIEW attempts AS SELECT b.attempt_id, b.session_id, b.provider, b.project_id, "
+                     "b.project_name, b.turn_id, b.turn_index, b.attempt_index, "
+                     "coalesce(o.objective, b.objective) AS objective, b.approach, b.started_at, b.ended_at, "
+                     "o.outcome, o.failure_class, o.superseded_by, o.supersedes, b.tool_call_ids, b.tool_call_count, "
+                     "b.paths, o.commit_shas, b.failing_event_id, b.first_action_event_id, o.work_unit_id, "
+                     "b.evidence, b.confidence, b.algorithm_version, o.corrected_by, o.corrected_at, "
+                     "o.correction_type, o.inferred_outcome, o.inferred_failure_class, o.note, o.retracted "
+                     "FROM _attempts_base b JOIN _attempts_overlay o USING (attempt_id)",
+                     ("_attempts_base", "_attempts_overlay")),
+        "tool_calls": ("CREATE VIEW tool_calls AS SELECT t.*, (t.session_id IN (SELECT session_id FROM _sessions "
+                       "WHERE retracted) OR coalesce(t.attempt_id IN (SELECT id FROM _retracted_ids), false)) "
+                       "AS retracted FROM _tool_calls t", ("_tool_calls", "_sessions", "_retracted_ids")),
+        "edges": ("CREATE VIEW edges AS SELECT * FROM ("
+                  f"SELECT {edge_cols} FROM _edges "
+                  "UNION ALL SELECT session_id, 'parent_of', 'session', session_id, 'turn', turn_id, "
+                  "[coalesce(prompt_event_id, first_event_id)], 0.9, 'projection' FROM _turns_base "
+                  "UNION ALL SELECT session_id, 'triggered', 'event', prompt_event_id, 'turn', turn_id, "
+                  "[prompt_event_id], 0.9, 'projection' FROM _turns_base WHERE prompt_event_id IS NOT NULL "
+                  "UNION ALL SELECT session_id, 'parent_of', 'turn', turn_id, 'tool_call', tool_call_id, evidence, "
+                  "0.9, 'projection' FROM _tool_calls "
+                  "UNION ALL SELECT session_id, 'evidence_for', 'event', ev, 'attempt', attempt_id, [ev], "
+                  "confidence, 'projection' FROM (SELECT session_id, attempt_id, confidence, unnest(evidence) AS ev "
+                  f"FROM _attempts_base) UNION ALL SELECT {edge_cols} FROM _edges_cross) e "
+                  # a retracted attempt's edges, and every edge of a retracted session, are not answers
+                  "WHERE from_id NOT IN (SELECT id FROM _retracted_ids) AND to_id NOT IN (SELECT id FROM "
+                  "_retracted_ids) AND (e.session_id IS NULL OR e.session_id NOT IN (SELECT session_id FROM "
+                  "_sessions WHERE retracted))",
+                  ("_edges", "_turns_base", "_tool_calls", "_attempts_base", "_edges_cross", "_retracted_ids",
+                   "_sessions")),
+        "work_units": (f"CREATE VIEW work_units AS SELECT {cols('work_units', unit_cols)} FROM _work_units",
+                       ("_work_units",)),
+        "conflicts": (f"CREATE VIEW conflicts AS SELECT {cols('conflicts')} FROM _conflicts WHERE first_work_unit "
+                      "IN (SELECT work_unit_id FROM work_units WHERE status = 'open') AND second_work_unit IN "
+                      "(SELECT work_unit_id FROM work_units WHERE status = 'open')", ("_conflicts", "work_units")),
+    }
+    for t in ("signals", "commits", "handoffs", "decisions", "corrections", "retractions"):
+        views[t] = (f"CREATE VIEW {t} AS SELECT {cols(t)} FROM _{t}", (f"_{t}",))
+    return views
+
+
+def _parts_sql(columns: str, source: Any, first_part: int) -> str:
+    """A SELECT over a stored table's files that skips each file's stale groups (listed
+    in ``_stale`` under part numbers from ``first_part`` on, one per file with any)."""
+    clean = [path for path, stale in source.files if not stale]
+    branches = [f"SELECT {columns} FROM read_parquet({_sql_list(clean)})"] if clean else []
+    part = first_part
+    for path, stale in source.files:
+        if stale:
+            branches.append(f"SELECT {columns} FROM read_parquet({_sql_list([path])}) "
+                            f"WHERE coalesce({source.group_column}, '') NOT IN "
+                            f"(SELECT key FROM _stale WHERE part = {part})")
+            part += 1
+    return " UNION ALL ".join(branches)
 
 
 class QueryError(Exception):
@@ -150,6 +211,8 @@ class Engine:
     """One DuckDB connection over the store's current snapshot, locked down."""
 
     def __init__(self, root: str, *, projection: bool = True) -> None:
+        """Open a connection; the views are created when a statement first names them
+        (a statement over ``attempts`` never lists the store's files)."""
         import duckdb
 
         self.manifest: Any = None
@@ -158,40 +221,87 @@ class Engine:
         from ..store.schema import EVENTS_SCHEMA, events_path
 
         self._con = duckdb.connect(":memory:")
+        self._views: dict[str, tuple[Callable[[], None], tuple[str, ...]]] = {}
+        self._created: set[str] = set()
         allowed: list[str] = []
-        files = _store_files(root)
-        if files:
-            # DuckDB's own Parquet reader (twice as fast as scanning a pyarrow
-            # dataset); once external access is off, only these directories stay
-            # readable (allowed_directories), and the configuration is locked.
-            columns = ", ".join(f.name for f in EVENTS_SCHEMA)
-            self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({_sql_list(files)}, "
-                              "hive_partitioning = true, hive_types = {'observed_date': DATE})")
-            allowed.append(os.path.abspath(events_path(root)) + os.sep)
+        store = events_path(root)
+        if os.path.isdir(os.path.join(store, "_delta_log")):
+            self._views["_events"] = (lambda: self._events_view(root), ())
+            allowed.append(os.path.abspath(store) + os.sep)
         else:
             self._con.register("_events", EVENTS_SCHEMA.empty_table())
-        self._con.execute(EVENTS_VIEW)
+        self._views["events"] = (lambda: self._con.execute(EVENTS_VIEW), ("_events",))
         if projection:
-            from ..project.persist import load_manifest, projection_dir, source_files
-            from ..project.tables import ASSEMBLED, SHARDED
+            from ..project.persist import load_manifest, projection_dir, sources, stored_schema
+
+            import pyarrow as pa  # type: ignore[import-untyped]
 
             self.manifest = load_manifest(root)
-            for name, table_files in source_files(root, self.manifest).items():
-                schema = SHARDED.get(name) or ASSEMBLED[name]
-                if table_files:
-                    cols = ", ".join(schema.names)
-                    self._con.execute(f"CREATE VIEW _{name} AS SELECT {cols} FROM read_parquet({_sql_list(table_files)})")
+            stale_parts: list[int] = []
+            stale_keys: list[str] = []
+            numbered = 0
+            for name, source in sources(root, self.manifest).items():
+                schema = stored_schema(name)
+                if source.files:
+                    first = numbered
+                    for _, stale in source.files:
+                        if stale:
+                            stale_parts.extend([numbered] * len(stale))
+                            stale_keys.extend(stale)
+                            numbered += 1
+                    sql = f"CREATE VIEW _{name} AS {_parts_sql(', '.join(schema.names), source, first)}"
+                    self._views[f"_{name}"] = (partial(self._con.execute, sql), ("_stale",))
                 else:
                     self._con.register(f"_{name}", schema.empty_table())
+            self._con.register("_stale", pa.table({"part": pa.array(stale_parts, pa.int32()),
+                                                   "key": pa.array(stale_keys, pa.string())}))
             allowed.append(os.path.abspath(projection_dir(root)) + os.sep)
-            for view in PROJECTION_VIEWS:
-                self._con.execute(view)
+            for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0).items():
+                self._views[view] = (partial(self._con.execute, sql), deps)
         if allowed:
             self._con.execute(f"SET allowed_directories = {_sql_list(allowed)}")
         self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         self._con.execute("SET TimeZone = 'UTC'")
         self._con.execute("SET enable_external_access = false")
         self._con.execute("SET lock_configuration = true")
+
+    def _events_view(self, root: str) -> None:
+        from ..store.schema import EVENTS_SCHEMA
+
+        files = _store_files(root)
+        if not files:
+            self._con.register("_events", EVENTS_SCHEMA.empty_table())
+            return
+        # DuckDB's own Parquet reader (twice as fast as scanning a pyarrow dataset);
+        # external access is off, so only the allowed directories are readable.
+        columns = ", ".join(f.name for f in EVENTS_SCHEMA)
+        self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({_sql_list(files)}, "
+                          "hive_partitioning = true, hive_types = {'observed_date': DATE})")
+
+    def _create(self, name: str) -> None:
+        if name in self._created or name not in self._views:
+            return
+        make, deps = self._views[name]
+        for dep in deps:
+            self._create(dep)
+        make()
+        self._created.add(name)
+
+    def _prepare(self, sql: str) -> None:
+        """Create the views ``sql`` names (all of them when that cannot be told)."""
+        if len(self._created) == len(self._views):
+            return
+        import duckdb
+
+        try:
+            # parsed on DuckDB's default connection, where no view exists to expand
+            names = {n.lower() for n in duckdb.get_table_names(sql)}
+        except Exception:
+            names = set()
+        if not names or not names <= self._views.keys() | self._created:
+            names = set(self._views)
+        for name in sorted(names):
+            self._create(name)
 
     def close(self) -> None:
         self._con.close()
@@ -278,6 +388,7 @@ class Engine:
         failed: duckdb.Error | None = None
         timed_out = False
         try:
+            self._prepare(sql)
             cur = self._con.execute(sql, params) if params else self._con.execute(sql)
             columns = [d[0] for d in cur.description or []]
             types = [str(d[1]) for d in cur.description or []]

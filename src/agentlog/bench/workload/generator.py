@@ -1282,14 +1282,14 @@ class ChainSession(ClaudeHookSession):
 class Workload:
     """Creates sessions and merges their events into one stream."""
 
-    def __init__(self, events: int, seed: int) -> None:
+    def __init__(self, events: int, seed: int, world_seed: int | None = None) -> None:
         if events < 0:
             raise ValueError("events must be >= 0")
         self.events = events
         self.seed = seed
         self.rng = random.Random(seed)
         self.text = text_source(seed)
-        self.world = World(seed, self.text)
+        self.world = World(seed if world_seed is None else world_seed, self.text)
         self.providers = M.PROVIDER_MIX.quota()
         self.claude_source = M.CLAUDE_SOURCE.quota()
 
@@ -1377,6 +1377,8 @@ class Workload:
         return sample
 
 
-def generate(events: int, seed: int = DEFAULT_SEED) -> Iterator[dict[str, Any]]:
-    """Exactly ``events`` samples of the seeded workload, in stream order (see the module docstring)."""
-    return Workload(events, seed).samples()
+def generate(events: int, seed: int = DEFAULT_SEED, world_seed: int | None = None) -> Iterator[dict[str, Any]]:
+    """Exactly ``events`` samples of the seeded workload, in stream order (see the module docstring);
+    ``world_seed`` (default: ``seed``) chooses the projects, their paths and their files, so that
+    another seed's sessions can go on working on the same projects."""
+    return Workload(events, seed, world_seed).samples()
