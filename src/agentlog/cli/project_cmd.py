@@ -59,6 +59,7 @@ def project_cmd(full: bool, no_ingest: bool, as_json: bool) -> None:
     c = report.counts
     what = {"none": "already up to date", "incremental": "incremental", "full": f"full ({report.reason})"}[report.mode]
     err.print(f"projection {what}: {report.new_events:,} new events, {report.sessions_rebuilt:,} sessions "
-              f"re-projected in {report.seconds:.2f} s", highlight=False)
+              f"re-projected, {report.projects_reassembled:,} projects joined again, {report.parts_written:,} "
+              f"parts written in {report.seconds:.2f} s", highlight=False)
     err.print(", ".join(f"{c.get(k, 0):,} {k}" for k in ("sessions", "turns", "attempts", "work_units", "handoffs",
                                                           "decisions", "conflicts")), highlight=False)

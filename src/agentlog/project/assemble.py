@@ -10,7 +10,6 @@ event is read again.
 
 from __future__ import annotations
 
-import copy
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterable
@@ -190,8 +189,8 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
                                                           "corrected_at": None, "inferred_objective": None,
                                                           "project_id": r.session["project_id"]})
         for a in r.attempts:
-            attempts.append({k: a[k] for k in ATTEMPT_LIGHT} | {
-                "commit_shas": list(a["commit_shas"]), "objective": a.get("objective"), "retracted": gone,
+            # a copy of the whole row (faster than picking ATTEMPT_LIGHT; other columns are ignored)
+            attempts.append({**a, "commit_shas": list(a["commit_shas"]), "objective": a.get("objective"), "retracted": gone,
                 "work_unit_id": None, "corrected_by": None, "corrected_at": None, "correction_type": None,
                 "inferred_outcome": None, "inferred_failure_class": None, "note": None})
         signals.extend({**s, "retracted": gone} for s in r.signals)
@@ -490,9 +489,22 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
         # path → sessions touching it through mutating/shell calls, with their turns.
         by_path: dict[str, dict[str, list[str]]] = {}
         for r in project_sessions:
+            mine: dict[str, list[str]] = {}
             for tf in r.facts["turns"]:
+                tid = tf["turn_id"]
                 for p in tf["mpaths"]:
-                    by_path.setdefault(p, {}).setdefault(r.session["session_id"], []).append(tf["turn_id"])
+                    tids = mine.get(p)
+                    if tids is None:
+                        mine[p] = [tid]
+                    else:
+                        tids.append(tid)
+            sid = r.session["session_id"]
+            for p, tids in mine.items():
+                per = by_path.get(p)
+                if per is None:
+                    by_path[p] = {sid: tids}
+                else:
+                    per[sid] = tids
         for p, per_session in by_path.items():
             for tids in per_session.values():
                 if len(tids) > 1:
@@ -684,9 +696,12 @@ def _conflicts(units: list[dict[str, Any]], live: list[SessionResult]) -> list[d
             for p, e in by_id[s].facts["edits"].items():
                 m = merged.get(p)
                 if m is None:
-                    merged[p] = copy.deepcopy(e)
+                    merged[p] = [e[0], e[1], e[2], e[3], list(e[4]), e[5]]  # [first, last, +, -, evidence, committed]
                 else:
-                    m[0], m[1] = min(m[0], e[0]), max(m[1], e[1])
+                    if e[0] < m[0]:
+                        m[0] = e[0]
+                    if e[1] > m[1]:
+                        m[1] = e[1]
                     m[2] += e[2]
                     m[3] += e[3]
                     m[4] = (m[4] + e[4])[:3]

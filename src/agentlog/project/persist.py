@@ -131,7 +131,7 @@ class Index:
 
     sessions: dict[str, list[Any]] = field(default_factory=dict)
     """Session key → [session id, project key, ``session`` part tag, first batch in that part's obs file,
-    number of batches, ``asession`` part tag, digest of its ``asession`` rows]."""
+    number of batches, ``asession`` part tag, digest of its ``asession`` rows, its attempts' work units]."""
     projects: dict[str, list[Any]] = field(default_factory=dict)
     """Project key ('' for none) → [``aproject`` part tag, counts of its last cross-session pass, digest of
     its ``aproject`` rows]."""
@@ -645,7 +645,7 @@ def _full(root: str, directory: str, version: int | None, table_id: str | None,
             tag = out["tag"]
             m.parts["session"].append({"tag": tag, "files": out["files"], "stale": [], "delta": False})
             for key, (sid, project, first, count) in out["sessions"].items():
-                index.sessions[key] = [sid, project, tag, first, count, None, None]
+                index.sessions[key] = [sid, project, tag, first, count, None, None, None]
             results_all.update(_read_facts(directory, out["files"]["facts"]))
             done += sizes[s]
             if progress:
@@ -781,7 +781,7 @@ def _incremental(root: str, directory: str, manifest: Manifest, version: int | N
                     touched.add(old[1])
             if project is not None:
                 touched.add(project)
-            index.sessions[key] = [sid, project, tag, *batches[key], *(old[5:] if old else [None, None])]
+            index.sessions[key] = [sid, project, tag, *batches[key], *(old[5:] if old else [None, None, None])]
     for r in results.values():
         m.at = max(m.at, r.session["last_event_at"])
     for o in new_meta:
@@ -796,7 +796,8 @@ def _incremental(root: str, directory: str, manifest: Manifest, version: int | N
         _write_meta(directory, gen, m, meta_obs)
         reassembled = len(index.projects)
     else:
-        cross = _assemble_projects(directory, gen, manifest, m, index, touched, meta, event_exists)
+        cross = _assemble_projects(directory, gen, manifest, m, index, touched, {k for k, _ in sessions}, meta,
+                                   event_exists)
     _merge_deltas(directory, gen, m, index)
     return _finish(directory, m, manifest, index, "incremental", "", new_rows.num_rows, len(results),
                    reassembled, cross + parts_written)
@@ -855,9 +856,24 @@ def _write_meta(directory: str, gen: int, m: Manifest, meta_obs: list[Obs]) -> N
 
 # -- the cross-session stage, stored --------------------------------------------------------
 
-def _stored_rows(p: Projection) -> tuple[dict[str, dict[str, list[dict[str, Any]]]],
-                                         dict[str, dict[str, list[dict[str, Any]]]]]:
-    """The cross-session stage's rows as stored, by session id and by project key."""
+def _unit_signatures(p: Projection) -> dict[str, str]:
+    """Per session, the work units its attempts belong to, in order: the only thing the
+    cross-session stage decides about a session from other sessions while no
+    correction or retraction is new."""
+    out: dict[str, list[str]] = {}
+    for a in p.tables["attempts"]:
+        sid = a["session_id"]
+        units = out.get(sid)
+        if units is None:
+            units = out[sid] = []
+        units.append(a["work_unit_id"] or "")
+    return {sid: "\x1f".join(units) for sid, units in out.items()}
+
+
+def _stored_rows(p: Projection, sessions: set[str] | None = None) -> tuple[
+        dict[str, dict[str, list[dict[str, Any]]]], dict[str, dict[str, list[dict[str, Any]]]]]:
+    """The cross-session stage's rows as stored, by session id (only ``sessions``,
+    default all) and by project key."""
     by_session: dict[str, dict[str, list[dict[str, Any]]]] = {}
     by_project: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
@@ -870,15 +886,18 @@ def _stored_rows(p: Projection) -> tuple[dict[str, dict[str, list[dict[str, Any]
             rows = g[table] = []
         rows.append(row)
 
-    for s in p.tables["sessions"]:
+    def wanted(rows: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+        return rows if sessions is None else (r for r in rows if r["session_id"] in sessions)
+
+    for s in wanted(p.tables["sessions"]):
         put(by_session, s["session_id"], "sessions", s | dict.fromkeys(AT_DEPENDENT["sessions"]))
-    for t in p.tables["turns"]:
+    for t in wanted(p.tables["turns"]):
         put(by_session, t["session_id"], "turns_overlay", {k: t[k] for k in TURN_OVERLAY} | {"session_id": t["session_id"]})
-    for a in p.tables["attempts"]:
+    for a in wanted(p.tables["attempts"]):
         put(by_session, a["session_id"], "attempts_overlay",
             {k: a[k] for k in ATTEMPT_OVERLAY} | {"commit_shas": a["commit_shas"], "session_id": a["session_id"]})
     for name in ("signals", "commits", "decisions"):
-        for row in p.tables[name]:
+        for row in wanted(p.tables[name]):
             put(by_session, row["session_id"], name, row)
     for name in ("handoffs", "conflicts", "edges_cross", "retracted_ids"):
         for row in p.tables[name]:
@@ -889,19 +908,14 @@ def _stored_rows(p: Projection) -> tuple[dict[str, dict[str, list[dict[str, Any]
 
 
 def _project_stats(p: Projection) -> dict[str, dict[str, int]]:
+    from collections import Counter
+
     out: dict[str, dict[str, int]] = {}
-
-    def add(project: str | None, what: str, n: int = 1) -> None:
-        d = out.setdefault(project or "", {})
-        d[what] = d.get(what, 0) + n
-
-    for s in p.tables["sessions"]:
-        add(s["project_id"], "sessions")
-    for name in ("turns", "attempts", "handoffs", "work_units", "decisions", "conflicts"):
-        for row in p.tables[name]:
-            add(row["project_id"], name)
-    for row in p.tables["retracted_ids"]:
-        add(row["project_id"], "retracted_attempts")
+    for name, what in (("sessions", "sessions"), ("turns", "turns"), ("attempts", "attempts"),
+                       ("handoffs", "handoffs"), ("work_units", "work_units"), ("decisions", "decisions"),
+                       ("conflicts", "conflicts"), ("retracted_ids", "retracted_attempts")):
+        for project, n in Counter(row["project_id"] for row in p.tables[name]).items():
+            out.setdefault(project or "", {})[what] = n
     return out
 
 
@@ -929,9 +943,10 @@ def _assemble_all(directory: str, gen: int, m: Manifest, index: Index, results: 
     tag = f"g{gen}a"
     m.parts["asession"] = [_write_group_part(directory, tag, "asession", by_session) | {"delta": False}]
     m.parts["aproject"] = [_write_group_part(directory, tag, "aproject", by_project) | {"delta": False}]
+    signatures = _unit_signatures(p)
     for entry in index.sessions.values():
         group = by_session.get(entry[0]) if entry[0] is not None else None
-        entry[5:] = [tag, _digest(group)] if group is not None else [None, None]
+        entry[5:] = [tag, _digest(group), signatures.get(entry[0], "")] if group is not None else [None, None, None]
     stats = _project_stats(p)
     index.projects = {key: [tag, stats.get(key, {}), _digest(by_project.get(key, {}))]
                       for key in sorted(set(stats) | set(by_project))}
@@ -941,25 +956,32 @@ def _assemble_all(directory: str, gen: int, m: Manifest, index: Index, results: 
 
 
 def _assemble_projects(directory: str, gen: int, previous: Manifest, m: Manifest, index: Index,
-                       projects: set[str], meta: Meta, event_exists: Callable[[str], bool]) -> int:
+                       projects: set[str], rebuilt: set[str], meta: Meta, event_exists: Callable[[str], bool]) -> int:
     """The cross-session stage over the sessions of ``projects`` only (work units,
     handoffs and conflicts never cross projects); writes the sessions and projects
     whose stored rows changed (their digests tell) as new parts. With no project,
     only the corrections and retractions are looked at again (a retracted event
-    may have arrived). Returns the parts written."""
+    may have arrived). Only the sessions ``rebuilt`` (keys) and those whose attempts
+    changed work unit can have other rows than stored: the others are not looked
+    at. Returns the parts written."""
     by_project_keys = index.project_keys()
     keys = [k for pk in sorted(projects) for k in by_project_keys.get(pk, []) if index.sessions[k][0] is not None]
     results = _load_results(directory, m, index, keys)
     p = assemble(results.values(), meta, m.at, event_exists)
-    by_session, by_project = _stored_rows(p)
+    key_of_sid = {index.sessions[k][0]: k for k in keys}
+    signatures = _unit_signatures(p)
+    look = {sid for sid, k in key_of_sid.items()
+            if k in rebuilt or index.sessions[k][7] != signatures.get(sid, "")}
+    by_session, by_project = _stored_rows(p, look)
     written = 0
     tag = f"g{gen}a"
-    key_of_sid = {index.sessions[k][0]: k for k in keys}
     changed: dict[str, dict[str, list[dict[str, Any]]]] = {}
     digests: dict[str, str] = {}
     for sid, group in by_session.items():
         digest = _digest(group)
-        if index.sessions[key_of_sid[sid]][6] != digest:
+        entry = index.sessions[key_of_sid[sid]]
+        entry[7] = signatures.get(sid, "")
+        if entry[6] != digest:
             changed[sid] = group
             digests[sid] = digest
     if changed:
@@ -969,7 +991,7 @@ def _assemble_projects(directory: str, gen: int, previous: Manifest, m: Manifest
             entry = index.sessions[key_of_sid[sid]]
             if entry[5] is not None:
                 m.part("asession", entry[5])["stale"].append(sid)
-            entry[5:] = [tag, digests[sid]]
+            entry[5:7] = [tag, digests[sid]]
     stats = _project_stats(p)
     changed_projects: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for pk in sorted(projects):
@@ -1022,7 +1044,7 @@ def _us(v: Any) -> int:
     from datetime import datetime, timezone
 
     delta = v - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return int((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
 
 
 def _write_global(directory: str, gen: int, m: Manifest, tables: dict[str, list[dict[str, Any]]]) -> None:

@@ -221,7 +221,7 @@ class Engine:
         from ..store.schema import EVENTS_SCHEMA, events_path
 
         self._con = duckdb.connect(":memory:")
-        self._views: dict[str, tuple[Callable[[], None], tuple[str, ...]]] = {}
+        self._views: dict[str, tuple[Callable[[], object], tuple[str, ...]]] = {}
         self._created: set[str] = set()
         allowed: list[str] = []
         store = events_path(root)
