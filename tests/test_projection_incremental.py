@@ -268,3 +268,57 @@ def test_full_build_in_worker_processes_equals_in_process(tmp_path: Path, monkey
     report = refresh(root, full=True)
     assert report.mode == "full" and report.counts["sessions"] == 2
     assert view_tables(root) == one
+
+
+# -- conflicts and the reference time --------------------------------------------------
+
+
+def _concurrent_edits(seed: int) -> list[dict[str, Any]]:
+    """Two sessions of different agents on one project, active at the same time and
+    both editing ``src/a.py`` (so two open work units in conflict), each turn
+    stopped at 40 min."""
+    project = {"root": "/work/shared", "name": "shared"}
+    events: list[dict[str, Any]] = []
+    n = 0
+
+    def add(kind: str, provider: str, psid: str, at_min: float, **fields: Any) -> None:
+        nonlocal n
+        n += 1
+        events.append(wire(event_id(seed, n), kind, provider, psid, BASE_US + int(at_min * 60 * US),
+                           project=project, **fields))
+
+    for provider, psid, offset in (("claude_code", "c1", 0.0), ("codex", "x1", 1.0)):
+        add("prompt_submitted", provider, psid, offset, content={"prompt": "Change a.py"})
+        for k in range(4):
+            at = offset + 5 + 8 * k
+            tool = {"name": "Edit", "category": "file_edit", "call_id": f"{psid}-{k}"}
+            add("tool_call_started", provider, psid, at, tool=tool, paths=["/work/shared/src/a.py"])
+            add("tool_call_finished", provider, psid, at + 0.5, tool=tool, paths=["/work/shared/src/a.py"],
+                outcome={"status": "success"})
+        add("turn_stopped", provider, psid, 40 + offset)
+    return events
+
+
+def test_a_conflict_ends_when_time_moves_on_without_rejoining_its_project(tmp_path: Path) -> None:
+    root = str(tmp_path / "root")
+    events = _concurrent_edits(7)
+    deliver(root, events)
+    ingest(root, durability="relaxed")
+    assert refresh(root).mode == "full"
+    got, want = view_tables(root), batch_tables(events)
+    assert got == want, diff(got, want)
+    assert len(want["conflicts"]) == 1 and want["conflicts"][0]["path_count"] == 1
+    assert sorted(u["status"] for u in want["work_units"]) == ["open", "open"]
+    # An hour later something happens in another project only: that project is
+    # joined, this one is not, yet both units are now completed and the conflict
+    # is no longer an answer.
+    later = [wire(event_id(8, 1), "prompt_submitted", "claude_code", "elsewhere", BASE_US + 100 * 60 * US,
+                  project={"root": "/work/other", "name": "other"}, content={"prompt": "hello"})]
+    deliver(root, later)
+    ingest(root, durability="relaxed")
+    report = refresh(root)
+    assert report.mode == "incremental" and report.projects_reassembled == 1
+    got, want = view_tables(root), batch_tables(events + later)
+    assert got == want, diff(got, want)
+    assert want["conflicts"] == []
+    assert sorted(u["status"] for u in want["work_units"] if u["project_name"] == "shared") == ["completed"] * 2

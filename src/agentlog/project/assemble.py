@@ -485,6 +485,8 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
                     and tf["started_at"] - prev["ended_at"] <= UNIT_TURN_GAP:
                 uf.union(prev["turn_id"], tf["turn_id"])
             prev = tf
+    started = {sid: s["started_at"] for sid, s in by_session.items()}
+    active_until = {sid: s["last_activity_at"] for sid, s in by_session.items()}
     for project_sessions in by_project.values():
         # path → sessions touching it through mutating/shell calls, with their turns.
         by_path: dict[str, dict[str, list[str]]] = {}
@@ -517,12 +519,12 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
             # ended before it started: so every session that ended before the
             # last start, and every one that started after the first end, is in
             # one unit — and no other.
-            first_end = min(by_session[sid]["last_activity_at"] for sid in per_session)
-            last_start = max(by_session[sid]["started_at"] for sid in per_session)
+            first_end = min(map(active_until.__getitem__, per_session))
+            last_start = max(map(started.__getitem__, per_session))
             if first_end >= last_start:
                 continue
             linked = [tids[0] for sid, tids in per_session.items()
-                      if by_session[sid]["last_activity_at"] < last_start or by_session[sid]["started_at"] > first_end]
+                      if active_until[sid] < last_start or started[sid] > first_end]
             if len(linked) > 1:
                 uf.union_all(linked)
     live_by_id = {r.session["session_id"]: r for r in live}
@@ -689,14 +691,30 @@ def _decisions(live: list[SessionResult], attempt_by_id: dict[str, dict[str, Any
 def _conflicts(units: list[dict[str, Any]], live: list[SessionResult]) -> list[dict[str, Any]]:
     by_id = {r.session["session_id"]: r for r in live}
     open_units = [u for u in units if u["status"] == "open"]
-    edits_of: dict[str, dict[str, list[Any]]] = {}
+    by_project: dict[str, list[dict[str, Any]]] = {}
     for u in open_units:
-        merged: dict[str, list[Any]] = {}
-        for s in u["sessions"]:
-            for p, e in by_id[s].facts["edits"].items():
-                m = merged.get(p)
+        by_project.setdefault(u["project_id"], []).append(u)
+    # A unit's edits per path, merged over its sessions — only for the paths another
+    # open unit of its project edits too (most units share none: no merge at all).
+    paths_of: dict[str, set[str]] = {}
+    for group in by_project.values():
+        if len(group) > 1:
+            for u in group:
+                paths_of[u["work_unit_id"]] = set().union(*(by_id[s].facts["edits"] for s in u["sessions"]))
+    edits_of: dict[str, dict[str, list[Any]]] = {}
+
+    def merged_edits(u: dict[str, Any], paths: list[str]) -> dict[str, list[Any]]:
+        cache = edits_of.setdefault(u["work_unit_id"], {})
+        for p in paths:
+            if p in cache:
+                continue
+            m: list[Any] | None = None
+            for s in u["sessions"]:
+                e = by_id[s].facts["edits"].get(p)
+                if e is None:
+                    continue
                 if m is None:
-                    merged[p] = [e[0], e[1], e[2], e[3], list(e[4]), e[5]]  # [first, last, +, -, evidence, committed]
+                    m = [e[0], e[1], e[2], e[3], list(e[4]), e[5]]  # [first, last, +, -, evidence, committed]
                 else:
                     if e[0] < m[0]:
                         m[0] = e[0]
@@ -706,18 +724,19 @@ def _conflicts(units: list[dict[str, Any]], live: list[SessionResult]) -> list[d
                     m[3] += e[3]
                     m[4] = (m[4] + e[4])[:3]
                     m[5] = m[5] and e[5]
-        edits_of[u["work_unit_id"]] = merged
+            cache[p] = m
+        return cache
+
     out: list[dict[str, Any]] = []
-    by_project: dict[str, list[dict[str, Any]]] = {}
-    for u in open_units:
-        by_project.setdefault(u["project_id"], []).append(u)
     for group in by_project.values():
         for i, u in enumerate(group):
             for v in group[i + 1:]:
                 if set(u["sessions"]) & set(v["sessions"]):
                     continue
-                eu, ev = edits_of[u["work_unit_id"]], edits_of[v["work_unit_id"]]
-                shared = sorted(set(eu) & set(ev))
+                shared = sorted(paths_of[u["work_unit_id"]] & paths_of[v["work_unit_id"]])
+                if not shared:
+                    continue
+                eu, ev = merged_edits(u, shared), merged_edits(v, shared)
                 hits = []
                 for p in shared:
                     a, b = eu[p], ev[p]
