@@ -724,6 +724,7 @@ def _conflicts(units: list[dict[str, Any]], live: list[SessionResult]) -> list[d
                     m[3] += e[3]
                     m[4] = (m[4] + e[4])[:3]
                     m[5] = m[5] and e[5]
+            assert m is not None  # p is among this unit's edited paths
             cache[p] = m
         return cache
 
