@@ -47,9 +47,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 from agentlog.capture import hook
 
@@ -321,3 +323,32 @@ CODEX_ROLES: tuple[str, ...] = (
 )
 ROLES: tuple[str, ...] = CLAUDE_ROLES + CODEX_ROLES
 """Every role :func:`build_reference` writes, in order."""
+
+
+@contextmanager
+def reference_engine(base: Path) -> Iterator[tuple[Scenario, Any]]:
+    """The reference scenario recorded under ``base`` and an engine over it (closed after)."""
+    from agentlog.query.engine import open_current
+
+    root = str(base / "home")
+    os.makedirs(root)
+    sc = build_reference(root, str(base / "work"))
+    engine, _ = open_current(root)
+    try:
+        yield sc, engine
+    finally:
+        engine.close()
+
+
+def _ids() -> tuple[str, str, str, str, str]:
+    from agentlog.project.ids import derive
+
+    claude = derive("session", "claude_code", CLAUDE_SESSION)
+    codex = derive("session", "codex", CODEX_SESSION)
+    return (claude, codex, derive("attempt", claude, "1", "0"), derive("attempt", claude, "2", "0"),
+            derive("attempt", codex, "1", "0"))
+
+
+CLAUDE, CODEX, FAILED_EDIT, RETRY, CODEX_ATTEMPT = _ids()
+"""The reference sessions' ids; the failing edit (turn 1), the edit that worked and ``cargo test``
+(turn 2), the Codex session's attempt."""

@@ -15,24 +15,15 @@ from agentlog.project.ids import derive
 from agentlog.project.state import ResolveError
 from agentlog.query.aql import AqlResult, execute
 from agentlog.query.attemptql import ParseError
-from agentlog.query.engine import Engine, QueryError, open_current
-from scenario import BASE_US, CLAUDE_SESSION, CODEX_SESSION, SECOND, SHA_AFTER, Scenario, build_reference
-
-CLAUDE = derive("session", "claude_code", CLAUDE_SESSION)
-CODEX = derive("session", "codex", CODEX_SESSION)
-FAILED_EDIT = derive("attempt", CLAUDE, "1", "0")
-RETRY = derive("attempt", CLAUDE, "2", "0")
+from agentlog.query.engine import Engine, QueryError
+from scenario import (BASE_US, CLAUDE, CODEX, FAILED_EDIT, RETRY, SECOND, SHA_AFTER, Scenario,
+                      reference_engine)
 
 
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Scenario, Engine]]:
-    base = tmp_path_factory.mktemp("aql-ref")
-    root = str(base / "home")
-    os.makedirs(root)
-    sc = build_reference(root, str(base / "work"))
-    engine, _ = open_current(root)
-    yield sc, engine
-    engine.close()
+    with reference_engine(tmp_path_factory.mktemp("aql-ref")) as r:
+        yield r
 
 
 def q(ref: tuple[Scenario, Engine], text: str, **kw: Any) -> AqlResult:

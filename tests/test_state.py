@@ -16,29 +16,18 @@ import pytest
 from agentlog.project import state as S
 from agentlog.project.ids import derive
 from agentlog.query.engine import Engine, QueryResult, open_current
-from scenario import BASE_US, CLAUDE_SESSION, CODEX_SESSION, SECOND, Scenario, build_reference, make_repo, write
+from scenario import (BASE_US, CLAUDE, CLAUDE_SESSION, CODEX, CODEX_ATTEMPT, FAILED_EDIT, RETRY, SECOND, Scenario,
+                      make_repo, reference_engine, write)
 
 
 def at(offset_s: float) -> int:
     return BASE_US + int(offset_s * SECOND)
 
 
-CLAUDE = derive("session", "claude_code", CLAUDE_SESSION)
-CODEX = derive("session", "codex", CODEX_SESSION)
-FAILED_EDIT = derive("attempt", CLAUDE, "1", "0")  # turn 1: read + the failing edit
-RETRY = derive("attempt", CLAUDE, "2", "0")  # turn 2: the edit that worked + cargo test
-CODEX_ATTEMPT = derive("attempt", CODEX, "1", "0")
-
-
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Scenario, Engine]]:
-    base = tmp_path_factory.mktemp("state-ref")
-    root = str(base / "home")
-    os.makedirs(root)
-    sc = build_reference(root, str(base / "work"))
-    engine, _ = open_current(root)
-    yield sc, engine
-    engine.close()
+    with reference_engine(tmp_path_factory.mktemp("state-ref")) as r:
+        yield r
 
 
 # --------------------------------------------------------------------------- small sessions

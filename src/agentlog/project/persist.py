@@ -236,7 +236,9 @@ def _read_index(directory: str, name: str | None) -> Index:
     if cached is None:
         with open(os.path.join(directory, name), "rb") as fh:
             cached = _FILE_CACHE[key] = _no_gc_loads(fh.read())
-    return Index(sessions=dict(cached["sessions"]), projects=dict(cached["projects"]))
+    # entries are copied: a refresh edits them in place, and the cache must keep what the file says
+    return Index(sessions={k: list(v) for k, v in cached["sessions"].items()},
+                 projects={k: list(v) for k, v in cached["projects"].items()})
 
 
 def _write_index(directory: str, name: str, index: Index) -> str:

@@ -1553,14 +1553,7 @@ def diff_state(engine: Runner, t1: int, t2: int, scope: Scope | None = None, *,
             rows.append(_diff_row(row, "removed", "state", row["state"],
                                   "closed" if end.get("ended_us") is not None and end["ended_us"] <= t2 else None,
                                   _dedup([end.get("end_event_id"), *row["evidence"]])))
-    for sid, row in after.items():
-        old = before.get(sid)
-        if old is None:
-            rows.append(_diff_row(row, "added", "state", None, row["state"], row["evidence"]))
-            continue
-        for f in SESSION_DIFF_FIELDS:
-            if old[f] != row[f]:
-                rows.append(_diff_row(row, "changed", f, old[f], row[f], row["evidence"]))
+    rows.extend(_added_or_changed(before, after, "state", SESSION_DIFF_FIELDS))
 
     ub = {u["work_unit_id"]: flatten_work_unit(u) for u in a.work_units}
     ua = {u["work_unit_id"]: flatten_work_unit(u) for u in b.work_units}
@@ -1576,12 +1569,20 @@ def diff_state(engine: Runner, t1: int, t2: int, scope: Scope | None = None, *,
             st = core.unit_by_id.get(uid, {})
             rows.append(_diff_row(row, "removed", "status", row["status"], st.get("status"),
                                   _dedup([*(st.get("evidence") or []), *row["evidence"]])))
-    for uid, row in ua.items():
-        old = ub.get(uid)
+    rows.extend(_added_or_changed(ub, ua, "status", UNIT_DIFF_FIELDS))
+    return rows
+
+
+def _added_or_changed(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], headline: str,
+                      fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Diff rows for what is in ``after``: added (told by its ``headline`` field), or each field changed."""
+    rows: list[dict[str, Any]] = []
+    for key, row in after.items():
+        old = before.get(key)
         if old is None:
-            rows.append(_diff_row(row, "added", "status", None, row["status"], row["evidence"]))
+            rows.append(_diff_row(row, "added", headline, None, row[headline], row["evidence"]))
             continue
-        for f in UNIT_DIFF_FIELDS:
+        for f in fields:
             if old[f] != row[f]:
                 rows.append(_diff_row(row, "changed", f, old[f], row[f], row["evidence"]))
     return rows
