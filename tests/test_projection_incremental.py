@@ -59,6 +59,7 @@ def _forces_full(chunk: list[dict[str, Any]]) -> bool:
 def _forget_process_caches() -> None:
     """As if each refresh ran in a new process: nothing parsed or written before is remembered."""
     persist._FILE_CACHE.clear()
+    persist._MEMOS.clear()
 
 
 def check_delivery(root: str, chunks: list[list[dict[str, Any]]], *, fresh: bool = False) -> None:
@@ -110,6 +111,17 @@ def test_incremental_equals_batch_for_every_prefix(data: st.DataObject) -> None:
 @given(data=st.data())
 def test_incremental_equals_batch_for_every_prefix_large(data: st.DataObject) -> None:
     _run(data, max_steps=30)
+
+
+@settings(max_examples=30, **_SETTINGS)  # type: ignore[arg-type]
+@given(data=st.data())
+def test_incremental_equals_batch_without_corrections(data: st.DataObject) -> None:
+    """No correction or retraction: every refresh of the process reuses what the
+    cross-session stage remembered of unchanged sessions and work units."""
+    events = data.draw(streams(max_steps=18, meta=False), label="events")
+    chunks = data.draw(deliveries(events), label="chunks")
+    with tempfile.TemporaryDirectory(prefix="agentlog-prop-") as d:
+        check_delivery(os.path.join(d, "root"), chunks)
 
 
 @settings(max_examples=30, **_SETTINGS)  # type: ignore[arg-type]
@@ -322,3 +334,45 @@ def test_a_conflict_ends_when_time_moves_on_without_rejoining_its_project(tmp_pa
     assert got == want, diff(got, want)
     assert want["conflicts"] == []
     assert sorted(u["status"] for u in want["work_units"] if u["project_name"] == "shared") == ["completed"] * 2
+
+
+def test_a_refresh_reuses_the_work_units_of_unchanged_sessions(tmp_path: Path) -> None:
+    """A third session (6 minutes after the others stopped: no handoff) joins the
+    project of two conflicting ones and goes on, on another file: each refresh
+    re-joins the project, the two untouched units are reused (the same remembered
+    rows), and every table still equals the batch."""
+    root = str(tmp_path / "root")
+    events = _concurrent_edits(9)
+    project = {"root": "/work/shared", "name": "shared"}
+    tool = {"name": "Edit", "category": "file_edit"}
+
+    def third(n: int, kind: str, at_min: float, **fields: Any) -> dict[str, Any]:
+        return wire(event_id(10, n), kind, "claude_code", "c2", BASE_US + int(at_min * 60 * US), project=project,
+                    **fields)
+
+    chunks = [
+        events,
+        [third(1, "prompt_submitted", 47, content={"prompt": "Change b.py"}),
+         third(2, "tool_call_started", 48, tool={**tool, "call_id": "b1"}, paths=["/work/shared/src/b.py"])],
+        [third(3, "tool_call_finished", 49, tool={**tool, "call_id": "b1"}, paths=["/work/shared/src/b.py"],
+               outcome={"status": "success"})],
+        [third(4, "turn_stopped", 50)],
+    ]
+    delivered: list[dict[str, Any]] = []
+    remembered: list[dict[tuple[str, ...], Any]] = []
+    for i, chunk in enumerate(chunks):
+        deliver(root, chunk)
+        delivered += chunk
+        ingest(root, durability="relaxed")
+        assert refresh(root).mode == ("full" if i == 0 else "incremental")
+        got, want = view_tables(root), batch_tables(delivered)
+        assert got == want, f"after chunk {i + 1}:\n{diff(got, want)}"
+        if i:
+            memo = persist._MEMOS[os.path.abspath(persist.projection_dir(root))]
+            (units,) = [u for u in memo.units.values() if u]
+            remembered.append(units)
+    assert len(want["conflicts"]) == 1
+    assert [len(u) for u in remembered] == [3, 3, 3]
+    # the units of c1 and x1 (one turn each, never touched again) are the same entries throughout
+    untouched = [k for k in remembered[0] if all(k in later and later[k] is remembered[0][k] for later in remembered)]
+    assert len(untouched) == 2

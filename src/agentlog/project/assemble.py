@@ -66,6 +66,24 @@ class Projection:
     stats: dict[str, int]
 
 
+@dataclass
+class Memo:
+    """What earlier assembles of the same store computed, for the next one to reuse
+    (the incremental refresh of a process keeps one per store). Every entry is
+    checked before use against the identity of the session results it came from
+    (a result object is never changed: a rebuilt session is a new object), and a
+    project's work units are replaced whole whenever its sessions are assembled.
+    Used only while the event set has no correction or retraction: those change
+    rows after they are copied."""
+
+    #: session id → (its result, its session row, turn rows, attempt rows, signal rows, commit rows)
+    sessions: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: project id → {a unit's turn ids: (the results of its sessions, the handoffs inside it, its row, its edges)}
+    units: dict[str, dict[frozenset[str], tuple[Any, ...]]] = field(default_factory=dict)
+    #: session id → (its result, the work units of its attempts, its decision rows)
+    decisions: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+
 def liveness(s: dict[str, Any], blocked: bool, at: int) -> str:
     if s["ended_at"] is not None and s["ended_at"] <= at:
         return "closed"
@@ -73,39 +91,6 @@ def liveness(s: dict[str, Any], blocked: bool, at: int) -> str:
     if silence <= STALE_AFTER or (blocked and silence <= BLOCKED_OPEN_FOR):
         return "open"
     return "stale"
-
-
-class _Union:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, x: str) -> str:
-        p = self.parent.setdefault(x, x)
-        while p != self.parent[p]:
-            self.parent[p] = self.parent[self.parent[p]]
-            p = self.parent[p]
-        self.parent[x] = p
-        return p
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            if rb < ra:
-                ra, rb = rb, ra
-            self.parent[rb] = ra
-
-    def union_all(self, items: list[str]) -> None:
-        """Union every item with the first (what ``union`` pairwise would give)."""
-        find, parent = self.find, self.parent
-        root = find(items[0])
-        for x in items[1:]:
-            r = find(x)
-            if r != root:
-                if r < root:
-                    parent[root] = r
-                    root = r
-                else:
-                    parent[r] = root
 
 
 # Attempt columns the cross-session stage reads or sets (the rest — evidence,
@@ -137,8 +122,12 @@ def light(result: SessionResult) -> SessionResult:
 
 
 def assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = None,
-             event_exists: Callable[[str], bool] | None = None) -> Projection:
+             event_exists: Callable[[str], bool] | None = None, memo: Memo | None = None) -> Projection:
     """Join the sessions into one projection at reference time ``at`` (see :func:`_assemble`).
+    With a ``memo`` (and no correction or retraction), what it holds for unchanged
+    sessions and work units is reused and what this call computes is put in it: the
+    projection is the same as without one. The returned rows may be the memo's: a
+    later call with the same memo changes them.
 
     The cyclic garbage collector is paused meanwhile: this stage allocates
     hundreds of thousands of small containers and creates no cycles, and on a
@@ -149,14 +138,14 @@ def assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = None
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _assemble(results, meta, at, event_exists)
+        return _assemble(results, meta, at, event_exists, memo if not (meta.corrections or meta.retractions) else None)
     finally:
         if enabled:
             gc.enable()
 
 
 def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = None,
-              event_exists: Callable[[str], bool] | None = None) -> Projection:
+              event_exists: Callable[[str], bool] | None = None, memo: Memo | None = None) -> Projection:
     """Join the sessions into one projection at reference time ``at``.
 
     ``results`` may be light (:func:`light`): the attempts and turns tables
@@ -176,7 +165,20 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
     commits: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     for r in results:
-        gone = r.session["session_id"] in retracted_sessions
+        sid = r.session["session_id"]
+        cached = memo.sessions.get(sid) if memo is not None else None
+        if cached is not None and cached[0] is r:
+            _, srow, t_rows, a_rows, s_rows, c_rows = cached
+            srow["liveness"] = liveness(srow, srow["_blocked"], at)
+            srow["state"] = "closed" if srow["liveness"] == "closed" else "open"
+            sessions.append(srow)
+            turns.extend(t_rows)
+            attempts.extend(a_rows)
+            signals.extend(s_rows)
+            commits.extend(c_rows)
+            live.append(r)  # a memo holds no retracted session
+            continue
+        gone = sid in retracted_sessions
         blocked = any(sg["pending"] for sg in r.signals)
         srow = dict(r.session)
         srow["liveness"] = liveness(srow, blocked, at)
@@ -184,17 +186,21 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
         srow["retracted"] = gone
         srow["_blocked"] = blocked
         sessions.append(srow)
-        for t in r.turns:
-            turns.append({k: t[k] for k in TURN_LIGHT} | {"retracted": gone, "corrected_by": None,
-                                                          "corrected_at": None, "inferred_objective": None,
-                                                          "project_id": r.session["project_id"]})
-        for a in r.attempts:
-            # a copy of the whole row (faster than picking ATTEMPT_LIGHT; other columns are ignored)
-            attempts.append({**a, "commit_shas": list(a["commit_shas"]), "objective": a.get("objective"), "retracted": gone,
-                "work_unit_id": None, "corrected_by": None, "corrected_at": None, "correction_type": None,
-                "inferred_outcome": None, "inferred_failure_class": None, "note": None})
-        signals.extend({**s, "retracted": gone} for s in r.signals)
-        commits.extend({**c, "retracted": gone} for c in r.commits)
+        t_rows = [{k: t[k] for k in TURN_LIGHT} | {"retracted": gone, "corrected_by": None, "corrected_at": None,
+                                                   "inferred_objective": None, "project_id": r.session["project_id"]}
+                  for t in r.turns]
+        # a copy of each whole row (faster than picking ATTEMPT_LIGHT; other columns are ignored)
+        a_rows = [{**a, "commit_shas": list(a["commit_shas"]), "objective": a.get("objective"), "retracted": gone,
+                   "work_unit_id": None, "corrected_by": None, "corrected_at": None, "correction_type": None,
+                   "inferred_outcome": None, "inferred_failure_class": None, "note": None} for a in r.attempts]
+        s_rows = [{**x, "retracted": gone} for x in r.signals]
+        c_rows = [{**c, "retracted": gone} for c in r.commits]
+        turns.extend(t_rows)
+        attempts.extend(a_rows)
+        signals.extend(s_rows)
+        commits.extend(c_rows)
+        if memo is not None:
+            memo.sessions[sid] = (r, srow, t_rows, a_rows, s_rows, c_rows)
         if not gone:
             live.append(r)
     by_session = {s["session_id"]: s for s in sessions}
@@ -261,10 +267,10 @@ def _assemble(results: Iterable[SessionResult], meta: Meta, at: int | None = Non
                                          retracted_attempts, retracted_sessions)
 
     # -- work units, decisions, conflicts -------------------------------------------
-    units, unit_edges = _work_units(live, by_session, attempt_by_id, turn_by_id, handoffs, signals, commits, at,
-                                    retracted_attempts)
+    units, unit_edges = _work_units(live, by_session, attempt_by_id, turn_by_id, handoffs, signals, at,
+                                    retracted_attempts, memo)
     edges.extend(unit_edges)
-    decisions = _decisions(live, attempt_by_id, retracted_attempts)
+    decisions = _decisions(live, attempt_by_id, retracted_attempts, memo)
     conflicts = _conflicts(units, live)
 
     stats = {
@@ -467,51 +473,101 @@ def unit_status(inputs: dict[str, Any], updated_at: int, at: int) -> tuple[str, 
     return "open", ("a tool call is still running" if inputs["_in_flight"] else "activity within the idle window"), None
 
 
+def _local_units(r: SessionResult) -> tuple[list[int], dict[str, int]]:
+    """A session's turns joined within the session — consecutive turns less than
+    UNIT_TURN_GAP apart, turns touching the same path — as (the local root of each
+    turn, the local root of the turns touching each path). A pure function of the
+    session's facts, kept on the result while it is in memory."""
+    memo = r.derived.get("local_units")
+    if memo is not None:
+        return memo  # type: ignore[no-any-return]
+    turns = r.facts["turns"]
+    parent = list(range(len(turns)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    first: dict[str, int] = {}
+    for j, tf in enumerate(turns):
+        if j and turns[j - 1]["ended_at"] is not None \
+                and tf["started_at"] - turns[j - 1]["ended_at"] <= UNIT_TURN_GAP:
+            union(j - 1, j)
+        for p in tf["mpaths"]:
+            k = first.get(p)
+            if k is None:
+                first[p] = j
+            else:
+                union(k, j)
+    out = ([find(j) for j in range(len(turns))], {p: find(j) for p, j in first.items()})
+    r.derived["local_units"] = out
+    return out
+
+
 def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]],
                 attempt_by_id: dict[str, dict[str, Any]], turn_by_id: dict[str, dict[str, Any]],
                 handoffs: list[dict[str, Any]],
-                signals: list[dict[str, Any]], commits: list[dict[str, Any]], at: int,
-                retracted_attempts: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    uf = _Union()
+                signals: list[dict[str, Any]], at: int,
+                retracted_attempts: set[str], memo: Memo | None = None
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    # The graph is joined at the level of each session's local units (turns joined
+    # within the session: see _local_units); node = base of its session + local root.
     turn_info: dict[str, tuple[SessionResult, dict[str, Any]]] = {}
-    by_project: dict[str, list[SessionResult]] = {}
-    for r in live:
-        by_project.setdefault(r.session["project_id"], []).append(r)
-        prev: dict[str, Any] | None = None
+    by_project: dict[str, list[int]] = {}
+    base: list[int] = []
+    local: list[tuple[list[int], dict[str, int]]] = []
+    nodes = 0
+    for i, r in enumerate(live):
+        by_project.setdefault(r.session["project_id"], []).append(i)
+        base.append(nodes)
+        lu = _local_units(r)
+        local.append(lu)
+        nodes += len(lu[0])
         for tf in r.facts["turns"]:
             turn_info[tf["turn_id"]] = (r, tf)
-            uf.find(tf["turn_id"])
-            if prev is not None and prev["ended_at"] is not None \
-                    and tf["started_at"] - prev["ended_at"] <= UNIT_TURN_GAP:
-                uf.union(prev["turn_id"], tf["turn_id"])
-            prev = tf
-    started = {sid: s["started_at"] for sid, s in by_session.items()}
-    active_until = {sid: s["last_activity_at"] for sid, s in by_session.items()}
-    for project_sessions in by_project.values():
-        # path → sessions touching it through mutating/shell calls, with their turns.
-        by_path: dict[str, dict[str, list[str]]] = {}
-        for r in project_sessions:
-            mine: dict[str, list[str]] = {}
-            for tf in r.facts["turns"]:
-                tid = tf["turn_id"]
-                for p in tf["mpaths"]:
-                    tids = mine.get(p)
-                    if tids is None:
-                        mine[p] = [tid]
-                    else:
-                        tids.append(tid)
-            sid = r.session["session_id"]
-            for p, tids in mine.items():
+    parent = list(range(nodes))
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def union_all(items: list[int]) -> None:
+        root = find(items[0])
+        for x in items[1:]:
+            r = find(x)
+            if r != root:
+                if r < root:
+                    parent[root] = r
+                    root = r
+                else:
+                    parent[r] = root
+
+    started = [r.session["started_at"] for r in live]
+    active_until = [r.session["last_activity_at"] for r in live]
+    for members_of_project in by_project.values():
+        # path → (session, its node touching the path through mutating/shell calls).
+        by_path: dict[str, list[tuple[int, int]]] = {}
+        for i in members_of_project:
+            b = base[i]
+            for p, lr in local[i][1].items():
                 per = by_path.get(p)
                 if per is None:
-                    by_path[p] = {sid: tids}
+                    by_path[p] = [(i, b + lr)]
                 else:
-                    per[sid] = tids
-        for p, per_session in by_path.items():
-            for tids in per_session.values():
-                if len(tids) > 1:
-                    uf.union_all(tids)
-            if len(per_session) < 2:
+                    per.append((i, b + lr))
+        for per in by_path.values():
+            if len(per) < 2:
                 continue
             # Sessions whose active spans do not overlap link; overlapping ones are
             # concurrent actors (separate units, possibly a conflict). Taken in
@@ -519,42 +575,61 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
             # ended before it started: so every session that ended before the
             # last start, and every one that started after the first end, is in
             # one unit — and no other.
-            first_end = min(map(active_until.__getitem__, per_session))
-            last_start = max(map(started.__getitem__, per_session))
+            first_end = min([active_until[i] for i, _ in per])
+            last_start = max([started[i] for i, _ in per])
             if first_end >= last_start:
                 continue
-            linked = [tids[0] for sid, tids in per_session.items()
-                      if active_until[sid] < last_start or started[sid] > first_end]
+            linked = [node for i, node in per if active_until[i] < last_start or started[i] > first_end]
             if len(linked) > 1:
-                uf.union_all(linked)
-    live_by_id = {r.session["session_id"]: r for r in live}
+                union_all(linked)
+    index_of = {r.session["session_id"]: i for i, r in enumerate(live)}
     for h in handoffs:
-        giver = live_by_id.get(h["from_session"])
-        receiver = live_by_id.get(h["to_session"])
-        if giver and receiver and giver.facts["turns"] and receiver.facts["turns"]:
-            uf.union(giver.facts["turns"][-1]["turn_id"], receiver.facts["turns"][0]["turn_id"])
+        gi = index_of.get(h["from_session"])
+        ri = index_of.get(h["to_session"])
+        if gi is not None and ri is not None and local[gi][0] and local[ri][0]:
+            union_all([base[gi] + local[gi][0][-1], base[ri] + local[ri][0][0]])
 
-    members: dict[str, list[str]] = {}
-    for tid in turn_info:
-        members.setdefault(uf.find(tid), []).append(tid)
+    members: dict[int, list[str]] = {}
+    for i, r in enumerate(live):
+        b, comp = base[i], local[i][0]
+        for j, tf in enumerate(r.facts["turns"]):
+            root = find(b + comp[j])
+            tids = members.get(root)
+            if tids is None:
+                members[root] = [tf["turn_id"]]
+            else:
+                tids.append(tf["turn_id"])
     pending_by_session: dict[str, dict[str, Any]] = {}
     for s in signals:
         if s["pending"]:
             pending_by_session[s["session_id"]] = s
-    commits_by_attempt: dict[str, list[str]] = {}
-    for c in commits:
-        if c["sha"] and c["attempt_id"]:
-            commits_by_attempt.setdefault(c["attempt_id"], []).append(c["sha"])
+    commits_by_attempt: dict[str, list[str]] = {}  # filled per unit built, from its sessions
+    commits_read: set[str] = set()
     handoffs_from: dict[str, list[dict[str, Any]]] = {}
     for h in {(h["from_session"], h["to_session"]): h for h in handoffs}.values():
         handoffs_from.setdefault(h["from_session"], []).append(h)
     units: list[dict[str, Any]] = []
     unit_edges: list[dict[str, Any]] = []
+    remembered: dict[str, dict[frozenset[str], tuple[Any, ...]]] = {}
     for tids in members.values():
+        if memo is not None:
+            project_id = turn_info[tids[0]][0].session["project_id"]
+            key = frozenset(tids)
+            hit = memo.units.get(project_id, {}).get(key)
+            if hit is not None and _unit_unchanged(hit, live, index_of, handoffs_from):
+                _, _, row, row_edges = hit
+                row["status"], row["status_reason"], row["ended_at"] = unit_status(row, row["updated_at"], at)
+                for aid in row["attempts"]:
+                    attempt_by_id[aid]["work_unit_id"] = row["work_unit_id"]
+                units.append(row)
+                unit_edges.extend(row_edges)
+                remembered.setdefault(project_id, {})[key] = hit
+                continue
         tids.sort(key=lambda t: (turn_info[t][1]["started_at"], t))
         first_r, first_tf = turn_info[tids[0]]
         project_id = first_r.session["project_id"]
         unit_id = derive("work_unit", project_id, first_tf["opening_event"])
+        first_edge = len(unit_edges)
         sessions_seen: dict[str, None] = {}
         attempts_in: list[str] = []
         paths_seen: dict[str, None] = {}
@@ -595,14 +670,9 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
                         last_attempt["started_at"], last_attempt["attempt_id"]):
                     last_attempt = aa
         blocking = next((pending_by_session[s] for s in sessions_in if s in pending_by_session), None)
-        if len(sessions_in) > 1:
-            # the handoffs between the unit's sessions, in the order of its sessions
-            position = {sid: i for i, sid in enumerate(sessions_in)}
-            inside = sorted((position[a_s], position[hf["to_session"]], hf["evidence"])
-                            for a_s in sessions_in for hf in handoffs_from.get(a_s, ())
-                            if hf["to_session"] in position)
-            for _, _, hf_evidence in inside:
-                evidence.update(dict.fromkeys(hf_evidence))
+        inside = _handoffs_inside(sessions_in, handoffs_from)
+        for _, _, hf_evidence in inside:
+            evidence.update(dict.fromkeys(hf_evidence))
         if blocking is not None:
             evidence[blocking["event_id"]] = None
         phase, phase_reason = _phase(tails, edited_before, blocking is not None)
@@ -623,6 +693,13 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
         objective = None
         if objective_tf is not None:
             objective = turn_by_id[objective_tf["turn_id"]]["objective"]
+        for sid in sessions_in:
+            if sid in commits_read:
+                continue
+            commits_read.add(sid)
+            for c in live[index_of[sid]].commits:
+                if c["sha"] and c["attempt_id"]:
+                    commits_by_attempt.setdefault(c["attempt_id"], []).append(c["sha"])
         shas: list[str] = []
         for att in attempts_in:
             for sha in commits_by_attempt.get(att, []):
@@ -651,40 +728,85 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
         for t in tids:
             unit_edges.append(edge("parent_of", "work_unit", unit_id, "turn", t, [turn_info[t][1]["opening_event"]],
                                    0.7) | {"project_id": project_id})
+        if memo is not None:
+            remembered.setdefault(project_id, {})[frozenset(tids)] = (
+                tuple(live[index_of[sid]] for sid in sessions_in), inside, units[-1], unit_edges[first_edge:])
+    if memo is not None:
+        # every unit of the projects joined now, and only those
+        for project_id in by_project:
+            memo.units[project_id] = remembered.get(project_id, {})
     units.sort(key=lambda u: (u["started_at"], u["work_unit_id"]))
     return units, unit_edges
 
 
+def _handoffs_inside(sessions_in: list[str], handoffs_from: dict[str, list[dict[str, Any]]]) -> list[tuple[int, int, list[str]]]:
+    """The handoffs between a unit's sessions, in the order of its sessions."""
+    if len(sessions_in) < 2:
+        return []
+    position = {sid: i for i, sid in enumerate(sessions_in)}
+    return sorted((position[a_s], position[hf["to_session"]], hf["evidence"])
+                  for a_s in sessions_in for hf in handoffs_from.get(a_s, ()) if hf["to_session"] in position)
+
+
+def _unit_unchanged(hit: tuple[Any, ...], live: list[SessionResult], index_of: dict[str, int],
+                    handoffs_from: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether a remembered unit with the same turns is still what it was: every
+    one of its sessions the same result, the same handoffs between them (nothing
+    else a unit's row reads comes from outside its sessions)."""
+    results, inside, row, _ = hit
+    for sid, was in zip(row["sessions"], results):
+        i = index_of.get(sid)
+        if i is None or live[i] is not was:
+            return False
+    return bool(inside == _handoffs_inside(row["sessions"], handoffs_from))
+
+
 def _decisions(live: list[SessionResult], attempt_by_id: dict[str, dict[str, Any]],
-               retracted_attempts: set[str]) -> list[dict[str, Any]]:
+               retracted_attempts: set[str], memo: Memo | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for r in live:
-        for dec in r.facts["approach_changes"]:
-            alt, sel = dec["alternatives"][0], dec["selected"]
-            if sel in retracted_attempts or alt in retracted_attempts \
-                    or attempt_by_id[alt]["superseded_by"] != sel:
-                continue
-            out.append(dec | {"work_unit_id": attempt_by_id[sel]["work_unit_id"]})
-        for d in r.facts["denials"]:
-            if not d["next_event"] or not d["next_tool"] or d["next_tool"] == d["tool"]:
-                continue
-            sel = d["next_attempt"]
-            if sel is None or sel in retracted_attempts:
-                continue
-            b = attempt_by_id[sel]
-            alts = [d["attempt"]] if d["attempt"] and d["attempt"] != sel else []
-            conf = min([b["confidence"]] + [attempt_by_id[x]["confidence"] for x in alts] + [0.7])
-            out.append({
-                "decision_id": derive("decision", "human_intervention", d["event_id"], d["next_event"]),
-                "kind": "human_intervention", "work_unit_id": b["work_unit_id"], "session_id": b["session_id"],
-                "provider": b["provider"], "project_id": b["project_id"], "project_name": b["project_name"],
-                "turn_id": b["turn_id"], "selected": sel, "alternatives": alts,
-                "rationale": f"permission denied for {d['tool'] or 'a tool'}; continued with {d['next_tool']}"
-                             f" ({d['next_category'] or 'other'})",
-                "rationale_source": "derived", "decided_at": d["at"], "evidence": [d["event_id"], d["next_event"]],
-                "confidence": conf, "algorithm_version": ALGORITHM_VERSION,
-            })
+        if memo is None:
+            out.extend(_session_decisions(r, attempt_by_id, retracted_attempts))
+            continue
+        # a session's decisions read its own attempts, and the work units they are in
+        units = tuple([attempt_by_id[a["attempt_id"]]["work_unit_id"] for a in r.attempts])
+        sid = r.session["session_id"]
+        hit = memo.decisions.get(sid)
+        if hit is None or hit[0] is not r or hit[1] != units:
+            hit = memo.decisions[sid] = (r, units, _session_decisions(r, attempt_by_id, retracted_attempts))
+        out.extend(hit[2])
     out.sort(key=lambda d: (d["decided_at"], d["decision_id"]))
+    return out
+
+
+def _session_decisions(r: SessionResult, attempt_by_id: dict[str, dict[str, Any]],
+                       retracted_attempts: set[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for dec in r.facts["approach_changes"]:
+        alt, sel = dec["alternatives"][0], dec["selected"]
+        if sel in retracted_attempts or alt in retracted_attempts \
+                or attempt_by_id[alt]["superseded_by"] != sel:
+            continue
+        out.append(dec | {"work_unit_id": attempt_by_id[sel]["work_unit_id"]})
+    for d in r.facts["denials"]:
+        if not d["next_event"] or not d["next_tool"] or d["next_tool"] == d["tool"]:
+            continue
+        sel = d["next_attempt"]
+        if sel is None or sel in retracted_attempts:
+            continue
+        b = attempt_by_id[sel]
+        alts = [d["attempt"]] if d["attempt"] and d["attempt"] != sel else []
+        conf = min([b["confidence"]] + [attempt_by_id[x]["confidence"] for x in alts] + [0.7])
+        out.append({
+            "decision_id": derive("decision", "human_intervention", d["event_id"], d["next_event"]),
+            "kind": "human_intervention", "work_unit_id": b["work_unit_id"], "session_id": b["session_id"],
+            "provider": b["provider"], "project_id": b["project_id"], "project_name": b["project_name"],
+            "turn_id": b["turn_id"], "selected": sel, "alternatives": alts,
+            "rationale": f"permission denied for {d['tool'] or 'a tool'}; continued with {d['next_tool']}"
+                         f" ({d['next_category'] or 'other'})",
+            "rationale_source": "derived", "decided_at": d["at"], "evidence": [d["event_id"], d["next_event"]],
+            "confidence": conf, "algorithm_version": ALGORITHM_VERSION,
+        })
     return out
 
 

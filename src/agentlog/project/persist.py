@@ -63,7 +63,7 @@ import orjson
 
 from ..fileio import write_atomic
 from ..paths import FILE_MODE, ensure_dir
-from .assemble import ATTEMPT_OVERLAY, TURN_OVERLAY, Meta, Projection, assemble, light
+from .assemble import ATTEMPT_OVERLAY, TURN_OVERLAY, Memo, Meta, Projection, assemble, light
 from .observe import COLUMNS, META_KINDS, Obs, from_arrow, ordered
 from .session import ALGORITHM_VERSION, SessionResult, build_session
 from .tables import (AT_DEPENDENT, GLOBAL_FAMILY, GROUP_COLUMN, PROJECT_FAMILY, SESSION_FAMILY, SHARDED,
@@ -179,6 +179,9 @@ def load_manifest(root: str) -> Manifest | None:
 # content): a long-lived process (the daemon, the dashboard) refreshes without
 # parsing them again.
 _FILE_CACHE: dict[tuple[str, int, int], Any] = {}
+#: per projection directory, what the cross-session stage of this process's earlier
+#: refreshes computed (see assemble.Memo: self-checking, so never wrong, only unused)
+_MEMOS: dict[str, Memo] = {}
 
 
 def _cache_key(directory: str, name: str) -> tuple[str, int, int]:
@@ -969,7 +972,8 @@ def _assemble_projects(directory: str, gen: int, previous: Manifest, m: Manifest
     by_project_keys = index.project_keys()
     keys = [k for pk in sorted(projects) for k in by_project_keys.get(pk, []) if index.sessions[k][0] is not None]
     results = _load_results(directory, m, index, keys)
-    p = assemble(results.values(), meta, m.at, event_exists)
+    memo = _MEMOS.setdefault(os.path.abspath(directory), Memo())
+    p = assemble(results.values(), meta, m.at, event_exists, memo)
     key_of_sid = {index.sessions[k][0]: k for k in keys}
     signatures = _unit_signatures(p)
     look = {sid for sid, k in key_of_sid.items()

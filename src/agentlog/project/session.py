@@ -146,6 +146,9 @@ class SessionResult:
     commits: list[dict[str, Any]]
     edges: list[dict[str, Any]]
     facts: dict[str, Any]
+    #: what the cross-session stage derived from this result alone, kept while the
+    #: result is (in memory only: never stored)
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def agent_id_of(session_id: str, provider_agent_id: str | None) -> str:
