@@ -60,6 +60,7 @@ def _forget_process_caches() -> None:
     """As if each refresh ran in a new process: nothing parsed or written before is remembered."""
     persist._FILE_CACHE.clear()
     persist._MEMOS.clear()
+    persist._OBSERVED.clear()
 
 
 def check_delivery(root: str, chunks: list[list[dict[str, Any]]], *, fresh: bool = False) -> None:
@@ -371,6 +372,8 @@ def test_a_refresh_reuses_the_work_units_of_unchanged_sessions(tmp_path: Path) -
             memo = persist._MEMOS[os.path.abspath(persist.projection_dir(root))]
             (units,) = [u for u in memo.units.values() if u]
             remembered.append(units)
+            # the observations of c2, the one session rebuilt, are kept for the next refresh
+            assert len(persist._OBSERVED[os.path.abspath(persist.projection_dir(root))]) == 1
     assert len(want["conflicts"]) == 1
     assert [len(u) for u in remembered] == [3, 3, 3]
     # the units of c1 and x1 (one turn each, never touched again) are the same entries throughout

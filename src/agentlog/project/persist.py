@@ -179,9 +179,14 @@ def load_manifest(root: str) -> Manifest | None:
 # content): a long-lived process (the daemon, the dashboard) refreshes without
 # parsing them again.
 _FILE_CACHE: dict[tuple[str, int, int], Any] = {}
+#: below this many rows a table is written with snappy, above with zstd (smaller files)
+SMALL_TABLE_ROWS: Final = 20_000
 #: per projection directory, what the cross-session stage of this process's earlier
 #: refreshes computed (see assemble.Memo: self-checking, so never wrong, only unused)
 _MEMOS: dict[str, Memo] = {}
+#: per projection directory, the observations of the sessions the last refresh of this
+#: process rebuilt, with where they are stored ((part tag, first batch, batches))
+_OBSERVED: dict[str, dict[str, tuple[tuple[Any, ...], list[Obs]]]] = {}
 
 
 def _cache_key(directory: str, name: str) -> tuple[str, int, int]:
@@ -263,7 +268,11 @@ def _write_table(directory: str, name: str, table: Any) -> str | None:
     if table.num_rows == 0:
         return None
     path = os.path.join(directory, name)
-    pq.write_table(table, path, compression="zstd", compression_level=1)
+    if table.num_rows < SMALL_TABLE_ROWS:
+        # a refresh's small parts: snappy writes them in two thirds of zstd's time
+        pq.write_table(table, path, compression="snappy")
+    else:
+        pq.write_table(table, path, compression="zstd", compression_level=1)
     os.chmod(path, FILE_MODE)
     return name
 
@@ -396,11 +405,14 @@ def _meta_obs(table: Any) -> list[Obs]:
     return list(from_arrow(table.filter(pc.invert(_not_meta(table)))))
 
 
-def _project_sessions(sessions: list[tuple[str, Any]], gone: frozenset[str]) -> dict[str, SessionResult]:
-    """Each session's result (one session's observations alive at a time)."""
+def _project_sessions(sessions: list[tuple[str, Any]], gone: frozenset[str],
+                      observed: dict[str, list[Obs]] | None = None) -> dict[str, SessionResult]:
+    """Each session's result (one session's observations alive at a time; those of
+    ``observed``, a session's rows already read as observations, are not read again)."""
     out: dict[str, SessionResult] = {}
     for key, rows in sessions:
-        obs = [o for o in from_arrow(rows) if o.kind not in META_KINDS and o.event_id not in gone]
+        all_obs = observed[key] if observed is not None and key in observed else from_arrow(rows)
+        obs = [o for o in all_obs if o.kind not in META_KINDS and o.event_id not in gone]
         evs = ordered(obs)
         if evs:
             out[key] = build_session(key, evs)
@@ -597,6 +609,9 @@ def _full(root: str, directory: str, version: int | None, table_id: str | None,
     from ..store.schema import events_dataset
 
     gen = (previous.generation + 1) if previous else 1
+    # what this process remembers of earlier refreshes is of parts about to go
+    _OBSERVED.pop(os.path.abspath(directory), None)
+    _MEMOS.pop(os.path.abspath(directory), None)
     dataset = events_dataset(root)
     m = Manifest(table_id=table_id, store_version=version, generation=gen)
     schema = _obs_schema()
@@ -761,14 +776,21 @@ def _incremental(root: str, directory: str, manifest: Manifest, version: int | N
     meta = _meta_of(meta_obs)
     gone = meta.retracted_events()
     sessions: list[tuple[str, Any]] = []
+    observed: dict[str, list[Obs]] = {}
+    remembered = _OBSERVED.pop(os.path.abspath(directory), {})
     for key, rows in _by_session(new_rows.filter(_not_meta(new_rows))):
         old = index.sessions.get(key)
+        new_obs = list(from_arrow(rows))
         if old is not None:
             obs_file = m.part("session", old[2])["files"]["obs"]
-            before = _obs_batches(directory, obs_file, old[3], old[4])
-            rows = pa.concat_tables([pa.Table.from_batches(before, schema=rows.schema), rows])
+            before = pa.Table.from_batches(_obs_batches(directory, obs_file, old[3], old[4]), schema=rows.schema)
+            rows = pa.concat_tables([before, rows])
+            was = remembered.get(key)
+            new_obs = (was[1] if was is not None and was[0] == (old[2], old[3], old[4])
+                       else list(from_arrow(before))) + new_obs
         sessions.append((key, rows))
-    results = _project_sessions(sessions, gone)
+        observed[key] = new_obs
+    results = _project_sessions(sessions, gone, observed)
     touched: set[str] = set()
     parts_written = 0
     if sessions:
@@ -787,6 +809,9 @@ def _incremental(root: str, directory: str, manifest: Manifest, version: int | N
             if project is not None:
                 touched.add(project)
             index.sessions[key] = [sid, project, tag, *batches[key], *(old[5:] if old else [None, None, None])]
+        # the observations of the sessions rebuilt now, for the next refresh of this process
+        _OBSERVED[os.path.abspath(directory)] = {
+            key: ((tag, *batches[key]), observed[key]) for key, _ in sessions if key in batches}
     for r in results.values():
         m.at = max(m.at, r.session["last_event_at"])
     for o in new_meta:
