@@ -634,23 +634,32 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
         attempts_in: list[str] = []
         paths_seen: dict[str, None] = {}
         evidence: dict[str, None] = {}
-        tails: list[list[Any]] = []
-        edited_before = False
+        updated_at = first_tf["last_at"]
+        in_flight = 0
         for t in tids:
             r, tf = turn_info[t]
             evidence[tf["opening_event"]] = None
             sessions_seen[r.session["session_id"]] = None
             paths_seen.update(dict.fromkeys(tf["mpaths"]))
+            if tf["last_at"] > updated_at:
+                updated_at = tf["last_at"]
+            in_flight += tf["in_flight"]
         sessions_in = list(sessions_seen)
         paths = list(paths_seen)
         ordered_turns = sorted(tids, key=lambda t: (turn_info[t][1]["last_at"], t))
-        for t in ordered_turns:
-            r, tf = turn_info[t]
-            if tails and any(c[0] in MUTATING for c in tails):
-                edited_before = True
-            if tf["decisive_before"]:
-                edited_before = True
-            tails = (tails + tf["tail"])[-5:] if tf["tail"] else tails
+        # The unit's last five calls (its turns' tails, in order of their last activity),
+        # and whether it changed something before them: a turn said so, or a call of an
+        # earlier turn's tail (each tail is whole in the window after its turn) did.
+        tails: list[list[Any]] = []
+        for t in reversed(ordered_turns):
+            tail = turn_info[t][1]["tail"]
+            if tail:
+                tails = tail + tails
+                if len(tails) >= 5:
+                    break
+        tails = tails[-5:]
+        edited_before = any(turn_info[t][1]["decisive_before"] for t in ordered_turns) or any(
+            c[0] in MUTATING for t in ordered_turns[:-1] for c in turn_info[t][1]["tail"])
         confidences = []
         failure_count = 0
         last_attempt: dict[str, Any] | None = None
@@ -677,8 +686,6 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
             evidence[blocking["event_id"]] = None
         phase, phase_reason = _phase(tails, edited_before, blocking is not None)
         last_r, last_tf = turn_info[ordered_turns[-1]]
-        updated_at = max(turn_info[t][1]["last_at"] for t in tids)
-        in_flight = sum(turn_info[t][1]["in_flight"] for t in tids)
         ends = [by_session[s]["ended_at"] for s in sessions_in]
         la_outcome = last_attempt["outcome"] if last_attempt else None
         inputs = {
