@@ -17,6 +17,9 @@ EVENT_KINDS: tuple[str, ...] = (
     "permission_denied",
     "notification",
     "agent_message",
+    # Token usage of one model response, read from a transcript (import): attrs
+    # model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens.
+    "usage",
     "turn_stopped",
     "turn_failed",
     "subagent_started",

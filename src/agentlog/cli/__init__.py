@@ -70,6 +70,7 @@ LAZY_COMMANDS = {
     "correct": ".meta_cmds:correct_cmd",
     "retract": ".meta_cmds:retract_cmd",
     "project": ".project_cmd:project_cmd",
+    "import": ".import_cmd:import_cmd",
 }
 
 

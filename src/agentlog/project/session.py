@@ -42,7 +42,7 @@ SIGNAL_NOTIFICATIONS: Final = frozenset({"permission_prompt", "idle_prompt", "ag
 # Events that are not a reply to a pending question (they never clear a signal).
 BACKGROUND_KINDS: Final = frozenset({
     "notification", "compaction_started", "compaction_finished", "config_changed", "file_changed",
-    "capture_test", "capture_gap", "unknown", "purge", "cwd_changed",
+    "capture_test", "capture_gap", "unknown", "purge", "cwd_changed", "usage",
 })
 TOOL_END_KINDS: Final = frozenset({"tool_call_finished", "tool_call_failed"})
 APPROACH_ORDER: Final = (

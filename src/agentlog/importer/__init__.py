@@ -1,0 +1,1 @@
+"""Importing agents' transcripts and other tools' histories into the log (see docs/import.md)."""

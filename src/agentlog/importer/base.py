@@ -1,0 +1,240 @@
+"""What every transcript parser implements, and the event it builds.
+
+A parser reads one transcript file, a line at a time, and turns each line
+into zero or more *reconstructed* wire-form events (the same shape a hook
+writes, see ``docs/event-model.md``), built with the capture path's own
+helpers (``agentlog.capture.adapters.common``: tool categories, file facts,
+failure classes, prompt kinds) so that an imported tool call projects
+exactly like a captured one. Then :mod:`agentlog.importer.run` merges them
+with what hooks recorded and appends them to the session logs.
+
+Every reconstructed event carries, in ``attrs``:
+
+- ``reconstructed: true`` and ``reconstructed_from`` (``claude_code_transcript``,
+  ``codex_rollout``, ``gemini_cli_chat``, ``cursor_transcript`` …);
+- ``source_file`` (the path as given) and ``source_line`` (1-based line number);
+- ``merge_key``: what makes it the same thing a hook may have recorded
+  (:func:`merge_key`);
+
+and the first event of a line carries the line itself in ``raw``
+(``{"line": <text>}``, or ``{"line_b64": …}`` when it is not UTF-8): kept
+byte for byte, except that secrets are redacted before anything is written.
+
+Parsers are pure and total: any line may be garbage, any key missing or of
+the wrong type; they count what they do not know and never raise.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .. import __version__
+from ..capture.adapters import common as c
+
+#: wire keys after the identity block, in canonical order (as the hook writes them)
+_ORDER: Final = ("provider_version", "provider_session_id", "provider_turn_id", "agent", "tool", "paths",
+                 "outcome", "duration_ms")
+#: problems a parser reports per file, at most
+MAX_PROBLEMS: Final = 200
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One line of a transcript file."""
+
+    path: str
+    lineno: int
+    """1-based."""
+    offset: int
+    """Byte offset of the line's first byte."""
+    data: bytes
+    """The line without its newline."""
+
+
+@dataclass
+class ParseStats:
+    """What a parser saw that it could not use, per agent version."""
+
+    #: (agent version, record type) → count, for record types the parser does not know
+    unknown: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (agent version, "type.field") → count, for fields of known records it does not know
+    unknown_fields: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (path, line, message), at most MAX_PROBLEMS
+    problems: list[tuple[str, int, str]] = field(default_factory=list)
+    problem_count: int = 0
+    #: record type → count, of every record read
+    records: dict[str, int] = field(default_factory=dict)
+
+    def saw(self, record_type: str) -> None:
+        self.records[record_type] = self.records.get(record_type, 0) + 1
+
+    def unknown_record(self, version: str | None, record_type: str) -> None:
+        key = (version or "", record_type)
+        self.unknown[key] = self.unknown.get(key, 0) + 1
+
+    def unknown_field(self, version: str | None, name: str) -> None:
+        key = (version or "", name)
+        self.unknown_fields[key] = self.unknown_fields.get(key, 0) + 1
+
+    def problem(self, line: SourceLine, message: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((line.path, line.lineno, message))
+
+
+class Parser:
+    """A transcript parser: one instance per file, fed its lines in order.
+
+    Subclasses set :attr:`provider` and :attr:`source` and implement :meth:`feed`
+    (and :meth:`finish` when they hold events back, e.g. to pair a call with its
+    result)."""
+
+    provider: str = ""
+    """``claude_code``, ``codex``, ``gemini_cli`` or ``cursor``."""
+    source: str = ""
+    """``attrs.reconstructed_from`` of every event it builds."""
+
+    def __init__(self, path: str, session_hint: str | None = None) -> None:
+        self.path = path
+        self.session_hint = session_hint
+        """A session id the file's location gives (its stem), for records that name none."""
+        self.stats = ParseStats()
+
+    def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
+        """The events of one line. ``record`` is the line parsed as JSON (any JSON
+        value), or :data:`NOT_JSON` when it is not JSON."""
+        raise NotImplementedError
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Events held back until the end of the file (none by default)."""
+        return []
+
+
+class _NotJson:
+    def __repr__(self) -> str:
+        return "NOT_JSON"
+
+
+NOT_JSON: Final = _NotJson()
+"""What :meth:`Parser.feed` receives for a line that is not JSON."""
+
+
+def event_id_for(*parts: Any, at_us: int) -> str:
+    """A deterministic UUIDv7-shaped id: the millisecond of ``at_us`` and 74 bits of
+    a hash of ``parts``. The same record imported twice, from any copy of the
+    file, gets the same id."""
+    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass"), digest_size=10).digest()
+    rand = int.from_bytes(h, "big")
+    ms = max(0, at_us) // 1000
+    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | (0x7 << 76) | (((rand >> 64) & 0x0FFF) << 64) | (0b10 << 62) \
+        | (rand & 0x3FFF_FFFF_FFFF_FFFF)
+    s = f"{value:032x}"
+    return f"{s[:8]}-{s[8:12]}-{s[12:16]}-{s[16:20]}-{s[20:]}"
+
+
+def merge_key(provider: str, session_id: str | None, kind: str, item: str | None) -> str:
+    """The key under which a reconstructed event and a hook's are the same thing:
+    provider, session, kind and the provider's id of the item (tool-use id,
+    message id …; for a prompt, a digest of its text). Documented in
+    ``docs/import.md``."""
+    return "\x1f".join((provider, session_id or "", kind, item or ""))
+
+
+def text_digest(text: str) -> str:
+    """A short digest of a text (the item of a prompt's merge key)."""
+    return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def raw_line(data: bytes) -> dict[str, str]:
+    try:
+        return {"line": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"line_b64": base64.b64encode(data).decode("ascii")}
+
+
+def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, session_id: str | None,
+                observed_at: int, item: str | None, index: int = 0, version: str | None = None,
+                turn_id: str | None = None, cwd: str | None = None, with_raw: bool = False,
+                captured_at: int | None = None) -> dict[str, Any]:
+    """The wire-form event of one reconstructed record.
+
+    ``partial`` is what :func:`agentlog.capture.adapters.common.finish` returns
+    (kind, provider_event_name, tool, paths, outcome, attrs, content …);
+    ``item`` the provider's id of the thing (tool-use id, message id) for the
+    merge key and the event id; ``index`` tells apart several events of one
+    line; ``cwd`` gives the project (as the hook's git lookup does);
+    ``with_raw`` puts the line in ``raw``. Content and raw are redacted."""
+    from ..capture.project import project_info, relative_path
+    from ..capture.redact import redact_value
+
+    kind = str(partial.get("kind") or "unknown")
+    key = merge_key(parser.provider, session_id, kind, item)
+    out: dict[str, Any] = {
+        "event_id": event_id_for(parser.source, key, line.lineno if item is None else "", index if item is None else "",
+                                 at_us=observed_at),
+        "schema_version": 1,
+        "kind": kind,
+        "provider": parser.provider,
+        "provider_event_name": str(partial.get("provider_event_name") or ""),
+        "observed_at": observed_at,
+        "captured_at": captured_at if captured_at is not None else observed_at,
+        "capture_mode": "full",
+        "agentlog_version": __version__,
+    }
+    fields = {
+        "provider_version": version,
+        "provider_session_id": session_id,
+        "provider_turn_id": turn_id,
+        "agent": partial.get("agent"),
+        "tool": partial.get("tool"),
+        "paths": partial.get("paths"),
+        "outcome": partial.get("outcome"),
+        "duration_ms": partial.get("duration_ms"),
+    }
+    for name in _ORDER:
+        value = fields[name]
+        if value is not None and value != [] and value != {}:
+            out[name] = value
+    if cwd:
+        project = project_info(cwd)
+        if project is not None:
+            if "paths" in out:
+                out["paths"] = [relative_path(p, project["root"], cwd) for p in out["paths"]]
+            out["project"] = project
+    attrs: dict[str, Any] = dict(partial.get("attrs") or {})
+    attrs["reconstructed"] = True
+    attrs["reconstructed_from"] = parser.source
+    attrs["source_file"] = line.path
+    attrs["source_line"] = line.lineno
+    if item is not None:
+        attrs["merge_key"] = key
+    if cwd:
+        attrs.setdefault("cwd", cwd)
+    content: dict[str, Any] | None = partial.get("content") or None
+    raw: Any = raw_line(line.data) if with_raw else None
+    counts: dict[str, int] = {}
+    memo: dict[int, tuple[str, dict[str, int]]] = {}
+    if content:
+        content, found = redact_value(content, memo)  # type: ignore[assignment]
+        for k, v in found.items():
+            counts[k] = counts.get(k, 0) + v
+    if raw is not None:
+        raw, found = redact_value(raw, memo)
+        for k, v in found.items():
+            counts[k] = counts.get(k, 0) + v
+    if counts:
+        attrs["redactions"] = sum(counts.values())
+        attrs["redacted"] = counts
+    out["attrs"] = attrs
+    if content:
+        out["content"] = content
+    if raw is not None:
+        out["raw"] = raw
+    return out
+
+
+__all__ = ["NOT_JSON", "ParseStats", "Parser", "SourceLine", "build_event", "c", "event_id_for", "merge_key",
+           "raw_line", "text_digest"]

@@ -1,0 +1,402 @@
+"""Claude Code session transcripts (``~/.claude/projects/<slug>/<session>.jsonl``).
+
+Format notes: ``shared/reference/hooks.md`` §5.1. One record per line; the
+mapping (every event is reconstructed, see :mod:`agentlog.importer.base`):
+
+==============================================  ======================================
+record                                          events
+==============================================  ======================================
+``user``, text (string or ``text`` blocks)      ``prompt_submitted`` (its ``prompt_kind``
+                                                says ``injected`` for agent-made text);
+                                                ``isMeta``/``isCompactSummary`` →
+                                                ``notification``; "[Request interrupted
+                                                by user…" → ``turn_failed`` (cancelled,
+                                                class ``interrupted``)
+``user``, ``tool_result`` block                 ``tool_call_finished``, ``tool_call_failed``
+                                                (``is_error``) or ``permission_denied`` (the
+                                                user rejected it); tool name and input from
+                                                the ``tool_use`` with that id
+``assistant``, ``tool_use`` block               ``tool_call_started``
+``assistant``, ``text`` block                   ``agent_message``
+``assistant``, ``thinking`` block               nothing (counted)
+one API response (records sharing               one ``usage`` event: its final usage
+``message.id``)
+``assistant`` ``isApiErrorMessage``             ``notification`` (level error)
+``system`` ``turn_duration``                    ``turn_stopped`` (``duration_ms``)
+``system`` ``stop_hook_summary`` (sidechain)    ``subagent_stopped``
+``system`` ``compact_boundary``,                ``compaction_finished``
+``microcompact_boundary``
+``system`` ``api_error``, ``local_command``     ``notification``
+``progress`` ``agent_progress``                 the nested subagent record, mapped as above
+                                                with the subagent's id (each nested record
+                                                once)
+``queue-operation`` ``enqueue``                 ``notification`` (a prompt queued while busy)
+bookkeeping (``summary``, ``file-history-       nothing (counted)
+snapshot``, other ``progress``, ``pr-link`` …)
+anything else                                   ``unknown`` (counted per version)
+==============================================  ======================================
+
+Subagent files (``<session>/subagents/agent-<id>.jsonl``, and the inline
+``isSidechain`` records of 1.x) give ``agent.agent_id`` and
+``attrs.is_subagent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from .base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
+
+#: record types that carry no activity: read, counted, not turned into events
+BOOKKEEPING: Final = frozenset({
+    "summary", "file-history-snapshot", "pr-link", "attachment", "custom-title", "tag", "mode", "ai-title",
+    "permission-mode", "agent-name", "last-prompt",
+})
+INTERRUPTED: Final = "[Request interrupted by user"
+REJECTED: Final = ("The user doesn't want to proceed with this tool use", "User rejected")
+#: open tool calls remembered for their results, at most
+MAX_OPEN_CALLS: Final = 100_000
+
+
+def _block_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        return "\n".join(str(b.get("text", "")) for b in v if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+class ClaudeCodeParser(Parser):
+    """One Claude Code transcript file (main session or a subagent's)."""
+
+    provider = "claude_code"
+    source = "claude_code_transcript"
+
+    def __init__(self, path: str, session_hint: str | None = None) -> None:
+        super().__init__(path, session_hint)
+        self.calls: dict[str, tuple[str, Any]] = {}
+        self.nested_seen: set[str] = set()
+        self.file_agent = None
+        stem = path.rsplit("/", 1)[-1]
+        if "/subagents/" in path and stem.startswith("agent-"):
+            self.file_agent = stem[len("agent-"):].split(".", 1)[0]
+        # API responses seen: message id → (its latest usage, first line, session, time, version, cwd, agent, model)
+        self.responses: dict[str, tuple[Any, ...]] = {}
+        self.last_at = 0
+
+    # -- the record loop ----------------------------------------------------------------
+    def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
+        if record is NOT_JSON or not isinstance(record, dict):
+            self.stats.problem(line, "not a JSON object")
+            return []
+        return self._record(line, record, None, with_raw=True)
+
+    def finish(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for mid, response in self.responses.items():
+            out.extend(self._usage(mid, *response))
+        self.responses.clear()
+        return out
+
+    def _record(self, line: SourceLine, rec: dict[str, Any], nested_agent: str | None,
+                with_raw: bool) -> list[dict[str, Any]]:
+        typ = rec.get("type")
+        typ = typ if isinstance(typ, str) else ""
+        self.stats.saw(typ or "(none)")
+        version = c.text(rec.get("version"))
+        at = c.timestamp_us(rec.get("timestamp"))
+        if at is None:
+            at = self.last_at
+        else:
+            self.last_at = max(self.last_at, at)
+        ctx = _Context(self, line, rec, nested_agent, version, at, with_raw)
+        if typ == "user":
+            return ctx.user()
+        if typ == "assistant":
+            return ctx.assistant()
+        if typ == "system":
+            return ctx.system()
+        if typ == "progress":
+            return ctx.progress()
+        if typ == "queue-operation":
+            return ctx.queued()
+        if typ in BOOKKEEPING:
+            return []
+        self.stats.unknown_record(version, typ or "(none)")
+        ev = c.new_event("unknown", f"transcript:{typ}")
+        ev["attrs"]["record_type"] = typ
+        return [ctx.emit(ev, None)]
+
+    # -- usage: one event per API response, its final usage ---------------------------
+    def _usage(self, mid: str, usage: Any, line: SourceLine, session: str | None, at: int, version: str | None,
+               cwd: str | None, agent: dict[str, Any], model: str | None) -> list[dict[str, Any]]:
+        if not isinstance(usage, dict):
+            return []
+        ev = c.new_event("usage", "transcript:usage")
+        attrs = ev["attrs"]
+        attrs["message_id"] = mid
+        c.set_str(attrs, "model", model)
+        for name, key in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                          ("cache_read_tokens", "cache_read_input_tokens"),
+                          ("cache_write_tokens", "cache_creation_input_tokens")):
+            attrs[name] = c.integer(usage.get(key)) or 0
+        cache = usage.get("cache_creation")
+        if isinstance(cache, dict):
+            for name, key in (("cache_write_5m_tokens", "ephemeral_5m_input_tokens"),
+                              ("cache_write_1h_tokens", "ephemeral_1h_input_tokens")):
+                n = c.integer(cache.get(key))
+                if n is not None:
+                    attrs[name] = n
+        if agent:
+            ev["agent"] = agent
+            if "agent_id" in agent:
+                attrs["is_subagent"] = True
+        # the counts are part of the item: a response imported while it was still being
+        # written, then again complete, gives two events; the usage table keeps the last
+        item = ":".join(str(attrs[k]) for k in ("message_id", "input_tokens", "output_tokens", "cache_read_tokens",
+                                                "cache_write_tokens"))
+        return [build_event(self, c.finish(ev), line, session_id=session, observed_at=at, item=item,
+                            version=version, cwd=cwd)]
+
+
+class _Context:
+    """One record being mapped (the fields every event of it shares)."""
+
+    def __init__(self, parser: ClaudeCodeParser, line: SourceLine, rec: dict[str, Any], nested_agent: str | None,
+                 version: str | None, at: int, with_raw: bool) -> None:
+        self.p = parser
+        self.line = line
+        self.rec = rec
+        self.version = version
+        self.at = at
+        self.with_raw = with_raw
+        self.session = c.text(rec.get("sessionId")) or parser.session_hint
+        self.cwd = c.text(rec.get("cwd"))
+        self.side = rec.get("isSidechain") is True
+        agent_id = nested_agent or c.text(rec.get("agentId")) or parser.file_agent
+        self.agent: dict[str, Any] = {}
+        if agent_id is not None:
+            self.agent["agent_id"] = agent_id
+        elif self.side:
+            self.agent["agent_id"] = "sidechain"
+        self.n = 0
+
+    def emit(self, ev: dict[str, Any], item: str | None, turn_id: str | None = None) -> dict[str, Any]:
+        attrs = ev["attrs"]
+        if self.agent:
+            ev["agent"] = {**self.agent, **(ev.get("agent") or {})}
+            if "agent_id" in self.agent:
+                attrs["is_subagent"] = True
+        attrs["is_sidechain"] = self.side
+        attrs["transcript_entry_type"] = self.rec.get("type")
+        out = build_event(self.p, c.finish(ev), self.line, session_id=self.session, observed_at=self.at, item=item,
+                          index=self.n, version=self.version, turn_id=turn_id, cwd=self.cwd,
+                          with_raw=self.with_raw and self.n == 0)
+        self.n += 1
+        return out
+
+    # -- user ---------------------------------------------------------------------------
+    def user(self) -> list[dict[str, Any]]:
+        msg = self.rec.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        out: list[dict[str, Any]] = []
+        if isinstance(content, str):
+            out.append(self._prompt(content))
+        elif isinstance(content, list):
+            texts: list[str] = []
+            images = 0
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "tool_result":
+                    out.append(self._result(block))
+                elif kind == "text" and isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+                elif kind == "image":
+                    images += 1
+                else:
+                    self.p.stats.unknown_field(self.version, f"user.{kind}")
+            if texts:
+                ev = self._prompt("\n".join(texts))
+                if images:
+                    ev["attrs"]["images"] = images
+                out.append(ev)
+        else:
+            self.p.stats.problem(self.line, "user record without message content")
+        return out
+
+    def _prompt(self, text: str) -> dict[str, Any]:
+        turn_id = c.text(self.rec.get("promptId"))
+        if text.startswith(INTERRUPTED):
+            ev = c.new_event("turn_failed", "transcript:user")
+            c.set_failure(ev, None, cls="interrupted", status="cancelled")
+            ev["content"]["message"] = text
+            return self.emit(ev, None, turn_id)
+        if self.rec.get("isMeta") is True or self.rec.get("isCompactSummary") is True:
+            ev = c.new_event("notification", "transcript:user")
+            ev["attrs"]["meta"] = True
+            ev["attrs"]["compact_summary"] = self.rec.get("isCompactSummary") is True
+            ev["content"]["message"] = text
+            return self.emit(ev, None, turn_id)
+        ev = c.new_event("prompt_submitted", "transcript:user")
+        c.prompt_facts(ev, text)
+        c.set_str(ev["attrs"], "prompt_source", self.rec.get("promptSource"))
+        return self.emit(ev, text_digest(text), turn_id)
+
+    def _result(self, block: dict[str, Any]) -> dict[str, Any]:
+        tid = c.text(block.get("tool_use_id")) or ""
+        known = self.p.calls.pop(tid, None)
+        name, tool_input = known if known is not None else ("unknown", None)
+        text = _block_text(block.get("content"))
+        result = self.rec.get("toolUseResult")
+        if block.get("is_error") is True:
+            if text.startswith(REJECTED):
+                ev = c.new_event("permission_denied", "transcript:tool_result")
+                category = c.set_tool(ev, name, tid) or "other"
+                c.input_facts(ev, tool_input, category, name)
+                ev["outcome"] = {"status": "denied"}
+                ev["content"]["reason"] = text
+            else:
+                ev = c.new_event("tool_call_failed", "transcript:tool_result")
+                category = c.set_tool(ev, name, tid) or "other"
+                c.input_facts(ev, tool_input, category, name)
+                err = text
+                if err.startswith("<tool_use_error>") and err.endswith("</tool_use_error>"):
+                    err = err[len("<tool_use_error>"):-len("</tool_use_error>")]
+                c.set_failure(ev, err)
+        else:
+            ev = c.new_event("tool_call_finished", "transcript:tool_result")
+            category = c.set_tool(ev, name, tid) or "other"
+            c.input_facts(ev, tool_input, category, name)
+            c.set_tool_output(ev, result if result is not None else text)
+            code = c.response_exit_code(result)
+            ev["outcome"] = {"status": "success"}
+            if code is not None:
+                ev["outcome"]["exit_code"] = code
+        if known is None:
+            ev["attrs"]["unpaired_result"] = True
+        return self.emit(ev, tid or None)
+
+    # -- assistant ----------------------------------------------------------------------
+    def assistant(self) -> list[dict[str, Any]]:
+        msg = self.rec.get("message")
+        if not isinstance(msg, dict):
+            self.p.stats.problem(self.line, "assistant record without message")
+            return []
+        model = c.text(msg.get("model"))
+        if model is not None and model != "<synthetic>":
+            self.agent = {**self.agent, "model": model}
+        mid = c.text(msg.get("id"))
+        if mid is not None and not self.rec.get("isApiErrorMessage") and isinstance(msg.get("usage"), dict):
+            # the records of one response share its id: the last one's usage is the final one
+            was = self.p.responses.pop(mid, None)
+            first_line = was[1] if was is not None else self.line
+            self.p.responses[mid] = (msg.get("usage"), first_line, self.session, self.at, self.version, self.cwd,
+                                     dict(self.agent), model)
+        out: list[dict[str, Any]] = []
+        if self.rec.get("isApiErrorMessage") is True:
+            ev = c.new_event("notification", "transcript:assistant")
+            ev["attrs"]["level"] = "error"
+            ev["attrs"]["api_error"] = True
+            ev["content"]["message"] = _block_text(msg.get("content"))
+            return [self.emit(ev, None)]
+        content = msg.get("content")
+        if not isinstance(content, list):
+            self.p.stats.problem(self.line, "assistant content is not a list")
+            return []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use":
+                tid = c.text(block.get("id")) or ""
+                name = c.text(block.get("name")) or "unknown"
+                tool_input = block.get("input")
+                if len(self.p.calls) >= MAX_OPEN_CALLS:
+                    self.p.calls.pop(next(iter(self.p.calls)))
+                self.p.calls[tid] = (name, tool_input)
+                ev = c.new_event("tool_call_started", "transcript:tool_use")
+                category = c.set_tool(ev, name, tid) or "other"
+                c.input_facts(ev, tool_input, category, name)
+                out.append(self.emit(ev, tid or None))
+            elif kind == "text":
+                raw_text = block.get("text")
+                text = raw_text if isinstance(raw_text, str) else ""
+                ev = c.new_event("agent_message", "transcript:text")
+                ev["content"]["message"] = text
+                ev["attrs"]["message_chars"] = len(text)
+                c.set_str(ev["attrs"], "stop_reason", msg.get("stop_reason"))
+                out.append(self.emit(ev, f"{mid}:{self.rec.get('uuid')}:{self.n}" if mid else None))
+            elif kind in ("thinking", "redacted_thinking"):
+                continue
+            else:
+                self.p.stats.unknown_field(self.version, f"assistant.{kind}")
+        return out
+
+    # -- system, progress, queue ----------------------------------------------------------
+    def system(self) -> list[dict[str, Any]]:
+        sub = self.rec.get("subtype")
+        name = f"transcript:system:{sub}"
+        if sub == "turn_duration":
+            if self.side:
+                return []
+            ev = c.new_event("turn_stopped", name)
+            d = c.duration(self.rec.get("durationMs"))
+            if d is not None:
+                ev["duration_ms"] = d
+            return [self.emit(ev, None)]
+        if sub == "stop_hook_summary":
+            if not self.side:
+                return []
+            ev = c.new_event("subagent_stopped", name)
+            c.set_bool(ev["attrs"], "prevented_continuation", self.rec.get("preventedContinuation"))
+            return [self.emit(ev, None)]
+        if sub in ("compact_boundary", "microcompact_boundary"):
+            ev = c.new_event("compaction_finished", name)
+            meta = self.rec.get("compactMetadata") or self.rec.get("microcompactMetadata")
+            if isinstance(meta, dict):
+                c.set_str(ev["attrs"], "trigger", meta.get("trigger"))
+                c.set_int(ev["attrs"], "pre_tokens", meta.get("preTokens"))
+                c.set_int(ev["attrs"], "post_tokens", meta.get("postTokens"))
+            ev["attrs"]["micro"] = sub == "microcompact_boundary"
+            return [self.emit(ev, None)]
+        if sub in ("api_error", "local_command", "informational", "bridge_status") or sub is None:
+            ev = c.new_event("notification", name)
+            c.set_str(ev["attrs"], "level", self.rec.get("level"))
+            c.set_int(ev["attrs"], "retry_attempt", self.rec.get("retryAttempt"))
+            content = self.rec.get("content")
+            if isinstance(content, str):
+                ev["content"]["message"] = content
+            return [self.emit(ev, None)]
+        self.p.stats.unknown_record(self.version, f"system:{sub}")
+        ev = c.new_event("unknown", name)
+        ev["attrs"]["record_type"] = f"system:{sub}"
+        return [self.emit(ev, None)]
+
+    def progress(self) -> list[dict[str, Any]]:
+        data = self.rec.get("data")
+        if not isinstance(data, dict) or data.get("type") != "agent_progress":
+            return []
+        nested = data.get("message")
+        if not isinstance(nested, dict):
+            return []
+        uuid = c.text(nested.get("uuid"))
+        if uuid is not None:
+            if uuid in self.p.nested_seen:
+                return []
+            self.p.nested_seen.add(uuid)
+        nested = {"sessionId": self.rec.get("sessionId"), "cwd": self.rec.get("cwd"), "version": self.version,
+                  "isSidechain": True, **nested}
+        agent = c.text(data.get("agentId")) or "subagent"
+        return self.p._record(self.line, nested, agent, with_raw=self.with_raw)
+
+    def queued(self) -> list[dict[str, Any]]:
+        if self.rec.get("operation") != "enqueue":
+            return []
+        ev = c.new_event("notification", "transcript:queue-operation")
+        ev["attrs"]["queued_prompt"] = True
+        content = self.rec.get("content")
+        if isinstance(content, str):
+            ev["content"]["message"] = content
+        return [self.emit(ev, None)]

@@ -1,0 +1,438 @@
+"""Importing transcript files into the session logs: offsets, merging, writing.
+
+For each file: where the last import of it stopped (``state/import.json``:
+device, inode, the size read, the line count and a digest of its first
+4 KiB), so a file that grew is read from there on, an unchanged one is not
+read at all, and a truncated or replaced one (smaller, another inode, other
+first bytes) is read again from the start — its events are then
+recognised by their ids and not written twice. Lines are read in bounded
+chunks: a line longer than :data:`MAX_LINE` is skipped and reported, and
+memory stays bounded by it whatever the file's size. An incomplete last
+line (the agent is still writing it) is left for the next import.
+
+Before events are appended to a session's log, what the log already holds
+is read once: an event whose id is there (imported before) or whose merge
+key names something a hook recorded (``docs/import.md``) is not written.
+Hooks give exact times and the permission flow; the transcript adds what
+hooks never see — assistant messages, token usage, subagent detail — so the
+session ends up with each thing once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Final, Iterable, Iterator
+
+import orjson
+
+from ..fastjson import dumps_bytes
+from ..paths import FILE_MODE, ensure_dir, state_dir
+from .base import NOT_JSON, Parser, SourceLine, merge_key, text_digest
+
+#: the longest line read (longer ones are skipped and reported)
+MAX_LINE: Final = 64 << 20
+CHUNK: Final = 1 << 20
+HEAD_BYTES: Final = 4096
+#: events appended to a log per write
+BATCH: Final = 2000
+STATE_FILE: Final = "import.json"
+#: a transcript's prompt and a hook's with the same text are one prompt when this close (µs)
+PROMPT_WINDOW_US: Final = 5_000_000
+TOOL_KINDS: Final = frozenset({"tool_call_started", "tool_call_finished", "tool_call_failed", "permission_denied"})
+
+
+@dataclass
+class FileReport:
+    """What importing one file did."""
+
+    path: str
+    provider: str
+    mode: str = "new"
+    """``new``, ``grown``, ``unchanged`` or ``replaced`` (truncated, rotated or rewritten)."""
+    bytes_read: int = 0
+    lines: int = 0
+    events: int = 0
+    """Events written."""
+    duplicates: int = 0
+    """Events not written: already in the log, or recorded by a hook."""
+    sessions: list[str] = field(default_factory=list)
+    records: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+    """``version/record type`` → count of records the parser does not know."""
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    problem_count: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ImportReport:
+    """What one ``agentlog import`` did, per file and in total."""
+
+    files: list[FileReport] = field(default_factory=list)
+    dry_run: bool = False
+    seconds: float = 0.0
+
+    def totals(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"files": len(self.files), "bytes_read": 0, "lines": 0, "events": 0, "duplicates": 0,
+                               "problems": 0, "errors": 0, "unknown_records": 0}
+        sessions: set[tuple[str, str]] = set()
+        for f in self.files:
+            out["bytes_read"] += f.bytes_read
+            out["lines"] += f.lines
+            out["events"] += f.events
+            out["duplicates"] += f.duplicates
+            out["problems"] += f.problem_count
+            out["errors"] += f.error is not None
+            out["unknown_records"] += sum(f.unknown.values())
+            sessions.update((f.provider, s) for s in f.sessions)
+        out["sessions"] = len(sessions)
+        return out
+
+    def by_provider(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.files:
+            p = out.setdefault(f.provider, {"files": 0, "sessions": set(), "events": 0, "duplicates": 0,
+                                            "unknown": {}, "problems": 0, "errors": 0})
+            p["files"] += 1
+            p["sessions"].update(f.sessions)
+            p["events"] += f.events
+            p["duplicates"] += f.duplicates
+            p["problems"] += f.problem_count
+            p["errors"] += f.error is not None
+            for k, n in f.unknown.items():
+                p["unknown"][k] = p["unknown"].get(k, 0) + n
+        for p in out.values():
+            p["sessions"] = len(p["sessions"])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "seconds": round(self.seconds, 3), "totals": self.totals(),
+                "by_provider": self.by_provider(), "files": [f.to_dict() for f in self.files]}
+
+
+# -- per-file state -----------------------------------------------------------------------
+
+
+def _state_path(root: str) -> str:
+    return os.path.join(state_dir(root), STATE_FILE)
+
+
+def load_state(root: str) -> dict[str, Any]:
+    try:
+        with open(_state_path(root), "rb") as fh:
+            data = orjson.loads(fh.read())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_state(root: str, state: dict[str, Any]) -> None:
+    path = _state_path(root)
+    ensure_dir(os.path.dirname(path))
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(dumps_bytes(state))
+    os.replace(tmp, path)
+
+
+def _head_digest(path: str, size: int) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.blake2b(fh.read(min(size, HEAD_BYTES)), digest_size=16).hexdigest()
+
+
+# -- reading lines, bounded -----------------------------------------------------------------
+
+
+def iter_lines(path: str, start: int, first_lineno: int,
+               on_bytes: Callable[[int], None] | None = None) -> Iterator[tuple[SourceLine | None, int]]:
+    """``(line, end offset)`` of each complete line from ``start``; a line longer
+    than :data:`MAX_LINE` gives ``(None, end)`` (skipped). The incomplete last line
+    is not given."""
+    lineno = first_lineno
+    offset = start
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        buf = b""
+        skipping = False
+        while True:
+            chunk = fh.read(CHUNK)
+            if not chunk:
+                # a last line without its newline: taken when it is a whole JSON value
+                # (a finished file), left for the next import when not (still being written)
+                if buf and not skipping and parse_json(buf) is not NOT_JSON:
+                    yield SourceLine(path, lineno + 1, offset, buf), offset + len(buf)
+                return
+            if on_bytes is not None:
+                on_bytes(len(chunk))
+            buf += chunk
+            pos = 0
+            while True:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
+                data = buf[pos:nl]
+                lineno += 1
+                end = offset + (nl - pos) + 1
+                if skipping:
+                    skipping = False
+                    yield None, end
+                else:
+                    yield SourceLine(path, lineno, offset, data[:-1] if data.endswith(b"\r") else data), end
+                offset = end
+                pos = nl + 1
+            buf = buf[pos:]
+            if len(buf) > MAX_LINE:
+                # too long a line: drop what was read of it and the rest up to its newline
+                offset += len(buf)
+                buf = b""
+                skipping = True
+
+
+def parse_json(data: bytes) -> Any:
+    """A line as JSON: None for a blank line, :data:`NOT_JSON` when it is not JSON
+    (undecodable bytes are replaced before a second try)."""
+    if not data.strip():
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return orjson.loads(data.decode("utf-8", "replace"))
+    except orjson.JSONDecodeError:
+        return NOT_JSON
+
+
+# -- what a session's log already holds -----------------------------------------------------------
+
+
+def hook_merge_key(event: dict[str, Any]) -> str | None:
+    """The merge key of an event a hook recorded (see :func:`base.merge_key`)."""
+    kind = event.get("kind")
+    provider = str(event.get("provider") or "")
+    session = event.get("provider_session_id")
+    if kind in TOOL_KINDS:
+        tool = event.get("tool")
+        call_id = tool.get("call_id") if isinstance(tool, dict) else None
+        if isinstance(call_id, str) and call_id:
+            return merge_key(provider, session, str(kind), call_id)
+        return None
+    if kind == "prompt_submitted":
+        content = event.get("content")
+        prompt = content.get("prompt") if isinstance(content, dict) else None
+        if isinstance(prompt, str):
+            return merge_key(provider, session, "prompt_submitted", text_digest(prompt))
+    return None
+
+
+class Known:
+    """What a session's log holds: event ids, merge keys, and for prompts (whose key is
+    a digest of their text, which a person may type twice) the times of each key."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.keys: set[str] = set()
+        self.prompts: dict[str, list[int]] = {}
+
+    def add(self, ev: dict[str, Any], key: str | None) -> None:
+        self.ids.add(str(ev.get("event_id")))
+        if not key:
+            return
+        if ev.get("kind") == "prompt_submitted":
+            at = ev.get("observed_at")
+            self.prompts.setdefault(key, []).append(at if isinstance(at, int) else 0)
+        else:
+            self.keys.add(key)
+
+    def has(self, ev: dict[str, Any], key: str | None) -> bool:
+        if ev["event_id"] in self.ids:
+            return True
+        if not key:
+            return False
+        if ev["kind"] == "prompt_submitted":
+            at = ev["observed_at"]
+            return any(abs(at - t) <= PROMPT_WINDOW_US for t in self.prompts.get(key, ()))
+        return key in self.keys
+
+
+def _known(root: str, provider: str, session_id: str | None) -> Known:
+    """What a session's log holds (sealed segments included)."""
+    from ..log.frame import event_bytes
+    from ..log.layout import log_path, session_key
+    from ..log.segments import read_from
+
+    known = Known()
+    path = log_path(root, provider, session_key(session_id))
+    if not os.path.exists(path):
+        return known
+    rest = b""
+    for _, data in read_from(path, 0):
+        data = rest + data
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            if not line.startswith(b'{"v":1') or b',"event":' not in line:
+                continue
+            try:
+                ev = orjson.loads(event_bytes(line + b"\n"))
+            except Exception:
+                continue
+            if not isinstance(ev, dict):
+                continue
+            attrs = ev.get("attrs")
+            key = attrs.get("merge_key") if isinstance(attrs, dict) else None
+            known.add(ev, key if isinstance(key, str) else hook_merge_key(ev))
+    return known
+
+
+# -- one file ---------------------------------------------------------------------------------------
+
+
+def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bool = False,
+                known: dict[tuple[str, str | None], Known] | None = None,
+                on_bytes: Callable[[int], None] | None = None) -> FileReport:
+    """Import one file with ``parser``; ``state`` (the per-file offsets) is updated in place."""
+    from ..log.writer import open_session_log
+
+    path = parser.path
+    report = FileReport(path, parser.provider)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        report.error = f"cannot read: {e.strerror}"
+        return report
+    ident = os.path.abspath(path)
+    entry = state.get(ident)
+    start, first_line = 0, 0
+    if isinstance(entry, dict):
+        same = entry.get("ino") == st.st_ino and entry.get("dev") == st.st_dev \
+            and isinstance(entry.get("offset"), int) and entry["offset"] <= st.st_size \
+            and entry.get("head") == _head_digest(path, min(int(entry.get("offset") or 0), HEAD_BYTES))
+        if same:
+            start, first_line = int(entry["offset"]), int(entry.get("lines") or 0)
+            report.mode = "unchanged" if start == st.st_size else "grown"
+        else:
+            report.mode = "replaced"
+    if report.mode == "unchanged":
+        return report
+    events: list[dict[str, Any]] = []
+    end = start
+    try:
+        for line, line_end in iter_lines(path, start, first_line, on_bytes):
+            end = line_end
+            if line is None:
+                report.lines += 1
+                parser.stats.problem(SourceLine(path, first_line + report.lines, end, b""),
+                                     f"line longer than {MAX_LINE >> 20} MiB skipped")
+                continue
+            report.lines += 1
+            record = parse_json(line.data)
+            if record is None:
+                continue
+            events.extend(parser.feed(line, record))
+        events.extend(parser.finish())
+    except OSError as e:
+        report.error = f"read failed: {e.strerror}"
+    report.bytes_read = end - start
+    stats = parser.stats
+    report.records = dict(stats.records)
+    report.unknown = {f"{v or '?'}/{t}": n for (v, t), n in stats.unknown.items()}
+    report.problems = [{"file": p, "line": n, "message": m} for p, n, m in stats.problems]
+    report.problem_count = stats.problem_count
+    # merge with what the logs hold, by session
+    by_session: dict[str | None, list[dict[str, Any]]] = {}
+    for ev in events:
+        by_session.setdefault(ev.get("provider_session_id"), []).append(ev)
+    known = known if known is not None else {}
+    for session_id, evs in by_session.items():
+        cache_key = (parser.provider, session_id)
+        if cache_key not in known:
+            known[cache_key] = _known(root, parser.provider, session_id)
+        held = known[cache_key]
+        fresh: list[bytes] = []
+        for ev in evs:
+            key = ev["attrs"].get("merge_key")
+            if held.has(ev, key):
+                report.duplicates += 1
+                continue
+            held.add(ev, key)
+            fresh.append(dumps_bytes(ev))
+        if session_id is not None:
+            report.sessions.append(session_id)
+        report.events += len(fresh)
+        if fresh and not dry_run:
+            log = open_session_log(root, parser.provider, session_id, durability="relaxed")
+            for i in range(0, len(fresh), BATCH):
+                log.append(fresh[i:i + BATCH])
+    if not dry_run and report.error is None:
+        state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
+                        "head": _head_digest(path, min(end, HEAD_BYTES)), "provider": parser.provider,
+                        "imported_at": int(time.time())}
+    return report
+
+
+# -- many files -------------------------------------------------------------------------------------
+
+
+def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (), *, since_s: float | None = None,
+                 dry_run: bool = False,
+                 progress: Callable[[str, int, int], None] | None = None) -> ImportReport:
+    """Import the transcripts of ``agent_names`` found under ``paths`` (default: each
+    agent's own locations). ``progress(file, bytes done, bytes total)`` is called
+    as bytes are read. The offsets are saved after every file, so an interrupted
+    import goes on where it stopped."""
+    from .sources import AGENTS, find_files, make_parser
+
+    started = time.perf_counter()
+    report = ImportReport(dry_run=dry_run)
+    paths = list(paths)
+    plan: list[tuple[Any, str]] = []
+    for name in agent_names:
+        agent = AGENTS[name]
+        for f in find_files(agent, paths or agent.default_roots(), since_s):
+            plan.append((agent, f))
+    total = 0
+    for _, f in plan:
+        try:
+            total += os.stat(f).st_size
+        except OSError:
+            pass
+    done = 0
+    state = load_state(root)
+    known: dict[tuple[str, str | None], Known] = {}
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(current, done, total)
+
+    for agent, f in plan:
+        current = f
+        try:
+            size = os.stat(f).st_size
+        except OSError:
+            size = 0
+        before = done
+        parser = make_parser(agent, f)
+        if hasattr(parser, "base_time_us"):
+            try:
+                parser.base_time_us = int(os.stat(f).st_mtime * 1_000_000)
+            except OSError:
+                pass
+        r = import_file(root, parser, state, dry_run=dry_run, known=known, on_bytes=tick)
+        done = before + size
+        if progress is not None:
+            progress(f, done, total)
+        report.files.append(r)
+        if not dry_run:
+            save_state(root, state)
+    report.seconds = time.perf_counter() - started
+    return report

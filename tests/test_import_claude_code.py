@@ -1,0 +1,281 @@
+"""Importing Claude Code transcripts: the real fixtures, merging with hooks,
+offsets, hostile files, usage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlog.fixtures import shared_dir
+from agentlog.importer import run
+from agentlog.importer.claude_code import ClaudeCodeParser
+from agentlog.importer.run import import_paths
+from agentlog.model import Event
+
+SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
+FIXTURES = SHARED / "fixtures" / "claude-code"
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+
+# Per file, counted by hand from the files (tool_use blocks, including the subagents'
+# nested in agent_progress records; tool_result blocks; is_error ones; model responses
+# with usage and their final usage summed per message id).
+GOLDEN: dict[str, dict[str, Any]] = {
+    "ckpt-03": {"started": 5, "ended": 5, "failed": 1, "prompts": 1, "responses": 6,
+                "usage": (50, 990, 215249, 45670)},
+    "ckpt-04": {"started": 9, "ended": 9, "failed": 2, "prompts": 2, "responses": 7,
+                "usage": (84, 3281, 157550, 66741)},
+    "ckpt-10": {"started": 22, "ended": 22, "failed": 1, "prompts": 6, "responses": 14,
+                "usage": (14, 53, 668613, 132836)},
+    "ckpt-1e": {"started": 13, "ended": 13, "failed": 0, "prompts": 8, "responses": 20,
+                "usage": (202, 50, 850255, 94226)},
+    "ckpt-5c": {"started": 10, "ended": 10, "failed": 2, "prompts": 1, "responses": 5,
+                "usage": (42, 8, 193753, 27063)},
+    "ckpt-60": {"started": 37, "ended": 36, "failed": 1, "prompts": 5, "responses": 30,
+                "usage": (9469, 2105, 1073943, 62315)},
+    "ckpt-91": {"started": 59, "ended": 59, "failed": 3, "prompts": 2, "responses": 56,
+                "usage": (60, 1875, 4575511, 172411)},
+}
+
+
+def _fixture(tag: str) -> Path:
+    (path,) = FIXTURES.glob(f"*{tag}*.jsonl")
+    return path
+
+
+def _parse(path: Path | str) -> tuple[list[dict[str, Any]], ClaudeCodeParser]:
+    parser = ClaudeCodeParser(str(path))
+    events: list[dict[str, Any]] = []
+    for line, _ in run.iter_lines(str(path), 0, 0):
+        assert line is not None
+        record = run.parse_json(line.data)
+        if record is not None:
+            events += parser.feed(line, record)
+    return events + parser.finish(), parser
+
+
+def _log_events(root: Path) -> list[dict[str, Any]]:
+    """Every event in every session log under ``root`` (read as a reader of the log would)."""
+    from agentlog.log.frame import event_bytes
+
+    out = []
+    for path in sorted((root / "logs").rglob("*.jsonl")):
+        for line in path.read_bytes().splitlines(keepends=True):
+            out.append(json.loads(event_bytes(line)))
+    return out
+
+
+@needs_fixtures
+@pytest.mark.parametrize("tag", sorted(GOLDEN))
+def test_each_fixture_maps_to_its_golden_counts(tag: str) -> None:
+    events, parser = _parse(_fixture(tag))
+    want = GOLDEN[tag]
+    kinds = Counter(e["kind"] for e in events)
+    assert kinds["tool_call_started"] == want["started"]
+    assert kinds["tool_call_finished"] + kinds["tool_call_failed"] + kinds["permission_denied"] == want["ended"]
+    assert kinds["tool_call_failed"] + kinds["permission_denied"] == want["failed"]
+    assert kinds["prompt_submitted"] == want["prompts"]
+    assert kinds["usage"] == want["responses"]
+    assert kinds["unknown"] == 0 and not parser.stats.unknown and parser.stats.problem_count == 0
+    # every result pairs with the tool_use of the same id, and names its tool
+    started = {e["tool"]["call_id"]: e["tool"]["name"] for e in events if e["kind"] == "tool_call_started"}
+    for e in events:
+        if e["kind"] in ("tool_call_finished", "tool_call_failed"):
+            assert started[e["tool"]["call_id"]] == e["tool"]["name"]
+            assert not e["attrs"].get("unpaired_result")
+    for e in events:
+        Event.from_wire(e)  # the canonical model accepts every event
+        assert e["attrs"]["reconstructed"] is True and e["attrs"]["source_file"] == str(_fixture(tag))
+        assert e["provider"] == "claude_code" and e["provider_event_name"].startswith("transcript:")
+    # ids are a function of the file: the same on a second parse, all distinct
+    again, _ = _parse(_fixture(tag))
+    assert [e["event_id"] for e in again] == [e["event_id"] for e in events]
+    assert len({e["event_id"] for e in events}) == len(events)
+
+
+@needs_fixtures
+def test_usage_totals_equal_a_count_made_from_the_json() -> None:
+    """Independent count: per message id the last record's usage, summed."""
+    for tag in GOLDEN:
+        path = _fixture(tag)
+        last: dict[str, dict[str, int]] = {}
+        for raw in path.read_text().splitlines():
+            rec = json.loads(raw)
+            nested = (rec.get("data") or {}).get("message") if rec.get("type") == "progress" else None
+            for r in (rec, nested):
+                if isinstance(r, dict) and r.get("type") == "assistant":
+                    msg = r.get("message") or {}
+                    if msg.get("id") and isinstance(msg.get("usage"), dict):
+                        last[msg["id"]] = msg["usage"]
+        want = tuple(sum(int(u.get(k) or 0) for u in last.values()) for k in (
+            "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+        events, _ = _parse(path)
+        got = tuple(sum(e["attrs"][k] for e in events if e["kind"] == "usage") for k in (
+            "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))
+        assert got == want == GOLDEN[tag]["usage"], tag
+
+
+@needs_fixtures
+def test_import_twice_changes_nothing_and_every_event_is_ingested(agentlog_home: Path) -> None:
+    from agentlog.project.persist import refresh
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+
+    first = import_paths(str(agentlog_home), ["claude-code"], [str(FIXTURES)])
+    assert first.totals()["errors"] == 0 and first.totals()["events"] > 500
+    logs = {p: p.read_bytes() for p in (agentlog_home / "logs").rglob("*.jsonl")}
+    second = import_paths(str(agentlog_home), ["claude-code"], [str(FIXTURES)])
+    assert second.totals()["events"] == 0 and {f.mode for f in second.files} == {"unchanged"}
+    assert {p: p.read_bytes() for p in (agentlog_home / "logs").rglob("*.jsonl")} == logs
+    # the state forgotten: every line is read again, nothing is written twice
+    os.remove(agentlog_home / "state" / "import.json")
+    third = import_paths(str(agentlog_home), ["claude-code"], [str(FIXTURES)])
+    assert third.totals()["events"] == 0 and third.totals()["duplicates"] == first.totals()["events"]
+    assert {p: p.read_bytes() for p in (agentlog_home / "logs").rglob("*.jsonl")} == logs
+    # ingested and projected like hook events
+    assert ingest(str(agentlog_home)).events == first.totals()["events"]
+    refresh(str(agentlog_home))
+    with Engine(str(agentlog_home)) as engine:
+        assert engine.run("SELECT count(*) FROM sessions").rows[0][0] == len(GOLDEN)
+        calls = engine.run("SELECT count(*) FROM tool_calls").rows[0][0]
+    assert calls == sum(g["started"] for g in GOLDEN.values())
+
+
+@needs_fixtures
+def test_a_grown_file_imports_only_its_new_lines_and_a_replaced_one_no_duplicates(
+        agentlog_home: Path, tmp_path: Path) -> None:
+    source = _fixture("ckpt-91").read_bytes()
+    lines = source.splitlines(keepends=True)
+    path = tmp_path / "projects" / "-work-x" / "session.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(lines[:100]))
+    a = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    with open(path, "ab") as fh:
+        fh.write(b"".join(lines[100:]))
+    b = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert b.files[0].mode == "grown" and b.files[0].lines == len(lines) - 100
+    whole, _ = _parse(_fixture("ckpt-91"))
+    # nothing lost, nothing twice (a response cut by the first import adds one more usage row)
+    logged = [e for e in _log_events(agentlog_home) if e["kind"] != "usage"]
+    assert sorted(e["event_id"] for e in logged) == sorted(e["event_id"] for e in whole if e["kind"] != "usage")
+    assert a.totals()["events"] + b.totals()["events"] == len(_log_events(agentlog_home))
+    # replaced by a shorter file (same name, other content): read again, nothing duplicated
+    path.unlink()
+    path.write_bytes(b"".join(lines[:50]))
+    c = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert c.files[0].mode == "replaced" and c.totals()["events"] == 0
+
+
+@needs_fixtures
+def test_a_session_recorded_by_hooks_then_imported_has_each_tool_call_once(agentlog_home: Path) -> None:
+    """Hook payloads made from the transcript's own tool calls go through the real
+    capture path first; the import then adds only what hooks do not see."""
+    from agentlog.capture.hook import build, record
+
+    events, _ = _parse(_fixture("ckpt-5c"))
+    session = events[0]["provider_session_id"]
+    calls = [e for e in events if e["kind"] == "tool_call_started"]
+    for e in calls:
+        payload = {"session_id": session, "hook_event_name": "PreToolUse", "tool_name": e["tool"]["name"],
+                   "tool_use_id": e["tool"]["call_id"], "tool_input": {}, "cwd": "/nonexistent"}
+        captured = build("claude-code", json.dumps(payload).encode(), 0, [])
+        record(captured, str(agentlog_home), "relaxed")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(_fixture("ckpt-5c"))])
+    assert report.totals()["duplicates"] == len(calls)
+    logged = _log_events(agentlog_home)
+    starts = Counter(e["tool"]["call_id"] for e in logged if e["kind"] == "tool_call_started")
+    assert set(starts.values()) == {1} and len(starts) == len(calls)
+    # the transcript filled in what hooks lack: results, messages, usage
+    kinds = Counter(e["kind"] for e in logged)
+    assert kinds["agent_message"] > 0 and kinds["usage"] > 0 and kinds["tool_call_finished"] > 0
+
+
+def test_hostile_files_are_reported_and_the_import_goes_on(agentlog_home: Path, tmp_path: Path) -> None:
+    good = {"type": "user", "sessionId": "s-hostile", "timestamp": "2026-11-01T10:00:00Z",
+            "message": {"role": "user", "content": "fix the build"}}
+    huge = json.dumps({"type": "user", "sessionId": "s-hostile", "timestamp": "2026-11-01T10:00:01Z",
+                       "message": {"role": "user", "content": "x" * (12 << 20)}}).encode()
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"\n".join([
+        json.dumps(good).encode(),
+        b"this is not json",
+        b"\xff\xfe garbage \x00",
+        b"[1, 2, 3]",
+        b'{"type": "user", "message": 5}',
+        b'{"type": "brand-new-record", "version": "9.9.9", "sessionId": "s-hostile"}',
+        huge,
+        b'{"type": "user", "sessionId": "s-hostile", "timestamp": "2026-11-01T10:00:02Z", '
+        b'"message": {"role": "user", "content": "caf\xc3\xa9 \xff ok"}}',
+    ]) + b"\n")
+    not_jsonl = tmp_path / "notes.jsonl"
+    not_jsonl.write_bytes(b"# a markdown file\n\nwith no JSON at all\n")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path), str(not_jsonl)])
+    hostile, notes = sorted(report.files, key=lambda f: f.path != str(path))
+    assert hostile.error is None and hostile.lines == 8
+    assert {p["line"] for p in hostile.problems} == {2, 3, 4, 5}
+    assert all(p["file"] == str(path) for p in hostile.problems)
+    assert hostile.unknown == {"9.9.9/brand-new-record": 1}
+    logged = _log_events(agentlog_home)
+    prompts = [e for e in logged if e["kind"] == "prompt_submitted"]
+    assert len(prompts) == 3  # the good one, the 12 MB one, the one with a bad byte
+    assert any(len(e["content"]["prompt"]) == 12 << 20 for e in prompts)
+    assert [e["attrs"]["record_type"] for e in logged if e["kind"] == "unknown"] == ["brand-new-record"]
+    assert notes.error is None and notes.problem_count == 2 and notes.events == 0
+
+
+def test_a_line_over_the_cap_is_skipped_with_bounded_memory(agentlog_home: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "MAX_LINE", 1 << 20)
+    monkeypatch.setattr(run, "CHUNK", 64 << 10)
+    ok = json.dumps({"type": "user", "sessionId": "s-cap", "timestamp": "2026-11-01T10:00:00Z",
+                     "message": {"role": "user", "content": "after"}}).encode()
+    path = tmp_path / "cap.jsonl"
+    path.write_bytes(b'{"type": "user", "x": "' + b"y" * (3 << 20) + b'"}\n' + ok + b"\n")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    (f,) = report.files
+    assert f.lines == 2 and f.problem_count == 1 and "longer than" in f.problems[0]["message"]
+    assert f.problems[0]["line"] == 1
+    assert [e["content"]["prompt"] for e in _log_events(agentlog_home)] == ["after"]
+
+
+def test_subagent_files_and_sidechains_name_their_agent(tmp_path: Path) -> None:
+    sub = tmp_path / "sess-1" / "subagents" / "agent-a1b2.jsonl"
+    sub.parent.mkdir(parents=True)
+    sub.write_text(json.dumps({
+        "type": "assistant", "sessionId": "sess-1", "isSidechain": True, "timestamp": "2026-11-01T10:00:00Z",
+        "message": {"id": "msg_1", "model": "m", "content": [{"type": "tool_use", "id": "tu_1", "name": "Read",
+                                                                 "input": {"file_path": "/w/a.py"}}],
+                    "usage": {"input_tokens": 3, "output_tokens": 4}}}) + "\n")
+    events, _ = _parse(sub)
+    assert [e["kind"] for e in events] == ["tool_call_started", "usage"]
+    for e in events:
+        assert e["agent"]["agent_id"] == "a1b2" and e["attrs"]["is_subagent"] is True
+        assert e["provider_session_id"] == "sess-1"
+
+
+def test_the_cli_imports_and_reports(agentlog_home: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    projects = tmp_path / "claude" / "projects" / "-w"
+    projects.mkdir(parents=True)
+    if FIXTURES.is_dir():
+        shutil.copy(_fixture("ckpt-03"), projects / "s.jsonl")
+    else:  # pragma: no cover
+        (projects / "s.jsonl").write_text("")
+    runner = CliRunner()
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "AGENTLOG_HOME": str(agentlog_home)}
+    dry = runner.invoke(cli, ["import", "claude-code", "--dry-run", "--json"], env=env)
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.output)["dry_run"] is True and not (agentlog_home / "logs").exists()
+    done = runner.invoke(cli, ["import", "claude-code", "--json"], env=env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["totals"]["files"] == 1
+    bad = runner.invoke(cli, ["import", "claude-code", "--since", "not a time"], env=env)
+    assert bad.exit_code == 2 and "--since" in bad.output
