@@ -36,6 +36,7 @@ EventKind = Literal[
     "permission_denied",
     "notification",
     "agent_message",
+    "usage",
     "turn_stopped",
     "turn_failed",
     "subagent_started",
