@@ -170,8 +170,14 @@ def test_catalog_covers_every_column_and_every_example_runs(agentlog_home: Path)
 
     from agentlog.project.persist import refresh
 
+    from agentlog.fixtures import shared_dir
+    from agentlog.importer.run import import_paths
+
     root = str(agentlog_home)
     load(600, root=root)
+    transcripts = (shared_dir() or Path(__file__).resolve().parents[2] / "shared") / "fixtures" / "claude-code"
+    if transcripts.is_dir():  # usage comes from transcripts
+        import_paths(root, ["claude-code"], [str(transcripts)])
     ingest(root)
     refresh(root)
     with Engine(root) as engine:

@@ -71,6 +71,7 @@ LAZY_COMMANDS = {
     "retract": ".meta_cmds:retract_cmd",
     "project": ".project_cmd:project_cmd",
     "import": ".import_cmd:import_cmd",
+    "usage": ".usage_cmd:usage_cmd",
 }
 
 

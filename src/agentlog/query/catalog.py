@@ -126,6 +126,33 @@ _COMMON: Final = {
 # types come from the engine itself (``_projection_table``), so a column the
 # views gain without a description here fails a test.
 _PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] = {
+    "usage": (
+        "One row per model response imported from a transcript (`agentlog import`): its final token counts and "
+        "their cost (a response imported twice, e.g. while it was being written, counts once: the last).",
+        {
+            "event_id": "the usage event",
+            "provider_session_id": "the agent's session id",
+            "agent_id": "subagent id (null for the main agent)",
+            "project_root": "the project's root directory",
+            "observed_at": "when the response was written (UTC)",
+            "model": "the model that answered",
+            "message_id": "the provider's id of the response",
+            "input_tokens": "input tokens not read from a cache",
+            "output_tokens": "output tokens (reasoning included)",
+            "cache_read_tokens": "input tokens read from the prompt cache",
+            "cache_write_tokens": "input tokens written to the prompt cache",
+            "total_tokens": "the four counts summed",
+            "cost_usd": "cost in US dollars from the price table (null: the model has no price)",
+            "price_model": "the price-table entry used",
+            "price_as_of": "the date of the price table (the shipped one, or prices.toml's as_of)",
+        },
+        (
+            Example("Cost per day", "select cast(observed_at as date) as day, round(sum(cost_usd), 2) as usd "
+                                    "from usage group by 1 order by 1"),
+            Example("The most expensive sessions", "select provider_session_id, round(sum(cost_usd), 2) as usd, "
+                    "sum(total_tokens) as tokens from usage group by 1 order by usd desc nulls last limit 10"),
+        ),
+    ),
     "sessions": (
         "One row per agent session: when it ran, how much was seen (coverage), whether it is still live.",
         {

@@ -231,6 +231,10 @@ class Engine:
         else:
             self._con.register("_events", EVENTS_SCHEMA.empty_table())
         self._views["events"] = (lambda: self._con.execute(EVENTS_VIEW), ("_events",))
+        from ..usage import USAGE_VIEW, prices_table
+
+        self._views["_prices"] = (lambda: self._con.register("_prices", prices_table(root)), ())
+        self._views["usage"] = (partial(self._con.execute, USAGE_VIEW), ("events", "_prices"))
         if projection:
             from ..project.persist import load_manifest, projection_dir, sources, stored_schema
 

@@ -1,0 +1,61 @@
+"""``agentlog usage``."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ..paths import data_root
+from .output import print_json, print_table, stderr
+from .scope_opts import current_engine
+
+
+@click.command(name="usage")
+@click.option("--by", "by", type=click.Choice(["day", "session", "model", "project", "provider"]), default="day",
+              show_default=True, help="What each row sums over.")
+@click.option("--since", "since", default=None, metavar="WHEN",
+              help="Only responses since then (a date, RFC 3339 time, epoch, 'today', '-7d' …).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@click.option("--no-ingest", is_flag=True, help="Do not catch the store up with the logs first.")
+def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool) -> None:
+    """Tokens and their cost, by day, session, model, project or agent.
+
+    Usage comes from imported transcripts (`agentlog import`): one row per
+    model response, its final counts (a response written in several records
+    counts once; subagents' responses are included). Cost uses the price
+    table shipped with agentlog (USD per million tokens, dated), overridden
+    by `prices.toml` in the data root; a model without a price counts in
+    `unpriced` and adds nothing to the cost.
+    """
+    from ..query.engine import QueryError
+    from ..query.timeexpr import resolve
+    from ..usage import PriceError, load_prices, usage_sql
+
+    since_us = None
+    if since is not None:
+        try:
+            since_us = resolve(since, time.time_ns() // 1000)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--since") from None
+    try:
+        _, as_of = load_prices(data_root())
+    except PriceError as e:
+        raise click.ClickException(str(e)) from None
+    with current_engine(no_ingest) as engine:
+        try:
+            result = engine.run(usage_sql(by, since_us))
+        except QueryError as e:
+            raise click.ClickException(str(e)) from None
+    rows = [dict(zip(result.columns, (str(v) if by == "day" and i == 0 and v is not None else v
+                                      for i, v in enumerate(r)))) for r in result.rows]
+    if as_json:
+        print_json({"by": by, "prices_as_of": as_of, "rows": rows})
+        return
+    if not rows:
+        stderr().print("no usage recorded yet: it comes from transcripts (`agentlog import`)")
+        return
+    print_table(rows, result.columns, title=f"token usage by {by} (prices as of {as_of}, USD)")
+    total = sum(r["cost_usd"] or 0 for r in rows)
+    unpriced = sum(r["unpriced"] for r in rows)
+    stderr().print(f"total ${total:,.2f}" + (f"; {unpriced} responses of models without a price" if unpriced else ""))

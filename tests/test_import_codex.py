@@ -1,0 +1,451 @@
+"""The Codex rollout parser: a real session, synthetic modern and legacy files, garbage."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from agentlog import fastjson
+from agentlog.capture.adapters import codex as codex_hook
+from agentlog.capture.adapters.common import timestamp_us
+from agentlog.importer.base import NOT_JSON, SourceLine, text_digest
+from agentlog.importer.codex import MAX_OPEN_CALLS, CodexParser
+from agentlog.fixtures import shared_dir
+from agentlog.importer import run
+from agentlog.importer.sources import AGENTS
+from agentlog.model import Event
+
+SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
+FIXTURE = SHARED / "fixtures" / "codex" / "agent-history__real_sessions-codex-session-01.jsonl"
+needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=f"shared fixture not found at {FIXTURE}")
+SID = "019e9625-802f-7e91-840a-cfe88d14117a"
+TURN = "019e9625-806b-7343-9798-a7ca2de29a04"
+
+
+def source_lines(data: bytes, path: str) -> list[SourceLine]:
+    """Split on newlines (1-based numbers, byte offsets); a final empty piece is no line."""
+    out = []
+    offset = 0
+    pieces = data.split(b"\n")
+    if pieces and pieces[-1] == b"":
+        pieces.pop()
+    for n, piece in enumerate(pieces, 1):
+        out.append(SourceLine(path=path, lineno=n, offset=offset, data=piece))
+        offset += len(piece) + 1
+    return out
+
+
+def record_of(data: bytes) -> Any:
+    try:
+        return fastjson.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return NOT_JSON
+
+
+def parse(data: bytes, path: str = "rollout.jsonl", hint: str | None = None) -> tuple[CodexParser, list[dict[str, Any]]]:
+    parser = CodexParser(path, session_hint=hint)
+    events: list[dict[str, Any]] = []
+    for line in source_lines(data, path):
+        events.extend(parser.feed(line, record_of(line.data)))
+    events.extend(parser.finish())
+    return parser, events
+
+
+def jsonl(*records: Any) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def assert_valid(events: list[dict[str, Any]]) -> None:
+    """Strict model validation, plus what the importer promises on every event."""
+    ids = [e["event_id"] for e in events]
+    assert len(set(ids)) == len(ids), "event ids must be distinct"
+    for e in events:
+        Event.from_wire(e)
+        fastjson.dumps(e)
+        attrs = e["attrs"]
+        assert attrs["reconstructed"] is True and attrs["reconstructed_from"] == "codex_rollout"
+        assert isinstance(attrs["source_line"], int)
+        if "call_id" in e.get("tool", {}) or e["kind"] == "prompt_submitted":
+            assert attrs["merge_key"].startswith("codex\x1f" + e.get("provider_session_id", "") + "\x1f")
+        assert e["provider"] == "codex"
+        assert e["provider_event_name"].startswith("rollout:")
+        for v in attrs.values():
+            assert isinstance(v, (str, bool, int)) or (isinstance(v, dict) and v), v
+
+
+def assert_paired(events: list[dict[str, Any]]) -> None:
+    """Every finished/failed tool event follows a started one with the same call id."""
+    started: set[str] = set()
+    for e in events:
+        if e["kind"] == "tool_call_started":
+            started.add(e["tool"]["call_id"])
+        elif e["kind"] in ("tool_call_finished", "tool_call_failed"):
+            assert e["tool"]["call_id"] in started, e
+
+
+def kinds(events: list[dict[str, Any]]) -> list[str]:
+    return [e["kind"] for e in events]
+
+
+# -- the real session ----------------------------------------------------------------
+
+
+@needs_fixture
+def test_real_session_golden_counts() -> None:
+    data = FIXTURE.read_bytes()
+    assert len(source_lines(data, str(FIXTURE))) == 11
+    parser, events = parse(data, str(FIXTURE))
+    assert kinds(events) == ["session_started", "prompt_submitted", "agent_message", "usage", "turn_stopped"]
+    counts = Counter(kinds(events))
+    assert counts["tool_call_started"] == counts["tool_call_finished"] == counts["tool_call_failed"] == 0
+    assert [e["attrs"]["source_line"] for e in events] == [1, 7, 8, 10, 11]
+    assert parser.stats.problem_count == 0 and parser.stats.unknown == {}
+    assert parser.stats.records == {
+        "session_meta": 1, "event_msg:task_started": 1, "response_item:message": 4, "turn_context": 1,
+        "event_msg:user_message": 1, "event_msg:agent_message": 1, "event_msg:token_count": 1,
+        "event_msg:task_complete": 1,
+    }
+    assert sum(parser.stats.records.values()) == 11
+    assert_valid(events)
+    assert_paired(events)
+
+
+@needs_fixture
+def test_real_session_fields() -> None:
+    lines = source_lines(FIXTURE.read_bytes(), str(FIXTURE))
+    _, events = parse(FIXTURE.read_bytes(), str(FIXTURE))
+    events = [e for e in events if e["kind"] != "usage"]
+    start, prompt, message, stop = events
+    assert all(e["provider_session_id"] == SID and e["provider_version"] == "0.135.0" for e in events)
+    assert "provider_turn_id" not in start and "agent" not in start
+    assert all(e["provider_turn_id"] == TURN and e["agent"] == {"model": "gpt-5.5"} for e in events[1:])
+    assert start["attrs"]["originator"] == "codex_exec" and start["attrs"]["source"] == "exec"
+    assert start["attrs"]["model_provider"] == "openai"
+    assert start["attrs"]["cwd"] == "/tmp/agent-history-real-agent/codex/workspace"
+    assert start["observed_at"] == timestamp_us("2026-06-05T04:58:20.653Z")
+    assert prompt["content"]["prompt"] == "[REDACTED_PROMPT]" and prompt["attrs"]["prompt_kind"] == "human"
+    assert prompt["attrs"]["merge_key"].endswith("\x1f" + text_digest("[REDACTED_PROMPT]"))
+    assert prompt["observed_at"] == timestamp_us("2026-06-05T04:58:23.506Z")
+    # the event_msg and the response_item encodings of the answer are stored once
+    assert message["content"]["message"] == "[REDACTED_ASSISTANT_TEXT]"
+    assert message["attrs"]["message_chars"] == len("[REDACTED_ASSISTANT_TEXT]")
+    assert message["attrs"]["phase"] == "final_answer"
+    assert stop["duration_ms"] == 6074 and stop["content"]["message"] == "[REDACTED_ASSISTANT_TEXT]"
+    for e in events:  # the first event of a line carries the line, byte for byte
+        assert e["raw"] == {"line": lines[e["attrs"]["source_line"] - 1].data.decode()}
+
+
+@needs_fixture
+def test_real_session_usage_is_one_event_per_response() -> None:
+    """Line 10's last_token_usage (read off the fixture): input 22539 of which 20864
+    cached, output 10 — normalised to uncached input + cache reads."""
+    parser, events = parse(FIXTURE.read_bytes(), str(FIXTURE))
+    assert parser.usage == {
+        "input_tokens": 22539, "cached_input_tokens": 20864, "output_tokens": 10,
+        "reasoning_output_tokens": 0, "total_tokens": 22549, "model": "gpt-5.5",
+    }
+    (usage,) = [e for e in events if e["kind"] == "usage"]
+    a = usage["attrs"]
+    assert (a["input_tokens"], a["cache_read_tokens"], a["output_tokens"], a["cache_write_tokens"]) == \
+        (22539 - 20864, 20864, 10, 0)
+    assert a["model"] == "gpt-5.5" and a["message_id"] == "token_count:22549"
+    # the same count written twice is one response (one merge key)
+    again = [e for e in parse(FIXTURE.read_bytes(), str(FIXTURE))[1] if e["kind"] == "usage"]
+    assert again[0]["attrs"]["merge_key"] == a["merge_key"]
+
+
+@needs_fixture
+def test_event_ids_are_deterministic() -> None:
+    data = FIXTURE.read_bytes()
+    _, a = parse(data, str(FIXTURE))
+    _, b = parse(data, str(FIXTURE))
+    assert [e["event_id"] for e in a] == [e["event_id"] for e in b]
+    assert a == b
+
+
+@pytest.mark.parametrize("sample", ["modern", "legacy"])
+def test_event_ids_are_deterministic_across_copies(sample: str) -> None:
+    data = MODERN if sample == "modern" else LEGACY
+    _, a = parse(data, "/a/rollout.jsonl")
+    _, b = parse(data, "/elsewhere/copy.jsonl")
+    assert [e["event_id"] for e in a] == [e["event_id"] for e in b]
+    # an id does not depend on where an event with an item (call id, prompt digest) sits in the file
+    _, shifted = parse(b"\n" + data)
+    with_item = {e["attrs"]["merge_key"]: e["event_id"] for e in a if "merge_key" in e["attrs"]}
+    assert with_item and all(with_item[e["attrs"]["merge_key"]] == e["event_id"]
+                             for e in shifted if "merge_key" in e["attrs"] and "time_estimated" not in e["attrs"])
+
+
+@needs_fixture
+def test_import_pipeline_uses_this_parser() -> None:
+    """The registry names this class, and the importer's own line reader gives the same events."""
+    assert AGENTS["codex"].parser_class() is CodexParser
+    parser = CodexParser(str(FIXTURE))
+    events: list[dict[str, Any]] = []
+    for src, _ in run.iter_lines(str(FIXTURE), 0, 0):
+        assert src is not None
+        record = run.parse_json(src.data)
+        if record is not None:
+            events += parser.feed(src, record)
+    events += parser.finish()
+    _, mine = parse(FIXTURE.read_bytes(), str(FIXTURE))
+    assert events == mine
+
+
+# -- a synthetic modern session with tools ---------------------------------------------
+
+PATCH = "*** Begin Patch\n*** Update File: src/app.py\n@@\n-x = 1\n+x = 2\n+y = 3\n*** End Patch\n"
+T0 = "2026-01-02T03:04:05.000Z"
+
+
+def line(typ: str, payload: Any, ts: str = T0) -> dict[str, Any]:
+    return {"timestamp": ts, "type": typ, "payload": payload}
+
+
+MODERN = jsonl(
+    line("session_meta", {"id": "s-1", "cwd": "/nonexistent/proj", "cli_version": "0.50.0", "originator": "codex_cli_rs",
+                          "source": "cli", "model_provider": "openai",
+                          "git": {"commit_hash": "abc123", "branch": "main",
+                                  "repository_url": "https://user:s3cret@example.com/o/r.git"}}),
+    line("turn_context", {"turn_id": "t-1", "cwd": "/nonexistent/proj", "model": "gpt-5-codex"}),
+    line("event_msg", {"type": "user_message", "message": "<environment_context>\n  <cwd>/x</cwd>\n</environment_context>"}),
+    line("event_msg", {"type": "user_message", "message": "fix the tests", "images": ["a.png"]}),
+    line("response_item", {"type": "reasoning", "summary": []}),
+    line("response_item", {"type": "function_call", "name": "shell", "call_id": "c-1",
+                           "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"], "workdir": "/x"})}),
+    line("response_item", {"type": "function_call_output", "call_id": "c-1",
+                           "output": "Exit code: 1\nWall time: 0.4 seconds\nOutput:\nFAILED"}),
+    line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c-2",
+                           "arguments": json.dumps({"cmd": "ls"})}),
+    line("response_item", {"type": "function_call_output", "call_id": "c-2",
+                           "output": json.dumps({"output": "a\n", "metadata": {"exit_code": 0}})}),
+    line("response_item", {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c-3", "input": PATCH,
+                           "status": "completed"}),
+    line("response_item", {"type": "custom_tool_call_output", "call_id": "c-3",
+                           "output": json.dumps({"output": "Success.", "metadata": {"exit_code": 0}})}),
+    line("response_item", {"type": "local_shell_call", "call_id": "c-4", "status": "completed",
+                           "action": {"type": "exec", "command": ["git", "status"]}}),
+    line("response_item", {"type": "function_call_output", "call_id": "c-4",
+                           "output": json.dumps({"output": "", "metadata": {"exit_code": 128}})}),
+    line("response_item", {"type": "function_call", "name": "shell_command", "call_id": "c-5", "arguments": "{bad"}),
+    line("response_item", {"type": "function_call_output", "call_id": "c-404", "output": "orphan"}),
+    line("event_msg", {"type": "agent_message", "message": "Fixed."}),
+    line("response_item", {"type": "message", "role": "assistant", "id": "msg_1",
+                           "content": [{"type": "output_text", "text": "Fixed."}]}),
+    line("event_msg", {"type": "agent_message", "message": "Fixed."}),
+    line("compacted", {"message": "summary of the work", "replacement_history": [{}, {}]}),
+    line("event_msg", {"type": "context_compacted"}),
+    line("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+    line("event_msg", {"type": "token_count", "info": None, "rate_limits": {}}),
+    line("event_msg", {"type": "brand_new_thing", "x": 1}),
+    line("something_else", {"type": "x"}),
+)
+
+
+def test_modern_session_mapping() -> None:
+    parser, events = parse(MODERN)
+    assert kinds(events) == [
+        "session_started", "notification", "prompt_submitted",
+        "tool_call_started", "tool_call_failed",
+        "tool_call_started", "tool_call_finished",
+        "tool_call_started", "tool_call_finished",
+        "tool_call_started", "tool_call_failed",
+        "tool_call_started", "tool_call_finished",
+        "agent_message", "agent_message",
+        "compaction_finished", "turn_failed", "unknown", "unknown",
+    ]
+    assert_valid(events)
+    by_line = {e["attrs"]["source_line"]: e for e in events}
+    start = by_line[1]
+    assert start["attrs"]["git_remote"] == "https://example.com/o/r.git"
+    assert start["attrs"]["git_branch"] == "main" and start["attrs"]["git_commit"] == "abc123"
+    assert by_line[3]["attrs"]["notification_type"] == "injected_context"
+    assert by_line[4]["attrs"]["image_count"] == 1 and by_line[4]["provider_turn_id"] == "t-1"
+    shell_fail = by_line[7]
+    assert shell_fail["tool"] == {"name": "shell", "category": "shell", "call_id": "c-1"}
+    assert shell_fail["outcome"] == {"status": "failure", "class": "nonzero_exit", "exit_code": 1}
+    assert shell_fail["content"]["command"] == "bash -lc pytest -q"
+    assert by_line[6]["attrs"]["command_category"] == "test"
+    assert by_line[9]["outcome"] == {"status": "success"} and by_line[9]["content"]["command"] == "ls"
+    for n in (10, 11):
+        assert by_line[n]["tool"]["category"] == "file_edit" and by_line[n]["paths"] == ["src/app.py"]
+        assert by_line[n]["attrs"]["lines_added"] == 2 and by_line[n]["attrs"]["lines_removed"] == 1
+    assert by_line[12]["tool"]["name"] == "local_shell" and by_line[12]["content"]["command"] == "git status"
+    assert by_line[13]["outcome"]["exit_code"] == 128
+    bad_args = by_line[14]
+    assert bad_args["tool"]["category"] == "shell" and bad_args["attrs"]["arguments_invalid"] is True
+    assert bad_args["content"]["tool_input"] == "{bad"
+    orphan = by_line[15]
+    assert orphan["attrs"]["unpaired"] is True and orphan["tool"]["call_id"] == "c-404"
+    # lines 16/17: one message in two encodings; line 18 repeats the text, so it is a new message
+    assert by_line[16]["content"]["message"] == "Fixed." and 17 not in by_line and by_line[18]["kind"] == "agent_message"
+    assert by_line[19]["content"]["compact_summary"] == "summary of the work" and 20 not in by_line
+    assert by_line[21]["outcome"] == {"status": "cancelled", "class": "interrupted"}
+    assert by_line[23]["attrs"]["payload_type"] == "brand_new_thing"
+    assert by_line[24]["attrs"]["record_type"] == "something_else"
+    assert parser.stats.unknown == {("0.50.0", "event_msg:brand_new_thing"): 1, ("0.50.0", "something_else"): 1}
+    assert [p[1:] for p in parser.stats.problems] == [(14, "function_call: arguments are not JSON")]
+    assert parser.usage == {} and parser.open_calls == {"c-5": ("shell_command", "{bad")}
+    tool_events = [e for e in events if e["kind"].startswith("tool_call_") and not e["attrs"].get("unpaired")]
+    assert_paired(tool_events)
+
+
+def test_tool_calls_match_the_hook_mapping() -> None:
+    """An imported call projects like the one the Codex hook records (PostToolUse)."""
+    _, events = parse(MODERN)
+    by_call = {e["tool"]["call_id"]: e for e in events if e["kind"] in ("tool_call_finished", "tool_call_failed")}
+    cases = {
+        "c-1": ("shell", {"command": ["bash", "-lc", "pytest -q"], "workdir": "/x"},
+                "Exit code: 1\nWall time: 0.4 seconds\nOutput:\nFAILED"),
+        "c-2": ("exec_command", {"cmd": "ls"}, json.dumps({"output": "a\n", "metadata": {"exit_code": 0}})),
+        "c-3": ("apply_patch", {"command": PATCH}, json.dumps({"output": "Success.", "metadata": {"exit_code": 0}})),
+    }
+    for call_id, (name, tool_input, response) in cases.items():
+        hook = codex_hook.normalise({"hook_event_name": "PostToolUse", "session_id": "s-1", "tool_name": name,
+                                     "tool_use_id": call_id, "tool_input": tool_input, "tool_response": response}, [])
+        mine = by_call[call_id]
+        assert mine["kind"] == hook["kind"], call_id
+        assert mine["tool"] == hook["tool"], call_id
+        assert mine.get("paths") == hook.get("paths"), call_id
+        assert mine["outcome"] == hook["outcome"], call_id
+        assert mine["attrs"].get("error_class") == hook["attrs"].get("error_class"), call_id
+
+
+def test_open_calls_are_bounded() -> None:
+    records = [line("session_meta", {"id": "s"})]
+    records += [line("response_item", {"type": "function_call", "name": "shell", "call_id": f"c{i}",
+                                       "arguments": "{}"}) for i in range(MAX_OPEN_CALLS + 10)]
+    parser, events = parse(jsonl(*records))
+    assert len(parser.open_calls) == MAX_OPEN_CALLS and "c0" not in parser.open_calls
+    assert len(events) == MAX_OPEN_CALLS + 11
+
+
+def test_session_hint_used_until_meta() -> None:
+    data = jsonl(line("event_msg", {"type": "user_message", "message": "hi"}),
+                 line("session_meta", {"id": "real"}),
+                 line("event_msg", {"type": "user_message", "message": "again"}),
+                 line("session_meta", {"id": "real"}),
+                 line("session_meta", {"id": "other"}))
+    _, events = parse(data, hint="from-file-name")
+    assert [e["provider_session_id"] for e in events] == ["from-file-name", "real", "real", "real"]
+    assert kinds(events) == ["prompt_submitted", "session_started", "prompt_submitted", "notification"]
+    assert events[-1]["attrs"]["meta_session_id"] == "other"
+
+
+# -- the legacy format ---------------------------------------------------------------------
+
+LEGACY_TS = "2025-04-18T21:33:46.123Z"
+LEGACY = jsonl(
+    {"id": "0196a0c2-0000-7000-8000-000000000001", "timestamp": LEGACY_TS, "instructions": "be terse",
+     "git": {"commit_hash": "deadbeef", "branch": "dev"}},
+    {"record_type": "state"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<user_instructions>x</user_instructions>"}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list the files"}]},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"},
+    {"type": "function_call_output", "call_id": "call_1",
+     "output": "{\"output\":\"a\\nb\\n\",\"metadata\":{\"exit_code\":0,\"duration_seconds\":0.1}}"},
+    {"record_type": "state"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two files."}]},
+)
+
+
+def test_legacy_format() -> None:
+    parser, events = parse(LEGACY)
+    assert kinds(events) == ["session_started", "notification", "prompt_submitted", "tool_call_started",
+                             "tool_call_finished", "agent_message"]
+    assert_valid(events)
+    assert_paired(events)
+    base = timestamp_us(LEGACY_TS)
+    assert base is not None
+    assert [e["observed_at"] for e in events] == [base, base + 3, base + 4, base + 6, base + 7, base + 9]
+    assert "time_estimated" not in events[0]["attrs"]
+    assert all(e["attrs"]["time_estimated"] is True for e in events[1:])
+    assert all(e["attrs"]["rollout_format"] == "legacy" for e in events)
+    assert all(e["provider_session_id"] == "0196a0c2-0000-7000-8000-000000000001" for e in events)
+    assert events[0]["attrs"]["git_branch"] == "dev" and events[0]["provider_event_name"] == "rollout:session_meta"
+    assert events[2]["content"]["prompt"] == "list the files"
+    assert events[3]["provider_event_name"] == "rollout:function_call" and events[3]["content"]["command"] == "ls"
+    assert events[4]["outcome"] == {"status": "success"} and events[4]["tool"]["call_id"] == "call_1"
+    assert events[5]["content"]["message"] == "Two files."
+    assert parser.stats.records["state"] == 2 and parser.stats.problem_count == 0 and parser.stats.unknown == {}
+
+
+# -- garbage ---------------------------------------------------------------------------------
+
+
+def test_garbage_never_raises() -> None:
+    big = b'"' + b"x" * (1 << 20) + b'"'
+    data = b"\n".join([
+        b"this is not json",
+        b"[1, 2, 3]",
+        b'{"type":"response_item","payload":5}',
+        big,
+        b"\xff\xfe\x00garbage",
+        b"{}",
+        b'{"type":"event_msg","payload":{"no_type":true}}',
+        b'{"type":"response_item","payload":{"type":"function_call","name":["x"],"call_id":5,"arguments":7}}',
+        b'{"type":"response_item","payload":{"type":"function_call_output","call_id":null,"output":{"a":[1]}}}',
+        b'{"type":"event_msg","payload":{"type":"user_message","message":42}}',
+        b'{"type":"session_meta","payload":{"id":17,"git":"nope","source":{"subagent":"review"}}}',
+        b'{"type":"event_msg","payload":{"type":"mystery"},"timestamp":"not a time"}',
+        b'{"type":"event_msg","payload":{"type":"task_complete","duration_ms":-5}}',
+        b'{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":[1]}}}',
+        b"",
+    ]) + b"\n"
+    parser, events = parse(data)
+    assert_valid(events)
+    problems = {(n, msg) for _, n, msg in parser.stats.problems}
+    assert (1, "not JSON") in problems and (5, "not JSON") in problems and (15, "not JSON") in problems
+    assert (2, "not a JSON object (list)") in problems
+    assert (3, "response_item: payload is not an object") in problems
+    assert (4, "not a JSON object (str)") in problems
+    assert (6, "record has no type") in problems and (7, "event_msg: payload has no type") in problems
+    assert (10, "user_message: message is not a string") in problems
+    assert not any(msg.startswith("parser error") for _, msg in problems)
+    assert parser.stats.unknown == {("", "event_msg:mystery"): 1}
+    by_line = {e["attrs"]["source_line"]: e for e in events}
+    assert sorted(by_line) == [8, 9, 11, 12, 13]
+    assert by_line[8]["kind"] == "tool_call_started" and by_line[8]["attrs"]["payload_error"] == "missing_tool_name"
+    assert by_line[9]["attrs"]["unpaired"] is True
+    assert by_line[11]["kind"] == "session_started" and by_line[11]["attrs"]["is_subagent"] is True
+    assert by_line[12]["kind"] == "unknown" and by_line[12]["attrs"]["time_estimated"] is True
+    assert by_line[13]["kind"] == "turn_stopped" and "duration_ms" not in by_line[13]
+    assert parser.usage == {}
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=12,
+)
+TYPES = st.sampled_from(["session_meta", "turn_context", "response_item", "event_msg", "compacted", "message",
+                         "function_call", "function_call_output", "zzz"])
+PTYPES = st.sampled_from(["message", "function_call", "custom_tool_call", "local_shell_call", "function_call_output",
+                          "custom_tool_call_output", "web_search_call", "user_message", "agent_message",
+                          "task_complete", "turn_aborted", "token_count", "reasoning", "zzz"])
+KEYS = st.sampled_from(["id", "cwd", "role", "content", "name", "arguments", "input", "call_id", "output", "action",
+                        "message", "status", "info", "turn_id", "duration_ms", "git", "source", "cli_version"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(TYPES, PTYPES, st.dictionaries(KEYS, JSONISH, max_size=5), st.booleans()), max_size=6))
+def test_random_shapes_never_raise(lines: list[tuple[str, str, dict[str, Any], bool]]) -> None:
+    records = []
+    for typ, ptype, fields, wrapped in lines:
+        body = {"type": ptype, **fields}
+        records.append({"timestamp": T0, "type": typ, "payload": body} if wrapped else {"type": typ, **fields})
+    parser, events = parse(jsonl(*records))
+    assert_valid(events)
+    assert not any(msg.startswith("parser error") for _, _, msg in parser.stats.problems)
+
+
+@pytest.mark.parametrize("cwd", ["relative/dir", "C:\\Users\\dev\\proj"])
+def test_non_absolute_cwd_gets_no_project(cwd: str) -> None:
+    _, events = parse(jsonl(line("session_meta", {"id": "s", "cwd": cwd})))
+    assert "project" not in events[0] and events[0]["attrs"]["cwd"] == cwd
