@@ -279,3 +279,21 @@ def test_the_cli_imports_and_reports(agentlog_home: Path, tmp_path: Path) -> Non
     assert json.loads(done.output)["totals"]["files"] == 1
     bad = runner.invoke(cli, ["import", "claude-code", "--since", "not a time"], env=env)
     assert bad.exit_code == 2 and "--since" in bad.output
+
+
+@needs_fixtures
+def test_turn_ends_a_hook_recorded_are_not_imported_again(agentlog_home: Path) -> None:
+    from agentlog.capture.hook import build, record
+
+    events, _ = _parse(_fixture("ckpt-1e"))
+    session = events[0]["provider_session_id"]
+    stops = [e for e in events if e["kind"] == "turn_stopped"]
+    assert len(stops) == 6
+    for e in stops[:4]:  # hooks saw four of the six, a second after the transcript's record
+        payload = {"session_id": session, "hook_event_name": "Stop", "cwd": "/nonexistent"}
+        record(build("claude-code", json.dumps(payload).encode(), 0, [], captured_at=e["observed_at"] + 1_000_000),
+               str(agentlog_home), "relaxed")
+    import_paths(str(agentlog_home), ["claude-code"], [str(_fixture("ckpt-1e"))])
+    logged = [e for e in _log_events(agentlog_home) if e["kind"] == "turn_stopped"]
+    assert len(logged) == 6
+    assert sum(1 for e in logged if e["attrs"].get("reconstructed")) == 2

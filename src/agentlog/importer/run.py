@@ -39,8 +39,10 @@ HEAD_BYTES: Final = 4096
 #: events appended to a log per write
 BATCH: Final = 2000
 STATE_FILE: Final = "import.json"
-#: a transcript's prompt and a hook's with the same text are one prompt when this close (µs)
-PROMPT_WINDOW_US: Final = 5_000_000
+#: a transcript's prompt (same text), turn end or session start and a hook's are one
+#: when this close (µs)
+WINDOW_US: Final = 5_000_000
+WINDOW_KINDS: Final = frozenset({"turn_stopped", "session_started"})
 TOOL_KINDS: Final = frozenset({"tool_call_started", "tool_call_finished", "tool_call_failed", "permission_denied"})
 
 
@@ -233,33 +235,46 @@ def hook_merge_key(event: dict[str, Any]) -> str | None:
 
 
 class Known:
-    """What a session's log holds: event ids, merge keys, and for prompts (whose key is
-    a digest of their text, which a person may type twice) the times of each key."""
+    """What a session's log holds: event ids and merge keys; and, of what hooks
+    recorded, the times of prompts (by a digest of their text, which a person may
+    type twice), turn ends and session starts (which carry no id both sides share):
+    a reconstructed one is the same thing when a hook's is within
+    :data:`WINDOW_US`."""
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
         self.keys: set[str] = set()
-        self.prompts: dict[str, list[int]] = {}
+        self.times: dict[tuple[str, ...], list[int]] = {}
+
+    @staticmethod
+    def _timed(ev: dict[str, Any], key: str | None) -> tuple[str, ...] | None:
+        kind = ev.get("kind")
+        if kind == "prompt_submitted":
+            return ("prompt", key) if key else None
+        if kind in WINDOW_KINDS:
+            return (str(ev.get("provider")), str(ev.get("provider_session_id")), str(kind))
+        return None
 
     def add(self, ev: dict[str, Any], key: str | None) -> None:
         self.ids.add(str(ev.get("event_id")))
-        if not key:
-            return
-        if ev.get("kind") == "prompt_submitted":
-            at = ev.get("observed_at")
-            self.prompts.setdefault(key, []).append(at if isinstance(at, int) else 0)
-        else:
+        attrs = ev.get("attrs")
+        hooked = not (isinstance(attrs, dict) and attrs.get("reconstructed") is True)
+        timed = self._timed(ev, key)
+        if timed is not None:
+            if hooked:
+                at = ev.get("observed_at")
+                self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
+        elif key:
             self.keys.add(key)
 
     def has(self, ev: dict[str, Any], key: str | None) -> bool:
         if ev["event_id"] in self.ids:
             return True
-        if not key:
-            return False
-        if ev["kind"] == "prompt_submitted":
+        timed = self._timed(ev, key)
+        if timed is not None:
             at = ev["observed_at"]
-            return any(abs(at - t) <= PROMPT_WINDOW_US for t in self.prompts.get(key, ()))
-        return key in self.keys
+            return any(abs(at - t) <= WINDOW_US for t in self.times.get(timed, ()))
+        return bool(key) and key in self.keys
 
 
 def _known(root: str, provider: str, session_id: str | None) -> Known:
