@@ -297,3 +297,15 @@ def test_turn_ends_a_hook_recorded_are_not_imported_again(agentlog_home: Path) -
     logged = [e for e in _log_events(agentlog_home) if e["kind"] == "turn_stopped"]
     assert len(logged) == 6
     assert sum(1 for e in logged if e["attrs"].get("reconstructed")) == 2
+
+
+def test_unknown_record_types_reach_doctor(agentlog_home: Path, tmp_path: Path) -> None:
+    from agentlog.install.doctor import unrecognised_shapes
+
+    path = tmp_path / "drift.jsonl"
+    path.write_text("\n".join(json.dumps({"type": "hologram", "version": "3.0.1", "sessionId": "s-drift"})
+                              for _ in range(3)) + "\n")
+    import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    (shape,) = unrecognised_shapes(str(agentlog_home))
+    assert shape.provider == "claude_code" and shape.count == 3
+    assert "hologram" in shape.event and "3.0.1" in shape.event

@@ -307,6 +307,22 @@ def _known(root: str, provider: str, session_id: str | None) -> Known:
     return known
 
 
+def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int]) -> None:
+    """Record types a parser did not know, for ``agentlog doctor`` (the file the hook
+    writes unrecognised payload shapes to; one line per type and agent version)."""
+    path = os.path.join(state_dir(root), "unrecognised.jsonl")
+    ensure_dir(os.path.dirname(path))
+    now = time.time_ns() // 1000
+    lines = b"".join(dumps_bytes({"provider": provider, "event": f"transcript record {t!r} (agent version {v or '?'})",
+                                  "keys": [], "at": now, "count": n, "source": "import"}) + b"\n"
+                     for (v, t), n in sorted(unknown.items()))
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        os.write(fd, lines)
+    finally:
+        os.close(fd)
+
+
 # -- one file ---------------------------------------------------------------------------------------
 
 
@@ -386,6 +402,8 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             log = open_session_log(root, parser.provider, session_id, durability="relaxed")
             for i in range(0, len(fresh), BATCH):
                 log.append(fresh[i:i + BATCH])
+    if not dry_run and stats.unknown:
+        _note_unknown(root, parser.provider, stats.unknown)
     if not dry_run and report.error is None:
         state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
                         "head": _head_digest(path, min(end, HEAD_BYTES)), "provider": parser.provider,

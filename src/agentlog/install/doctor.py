@@ -330,10 +330,12 @@ def unrecognised_shapes(data_root: str | Path | None = None) -> list[Unrecognise
         at_s = _at_text(record.get("at"))
         raw_keys = record.get("keys")
         keys = tuple(k for k in raw_keys if isinstance(k, str)) if isinstance(raw_keys, list) else ()
+        n = record.get("count", 1)  # `agentlog import` writes one line per record type and file, with a count
+        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
         count, last, last_keys = groups.get((provider, event), (0, None, ()))
         if last is None or _at_key(at_s) >= _at_key(last):
             last, last_keys = at_s, keys
-        groups[(provider, event)] = (count + 1, last, last_keys)
+        groups[(provider, event)] = (count + n, last, last_keys)
     return [
         UnrecognisedShape(provider=p, event=e, count=c, last_at=last, keys=k)
         for (p, e), (c, last, k) in sorted(groups.items())
