@@ -956,3 +956,31 @@ def test_cli_help_texts(runner: CliRunner) -> None:
 
 def test_agents_module_has_no_side_effects_on_import() -> None:
     assert set(agents_mod.AGENT_NAMES) == set(ALL)
+
+
+def test_cli_install_backfills_recent_transcripts(sb: Sandbox, runner: CliRunner) -> None:
+    """--backfill imports the installed agents' transcripts modified in the last N days
+    (an older one is left for `agentlog import`)."""
+    import os
+    import time
+
+    from agentlog.cli.install_cmds import install_cmd
+
+    sb.make_agents("claude-code")
+    projects = sb.home / ".claude" / "projects" / "-w"
+    projects.mkdir(parents=True)
+    line = json.dumps({"type": "user", "sessionId": "s-new", "timestamp": "2026-11-01T10:00:00Z",
+                       "message": {"role": "user", "content": "hello"}})
+    (projects / "s-new.jsonl").write_text(line + "\n")
+    old = projects / "s-old.jsonl"
+    old.write_text(line.replace("s-new", "s-old") + "\n")
+    month_ago = time.time() - 40 * 86400
+    os.utime(old, (month_ago, month_ago))
+    res = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--backfill"])
+    assert res.exit_code == 0, res.output
+    (item,) = json.loads(res.stdout)
+    assert item["backfill"] == "1 events from 1 files (1 sessions)"
+    logs = sorted(p.name for p in (sb.data / "logs" / "claude_code").glob("*.jsonl"))
+    assert logs == ["s-new.jsonl"]
+    again = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--no-backfill"])
+    assert "backfill" not in json.loads(again.stdout)[0]

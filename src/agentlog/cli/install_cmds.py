@@ -8,6 +8,8 @@ failed; for doctor, an agent's hooks are stale), 2 usage errors.
 
 from __future__ import annotations
 
+import sys
+
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -127,16 +129,24 @@ def _scope_options(f: Any) -> Any:
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
 @_scope_options
 @click.option("--no-test", is_flag=True, help="Skip the capture test after installing.")
+@click.option("--backfill/--no-backfill", default=None,
+              help="Import the installed agents' transcripts of the last --backfill-days days (asked on a terminal).")
+@click.option("--backfill-days", type=click.IntRange(1, 36500), default=30, show_default=True,
+              help="How far back --backfill goes (by file modification time).")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
-    agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool, json_: bool
+    agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
+    backfill: bool | None, backfill_days: int, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
     With no AGENT, every detected agent (claude-code, codex, cursor,
     gemini-cli) is set up. Existing hooks are kept; running it again changes
     nothing. After installing, a synthetic event is sent through each hook to
-    check that it reaches the log (skip with --no-test).
+    check that it reaches the log (skip with --no-test). Then it offers to
+    import the agents' earlier history from their transcripts (the last 30
+    days by default; --backfill / --no-backfill answer without asking;
+    `agentlog import` does it any time).
     """
     resolved = _resolve_scope(scope, project_dir)
     try:
@@ -162,19 +172,53 @@ def install_cmd(
             _err(f"{result.agent}: capture test failed: {test.reason}")
             if test.stderr.strip():
                 _err(f"{result.agent}: hook stderr: {test.stderr.strip()}")
+    installed = [r.agent for r in results if r.outcome in _TESTED_OUTCOMES]
+    imported: dict[str, object] | None = None
+    if not dry_run and installed:
+        if backfill is None and not json_ and sys.stdin.isatty() and sys.stderr.isatty():
+            backfill = click.confirm(f"Import the transcripts of the last {backfill_days} days "
+                                     f"({', '.join(installed)})?", default=True, err=True)
+        if backfill:
+            imported = _backfill(installed, backfill_days)
     if json_:
         items: list[dict[str, object]] = []
         for result in results:
             item = result.to_dict()
             test = tests.get(result.agent)
             item["capture_test"] = test.to_dict() if test is not None else None
+            if imported is not None:
+                item["backfill"] = imported.get(result.agent)
             items.append(item)
         _echo_json(items)
     else:
         title = "agentlog install" + (" (dry run: nothing written)" if dry_run else "")
         _show_results(results, tests, title, run_tests)
+        if imported is not None:
+            for agent, summary in imported.items():
+                _err(f"{agent}: backfill imported {summary}")
+        elif not dry_run and installed:
+            _err("earlier history: `agentlog import` imports the agents' transcripts")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _backfill(agents: list[str], days: int) -> dict[str, object]:
+    """Import the transcripts of ``agents`` modified in the last ``days`` days; a summary per agent."""
+    import time
+
+    from ..importer.run import import_paths
+    from ..importer.sources import AGENTS
+    from ..paths import data_root
+
+    names = [a for a in agents if a in AGENTS]
+    report = import_paths(data_root(), names, since_s=time.time() - days * 86400)
+    by_provider = report.by_provider()
+    out: dict[str, object] = {}
+    for name in names:
+        p = by_provider.get(AGENTS[name].provider)
+        out[name] = (f"{p['events']} events from {p['files']} files ({p['sessions']} sessions)"
+                     if p else "nothing (no transcripts found)")
+    return out
 
 
 @click.command(name="uninstall")
