@@ -151,14 +151,19 @@ def test_a_grown_file_imports_only_its_new_lines_and_a_replaced_one_no_duplicate
         agentlog_home: Path, tmp_path: Path) -> None:
     source = _fixture("ckpt-91").read_bytes()
     lines = source.splitlines(keepends=True)
+    # cut right after a tool_use: its result is in the part imported second
+    cut = next(i for i, raw in enumerate(lines) if b'"type":"tool_use"' in raw and i > 60) + 1
     path = tmp_path / "projects" / "-work-x" / "session.jsonl"
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"".join(lines[:100]))
+    path.write_bytes(b"".join(lines[:cut]))
     a = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
     with open(path, "ab") as fh:
-        fh.write(b"".join(lines[100:]))
+        fh.write(b"".join(lines[cut:]))
     b = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
-    assert b.files[0].mode == "grown" and b.files[0].lines == len(lines) - 100
+    assert b.files[0].mode == "grown" and b.files[0].lines == len(lines) - cut
+    # the result found its call (carried over from the first import): named, paired
+    ended = [e for e in _log_events(agentlog_home) if e["kind"] in ("tool_call_finished", "tool_call_failed")]
+    assert ended and not any(e["attrs"].get("unpaired_result") for e in ended)
     whole, _ = _parse(_fixture("ckpt-91"))
     # nothing lost, nothing twice (a response cut by the first import adds one more usage row)
     logged = [e for e in _log_events(agentlog_home) if e["kind"] != "usage"]

@@ -39,6 +39,8 @@ _ORDER: Final = ("provider_version", "provider_session_id", "provider_turn_id", 
                  "outcome", "duration_ms")
 #: problems a parser reports per file, at most
 MAX_PROBLEMS: Final = 200
+#: entries of a carried dict (open calls …), at most: the newest are kept
+MAX_CARRIED: Final = 2000
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,27 @@ class Parser:
     def finish(self) -> list[dict[str, Any]]:
         """Events held back until the end of the file (none by default)."""
         return []
+
+    #: attributes an import of a grown file needs from the import before (the
+    #: session a first line named, calls still open …): :meth:`carry` saves them
+    #: (JSON values) with the file's offset and :meth:`resume` restores them
+    carried: tuple[str, ...] = ()
+
+    def carry(self) -> dict[str, Any]:
+        """What the next import of this file, from where this one stopped, starts from."""
+        out: dict[str, Any] = {}
+        for name in self.carried:
+            value = getattr(self, name, None)
+            if isinstance(value, dict) and len(value) > MAX_CARRIED:
+                value = dict(list(value.items())[-MAX_CARRIED:])
+            out[name] = value
+        return out
+
+    def resume(self, carry: dict[str, Any]) -> None:
+        """Start from what :meth:`carry` saved (an import of the file's new lines)."""
+        for name in self.carried:
+            if name in carry:
+                setattr(self, name, carry[name])
 
 
 class _NotJson:

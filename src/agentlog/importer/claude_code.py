@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..fastjson import dumps_bytes
 from .base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
 
 #: record types that carry no activity: read, counted, not turned into events
@@ -56,6 +57,8 @@ INTERRUPTED: Final = "[Request interrupted by user"
 REJECTED: Final = ("The user doesn't want to proceed with this tool use", "User rejected")
 #: open tool calls remembered for their results, at most
 MAX_OPEN_CALLS: Final = 100_000
+#: the largest tool input (JSON bytes) carried over to the next import of a grown file
+MAX_CARRIED_INPUT: Final = 64 << 10
 
 
 def _block_text(v: Any) -> str:
@@ -71,6 +74,15 @@ class ClaudeCodeParser(Parser):
 
     provider = "claude_code"
     source = "claude_code_transcript"
+    carried = ("calls", "last_at")
+
+    def carry(self) -> dict[str, Any]:
+        out = super().carry()
+        # calls still open at the end (their results come in the lines not yet written);
+        # an input too large to keep is dropped (the result then has no input facts)
+        out["calls"] = {k: [v[0], v[1] if len(dumps_bytes(v[1])) <= MAX_CARRIED_INPUT else None]
+                        for k, v in out["calls"].items()}
+        return out
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         super().__init__(path, session_hint)

@@ -97,6 +97,7 @@ class CodexParser(Parser):
 
     provider = "codex"
     source = "codex_rollout"
+    carried = ("session_id", "version", "cwd", "turn_id", "model", "legacy", "open_calls", "_base_us", "_last_us")
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         super().__init__(path, session_hint)

@@ -272,8 +272,11 @@ class Known:
             return True
         timed = self._timed(ev, key)
         if timed is not None:
+            times = self.times.get(timed, ())
+            if ev["attrs"].get("time_estimated") is True:
+                return bool(times)  # a transcript without times (Cursor): the same text is enough
             at = ev["observed_at"]
-            return any(abs(at - t) <= WINDOW_US for t in self.times.get(timed, ()))
+            return any(abs(at - t) <= WINDOW_US for t in times)
         return bool(key) and key in self.keys
 
 
@@ -349,6 +352,8 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
         if same:
             start, first_line = int(entry["offset"]), int(entry.get("lines") or 0)
             report.mode = "unchanged" if start == st.st_size else "grown"
+            if isinstance(entry.get("carry"), dict):
+                parser.resume(entry["carry"])
         else:
             report.mode = "replaced"
     if report.mode == "unchanged":
@@ -407,7 +412,7 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     if not dry_run and report.error is None:
         state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
                         "head": _head_digest(path, min(end, HEAD_BYTES)), "provider": parser.provider,
-                        "imported_at": int(time.time())}
+                        "imported_at": int(time.time()), "carry": parser.carry()}
     return report
 
 
