@@ -11,10 +11,11 @@ from ..paths import data_root
 from .output import print_json, print_table, stderr, terminal_safe
 
 AGENT_CHOICES = ("claude-code", "codex", "gemini-cli", "cursor")
+ANCHORS = ("attemptdb", "nd7")
 
 
 @click.command(name="import")
-@click.argument("agent", required=False, type=click.Choice(AGENT_CHOICES + ("all",)))
+@click.argument("agent", required=False, type=click.Choice(AGENT_CHOICES + ANCHORS + ("all",)))
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, file_okay=True))
 @click.option("--since", "since", default=None, metavar="WHEN",
               help="Only files modified since then (a date, RFC 3339 time, epoch, 'today', '-30d' …).")
@@ -23,7 +24,10 @@ AGENT_CHOICES = ("claude-code", "codex", "gemini-cli", "cursor")
 def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry_run: bool, as_json: bool) -> None:
     """Import an agent's transcripts (its history from before the hooks) into the log.
 
-    AGENT is claude-code, codex, gemini-cli or cursor (default: all of them).
+    AGENT is claude-code, codex, gemini-cli or cursor (default: all four),
+    or attemptdb (FILE: its Event v1 JSON lines, e.g. `attempt events --json`)
+    or nd7 (DIR: its session logs, default $XDG_STATE_HOME/nd7/sessions;
+    every frame's BLAKE3 chain is checked on the way in and breaks reported).
     With no PATH, each agent's own locations are searched:
     $CLAUDE_CONFIG_DIR/projects (~/.claude/projects), $CODEX_HOME/sessions and
     archived_sessions (~/.codex), ~/.gemini/tmp/*/chats and
@@ -48,6 +52,8 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--since") from None
     agents = list(AGENT_CHOICES) if agent in (None, "all") else [agent]
+    if agent == "attemptdb" and not paths:
+        raise click.UsageError("name the file: `agentlog import attemptdb FILE` (e.g. the output of `attempt events --json`)")
     if paths and len(agents) > 1:
         raise click.UsageError("name the agent whose files the paths hold (e.g. `agentlog import claude-code DIR`)")
     err = stderr()

@@ -383,18 +383,18 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     report.problems = [{"file": p, "line": n, "message": m} for p, n, m in stats.problems]
     report.problem_count = stats.problem_count
     # merge with what the logs hold, by session
-    by_session: dict[str | None, list[dict[str, Any]]] = {}
+    by_session: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for ev in events:
-        by_session.setdefault(ev.get("provider_session_id"), []).append(ev)
+        by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append(ev)
     known = known if known is not None else {}
-    for session_id, evs in by_session.items():
-        cache_key = (parser.provider, session_id)
+    for cache_key, evs in by_session.items():
+        provider, session_id = cache_key
         if cache_key not in known:
-            known[cache_key] = _known(root, parser.provider, session_id)
+            known[cache_key] = _known(root, provider, session_id)
         held = known[cache_key]
         fresh: list[bytes] = []
         for ev in evs:
-            key = ev["attrs"].get("merge_key")
+            key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
             if held.has(ev, key):
                 report.duplicates += 1
                 continue
@@ -404,7 +404,7 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             report.sessions.append(session_id)
         report.events += len(fresh)
         if fresh and not dry_run:
-            log = open_session_log(root, parser.provider, session_id, durability="relaxed")
+            log = open_session_log(root, provider, session_id, durability="relaxed")
             for i in range(0, len(fresh), BATCH):
                 log.append(fresh[i:i + BATCH])
     if not dry_run and stats.unknown:

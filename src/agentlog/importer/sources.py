@@ -44,6 +44,11 @@ class Agent:
         if self.name == "gemini-cli":
             base = env.get("GEMINI_CLI_HOME") or home
             return [os.path.join(base, ".gemini", "tmp")]
+        if self.name == "nd7":
+            state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+            return [os.path.join(state, "nd7", "sessions")]
+        if self.name == "attemptdb":
+            return []  # its history is a file the user exports (`attempt events --json`)
         base = env.get("CURSOR_HOME") or os.path.join(home, ".cursor")
         return [os.path.join(base, "projects")]
 
@@ -59,6 +64,8 @@ class Agent:
             return "/chats/" in parts
         if self.name == "cursor":
             return "/agent-transcripts/" in parts
+        if self.name == "nd7":
+            return name == "events.ndjson"
         return True
 
 
@@ -67,7 +74,11 @@ AGENTS: Final = {
     "codex": Agent("codex", "codex", "codex:CodexParser", (".jsonl",)),
     "gemini-cli": Agent("gemini-cli", "gemini_cli", "gemini_cli:GeminiCliParser", (".jsonl", ".json")),
     "cursor": Agent("cursor", "cursor", "cursor:CursorParser", (".jsonl",)),
+    "attemptdb": Agent("attemptdb", "attemptdb", "anchors:AttemptdbParser", (".jsonl", ".json", ".ndjson")),
+    "nd7": Agent("nd7", "nd7", "anchors:Nd7Parser", (".ndjson",)),
 }
+#: the agents `agentlog import` reads when none is named (the anchors' histories only when named)
+DEFAULT_AGENTS: Final = ("claude-code", "codex", "gemini-cli", "cursor")
 
 
 def find_files(agent: Agent, paths: Iterable[str], since_s: float | None = None) -> list[str]:
