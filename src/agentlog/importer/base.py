@@ -178,19 +178,37 @@ def raw_line(data: bytes) -> dict[str, str]:
         return {"line_b64": base64.b64encode(data).decode("ascii")}
 
 
+_PROJECTS: dict[str, dict[str, Any] | None] = {}
+
+
+def _project(cwd: str) -> dict[str, Any] | None:
+    """The project of a working directory (looked up once per directory and process),
+    without its current branch and head."""
+    if cwd not in _PROJECTS:
+        from ..capture.project import project_info
+
+        if len(_PROJECTS) > 10_000:
+            _PROJECTS.clear()
+        info = project_info(cwd)
+        _PROJECTS[cwd] = None if info is None else {k: v for k, v in info.items() if k not in ("branch", "head")}
+    return _PROJECTS[cwd]
+
+
 def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, session_id: str | None,
                 observed_at: int, item: str | None, index: int = 0, version: str | None = None,
                 turn_id: str | None = None, cwd: str | None = None, with_raw: bool = False,
-                captured_at: int | None = None) -> dict[str, Any]:
+                captured_at: int | None = None, branch: str | None = None) -> dict[str, Any]:
     """The wire-form event of one reconstructed record.
 
     ``partial`` is what :func:`agentlog.capture.adapters.common.finish` returns
     (kind, provider_event_name, tool, paths, outcome, attrs, content …);
     ``item`` the provider's id of the thing (tool-use id, message id) for the
     merge key and the event id; ``index`` tells apart several events of one
-    line; ``cwd`` gives the project (as the hook's git lookup does);
+    line; ``cwd`` gives the project (as the hook's git lookup does, without the
+    branch and head it finds now, which are not the ones of then: ``branch`` is
+    the transcript's, when it says);
     ``with_raw`` puts the line in ``raw``. Content and raw are redacted."""
-    from ..capture.project import project_info, relative_path
+    from ..capture.project import relative_path
     from ..capture.redact import redact_value
 
     kind = str(partial.get("kind") or "unknown")
@@ -222,11 +240,13 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
         if value is not None and value != [] and value != {}:
             out[name] = value
     if cwd:
-        project = project_info(cwd)
+        project = _project(cwd)
         if project is not None:
             if "paths" in out:
                 out["paths"] = [relative_path(p, project["root"], cwd) for p in out["paths"]]
-            out["project"] = project
+            out["project"] = dict(project)
+            if branch:
+                out["project"]["branch"] = branch
     attrs: dict[str, Any] = dict(partial.get("attrs") or {})
     attrs["reconstructed"] = True
     attrs["reconstructed_from"] = parser.source

@@ -203,7 +203,7 @@ class _Context:
         attrs["transcript_entry_type"] = self.rec.get("type")
         out = build_event(self.p, c.finish(ev), self.line, session_id=self.session, observed_at=self.at, item=item,
                           index=self.n, version=self.version, turn_id=turn_id, cwd=self.cwd,
-                          with_raw=self.with_raw and self.n == 0)
+                          with_raw=self.with_raw and self.n == 0, branch=c.text(self.rec.get("gitBranch")))
         self.n += 1
         return out
 
@@ -303,7 +303,9 @@ class _Context:
         if mid is not None and not self.rec.get("isApiErrorMessage") and isinstance(msg.get("usage"), dict):
             # the records of one response share its id: the last one's usage is the final one
             was = self.p.responses.pop(mid, None)
-            first_line = was[1] if was is not None else self.line
+            # the line's place, not its bytes (held until the end of the file)
+            first_line = was[1] if was is not None else SourceLine(self.line.path, self.line.lineno,
+                                                                    self.line.offset, b"")
             self.p.responses[mid] = (msg.get("usage"), first_line, self.session, self.at, self.version, self.cwd,
                                      dict(self.agent), model)
         out: list[dict[str, Any]] = []

@@ -359,6 +359,36 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     if report.mode == "unchanged":
         return report
     events: list[dict[str, Any]] = []
+    known = known if known is not None else {}
+    sessions: dict[str, None] = {}
+
+    def flush() -> None:
+        """Merge what was read with what the logs hold, by session, and append it."""
+        by_session: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+        for ev in events:
+            by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append(ev)
+        events.clear()
+        for cache_key, evs in by_session.items():
+            provider, session_id = cache_key
+            if cache_key not in known:
+                known[cache_key] = _known(root, provider, session_id)
+            held = known[cache_key]
+            fresh: list[bytes] = []
+            for ev in evs:
+                key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
+                if held.has(ev, key):
+                    report.duplicates += 1
+                    continue
+                held.add(ev, key)
+                fresh.append(dumps_bytes(ev))
+            if session_id is not None:
+                sessions[session_id] = None
+            report.events += len(fresh)
+            if fresh and not dry_run:
+                log = open_session_log(root, provider, session_id, durability="relaxed")
+                for i in range(0, len(fresh), BATCH):
+                    log.append(fresh[i:i + BATCH])
+
     end = start
     try:
         for line, line_end in iter_lines(path, start, first_line, on_bytes):
@@ -373,40 +403,19 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             if record is None:
                 continue
             events.extend(parser.feed(line, record))
+            if len(events) >= BATCH:
+                flush()  # memory stays bounded by a batch, whatever the file's size
         events.extend(parser.finish())
     except OSError as e:
         report.error = f"read failed: {e.strerror}"
+    flush()
+    report.sessions = list(sessions)
     report.bytes_read = end - start
     stats = parser.stats
     report.records = dict(stats.records)
     report.unknown = {f"{v or '?'}/{t}": n for (v, t), n in stats.unknown.items()}
     report.problems = [{"file": p, "line": n, "message": m} for p, n, m in stats.problems]
     report.problem_count = stats.problem_count
-    # merge with what the logs hold, by session
-    by_session: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-    for ev in events:
-        by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append(ev)
-    known = known if known is not None else {}
-    for cache_key, evs in by_session.items():
-        provider, session_id = cache_key
-        if cache_key not in known:
-            known[cache_key] = _known(root, provider, session_id)
-        held = known[cache_key]
-        fresh: list[bytes] = []
-        for ev in evs:
-            key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
-            if held.has(ev, key):
-                report.duplicates += 1
-                continue
-            held.add(ev, key)
-            fresh.append(dumps_bytes(ev))
-        if session_id is not None:
-            report.sessions.append(session_id)
-        report.events += len(fresh)
-        if fresh and not dry_run:
-            log = open_session_log(root, provider, session_id, durability="relaxed")
-            for i in range(0, len(fresh), BATCH):
-                log.append(fresh[i:i + BATCH])
     if not dry_run and stats.unknown:
         _note_unknown(root, parser.provider, stats.unknown)
     if not dry_run and report.error is None:
