@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .harness import StepContext, StepFn
+from .import_steps import IMPORT_STEPS
 from .projection_steps import PROJECTION_STEPS
 from .store_steps import STORE_STEPS
 
@@ -430,6 +431,7 @@ STEPS: dict[str, StepFn] = {
     "verify": verify,
     **STORE_STEPS,
     **PROJECTION_STEPS,
+    **IMPORT_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]
