@@ -38,6 +38,10 @@ CHUNK: Final = 1 << 20
 HEAD_BYTES: Final = 4096
 #: events appended to a log per write
 BATCH: Final = 2000
+#: an import this large (bytes) runs in two processes when there are two cores
+PARALLEL_MIN_BYTES: Final = 32 << 20
+#: the offsets are saved at most this often (and at the end)
+SAVE_EVERY_S: Final = 2.0
 STATE_FILE: Final = "import.json"
 #: a transcript's prompt (same text), turn end or session start and a hook's are one
 #: when this close (µs)
@@ -380,7 +384,10 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
                     report.duplicates += 1
                     continue
                 held.add(ev, key)
-                fresh.append(dumps_bytes(ev))
+                try:
+                    fresh.append(orjson.dumps(ev))  # compact, key order kept: the hook's form, faster
+                except TypeError:  # a lone surrogate: the stdlib-only encoder escapes it
+                    fresh.append(dumps_bytes(ev))
             if session_id is not None:
                 sessions[session_id] = None
             report.events += len(fresh)
@@ -425,16 +432,66 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     return report
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _group_key(agent: str, path: str) -> str:
+    """Files of one session share a key (a Claude session's file and its subagents')."""
+    if agent == "claude-code":
+        cut = path.find(os.sep + "subagents" + os.sep)
+        if cut >= 0:
+            return agent + ":" + path[:cut]
+        return agent + ":" + (path[: -len(".jsonl")] if path.endswith(".jsonl") else path)
+    return agent + ":" + path
+
+
+def _import_group(root: str, files: list[tuple[str, str]], state: dict[str, Any], dry_run: bool,
+                  on_bytes: Callable[[int], None] | None = None) -> tuple[list[FileReport], dict[str, Any]]:
+    """Import one session's files in order: their reports and their new state entries."""
+    from .sources import AGENTS, make_parser
+
+    reports = []
+    known: dict[tuple[str, str | None], Known] = {}
+    read = 0
+
+    def tick(n: int) -> None:
+        nonlocal read
+        read += n
+        if on_bytes is not None:
+            on_bytes(read)
+
+    for name, f in files:
+        parser = make_parser(AGENTS[name], f)
+        if hasattr(parser, "base_time_us"):
+            try:
+                parser.base_time_us = int(os.stat(f).st_mtime * 1_000_000)
+            except OSError:
+                pass
+        reports.append(import_file(root, parser, state, dry_run=dry_run, known=known, on_bytes=tick))
+    return reports, {os.path.abspath(f): state[os.path.abspath(f)] for _, f in files
+                     if os.path.abspath(f) in state}
+
+
 # -- many files -------------------------------------------------------------------------------------
 
 
 def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (), *, since_s: float | None = None,
-                 dry_run: bool = False,
-                 progress: Callable[[str, int, int], None] | None = None) -> ImportReport:
+                 dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None,
+                 workers: int | None = None) -> ImportReport:
     """Import the transcripts of ``agent_names`` found under ``paths`` (default: each
     agent's own locations). ``progress(file, bytes done, bytes total)`` is called
-    as bytes are read. The offsets are saved after every file, so an interrupted
-    import goes on where it stopped."""
+    as bytes are read. The offsets are saved every few seconds and at the end, so
+    an interrupted import goes on about where it stopped (lines read again are
+    recognised and not written twice).
+
+    A large import runs in ``workers`` processes (default: two when there are
+    two cores and at least :data:`PARALLEL_MIN_BYTES`), each taking whole
+    sessions (a session's files — a Claude session and its subagents' — go to
+    one worker, in order)."""
     from .sources import AGENTS, find_files, make_parser
 
     started = time.perf_counter()
@@ -451,35 +508,49 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
             total += os.stat(f).st_size
         except OSError:
             pass
-    done = 0
     state = load_state(root)
-    known: dict[tuple[str, str | None], Known] = {}
-
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(current, done, total)
-
+    groups: dict[str, list[tuple[str, str]]] = {}
     for agent, f in plan:
-        current = f
-        try:
-            size = os.stat(f).st_size
-        except OSError:
-            size = 0
-        before = done
-        parser = make_parser(agent, f)
-        if hasattr(parser, "base_time_us"):
-            try:
-                parser.base_time_us = int(os.stat(f).st_mtime * 1_000_000)
-            except OSError:
-                pass
-        r = import_file(root, parser, state, dry_run=dry_run, known=known, on_bytes=tick)
-        done = before + size
+        groups.setdefault(_group_key(agent.name, f), []).append((agent.name, f))
+    done = 0
+    saved = time.monotonic()
+
+    def finished(reports: list[FileReport], updates: dict[str, Any], size: int, last: str) -> None:
+        nonlocal done, saved
+        report.files.extend(reports)
+        state.update(updates)
+        done += size
         if progress is not None:
-            progress(f, done, total)
-        report.files.append(r)
-        if not dry_run:
-            save_state(root, state)
+            progress(last, done, total)
+        if not dry_run and time.monotonic() - saved > SAVE_EVERY_S:
+            save_state(root, state)  # an interrupted import goes on from here (what came after is deduplicated)
+            saved = time.monotonic()
+
+    work = list(groups.values())
+    if workers is None:
+        workers = min(2, os.cpu_count() or 1) if total >= PARALLEL_MIN_BYTES and len(work) > 1 else 1
+    if workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+            futures = {pool.submit(_import_group, root, files, {os.path.abspath(f): state.get(os.path.abspath(f))
+                                                                for _, f in files}, dry_run): files
+                       for files in work}
+            for fut in as_completed(futures):
+                files = futures[fut]
+                reports, updates = fut.result()
+                finished(reports, updates, sum(_size(f) for _, f in files), files[-1][1])
+    else:
+        for files in work:
+            def tick(n: int, files: list[tuple[str, str]] = files) -> None:
+                if progress is not None:
+                    progress(files[0][1], done + n, total)
+
+            reports, updates = _import_group(root, files, state, dry_run, tick)
+            finished(reports, updates, sum(_size(f) for _, f in files), files[-1][1])
+    if not dry_run:
+        save_state(root, state)
     report.seconds = time.perf_counter() - started
     return report
