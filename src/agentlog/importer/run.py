@@ -500,7 +500,7 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
     plan: list[tuple[Any, str]] = []
     for name in agent_names:
         agent = AGENTS[name]
-        for f in find_files(agent, paths or agent.default_roots(), since_s):
+        for f in find_files(agent, paths or agent.default_roots(), since_s, as_given=bool(paths)):
             plan.append((agent, f))
     total = 0
     for _, f in plan:

@@ -81,9 +81,17 @@ AGENTS: Final = {
 DEFAULT_AGENTS: Final = ("claude-code", "codex", "gemini-cli", "cursor")
 
 
-def find_files(agent: Agent, paths: Iterable[str], since_s: float | None = None) -> list[str]:
+#: files in an agent's directories that are not transcripts (a prompt index, a log)
+NOT_TRANSCRIPTS: Final = frozenset({"history.jsonl", "logs.json", "meta.json", "settings.json"})
+
+
+def find_files(agent: Agent, paths: Iterable[str], since_s: float | None = None, *,
+               as_given: bool = False) -> list[str]:
     """The agent's transcript files under ``paths`` (files taken as given),
-    modified at or after ``since_s`` (epoch seconds), oldest first."""
+    modified at or after ``since_s`` (epoch seconds), oldest first. Under the
+    agent's own locations only the files laid out as the agent keeps its
+    transcripts are taken; under directories a person names (``as_given``),
+    every file with the agent's suffix but the few known not to be transcripts."""
     found: dict[str, float] = {}
     for p in paths:
         if os.path.isfile(p):
@@ -96,7 +104,8 @@ def find_files(agent: Agent, paths: Iterable[str], since_s: float | None = None)
             dirnames.sort()
             for name in filenames:
                 full = os.path.join(dirpath, name)
-                if agent.wants(full):
+                if agent.wants(full) or (as_given and name.endswith(agent.suffixes) and name not in NOT_TRANSCRIPTS
+                                         and not name.endswith(".meta.json")):
                     try:
                         found[full] = os.stat(full).st_mtime
                     except OSError:
