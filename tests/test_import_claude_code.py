@@ -256,11 +256,13 @@ def test_subagent_files_and_sidechains_name_their_agent(tmp_path: Path) -> None:
         "message": {"id": "msg_1", "model": "m", "content": [{"type": "tool_use", "id": "tu_1", "name": "Read",
                                                                  "input": {"file_path": "/w/a.py"}}],
                     "usage": {"input_tokens": 3, "output_tokens": 4}}}) + "\n")
+    (sub.parent / "agent-a1b2.meta.json").write_text(json.dumps({"agentType": "Explore", "description": "look"}))
     events, _ = _parse(sub)
     assert [e["kind"] for e in events] == ["tool_call_started", "usage"]
     for e in events:
         assert e["agent"]["agent_id"] == "a1b2" and e["attrs"]["is_subagent"] is True
         assert e["provider_session_id"] == "sess-1"
+    assert events[0]["agent"]["agent_type"] == "Explore"
 
 
 def test_the_cli_imports_and_reports(agentlog_home: Path, tmp_path: Path) -> None:

@@ -69,6 +69,19 @@ def _block_text(v: Any) -> str:
     return ""
 
 
+def _agent_type(meta_path: str) -> str | None:
+    """A subagent's type from the ``agent-<id>.meta.json`` beside its transcript, if any."""
+    import orjson
+
+    try:
+        with open(meta_path, "rb") as fh:
+            meta = orjson.loads(fh.read(1 << 20))
+    except (OSError, ValueError):
+        return None
+    value = meta.get("agentType") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 class ClaudeCodeParser(Parser):
     """One Claude Code transcript file (main session or a subagent's)."""
 
@@ -90,8 +103,10 @@ class ClaudeCodeParser(Parser):
         self.nested_seen: set[str] = set()
         self.file_agent = None
         stem = path.rsplit("/", 1)[-1]
+        self.file_agent_type: str | None = None
         if "/subagents/" in path and stem.startswith("agent-"):
             self.file_agent = stem[len("agent-"):].split(".", 1)[0]
+            self.file_agent_type = _agent_type(path[: -len(".jsonl")] + ".meta.json")
         # API responses seen: message id → (its latest usage, first line, session, time, version, cwd, agent, model)
         self.responses: dict[str, tuple[Any, ...]] = {}
         self.last_at = 0
@@ -189,6 +204,8 @@ class _Context:
         self.agent: dict[str, Any] = {}
         if agent_id is not None:
             self.agent["agent_id"] = agent_id
+            if agent_id == parser.file_agent and parser.file_agent_type:
+                self.agent["agent_type"] = parser.file_agent_type
         elif self.side:
             self.agent["agent_id"] = "sidechain"
         self.n = 0
