@@ -201,6 +201,19 @@ def iter_lines(path: str, start: int, first_lineno: int,
                 skipping = True
 
 
+def _document(parser: Parser, path: str, size: int) -> Any:
+    """A whole-file JSON document the parser reads as one (``feed_document``), else None."""
+    if not hasattr(parser, "feed_document") or not path.endswith(".json") or size > MAX_LINE:
+        return None
+    from .gemini_cli import chat_document
+
+    try:
+        with open(path, "rb") as fh:
+            return chat_document(fh.read())
+    except OSError:
+        return None
+
+
 def parse_json(data: bytes) -> Any:
     """A line as JSON: None for a blank line, :data:`NOT_JSON` when it is not JSON
     (undecodable bytes are replaced before a second try)."""
@@ -397,8 +410,15 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
                     log.append(fresh[i:i + BATCH])
 
     end = start
+    document = _document(parser, path, st.st_size) if start == 0 else None
+    if document is not None:  # a chat kept as one JSON document (older Gemini CLI): read whole
+        events.extend(parser.feed_document(SourceLine(path, 1, 0, b""), document))  # type: ignore[attr-defined]
+        if on_bytes is not None:
+            on_bytes(st.st_size)
+        report.lines = 1
+        end = st.st_size
     try:
-        for line, line_end in iter_lines(path, start, first_line, on_bytes):
+        for line, line_end in (iter_lines(path, start, first_line, on_bytes) if document is None else ()):
             end = line_end
             if line is None:
                 report.lines += 1

@@ -1,0 +1,63 @@
+"""Every real transcript in shared/fixtures, through the real import, ingest and projection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentlog.fixtures import shared_dir
+from agentlog.importer.run import import_paths
+
+SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
+FIXTURES = SHARED / "fixtures"
+needs_fixtures = pytest.mark.skipif(not (FIXTURES / "codex").is_dir(), reason=f"shared fixtures not at {FIXTURES}")
+
+#: per file: (lines read, events written) — the event counts are the parsers' goldens
+#: (tests/test_import_<agent>.py count them by kind) plus one usage event per model response
+GOLDEN = {
+    ("claude-code", "entireio-cli__ckpt-03-82579310fc-0__full.jsonl"): (24, 21),
+    ("claude-code", "entireio-cli__ckpt-04-0b015eb1c2-0__full.jsonl"): (39, 33),
+    ("claude-code", "entireio-cli__ckpt-10-a740e118e0-0__full.jsonl"): (66, 69),
+    ("claude-code", "entireio-cli__ckpt-1e-868c83dbb7-0__full.jsonl"): (96, 73),
+    ("claude-code", "entireio-cli__ckpt-5c-1039ad85f4-0__full.jsonl"): (40, 29),
+    ("claude-code", "entireio-cli__ckpt-60-fd31fcf44f-0__full.jsonl"): (117, 120),
+    ("claude-code", "entireio-cli__ckpt-91-b42542f24f-1__full.jsonl"): (231, 205),
+    ("codex", "agent-history__real_sessions-codex-session-01.jsonl"): (11, 5),
+    ("gemini-cli", "agent-sessions__stage0-gemini-jsonl_v040.jsonl"): (5, 7),
+    ("cursor", "Cala-OpenAI__0-full.jsonl"): (17, 23),
+}
+
+
+@needs_fixtures
+def test_every_fixture_imports_ingests_and_projects(agentlog_home: Path) -> None:
+    from agentlog.project.persist import refresh
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+
+    root = str(agentlog_home)
+    got: dict[tuple[str, str], tuple[int, int]] = {}
+    for agent in ("claude-code", "codex", "gemini-cli", "cursor"):
+        report = import_paths(root, [agent], [str(FIXTURES / agent)])
+        for f in report.files:
+            assert f.error is None and f.problem_count == 0 and not f.unknown, (f.path, f.problems, f.unknown)
+            got[(agent, Path(f.path).name)] = (f.lines, f.events)
+    assert got == GOLDEN
+    logs = {p: p.read_bytes() for p in (agentlog_home / "logs").rglob("*.jsonl")}
+    for agent in ("claude-code", "codex", "gemini-cli", "cursor"):  # again: nothing new
+        assert import_paths(root, [agent], [str(FIXTURES / agent)]).totals()["events"] == 0
+    assert {p: p.read_bytes() for p in (agentlog_home / "logs").rglob("*.jsonl")} == logs
+    assert ingest(root).events == sum(e for _, e in GOLDEN.values())
+    refresh(root)
+    with Engine(root) as engine:
+        sessions = dict(engine.run("SELECT provider, count(*) FROM sessions GROUP BY 1").rows)
+        assert sessions == {"claude_code": 7, "codex": 1, "gemini_cli": 1, "cursor": 1}
+        calls = dict(engine.run("SELECT provider, count(*) FROM tool_calls GROUP BY 1").rows)
+        assert calls["claude_code"] == 155 and calls["cursor"] == 6
+        kinds = dict(engine.run("SELECT kind, count(*) FROM events WHERE json_extract(attrs, '$.reconstructed') "
+                                "GROUP BY 1").rows)
+        assert sum(kinds.values()) == sum(e for _, e in GOLDEN.values())
+        usage = engine.run("SELECT provider, count(*), sum(output_tokens) FROM usage GROUP BY 1 ORDER BY 1").rows
+    assert [(p, n) for p, n, _ in usage] == [("claude_code", 138), ("codex", 1), ("gemini_cli", 2)]
+    assert json.loads(json.dumps(usage))  # plain values

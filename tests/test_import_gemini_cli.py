@@ -1,0 +1,400 @@
+"""Gemini CLI chat-recording parser: the real JSONL fixture, last-write-wins and
+``$rewindTo``, the older single-document form, parity with the hook adapter, garbage."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentlog import fastjson
+from agentlog.capture.adapters import gemini_cli as hook
+from agentlog.fixtures import shared_dir
+from agentlog.importer.base import NOT_JSON, SourceLine, text_digest
+from agentlog.importer.gemini_cli import GeminiCliParser, chat_document
+from agentlog.model import Event
+
+SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
+FIXTURE = SHARED / "fixtures" / "gemini-cli" / "agent-sessions__stage0-gemini-jsonl_v040.jsonl"
+needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=f"shared fixture not found at {FIXTURE}")
+
+
+def parse(data: bytes, path: str = "chat.jsonl", hint: str | None = None) -> tuple[GeminiCliParser, list[dict[str, Any]]]:
+    """Feed ``data`` line by line as the runner does, then finish; check every event strictly."""
+    parser = GeminiCliParser(path, hint)
+    events: list[dict[str, Any]] = []
+    offset = 0
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            record: Any = fastjson.loads(raw.decode("utf-8"))
+        except Exception:
+            record = NOT_JSON
+        events += parser.feed(SourceLine(path, lineno, offset, raw), record)
+        offset += len(raw) + 1
+    events += parser.finish()
+    for ev in events:
+        Event.from_wire(ev)
+    # the usage events (one per final model message) are checked in test_usage_events_*;
+    # the other tests look at the rest
+    return parser, [e for e in events if e["kind"] != "usage"]
+
+
+def jsonl(*records: Any) -> bytes:
+    return b"\n".join(json.dumps(r).encode() for r in records) + b"\n"
+
+
+def kinds(events: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(e["kind"] for e in events)
+
+
+META = {"sessionId": "s-1", "projectHash": "ab" * 32, "startTime": "2026-01-02T03:04:05.000Z",
+        "lastUpdated": "2026-01-02T03:04:05.000Z", "kind": "main"}
+
+
+def user(mid: str, text: Any, ts: str = "2026-01-02T03:04:06.000Z") -> dict[str, Any]:
+    return {"id": mid, "timestamp": ts, "type": "user", "content": text}
+
+
+def gemini(mid: str, text: Any = "", calls: Any = None, ts: str = "2026-01-02T03:04:07.000Z",
+           tokens: dict[str, int] | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"id": mid, "timestamp": ts, "type": "gemini", "content": text, "thoughts": [],
+                           "model": "gemini-2.5-pro",
+                           "tokens": tokens or {"input": 10, "output": 2, "cached": 0, "total": 12}}
+    if calls is not None:
+        msg["toolCalls"] = calls
+    return msg
+
+
+def call(cid: str, name: str, args: dict[str, Any], status: str = "success", output: str | None = "ok",
+         error: str | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"output": output} if error is None else {"error": error}
+    return {"id": cid, "name": name, "args": args, "status": status, "timestamp": "2026-01-02T03:04:08.000Z",
+            "result": [{"functionResponse": {"id": cid, "name": name, "response": response}}]}
+
+
+# -- the real fixture -------------------------------------------------------------
+
+
+@needs_fixture
+def test_fixture_golden_counts() -> None:
+    parser, events = parse(FIXTURE.read_bytes(), str(FIXTURE))
+    assert kinds(events) == {"session_started": 1, "prompt_submitted": 1, "tool_call_started": 1,
+                             "tool_call_finished": 1, "agent_message": 1}
+    assert [e["attrs"]["source_line"] for e in events] == [1, 2, 4, 4, 5]
+    assert {e["provider_session_id"] for e in events} == {"gemini_stage0_jsonl"}
+    assert all(e["provider"] == "gemini_cli" and e["attrs"]["reconstructed_from"] == "gemini_cli_chat" for e in events)
+    # raw only on the first event of each line
+    assert [("raw" in e) for e in events] == [True, True, True, False, True]
+    assert parser.stats.records == {"metadata": 1, "user": 1, "$set": 1, "gemini": 2}
+    assert parser.stats.problem_count == 0 and not parser.stats.unknown and not parser.stats.unknown_fields
+
+    start, prompt, started, finished, message = events
+    assert start["observed_at"] == 1_777_498_762_319_000
+    assert start["attrs"]["session_kind"] == "main" and "project" not in start
+    assert prompt["content"]["prompt"] == "Say hello and list files."
+    assert prompt["attrs"]["merge_key"].endswith(text_digest("Say hello and list files."))
+    assert prompt["observed_at"] == 1_777_498_773_155_000
+    # tool calls paired by id
+    started_ids = {e["tool"]["call_id"] for e in events if e["kind"] == "tool_call_started"}
+    ended_ids = {e["tool"]["call_id"] for e in events if e["kind"] in ("tool_call_finished", "tool_call_failed")}
+    assert started_ids == ended_ids == {"run_shell_command_stage0"}
+    for ev in (started, finished):
+        assert ev["tool"] == {"name": "run_shell_command", "category": "shell", "call_id": "run_shell_command_stage0"}
+        assert ev["content"]["command"] == "ls -F" and ev["agent"] == {"model": "gemini-3-flash-preview"}
+        assert ev["observed_at"] == 1_777_498_775_364_000
+    assert finished["outcome"] == {"status": "success"}
+    assert finished["content"]["tool_output"] == "Output: AgentSessions/\nREADME.md\nProcess Group PGID: 12345"
+    # g-assistant-1 has empty text and a tool call: no agent_message of its own
+    assert message["content"]["message"] == "Hello! I listed the files." and message["attrs"]["message_chars"] == 26
+    assert message["attrs"]["tokens_cached"] == 11502
+
+    assert [u["message_id"] for u in parser.usage] == ["g-assistant-1", "g-assistant-2"]
+    totals = {k: sum(u[k] for u in parser.usage) for k in ("input", "output", "cached", "thoughts", "tool", "total")}
+    assert totals == {"input": 23924, "output": 228, "cached": 11502, "thoughts": 0, "tool": 0, "total": 24152}
+    assert {u["model"] for u in parser.usage} == {"gemini-3-flash-preview"}
+    assert parser.usage[0]["timestamp"] == 1_777_498_775_125_000
+
+
+@needs_fixture
+def test_fixture_event_ids_are_deterministic() -> None:
+    _, first = parse(FIXTURE.read_bytes(), str(FIXTURE))
+    _, second = parse(FIXTURE.read_bytes(), str(FIXTURE))
+    assert [e["event_id"] for e in first] == [e["event_id"] for e in second]
+    assert len({e["event_id"] for e in first}) == len(first)
+    assert first == second
+
+
+@needs_fixture
+def test_fixture_through_the_runner(tmp_path: Path) -> None:
+    from agentlog.importer.run import import_file
+    from agentlog.importer.sources import AGENTS, make_parser
+
+    parser = make_parser(AGENTS["gemini-cli"], str(FIXTURE))
+    assert isinstance(parser, GeminiCliParser)
+    report = import_file(str(tmp_path), parser, {}, dry_run=True)
+    # 5 events and one usage event per model message (2)
+    assert (report.events, report.sessions, report.problem_count) == (7, ["gemini_stage0_jsonl"], 0)
+
+
+def test_records_without_time_take_the_last_time_read() -> None:
+    parser = GeminiCliParser("t.jsonl")
+    parser.base_time_us = 5_000_000
+    before = parser.feed(SourceLine("t.jsonl", 1, 0, b"[]"), [])
+    assert before[0]["observed_at"] == 5_000_000 and before[0]["attrs"]["time_estimated"] is True
+    for i, rec in enumerate([META, {"id": "u1", "type": "user", "content": "hi"}, gemini("g1", "a"),
+                             {"id": "g2", "type": "gemini", "content": "b"}], 2):
+        parser.feed(SourceLine("t.jsonl", i, 0, json.dumps(rec).encode()), rec)
+    events = [e for e in parser.finish() if e["kind"] != "usage"]
+    start = 1_767_323_045_000_000  # 2026-01-02T03:04:05Z
+    assert [(e["observed_at"], e["attrs"].get("time_estimated")) for e in events] == [
+        (start, True), (start + 2_000_000, None), (start + 2_000_000, True)]
+    assert [u["timestamp"] for u in parser.usage] == [start + 2_000_000, None]
+
+
+# -- last write wins, $rewindTo ------------------------------------------------------
+
+
+def test_repeated_id_last_write_wins_and_keeps_position() -> None:
+    data = jsonl(META, user("u1", "first"), gemini("g1", "draft"), user("u2", "second"),
+                 gemini("g1", "final", tokens={"input": 7, "output": 3, "cached": 1, "total": 10}))
+    parser, events = parse(data)
+    messages = [e for e in events if e["kind"] == "agent_message"]
+    assert [m["content"]["message"] for m in messages] == ["final"]
+    assert messages[0]["attrs"]["source_line"] == 5
+    # g1 keeps its first position (after u1, before u2)
+    assert [e["kind"] for e in events] == ["session_started", "prompt_submitted", "agent_message", "prompt_submitted"]
+    assert [u["input"] for u in parser.usage] == [7]
+    assert parser.stats.records["gemini"] == 2
+
+
+def test_rewind_drops_the_message_and_everything_after() -> None:
+    data = jsonl(META, user("u1", "keep me"), gemini("g1", "kept"), user("u2", "dropped prompt"),
+                 gemini("g2", "dropped answer", [call("c1", "read_file", {"absolute_path": "/p/a.py"})]),
+                 {"$rewindTo": "u2"}, user("u3", "retry"), gemini("g3", "new answer"))
+    parser, events = parse(data)
+    prompts = [e["content"]["prompt"] for e in events if e["kind"] == "prompt_submitted"]
+    answers = [e["content"]["message"] for e in events if e["kind"] == "agent_message"]
+    assert prompts == ["keep me", "retry"] and answers == ["kept", "new answer"]
+    assert not any(e["kind"].startswith("tool_call") for e in events)
+    assert [u["message_id"] for u in parser.usage] == ["g1", "g3"]
+    assert parser.rewound == 2 and parser.stats.records["$rewindTo"] == 1
+
+
+# -- older single-document form -----------------------------------------------------
+
+
+def test_legacy_document_parses_to_the_same_kinds() -> None:
+    messages = [user("u1", [{"text": "fix "}, {"text": "it"}]),
+                gemini("g1", "", [call("c1", "run_shell_command", {"command": "pytest"})]),
+                gemini("g2", "done"), {"id": "i1", "timestamp": "2026-01-02T03:04:09Z", "type": "info",
+                                       "content": "saved"}]
+    doc = {**META, "directories": ["/nonexistent/gemini-proj"], "messages": messages}
+    data = json.dumps(doc, indent=2).encode()
+    found = chat_document(data)
+    assert found == doc
+    parser = GeminiCliParser("session-2026-01-02T03-04-s1.json")
+    events = [e for e in parser.feed_document(SourceLine(parser.path, 1, 0, b"{"), found) if e["kind"] != "usage"]
+    assert parser.finish() == []
+    for ev in events:
+        Event.from_wire(ev)
+    _, line_events = parse(jsonl({k: v for k, v in doc.items() if k != "messages"}, *messages))
+    assert [e["kind"] for e in events] == [e["kind"] for e in line_events] == [
+        "session_started", "prompt_submitted", "tool_call_started", "tool_call_finished", "agent_message",
+        "notification"]
+    assert {e["attrs"]["source_line"] for e in events} == {1}
+    assert [e["attrs"].get("source_message_index") for e in events] == [None, 0, 1, 1, 2, 3]
+    assert events[1]["content"]["prompt"] == "fix it"
+    assert events[0]["project"]["root"] == "/nonexistent/gemini-proj"
+    assert all(e["attrs"]["cwd"] == "/nonexistent/gemini-proj" for e in events)
+    assert json.loads(events[1]["raw"]["line"]) == messages[0]
+    # the merge keys (and so the event ids) do not depend on the form
+    assert [e["attrs"].get("merge_key") for e in events] == [e["attrs"].get("merge_key") for e in line_events]
+    assert [e["event_id"] for e in events[1:]] == [e["event_id"] for e in line_events[1:]]
+    assert len({e["event_id"] for e in events}) == len(events)
+    # not a document: JSONL, a list, no messages, not JSON
+    assert chat_document(jsonl(META, user("u1", "x"))) is None
+    for data in (b"[]", b'{"sessionId": "x"}', b"{not json", b"\xff{", b""):
+        assert chat_document(data) is None
+
+
+def test_pretty_printed_document_fed_line_by_line_is_reported_not_raised() -> None:
+    data = json.dumps({**META, "messages": [user("u1", "x")]}, indent=2).encode()
+    parser, events = parse(data)
+    assert events and {e["kind"] for e in events} == {"unknown"}
+    assert parser.stats.problem_count == len(events)
+
+
+# -- parity with the hook adapter ---------------------------------------------------
+
+
+PARITY = [
+    (call("t1", "read_file", {"absolute_path": "/p/pyproject.toml"}), {"llmContent": "ok", "returnDisplay": ""}),
+    (call("t2", "write_file", {"file_path": "/p/a.py", "content": "x\ny\n"}), {"llmContent": "ok"}),
+    (call("t3", "replace", {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}, "error",
+          error="Failed to edit, could not find the string to replace."),
+     {"error": "Failed to edit, could not find the string to replace."}),
+    (call("t4", "glob", {"pattern": "*.py", "dir_path": "/p"}), {"llmContent": "ok"}),
+    (call("t5", "search_file_content", {"pattern": "TODO", "path": "/p"}), {"llmContent": "ok"}),
+    (call("t6", "run_shell_command", {"command": "false"},
+          output="Command: false\nOutput: (empty)\nExit Code: 1\nSignal: (none)"),
+     {"llmContent": "Command: false\nOutput: (empty)\nExit Code: 1\nSignal: (none)"}),
+    (call("t7", "run_shell_command", {"command": "sleep 99"}, "error", error="Command timed out after 30s"),
+     {"error": "Command timed out after 30s"}),
+]
+
+
+@pytest.mark.parametrize(("chat_call", "response"), PARITY, ids=[c["name"] + c["id"] for c, _ in PARITY])
+def test_tool_calls_match_the_hook_capture(chat_call: dict[str, Any], response: dict[str, Any]) -> None:
+    _, events = parse(jsonl(META, gemini("g1", "", [chat_call])))
+    started, ended = events[1:]
+    base = {"session_id": "s-1", "tool_name": chat_call["name"], "tool_call_id": chat_call["id"],
+            "tool_input": chat_call["args"]}
+    before = hook.normalise({**base, "hook_event_name": "BeforeTool"}, [])
+    after = hook.normalise({**base, "hook_event_name": "AfterTool", "tool_response": response}, [])
+    for ours, theirs in ((started, before), (ended, after)):
+        assert ours["kind"] == theirs["kind"]
+        assert ours["tool"] == theirs["tool"]
+        assert ours.get("paths") == theirs.get("paths")
+        assert ours.get("outcome") == theirs.get("outcome")
+        for k in ("error_class", "command_category", "file_ext", "file_is_config", "lines_added", "lines_removed"):
+            assert ours["attrs"].get(k) == theirs.get("attrs", {}).get(k), k
+
+
+def test_cancelled_and_unfinished_calls() -> None:
+    cancelled = call("c1", "run_shell_command", {"command": "make"}, "cancelled", error="User cancelled the operation.")
+    running = {"id": "c2", "name": "glob", "args": {"pattern": "*"}, "status": "executing"}
+    _, events = parse(jsonl(META, gemini("g1", "working", [cancelled, running])))
+    assert [e["kind"] for e in events] == ["session_started", "agent_message", "tool_call_started",
+                                           "tool_call_failed", "tool_call_started"]
+    failed = events[3]
+    assert failed["outcome"] == {"status": "cancelled", "class": "interrupted"}
+    assert failed["content"]["error"] == "User cancelled the operation." and failed["attrs"]["interrupted"] is True
+    assert events[4]["attrs"]["tool_status"] == "executing"
+    assert events[1]["attrs"]["source_line"] == events[4]["attrs"]["source_line"] == 2
+    assert "raw" in events[1] and not any("raw" in e for e in events[2:])
+
+
+def test_messages_notifications_and_subagent_metadata(tmp_path: Path) -> None:
+    meta = {**META, "kind": "subagent", "directories": [str(tmp_path)], "summary": "a summary"}
+    data = jsonl(meta, user("u1", "<system-reminder>be brief</system-reminder>"),
+                 {"id": "w1", "timestamp": "2026-01-02T03:04:09Z", "type": "warning", "content": "slow"},
+                 {"id": "e1", "timestamp": "2026-01-02T03:04:10Z", "type": "error", "content": [{"text": "quota"}]},
+                 {"$set": {"lastUpdated": "2026-01-02T03:05:00Z", "summary": "later"}})
+    parser, events = parse(data)
+    assert [e["kind"] for e in events] == ["session_started", "notification", "notification", "notification"]
+    assert all(e["attrs"]["is_subagent"] is True and e["project"]["root"] == str(tmp_path) for e in events)
+    assert events[0]["content"]["summary"] == "a summary" and events[0]["attrs"]["session_kind"] == "subagent"
+    assert events[1]["attrs"]["notification_type"] == "injected_prompt"
+    assert [e["attrs"].get("level") for e in events[2:]] == ["warning", "error"]
+    assert events[3]["content"]["message"] == "quota"
+    assert parser.stats.problem_count == 0
+
+
+# -- garbage --------------------------------------------------------------------------
+
+
+def test_garbage_is_reported_and_never_raises() -> None:
+    data = b"\n".join([
+        json.dumps(META).encode(),
+        b"{this is not json",
+        b"[1, 2, 3]",
+        json.dumps(user("u1", 5)).encode(),
+        json.dumps(gemini("g1", 5, calls={"not": "a list"})).encode(),
+        json.dumps(gemini("g2", "hi", calls=[7, call("c1", "glob", {})])).encode(),
+        json.dumps({"id": "x1", "type": "tool_group", "content": "?"}).encode(),
+        json.dumps({"type": "user", "content": "no id"}).encode(),
+        json.dumps({"what": "ever"}).encode(),
+        json.dumps({"$rewindTo": "never-seen"}).encode(),
+        json.dumps({"$set": 3}).encode(),
+        json.dumps({"id": "g3", "type": "gemini", "toolCalls": [{"status": "error", "extra": 1}]}).encode(),
+        b"\xff\xfe",
+        b"",
+    ])
+    parser, events = parse(data)
+    by_line = {}
+    for e in events:
+        by_line.setdefault(e["attrs"]["source_line"], []).append(e)
+    assert by_line[2][0]["kind"] == "unknown" and by_line[2][0]["attrs"]["payload_error"] == "invalid_json"
+    assert by_line[3][0]["attrs"]["payload_error"] == "record_not_object"
+    assert by_line[4][0]["kind"] == "unknown" and by_line[4][0]["attrs"]["payload_error"] == "content_not_text"
+    assert [e["kind"] for e in by_line[5]] == ["agent_message"]
+    assert [e["kind"] for e in by_line[6]] == ["agent_message", "tool_call_started", "tool_call_finished"]
+    assert by_line[7][0]["kind"] == "unknown" and by_line[7][0]["attrs"]["unrecognised"] is True
+    assert by_line[8][0]["kind"] == "prompt_submitted"
+    assert by_line[9][0]["kind"] == "unknown"
+    assert [e["kind"] for e in by_line[12]] == ["tool_call_started", "tool_call_failed"]
+    assert by_line[12][0]["attrs"]["payload_error"] == "missing_tool_name"
+    assert by_line[13][0]["attrs"]["payload_error"] == "invalid_json" and "line_b64" in by_line[13][0]["raw"]
+    assert 14 not in by_line
+    messages = {m for _, _, m in parser.stats.problems}
+    for needle in ("not JSON", "record is not an object", "'u1': content is not text", "'g1': content is not text",
+                   "'g1': toolCalls is not a list", "'g2': toolCalls[0] is not an object", "message without an id",
+                   "unrecognised record", "$rewindTo names no message read so far", "$set is not an object"):
+        assert any(needle in m for m in messages), needle
+    assert parser.stats.unknown == {("", "message:tool_group"): 1, ("", "record"): 1}
+    assert parser.stats.unknown_fields == {("", "toolCall.extra"): 1}
+    assert len({e["event_id"] for e in events}) == len(events)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["id", "type", "content", "toolCalls", "tokens", "name", "args", "result", "status",
+                         "timestamp", "sessionId", "directories", "$set", "$rewindTo", "messages", "text",
+                         "functionResponse", "response", "output", "error", "model"]), inner, max_size=6),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(JSON, max_size=6))
+def test_any_json_never_raises(records: list[Any]) -> None:
+    parser = GeminiCliParser("fuzz.jsonl", "hint")
+    events: list[dict[str, Any]] = []
+    for i, rec in enumerate(records, 1):
+        events += parser.feed(SourceLine("fuzz.jsonl", i, 0, fastjson.dumps_bytes(rec)), rec)
+        if isinstance(rec, dict):
+            events += parser.feed_document(SourceLine("fuzz.jsonl", i, 0, b""), rec)
+    events += parser.finish()
+    for ev in events:
+        Event.from_wire(ev)
+    assert not any("parser error" in m for _, _, m in parser.stats.problems)
+
+
+@needs_fixture
+def test_usage_events_are_the_final_messages_counts_normalised() -> None:
+    """Counted by hand from the fixture's two gemini messages: input 11855 and 12069 of
+    which 0 and 11502 cached, output 81 and 147, no thoughts or tool tokens."""
+    parser = GeminiCliParser(str(FIXTURE))
+    events: list[dict[str, Any]] = []
+    for lineno, raw in enumerate(FIXTURE.read_bytes().split(b"\n"), 1):
+        try:
+            record: Any = fastjson.loads(raw.decode("utf-8"))
+        except Exception:
+            record = NOT_JSON
+        events += parser.feed(SourceLine(str(FIXTURE), lineno, 0, raw), record)
+    events += parser.finish()
+    usage = [e["attrs"] for e in events if e["kind"] == "usage"]
+    assert [(u["input_tokens"], u["cache_read_tokens"], u["output_tokens"], u["cache_write_tokens"]) for u in usage] \
+        == [(11855, 0, 81, 0), (12069 - 11502, 11502, 147, 0)]
+    assert all(u["model"] == "gemini-3-flash-preview" for u in usage)
+
+
+def test_a_single_document_chat_imports_through_the_runner(tmp_path: Path) -> None:
+    from agentlog.importer.run import import_paths
+
+    chats = tmp_path / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    doc = {**META, "messages": [user("u1", "list the files"), gemini("g1", "here they are")]}
+    (chats / "session-2026-01-02T03-04-s1.json").write_text(json.dumps(doc, indent=2))
+    root = tmp_path / "home"
+    report = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    (f,) = report.files
+    assert f.problem_count == 0 and f.lines == 1
+    assert f.events == 4  # session start, prompt, message, its usage
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
