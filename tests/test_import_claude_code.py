@@ -310,9 +310,14 @@ def test_unknown_record_types_reach_doctor(agentlog_home: Path, tmp_path: Path) 
     from agentlog.install.doctor import unrecognised_shapes
 
     path = tmp_path / "drift.jsonl"
-    path.write_text("\n".join(json.dumps({"type": "hologram", "version": "3.0.1", "sessionId": "s-drift"})
-                              for _ in range(3)) + "\n")
-    import_paths(str(agentlog_home), ["claude-code"], [str(path)])
-    (shape,) = unrecognised_shapes(str(agentlog_home))
-    assert shape.provider == "claude_code" and shape.count == 3
-    assert "hologram" in shape.event and "3.0.1" in shape.event
+    lines = [json.dumps({"type": "hologram", "version": "3.0.1", "sessionId": "s-drift"}) for _ in range(3)]
+    lines.append(json.dumps({"type": "assistant", "version": "3.0.1", "sessionId": "s-drift",
+                             "message": {"id": "m1", "content": [{"type": "smell", "odour": "ozone"}]}}))
+    path.write_text("\n".join(lines) + "\n")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.files[0].unknown == {"3.0.1/hologram": 3}
+    assert report.files[0].unknown_fields == {"3.0.1/assistant.smell": 1}
+    field, record = unrecognised_shapes(str(agentlog_home))
+    assert record.provider == "claude_code" and record.count == 3
+    assert "hologram" in record.event and "3.0.1" in record.event
+    assert "assistant.smell" in field.event and field.count == 1

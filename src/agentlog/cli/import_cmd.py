@@ -79,9 +79,10 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
         rows = []
         for provider, p in d["by_provider"].items():
             unknown = ", ".join(f"{terminal_safe(k)} ×{n}" for k, n in sorted(p["unknown"].items())) or "—"
+            fields = ", ".join(f"{terminal_safe(k)} ×{n}" for k, n in sorted(p["unknown_fields"].items())) or "—"
             rows.append({"source": provider, "files": p["files"], "sessions": p["sessions"], "events": p["events"],
-                         "already there": p["duplicates"], "unknown records": unknown, "problems": p["problems"],
-                         "errors": p["errors"]})
+                         "already there": p["duplicates"], "unknown records": unknown, "unknown fields": fields,
+                         "problems": p["problems"], "errors": p["errors"]})
         if rows:
             print_table(rows, list(rows[0]), title="import" + (" (dry run: nothing written)" if dry_run else ""))
         t = d["totals"]

@@ -68,6 +68,8 @@ class FileReport:
     records: dict[str, int] = field(default_factory=dict)
     unknown: dict[str, int] = field(default_factory=dict)
     """``version/record type`` → count of records the parser does not know."""
+    unknown_fields: dict[str, int] = field(default_factory=dict)
+    """``version/record.field`` → count of fields (content blocks …) of known records it does not know."""
     problems: list[dict[str, Any]] = field(default_factory=list)
     problem_count: int = 0
     error: str | None = None
@@ -104,7 +106,7 @@ class ImportReport:
         out: dict[str, dict[str, Any]] = {}
         for f in self.files:
             p = out.setdefault(f.provider, {"files": 0, "sessions": set(), "events": 0, "duplicates": 0,
-                                            "unknown": {}, "problems": 0, "errors": 0})
+                                            "unknown": {}, "unknown_fields": {}, "problems": 0, "errors": 0})
             p["files"] += 1
             p["sessions"].update(f.sessions)
             p["events"] += f.events
@@ -113,6 +115,8 @@ class ImportReport:
             p["errors"] += f.error is not None
             for k, n in f.unknown.items():
                 p["unknown"][k] = p["unknown"].get(k, 0) + n
+            for k, n in f.unknown_fields.items():
+                p["unknown_fields"][k] = p["unknown_fields"].get(k, 0) + n
         for p in out.values():
             p["sessions"] = len(p["sessions"])
         return out
@@ -327,15 +331,17 @@ def _known(root: str, provider: str, session_id: str | None) -> Known:
     return known
 
 
-def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int]) -> None:
-    """Record types a parser did not know, for ``agentlog doctor`` (the file the hook
-    writes unrecognised payload shapes to; one line per type and agent version)."""
+def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int],
+                  fields: dict[tuple[str, str], int]) -> None:
+    """Record types and fields a parser did not know, for ``agentlog doctor`` (the file
+    the hook writes unrecognised payload shapes to; one line per type and agent version)."""
     path = os.path.join(state_dir(root), "unrecognised.jsonl")
     ensure_dir(os.path.dirname(path))
     now = time.time_ns() // 1000
-    lines = b"".join(dumps_bytes({"provider": provider, "event": f"transcript record {t!r} (agent version {v or '?'})",
-                                  "keys": [], "at": now, "count": n, "source": "import"}) + b"\n"
-                     for (v, t), n in sorted(unknown.items()))
+    rows = [(f"transcript record {t!r} (agent version {v or '?'})", n) for (v, t), n in sorted(unknown.items())]
+    rows += [(f"transcript field {t!r} (agent version {v or '?'})", n) for (v, t), n in sorted(fields.items())]
+    lines = b"".join(dumps_bytes({"provider": provider, "event": event, "keys": [], "at": now, "count": n,
+                                  "source": "import"}) + b"\n" for event, n in rows)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
     try:
         os.write(fd, lines)
@@ -441,10 +447,11 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     stats = parser.stats
     report.records = dict(stats.records)
     report.unknown = {f"{v or '?'}/{t}": n for (v, t), n in stats.unknown.items()}
+    report.unknown_fields = {f"{v or '?'}/{t}": n for (v, t), n in stats.unknown_fields.items()}
     report.problems = [{"file": p, "line": n, "message": m} for p, n, m in stats.problems]
     report.problem_count = stats.problem_count
-    if not dry_run and stats.unknown:
-        _note_unknown(root, parser.provider, stats.unknown)
+    if not dry_run and (stats.unknown or stats.unknown_fields):
+        _note_unknown(root, parser.provider, stats.unknown, stats.unknown_fields)
     if not dry_run and report.error is None:
         state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
                         "head": _head_digest(path, min(end, HEAD_BYTES)), "provider": parser.provider,
