@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentlog.fixtures import shared_dir
 from agentlog.importer import run
@@ -321,3 +323,55 @@ def test_unknown_record_types_reach_doctor(agentlog_home: Path, tmp_path: Path) 
     assert record.provider == "claude_code" and record.count == 3
     assert "hologram" in record.event and "3.0.1" in record.event
     assert "assistant.smell" in field.event and field.count == 1
+
+
+@needs_fixtures
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_importing_a_growing_file_in_any_chunks_equals_importing_it_whole(data: st.DataObject,
+                                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The file is written in random pieces (cut anywhere, even inside a line), imported
+    after each; sometimes it is replaced by an earlier prefix before growing again. In
+    the end the logs hold what one import of the whole file gives (usage aside: a
+    response cut while being written may add a row the usage view then hides)."""
+    source = _fixture(data.draw(st.sampled_from(sorted(GOLDEN)), label="file")).read_bytes()
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(source) - 1), max_size=6, unique=True), label="cuts"))
+    replace_at = data.draw(st.none() | st.sampled_from(cuts or [None]), label="replace after")  # type: ignore[list-item]
+    work = tmp_path_factory.mktemp("grow")
+    root, path = work / "home", work / "projects" / "-w" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    written = 0
+    for cut in cuts + [len(source)]:
+        with open(path, "ab") as fh:
+            fh.write(source[written:cut])
+        written = cut
+        import_paths(str(root), ["claude-code"], [str(path)], workers=1)
+        if cut == replace_at:  # replaced by an earlier prefix (other inode), then it grows again
+            path.unlink()
+            path.write_bytes(source[: cut // 2])
+            written = cut // 2
+            import_paths(str(root), ["claude-code"], [str(path)], workers=1)
+    whole, _ = _parse(path)
+    logged = [e for e in _log_events(root) if e["kind"] != "usage"]
+    assert sorted(e["event_id"] for e in logged) == sorted(e["event_id"] for e in whole if e["kind"] != "usage")
+    # and every result found its call
+    assert not any(e["attrs"].get("unpaired_result") for e in logged) or \
+        any(e["attrs"].get("unpaired_result") for e in whole)
+
+
+def test_a_file_rewritten_in_place_with_other_first_bytes_is_read_again(agentlog_home: Path, tmp_path: Path) -> None:
+    """Same inode, larger than before, other content: not taken for a grown file."""
+    def prompt(sid: str, text: str) -> bytes:
+        return json.dumps({"type": "user", "sessionId": sid, "timestamp": "2026-11-01T10:00:00Z",
+                           "message": {"role": "user", "content": text}}).encode() + b"\n"
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(prompt("s-a", "first"))
+    ino = path.stat().st_ino
+    import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    with open(path, "r+b") as fh:  # rewritten in place: same inode
+        fh.write(prompt("s-b", "other") + prompt("s-b", "and more"))
+    assert path.stat().st_ino == ino
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.files[0].mode == "replaced" and report.files[0].events == 2
+    assert sorted(e["content"]["prompt"] for e in _log_events(agentlog_home)) == ["and more", "first", "other"]
