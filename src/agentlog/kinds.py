@@ -41,6 +41,9 @@ EVENT_KINDS: tuple[str, ...] = (
     # a missing head file, an oversized or undecodable payload is *not* this:
     # those are `unknown` events that keep what could be read).
     "capture_gap",
+    # A change to the memory (docs/memory.md), written to agentlog's own memory log:
+    # provider_event_name says which (memory_created, memory_edited, …).
+    "memory",
     # Written by `agentlog purge` to its own log (`agentlog/purges`): who
     # removed the content of which frames, when, and by which selector.
     "purge",

@@ -55,6 +55,7 @@ EventKind = Literal[
     "capture_test",
     "unknown",
     "capture_gap",
+    "memory",
     "purge",
 ]
 ToolCategory = Literal[

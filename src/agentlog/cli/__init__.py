@@ -72,6 +72,7 @@ LAZY_COMMANDS = {
     "project": ".project_cmd:project_cmd",
     "import": ".import_cmd:import_cmd",
     "usage": ".usage_cmd:usage_cmd",
+    "memory": ".memory_cmds:memory",
 }
 
 

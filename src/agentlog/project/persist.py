@@ -64,7 +64,7 @@ import orjson
 from ..fileio import write_atomic
 from ..paths import FILE_MODE, ensure_dir
 from .assemble import ATTEMPT_OVERLAY, TURN_OVERLAY, Memo, Meta, Projection, assemble, light
-from .observe import COLUMNS, META_KINDS, Obs, from_arrow, ordered
+from .observe import COLUMNS, IGNORED_KINDS, META_KINDS, Obs, from_arrow, ordered
 from .session import ALGORITHM_VERSION, SessionResult, build_session
 from .tables import (AT_DEPENDENT, GLOBAL_FAMILY, GROUP_COLUMN, PROJECT_FAMILY, SESSION_FAMILY, SHARDED,
                      STORED_ASSEMBLED, to_arrow)
@@ -391,18 +391,22 @@ def _by_session(rows: Any) -> list[tuple[str, Any]]:
 
 
 def _not_meta(table: Any) -> Any:
+    """The rows sessions are projected from: not corrections or retractions, and not
+    the kinds the projection never reads (the memory's events)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.invert(pc.is_in(table.column("kind"), value_set=pa.array(sorted(META_KINDS))))
+    return pc.invert(pc.is_in(table.column("kind"), value_set=pa.array(sorted(META_KINDS | IGNORED_KINDS))))
 
 
 def _meta_obs(table: Any) -> list[Obs]:
     import pyarrow.compute as pc
 
+    import pyarrow as pa
+
     if table.num_rows == 0:
         return []
-    return list(from_arrow(table.filter(pc.invert(_not_meta(table)))))
+    return list(from_arrow(table.filter(pc.is_in(table.column("kind"), value_set=pa.array(sorted(META_KINDS))))))
 
 
 def _project_sessions(sessions: list[tuple[str, Any]], gone: frozenset[str],

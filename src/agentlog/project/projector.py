@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .assemble import ATTEMPT_OVERLAY, TURN_OVERLAY, Meta, Projection, assemble
-from .observe import META_KINDS, Obs, ordered
+from .observe import IGNORED_KINDS, META_KINDS, Obs, ordered
 from .session import SessionResult, build_session, structural_edges
 
 
@@ -20,6 +20,8 @@ def split(observations: Iterable[Obs]) -> tuple[dict[str, list[Obs]], Meta]:
     meta = Meta()
     sessions: dict[str, list[Obs]] = {}
     for o in ordered(observations):
+        if o.kind in IGNORED_KINDS:
+            continue
         if o.kind in META_KINDS:
             (meta.corrections if o.kind == "correction" else meta.retractions).append(o)
         else:

@@ -1,0 +1,190 @@
+"""``agentlog memory …``: what we know, with its evidence (docs/memory.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..paths import data_root
+from .output import print_json, print_table, stderr, terminal_safe
+
+
+def _fail(e: Exception) -> click.ClickException:
+    return click.ClickException(str(e))
+
+
+def _attrs(kind: str, pairs: tuple[str, ...]) -> dict[str, Any]:
+    from ..memory.model import parse_attribute
+
+    out: dict[str, Any] = {}
+    for p in pairs:
+        if "=" not in p:
+            raise click.BadParameter(f"{p!r} is not name=value", param_hint="--attr")
+        name, value = p.split("=", 1)
+        out[name.strip()] = parse_attribute(kind, name.strip(), value)
+    return out
+
+
+def _evidence(items: tuple[str, ...]) -> list[dict[str, Any]]:
+    out = []
+    for item in items:
+        etype, _, value = item.partition(":")
+        if not value:
+            raise click.BadParameter(f"{item!r} is not type:value (event:ID, attempt:ID, file:PATH, url:URL, "
+                                     "quote:TEXT)", param_hint="--evidence")
+        out.append({"type": etype, "value": value} if etype != "file" else {"type": "file", "path": value})
+    return out
+
+
+def _show_one(m: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(m.to_dict())
+        return
+    click.echo(f"{terminal_safe(m.title)}  [{m.kind}]  {m.slug}")
+    click.echo(f"id {m.id}  version {m.version}  confidence {m.confidence:.2f} "
+               f"(effective {m.effective_confidence:.2f}{', stale' if m.stale else ''})"
+               f"{'  archived' if m.archived else ''}{'  pinned' if m.pinned else ''}")
+    if m.tags:
+        click.echo("tags: " + ", ".join(terminal_safe(t) for t in m.tags))
+    for k, v in m.attributes.items():
+        click.echo(f"{k}: {terminal_safe(v if not isinstance(v, list) else ', '.join(v))}")
+    if m.content:
+        click.echo("")
+        click.echo(terminal_safe(m.content))
+    for ref in m.evidence or []:
+        click.echo(f"evidence {ref['type']}: {terminal_safe(ref['value'])}")
+    for relation, target in m.links or []:
+        click.echo(f"link {relation} → {target}")
+
+
+@click.group(name="memory")
+def memory() -> None:
+    """Memories: facts, decisions, conventions, procedures and pitfalls, each with its evidence.
+
+    Every change is an event in agentlog's own hash-chained memory log
+    (`agentlog verify` checks it), folded into a small SQLite read model.
+    """
+
+
+@memory.command(name="add")
+@click.argument("kind")
+@click.argument("title")
+@click.option("--content", default="", help="The memory's text (markdown).")
+@click.option("--attr", "attrs", multiple=True, metavar="NAME=VALUE", help="An attribute of its kind (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--evidence", "evidence", multiple=True, metavar="TYPE:VALUE",
+              help="event:ID, attempt:ID, session:ID, tool_call:ID (checked to exist), file:PATH, url:URL, quote:TEXT.")
+@click.option("--slug", default=None, help="Its slug (default: from the title and id).")
+@click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+def add_cmd(kind: str, title: str, content: str, attrs: tuple[str, ...], tags: tuple[str, ...],
+            evidence: tuple[str, ...], slug: str | None, as_json: bool) -> None:
+    """Add a memory of KIND (fact, decision, convention, procedure, pitfall, …) titled TITLE."""
+    from ..memory import service
+    from ..memory.model import InvalidMemory
+
+    try:
+        m = service.create(data_root(), kind, title, content=content, attributes=_attrs(kind, attrs), tags=list(tags),
+                           evidence=_evidence(evidence), slug=slug)
+    except InvalidMemory as e:
+        raise _fail(e) from None
+    _show_one(m, as_json)
+
+
+@memory.command(name="list")
+@click.option("--kind", default=None, help="Only this kind.")
+@click.option("--tag", default=None, help="Only memories with this tag.")
+@click.option("--archived", is_flag=True, help="Include archived memories.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many (the next page).")
+@click.option("--json", "as_json", is_flag=True, help="Print the memories as JSON.")
+def list_cmd(kind: str | None, tag: str | None, archived: bool, limit: int, offset: int, as_json: bool) -> None:
+    """List memories, pinned first, then the most recently changed."""
+    from ..memory import service
+
+    ms = service.list_memories(data_root(), kind=kind, tag=tag, include_archived=archived, limit=limit,
+                               offset=offset)
+    if as_json:
+        print_json([m.to_dict() for m in ms])
+        return
+    if not ms:
+        stderr().print("no memories")
+        return
+    print_table([{"slug": m.slug, "kind": m.kind, "title": m.title, "confidence": f"{m.effective_confidence:.2f}"
+                  + (" stale" if m.stale else ""), "tags": ", ".join(m.tags)} for m in ms],
+                ["slug", "kind", "title", "confidence", "tags"])
+
+
+@memory.command(name="show")
+@click.argument("ident")
+@click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+def show_cmd(ident: str, as_json: bool) -> None:
+    """One memory (by id, id prefix or slug) with its evidence and links."""
+    from ..memory import service
+    from ..memory.store import NotFound
+
+    try:
+        m = service.get(data_root(), ident)
+    except NotFound as e:
+        raise _fail(e) from None
+    _show_one(m, as_json)
+
+
+@memory.command(name="search")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+def search_cmd(query: str, limit: int, as_json: bool) -> None:
+    """Memories matching QUERY's words (all of them; `word*` for a prefix), ranked by
+    relevance times effective confidence."""
+    from ..memory import service
+
+    hits = service.search(data_root(), query, limit=limit)
+    if as_json:
+        print_json([{**m.to_dict(), "score": s} for m, s in hits])
+        return
+    if not hits:
+        stderr().print("no memory matches")
+        return
+    print_table([{"slug": m.slug, "kind": m.kind, "title": m.title, "score": f"{s:.3f}"} for m, s in hits],
+                ["slug", "kind", "title", "score"])
+
+
+def _simple(name: str, doc: str, fn_name: str, **extra: Any) -> click.Command:
+    @click.command(name=name, help=doc)
+    @click.argument("ident")
+    @click.option("--version", "expected", type=int, default=None,
+                  help="Refuse if the memory is no longer at this version (another change came first).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+    def cmd(ident: str, expected: int | None, as_json: bool) -> None:
+        from ..memory import service
+        from ..memory.model import InvalidMemory
+        from ..memory.store import NotFound, VersionConflict
+
+        try:
+            m = getattr(service, fn_name)(data_root(), ident, expected_version=expected, **extra)
+        except (InvalidMemory, NotFound, VersionConflict) as e:
+            raise _fail(e) from None
+        _show_one(m, as_json)
+
+    return cmd
+
+
+memory.add_command(_simple("confirm", "Confirm a memory: its confidence moves toward 1.", "confirm"))
+memory.add_command(_simple("contradict", "Contradict a memory: its confidence moves toward 0.", "contradict"))
+memory.add_command(_simple("archive", "Archive a memory (hidden from listings and search; restorable).", "archive"))
+memory.add_command(_simple("restore", "Restore an archived memory.", "archive", restore=True))
+memory.add_command(_simple("delete", "Delete a memory (a tombstone; its events stay in the log).", "delete"))
+
+
+@memory.command(name="rebuild")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def rebuild_cmd(as_json: bool) -> None:
+    """Rebuild the memory read model from its log."""
+    from ..memory.store import rebuild
+
+    n = rebuild(data_root())
+    if as_json:
+        print_json({"events": n})
+    else:
+        stderr().print(f"replayed {n} memory events")

@@ -1,0 +1,297 @@
+"""Memory commands: decide (validate against the current state), then write events.
+
+Each command reads the memory it changes, checks the change against the rules
+of :mod:`.model`, builds its events and hands them to :func:`.store.write`
+with the version it was based on — so a concurrent change makes it fail with
+:class:`.store.VersionConflict` rather than overwrite. Commands that change
+nothing write nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from . import confidence as conf
+from .model import (
+    RECORDED_EVIDENCE,
+    InvalidMemory,
+    normalize_tags,
+    slugify,
+    validate_attributes,
+    validate_evidence,
+    validate_lifetime,
+    validate_link,
+    validate_slug,
+    validate_title,
+    validate_visibility,
+)
+from .store import NotFound, connect, new_event, write
+
+ACTORS: Final = ("person", "agent", "import")
+_COLUMNS: Final = ("id", "kind", "title", "slug", "content", "attributes", "tags", "confidence", "author",
+                   "created_at", "updated_at", "last_confirmed_at", "lifetime", "visibility", "archived", "pinned",
+                   "deleted", "version")
+
+
+@dataclass
+class Memory:
+    """A memory as the read model holds it, with its effective confidence at ``now``."""
+
+    id: str
+    kind: str
+    title: str
+    slug: str
+    content: str
+    attributes: dict[str, Any]
+    tags: list[str]
+    confidence: float
+    author: str
+    created_at: int
+    updated_at: int
+    last_confirmed_at: int | None
+    lifetime: dict[str, Any]
+    visibility: dict[str, Any]
+    archived: bool
+    pinned: bool
+    deleted: bool
+    version: int
+    effective_confidence: float = 0.0
+    stale: bool = False
+    evidence: list[dict[str, Any]] | None = None
+    links: list[tuple[str, str]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _row(row: tuple[Any, ...], now_us: int) -> Memory:
+    d = dict(zip(_COLUMNS, row))
+    for k in ("attributes", "tags", "lifetime", "visibility"):
+        d[k] = json.loads(d[k])
+    for k in ("archived", "pinned", "deleted"):
+        d[k] = bool(d[k])
+    m = Memory(**d)
+    anchor = m.last_confirmed_at or m.created_at
+    m.effective_confidence = round(conf.effective(m.confidence, m.kind, anchor, now_us), 6)
+    m.stale = conf.is_stale(m.confidence, m.kind, anchor, now_us)
+    return m
+
+
+def _now() -> int:
+    return time.time_ns() // 1000
+
+
+def get(root: str, ident: str, *, con: sqlite3.Connection | None = None, with_deleted: bool = False,
+        now_us: int | None = None) -> Memory:
+    """A memory by id, unambiguous id prefix (≥ 4 characters) or slug."""
+    own = con is None
+    c = con or connect(root)
+    try:
+        rows = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM memories WHERE id = ? OR slug = ?", (ident, ident)).fetchall()
+        if not rows and len(ident) >= 4 and re.fullmatch(r"[0-9a-f-]+", ident):
+            rows = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM memories WHERE id LIKE ? || '%'", (ident,)).fetchall()
+        rows = [r for r in rows if with_deleted or not r[16]]
+        if not rows:
+            raise NotFound(f"no memory {ident!r}")
+        if len(rows) > 1:
+            raise NotFound(f"{ident!r} names {len(rows)} memories; give more of the id")
+        m = _row(rows[0], now_us if now_us is not None else _now())
+        m.evidence = [json.loads(r[0]) for r in c.execute(
+            "SELECT ref FROM evidence WHERE memory_id = ? ORDER BY seq", (m.id,))]
+        m.links = [(r[0], r[1]) for r in c.execute(
+            "SELECT relation, target FROM links WHERE source = ? ORDER BY relation, target", (m.id,))]
+        return m
+    finally:
+        if own:
+            c.close()
+
+
+def check_recorded(root: str, refs: list[dict[str, Any]]) -> None:
+    """Evidence that names recorded things must name things that exist (the store is
+    asked; only then is the columnar stack loaded)."""
+    recorded = [r for r in refs if r["type"] in RECORDED_EVIDENCE]
+    if not recorded:
+        return
+    from ..query.engine import open_current
+
+    tables = {"event": ("events", "event_id"), "attempt": ("attempts", "attempt_id"),
+              "session": ("sessions", "session_id"), "tool_call": ("tool_calls", "tool_call_id")}
+    engine, _ = open_current(root)
+    with engine:
+        for r in recorded:
+            table, column = tables[r["type"]]
+            value = r["value"].split("_", 1)[1] if re.match(r"^[a-z]{2,3}_", r["value"]) else r["value"]
+            n = engine.run(f"SELECT count(*) FROM {table} WHERE {column} = ?", [value]).rows[0][0]
+            if not n:
+                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is not in the recorded history")
+            r["value"] = value
+
+
+def create(root: str, kind: str, title: str, *, content: str = "", attributes: dict[str, Any] | None = None,
+           tags: list[str] | None = None, evidence: list[dict[str, Any]] | None = None, slug: str | None = None,
+           actor: str = "person", lifetime: str = "standard", until: str | None = None,
+           visibility: str = "shared", allowed_actors: list[str] | None = None) -> Memory:
+    """A new memory (a person's own; agents and importers open proposals instead)."""
+    if actor not in ACTORS:
+        raise InvalidMemory(f"actor is one of {', '.join(ACTORS)}, not {actor!r}")
+    from ..ids import uuid7
+
+    mid = uuid7()
+    title = validate_title(title)
+    attrs = validate_attributes(kind, attributes or {})
+    refs = [validate_evidence(r) for r in evidence or []]
+    check_recorded(root, refs)
+    body = {
+        "kind": kind, "title": title, "slug": validate_slug(slug) if slug else slugify(title, mid),
+        "content": content if isinstance(content, str) else "", "attributes": attrs, "tags": normalize_tags(tags),
+        "confidence": conf.prior(actor), "evidence": refs, "lifetime": validate_lifetime(lifetime, until),
+        "visibility": validate_visibility(visibility, allowed_actors),
+    }
+    write(root, [new_event("memory_created", mid, 1, actor, body)], {mid: None})
+    return get(root, mid)
+
+
+def edit(root: str, ident: str, *, expected_version: int | None = None, actor: str = "person",
+         title: str | None = None, content: str | None = None, attributes: dict[str, Any] | None = None,
+         tags: list[str] | None = None, slug: str | None = None) -> Memory:
+    m = get(root, ident)
+    _not_archived(m)
+    change: dict[str, Any] = {}
+    if title is not None and validate_title(title) != m.title:
+        change["title"] = validate_title(title)
+    if slug is not None and validate_slug(slug) != m.slug:
+        change["slug"] = slug
+    if content is not None and content != m.content:
+        change["content"] = content
+    if attributes is not None:
+        merged = validate_attributes(m.kind, {**m.attributes, **attributes})
+        if merged != m.attributes:
+            change["attributes"] = merged
+    if tags is not None and normalize_tags(tags) != m.tags:
+        change["tags"] = normalize_tags(tags)
+    return _change(root, m, "memory_edited", change, expected_version, actor) if change else m
+
+
+def confirm(root: str, ident: str, *, actor: str = "person", expected_version: int | None = None) -> Memory:
+    m = get(root, ident)
+    return _change(root, m, "memory_confirmed", {"confidence": conf.confirmed(m.confidence, _weight(actor))},
+                   expected_version, actor)
+
+
+def contradict(root: str, ident: str, *, actor: str = "person", expected_version: int | None = None) -> Memory:
+    m = get(root, ident)
+    return _change(root, m, "memory_contradicted", {"confidence": conf.contradicted(m.confidence, _weight(actor))},
+                   expected_version, actor)
+
+
+def add_evidence(root: str, ident: str, ref: dict[str, Any], *, actor: str = "person",
+                 expected_version: int | None = None) -> Memory:
+    m = get(root, ident)
+    clean = validate_evidence(ref)
+    check_recorded(root, [clean])
+    return _change(root, m, "memory_evidence_added", {"evidence": clean}, expected_version, actor)
+
+
+def link(root: str, ident: str, relation: str, target: str, *, actor: str = "person",
+         expected_version: int | None = None) -> Memory:
+    m = get(root, ident)
+    _not_archived(m)
+    other = get(root, target)
+    validate_link(relation, m.id, other.id)
+    if (relation, other.id) in (m.links or []):
+        return m
+    return _change(root, m, "memory_linked", {"relation": relation, "target": other.id}, expected_version, actor)
+
+
+def archive(root: str, ident: str, *, restore: bool = False, actor: str = "person",
+            expected_version: int | None = None) -> Memory:
+    m = get(root, ident)
+    if m.archived != restore:
+        return m
+    return _change(root, m, "memory_restored" if restore else "memory_archived", {}, expected_version, actor)
+
+
+def delete(root: str, ident: str, *, actor: str = "person", expected_version: int | None = None) -> Memory:
+    """A tombstone: gone from every listing; its events stay in the log."""
+    m = get(root, ident)
+    return _change(root, m, "memory_deleted", {}, expected_version, actor)
+
+
+def _weight(actor: str) -> str:
+    return "person" if actor == "person" else "agent"
+
+
+def _not_archived(m: Memory) -> None:
+    if m.archived:
+        raise InvalidMemory(f"memory {m.slug} is archived: restore it first")
+
+
+def _change(root: str, m: Memory, name: str, body: dict[str, Any], expected_version: int | None,
+            actor: str) -> Memory:
+    base = m.version if expected_version is None else expected_version
+    write(root, [new_event(name, m.id, base + 1, actor, body)], {m.id: base})
+    return get(root, m.id, with_deleted=True)
+
+
+def list_memories(root: str, *, kind: str | None = None, tag: str | None = None, include_archived: bool = False,
+                  limit: int = 50, offset: int = 0, now_us: int | None = None) -> list[Memory]:
+    con = connect(root)
+    try:
+        where = ["deleted = 0"]
+        args: list[Any] = []
+        if not include_archived:
+            where.append("archived = 0")
+        if kind:
+            where.append("kind = ?")
+            args.append(kind)
+        if tag:
+            where.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?)")
+            args.append(tag.lower())
+        rows = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM memories WHERE {' AND '.join(where)} "
+                           "ORDER BY pinned DESC, updated_at DESC, id LIMIT ? OFFSET ?", (*args, limit, offset))
+        now = now_us if now_us is not None else _now()
+        return [_row(r, now) for r in rows.fetchall()]
+    finally:
+        con.close()
+
+
+def fts_query(text: str) -> str:
+    """Free text as an FTS5 query that cannot inject syntax: every word a quoted term
+    (AND between them); a trailing ``*`` kept as a prefix search."""
+    terms = []
+    for word in re.findall(r"[\w][\w'.-]*\*?", text, flags=re.UNICODE):
+        prefix = word.endswith("*")
+        word = word.rstrip("*").replace('"', '""')
+        if word:
+            terms.append(f'"{word}"' + ("*" if prefix else ""))
+    return " ".join(terms)
+
+
+def search(root: str, text: str, *, limit: int = 20, now_us: int | None = None) -> list[tuple[Memory, float]]:
+    """Memories matching ``text`` (FTS5, BM25), ranked by relevance × effective confidence;
+    only the returned page is read whole."""
+    q = fts_query(text)
+    if not q:
+        return []
+    con = connect(root)
+    try:
+        hits = con.execute("SELECT id, bm25(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? "
+                           "ORDER BY bm25(memory_fts) LIMIT ?", (q, limit * 4)).fetchall()
+        now = now_us if now_us is not None else _now()
+        out = []
+        for mid, score in hits:
+            row = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM memories WHERE id = ? AND deleted = 0 "
+                              "AND archived = 0", (mid,)).fetchone()
+            if row is None:
+                continue
+            m = _row(row, now)
+            out.append((m, -score * max(m.effective_confidence, 0.01)))
+        out.sort(key=lambda x: (-x[1], x[0].id))
+        return out[:limit]
+    finally:
+        con.close()

@@ -1,0 +1,298 @@
+"""The memory: events in agentlog's own hash-chained log, folded into SQLite.
+
+Every change is an event (kind ``memory``, ``provider_event_name`` says which:
+``memory_created``, ``memory_edited``, ``memory_confirmed`` …) appended to
+``logs/agentlog/memory.jsonl`` through the same log library as the hooks, so
+``agentlog verify`` checks it and ingest puts it in the ``events`` table (the
+projection never reads it). The read model is ``state/memory.sqlite3``: one
+row per memory, its evidence, its links, an FTS5 index of its text, and the
+log offset it has applied.
+
+A write takes ``state/memory.lock``, applies whatever the log holds beyond the
+read model (another process that crashed between appending and applying),
+checks each memory's version against what the writer based its change on
+(optimistic concurrency: a stale version is refused, nothing written),
+appends the events and applies them in one SQLite transaction. So the process
+that wrote reads its write, and two processes writing one memory at once
+serialise: one wins, the other gets :class:`VersionConflict`.
+
+``rebuild`` replays the log into a fresh database; it gives the same rows as
+the live updates (the same ``_apply``), which :func:`dump` lets a test compare.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from typing import Any, Final, Iterator
+
+from .. import __version__
+from ..ids import uuid7
+from ..paths import FILE_MODE, ensure_dir, state_dir
+
+PROVIDER: Final = "agentlog"
+LOG_KEY: Final = "memory"
+DB_FILE: Final = "memory.sqlite3"
+LOCK_FILE: Final = "memory.lock"
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memories (
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL, slug TEXT NOT NULL,
+  content TEXT NOT NULL, attributes TEXT NOT NULL, tags TEXT NOT NULL, confidence REAL NOT NULL,
+  author TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, last_confirmed_at INTEGER,
+  lifetime TEXT NOT NULL, visibility TEXT NOT NULL, archived INTEGER NOT NULL DEFAULT 0,
+  pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_slug ON memories(slug);
+CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind);
+CREATE TABLE IF NOT EXISTS evidence (
+  memory_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL, ref TEXT NOT NULL,
+  added_at INTEGER NOT NULL, PRIMARY KEY (memory_id, seq)
+);
+CREATE INDEX IF NOT EXISTS evidence_value ON evidence(value);
+CREATE TABLE IF NOT EXISTS links (
+  source TEXT NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (source, relation, target)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(id UNINDEXED, title, content, attributes, tags);
+"""
+
+
+class VersionConflict(RuntimeError):
+    """A memory changed since the version a change was based on (nothing was written)."""
+
+    def __init__(self, memory_id: str, expected: int, actual: int | None) -> None:
+        self.memory_id, self.expected, self.actual = memory_id, expected, actual
+        now = "is gone" if actual is None else f"is at version {actual}"
+        super().__init__(f"memory {memory_id} changed: the change was based on version {expected}, it {now}")
+
+
+class NotFound(LookupError):
+    """No memory with that id, id prefix or slug."""
+
+
+def log_path(root: str) -> str:
+    from ..log.layout import log_path as _log_path
+
+    return _log_path(root, PROVIDER, LOG_KEY)
+
+
+def db_path(root: str) -> str:
+    return os.path.join(state_dir(root), DB_FILE)
+
+
+@contextmanager
+def _locked(root: str) -> Iterator[None]:
+    ensure_dir(state_dir(root))
+    fd = os.open(os.path.join(state_dir(root), LOCK_FILE), os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def connect(root: str, path: str | None = None) -> sqlite3.Connection:
+    """The read model (created when missing), 0600."""
+    path = path or db_path(root)
+    ensure_dir(os.path.dirname(path))
+    new = not os.path.exists(path)
+    con = sqlite3.connect(path, timeout=30, isolation_level=None)
+    if new:
+        os.chmod(path, FILE_MODE)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.executescript(_SCHEMA)
+    return con
+
+
+def _applied(con: sqlite3.Connection) -> int:
+    row = con.execute("SELECT value FROM meta WHERE key = 'log_offset'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _log_events(path: str, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(offset after it, event) of each whole frame of the memory log from ``start``."""
+    from ..log.frame import event_bytes, is_purged
+    from ..log.segments import read_from
+
+    if not os.path.exists(path):
+        return
+    rest = b""
+    base = start
+    for off, data in read_from(path, start):
+        if not rest:
+            base = off
+        data = rest + data
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break
+            line = data[pos:nl + 1]
+            end = base + nl + 1
+            if not is_purged(line):
+                yield end, json.loads(event_bytes(line))
+            else:
+                yield end, {}
+            pos = nl + 1
+        rest = data[pos:]
+        base = base + pos
+
+
+def catch_up(root: str, con: sqlite3.Connection) -> int:
+    """Apply the log's events the read model has not; how many."""
+    n = 0
+    start = _applied(con)
+    pending: list[tuple[int, dict[str, Any]]] = []
+    for end, ev in _log_events(log_path(root), start):
+        pending.append((end, ev))
+    if not pending:
+        return 0
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        for end, ev in pending:
+            if ev:
+                _apply(con, ev)
+                n += 1
+            con.execute("INSERT INTO meta VALUES ('log_offset', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (str(end),))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return n
+
+
+def new_event(name: str, memory_id: str, version: int, actor: str, content: dict[str, Any],
+              at_us: int | None = None, **attrs: Any) -> dict[str, Any]:
+    """A memory event in the canonical wire form (content redacted)."""
+    from ..capture.redact import redact_value
+
+    now = at_us if at_us is not None else time.time_ns() // 1000
+    clean, found = redact_value(content)
+    a: dict[str, Any] = {"memory_id": memory_id, "version": version, "actor": actor, **attrs}
+    if found:
+        a["redactions"] = sum(found.values())
+        a["redacted"] = found
+    return {"event_id": uuid7(now // 1000), "schema_version": 1, "kind": "memory", "provider": PROVIDER,
+            "provider_event_name": name, "observed_at": now, "captured_at": now, "capture_mode": "full",
+            "agentlog_version": __version__, "provider_session_id": LOG_KEY, "attrs": a, "content": clean}
+
+
+def write(root: str, events: list[dict[str, Any]], expected: dict[str, int | None]) -> None:
+    """Append ``events`` if every memory in ``expected`` is still at that version
+    (``None``: must not exist yet); else raise :class:`VersionConflict` and write nothing."""
+    from ..fastjson import dumps_bytes
+    from ..log.writer import SessionLog
+
+    with _locked(root):
+        con = connect(root)
+        try:
+            catch_up(root, con)
+            for mid, version in expected.items():
+                row = con.execute("SELECT version FROM memories WHERE id = ?", (mid,)).fetchone()
+                actual = row[0] if row else None
+                if actual != version:
+                    raise VersionConflict(mid, -1 if version is None else version, actual)
+            SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY).append([dumps_bytes(e) for e in events])
+            catch_up(root, con)
+        finally:
+            con.close()
+
+
+def rebuild(root: str) -> int:
+    """Replay the whole log into a fresh read model; the events applied."""
+    with _locked(root):
+        path = db_path(root)
+        tmp = path + ".rebuild"
+        for p in (tmp, tmp + "-wal", tmp + "-shm"):
+            if os.path.exists(p):
+                os.remove(p)
+        con = connect(root, tmp)
+        try:
+            n = catch_up(root, con)
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            con.close()
+        for p in (path + "-wal", path + "-shm"):
+            if os.path.exists(p):
+                os.remove(p)
+        os.replace(tmp, path)
+        return n
+
+
+def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the read model, sorted (what replay and live updates must agree on)."""
+    return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+            for t in ("memories", "evidence", "links")} | {
+        "fts": sorted(con.execute("SELECT id, title, content, attributes, tags FROM memory_fts").fetchall())}
+
+
+# -- applying events (the fold) ---------------------------------------------------------------
+
+
+def _fts(con: sqlite3.Connection, mid: str) -> None:
+    con.execute("DELETE FROM memory_fts WHERE id = ?", (mid,))
+    row = con.execute("SELECT title, content, attributes, tags, deleted FROM memories WHERE id = ?", (mid,)).fetchone()
+    if row is None or row[4]:
+        return
+    attrs = " ".join(str(v) if not isinstance(v, list) else " ".join(map(str, v))
+                     for v in json.loads(row[2]).values())
+    con.execute("INSERT INTO memory_fts (id, title, content, attributes, tags) VALUES (?, ?, ?, ?, ?)",
+                (mid, row[0], row[1], attrs, " ".join(json.loads(row[3]))))
+
+
+def _apply(con: sqlite3.Connection, ev: dict[str, Any]) -> None:
+    name = ev.get("provider_event_name")
+    a = ev.get("attrs") or {}
+    c = ev.get("content") or {}
+    mid = str(a.get("memory_id") or "")
+    at = int(ev.get("observed_at") or 0)
+    version = int(a.get("version") or 0)
+    if name == "memory_created":
+        con.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
+                    (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
+                     json.dumps(c.get("tags", [])), float(c["confidence"]), a.get("actor", ""), at, at,
+                     json.dumps(c.get("lifetime", {"policy": "standard", "until": None})),
+                     json.dumps(c.get("visibility", {"visibility": "shared", "allowed_actors": []})), version))
+        for i, ref in enumerate(c.get("evidence", [])):
+            con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)",
+                        (mid, i, ref["type"], ref["value"], json.dumps(ref, sort_keys=True), at))
+    elif name == "memory_edited":
+        sets = {k: c[k] for k in ("title", "slug", "content") if k in c}
+        if "attributes" in c:
+            sets["attributes"] = json.dumps(c["attributes"])
+        if "tags" in c:
+            sets["tags"] = json.dumps(c["tags"])
+        for k, v in sets.items():
+            con.execute(f"UPDATE memories SET {k} = ? WHERE id = ?", (v, mid))  # k from a fixed list
+    elif name in ("memory_confirmed", "memory_contradicted"):
+        con.execute("UPDATE memories SET confidence = ? WHERE id = ?", (float(c["confidence"]), mid))
+        if name == "memory_confirmed":
+            con.execute("UPDATE memories SET last_confirmed_at = ? WHERE id = ?", (at, mid))
+    elif name == "memory_evidence_added":
+        seq = con.execute("SELECT coalesce(max(seq) + 1, 0) FROM evidence WHERE memory_id = ?", (mid,)).fetchone()[0]
+        ref = c["evidence"]
+        con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)",
+                    (mid, seq, ref["type"], ref["value"], json.dumps(ref, sort_keys=True), at))
+    elif name == "memory_linked":
+        con.execute("INSERT OR IGNORE INTO links VALUES (?, ?, ?)", (mid, c["relation"], c["target"]))
+    elif name == "memory_unlinked":
+        con.execute("DELETE FROM links WHERE source = ? AND relation = ? AND target = ?", (mid, c["relation"], c["target"]))
+    elif name in ("memory_archived", "memory_restored"):
+        con.execute("UPDATE memories SET archived = ? WHERE id = ?", (int(name == "memory_archived"), mid))
+    elif name == "memory_pinned":
+        con.execute("UPDATE memories SET pinned = ? WHERE id = ?", (int(bool(c.get("pinned"))), mid))
+    elif name == "memory_deleted":
+        con.execute("UPDATE memories SET deleted = 1 WHERE id = ?", (mid,))
+        con.execute("DELETE FROM links WHERE source = ?", (mid,))
+    else:
+        return  # a kind of memory event this version does not know: kept in the log, not folded
+    con.execute("UPDATE memories SET version = ?, updated_at = ? WHERE id = ?", (version, at, mid))
+    _fts(con, mid)

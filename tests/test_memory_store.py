@@ -1,0 +1,221 @@
+"""The memory's log and read model: replay equals live, concurrent writers, crash
+recovery, redaction, search that cannot be injected, evidence that must exist."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentlog.memory import service as S
+from agentlog.memory import store
+from agentlog.memory.model import InvalidMemory
+
+
+def _dump(root: str) -> dict[str, Any]:
+    con = store.connect(root)
+    try:
+        return store.dump(con)
+    finally:
+        con.close()
+
+
+def _fixed_history(root: str) -> None:
+    a = S.create(root, "procedure", "Run the tests", content="Use the script, not pytest directly.",
+                 attributes={"goal": "run the tests", "steps": ["./scripts/test.sh"]}, tags=["CI", "tests"])
+    b = S.create(root, "pitfall", "Edits to config.py fail", actor="agent",
+                 attributes={"symptom": "string_mismatch on config.py", "avoid": "read the file first"})
+    c = S.create(root, "decision", "Use DuckDB", attributes={"chosen": "duckdb", "alternatives": ["sqlite"]},
+                 evidence=[{"type": "url", "value": "https://duckdb.org"}])
+    S.confirm(root, b.id, actor="agent")
+    S.contradict(root, c.slug)
+    S.edit(root, a.id, title="Run the whole test suite", tags=["ci"])
+    S.link(root, b.id, "relates_to", a.id)
+    S.add_evidence(root, b.id, {"type": "file", "path": "src/config.py", "line_start": 3, "line_end": 9})
+    S.archive(root, c.id)
+    S.archive(root, c.id, restore=True)
+    S.delete(root, c.id)
+
+
+def test_rebuilding_from_the_log_gives_the_live_read_model(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    _fixed_history(root)
+    live = _dump(root)
+    assert len(live["memories"]) == 3 and len(live["links"]) == 1 and len(live["evidence"]) == 2
+    assert store.rebuild(root) == 11
+    assert _dump(root) == live
+    # the read model is private
+    assert stat.S_IMODE(os.stat(store.db_path(root)).st_mode) == 0o600
+    # a deleted memory is gone from listings and search, its events stay in the log
+    assert [m.title for m in S.list_memories(root)] == ["Edits to config.py fail", "Run the whole test suite"]
+    assert S.search(root, "DuckDB") == []
+    with pytest.raises(store.NotFound):
+        S.get(root, "use-duckdb")
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["create", "confirm", "contradict", "edit", "archive", "restore", "delete",
+                                           "link", "evidence"]), st.integers(0, 5), st.integers(0, 5)),
+                min_size=1, max_size=25)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS)
+def test_any_history_replays_to_the_same_read_model(ops: list[tuple[str, int, int]],
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    root = str(tmp_path_factory.mktemp("mem"))
+    ids: list[str] = []
+    for op, i, j in ops:
+        try:
+            if op == "create" or not ids:
+                ids.append(S.create(root, "fact", f"fact {len(ids)}", attributes={"statement": f"s{i}"},
+                                    tags=[f"t{j}"]).id)
+            elif op == "confirm":
+                S.confirm(root, ids[i % len(ids)], actor="agent" if j % 2 else "person")
+            elif op == "contradict":
+                S.contradict(root, ids[i % len(ids)])
+            elif op == "edit":
+                S.edit(root, ids[i % len(ids)], content=f"text {j}", attributes={"statement": f"s{j}"})
+            elif op in ("archive", "restore"):
+                S.archive(root, ids[i % len(ids)], restore=op == "restore")
+            elif op == "delete":
+                S.delete(root, ids[i % len(ids)])
+            elif op == "link":
+                S.link(root, ids[i % len(ids)], "relates_to", ids[j % len(ids)])
+            elif op == "evidence":
+                S.add_evidence(root, ids[i % len(ids)], {"type": "quote", "value": f"q{j}"})
+        except (InvalidMemory, store.NotFound):
+            pass  # a refused change writes nothing
+    live = _dump(root)
+    store.rebuild(root)
+    assert _dump(root) == live
+
+
+_WRITER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from agentlog.memory import service as S
+from agentlog.memory.store import VersionConflict
+root, ident, version = sys.argv[2], sys.argv[3], int(sys.argv[4])
+try:
+    S.confirm(root, ident, expected_version=version)
+    print("won")
+except VersionConflict:
+    print("conflict")
+"""
+
+_CREATOR = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from agentlog.memory import service as S
+for i in range(int(sys.argv[4])):
+    S.create(sys.argv[2], "fact", f"{sys.argv[3]} {i}", attributes={"statement": "x"})
+"""
+
+
+def test_concurrent_writers_one_memory_one_wins_different_memories_all_succeed(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    src = str(Path(S.__file__).resolve().parents[2])
+    m = S.create(root, "fact", "contested", attributes={"statement": "x"})
+    for round_ in range(3):
+        version = S.get(root, m.id).version
+        procs = [subprocess.Popen([sys.executable, "-c", _WRITER, src, root, m.id, str(version)],
+                                  stdout=subprocess.PIPE, text=True) for _ in range(4)]
+        outcomes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+        assert outcomes == ["conflict", "conflict", "conflict", "won"], round_
+        assert S.get(root, m.id).version == version + 1
+    procs = [subprocess.Popen([sys.executable, "-c", _CREATOR, src, root, f"writer{k}", "15"]) for k in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    assert len(S.list_memories(root, limit=1000)) == 1 + 45
+    live = _dump(root)
+    store.rebuild(root)
+    assert _dump(root) == live
+
+
+def test_an_event_appended_but_not_applied_is_applied_by_the_next_write(agentlog_home: Path) -> None:
+    """A crash between appending and updating SQLite loses nothing."""
+    from agentlog.fastjson import dumps_bytes
+    from agentlog.log.writer import SessionLog
+
+    root = str(agentlog_home)
+    m = S.create(root, "fact", "first", attributes={"statement": "x"})
+    ev = store.new_event("memory_confirmed", m.id, 2, "person", {"confidence": 0.99})
+    SessionLog(root, store.PROVIDER, store.LOG_KEY, session_id=store.LOG_KEY).append([dumps_bytes(ev)])
+    S.create(root, "fact", "second", attributes={"statement": "y"})
+    assert S.get(root, m.id).confidence == 0.99 and S.get(root, m.id).version == 2
+
+
+def test_secrets_in_a_memory_are_redacted_before_they_are_written(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    m = S.create(root, "procedure", "Deploy", content=f"export GITHUB_TOKEN={token}",
+                 attributes={"goal": "deploy", "steps": ["push"]})
+    assert token not in m.content
+    assert token.encode() not in Path(store.log_path(root)).read_bytes()
+
+
+@pytest.mark.parametrize("query", ['"unbalanced', "NEAR(a b)", "a OR", "-x", "title:x", "*", "a AND NOT b",
+                                   "x" * 10_000, "\x00\x1b[31m", "'; DROP TABLE memories; --", "(", "^foo", "{a b}"])
+def test_hostile_search_text_never_errors(agentlog_home: Path, query: str) -> None:
+    root = str(agentlog_home)
+    S.create(root, "fact", "the build uses make", attributes={"statement": "make"})
+    assert isinstance(S.search(root, query), list)
+
+
+def test_search_finds_words_and_prefixes_and_ranks_by_confidence(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    strong = S.create(root, "convention", "Parse configs with tomllib", attributes={"rule": "use tomllib"})
+    weak = S.create(root, "convention", "Parse configs by hand", actor="agent", attributes={"rule": "by hand"})
+    for _ in range(3):
+        S.contradict(root, weak.id)
+    got = [m.id for m, _ in S.search(root, "parse configs")]
+    assert got == [strong.id, weak.id]
+    assert [m.id for m, _ in S.search(root, "toml*")] == [strong.id]
+    assert S.search(root, "yaml") == []
+
+
+def test_evidence_must_name_something_recorded(agentlog_home: Path) -> None:
+    from agentlog.capture.hook import build, record
+
+    root = str(agentlog_home)
+    payload = {"session_id": "s-ev", "hook_event_name": "UserPromptSubmit", "prompt": "hello", "cwd": "/nonexistent"}
+    captured = build("claude-code", json.dumps(payload).encode(), 0, [])
+    record(captured, root, "relaxed")
+    event_id = captured.event["event_id"]
+    m = S.create(root, "fact", "a prompt was typed", attributes={"statement": "yes"},
+                 evidence=[{"type": "event", "value": f"ev_{event_id}"}])
+    assert m.evidence == [{"type": "event", "value": event_id}]
+    with pytest.raises(InvalidMemory, match="not in the recorded history"):
+        S.create(root, "fact", "made up", attributes={"statement": "no"},
+                 evidence=[{"type": "event", "value": "0190a8f0-0000-7000-8000-000000000000"}])
+
+
+def test_the_cli(agentlog_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    r = CliRunner()
+    env = {"AGENTLOG_HOME": str(agentlog_home)}
+    add = r.invoke(cli, ["memory", "add", "procedure", "Run the tests", "--attr", "goal=run the tests",
+                         "--attr", "steps=./scripts/test.sh", "--tag", "ci", "--json"], env=env)
+    assert add.exit_code == 0, add.output
+    m = json.loads(add.output)
+    assert m["attributes"] == {"goal": "run the tests", "steps": ["./scripts/test.sh"]} and m["version"] == 1
+    assert json.loads(r.invoke(cli, ["memory", "list", "--json"], env=env).output)[0]["id"] == m["id"]
+    assert json.loads(r.invoke(cli, ["memory", "search", "tests", "--json"], env=env).output)[0]["id"] == m["id"]
+    stale = r.invoke(cli, ["memory", "confirm", m["slug"], "--version", "7"], env=env)
+    assert stale.exit_code == 1 and "based on version 7" in stale.output
+    ok = r.invoke(cli, ["memory", "confirm", m["id"][:12], "--json"], env=env)
+    assert ok.exit_code == 0 and json.loads(ok.output)["version"] == 2
+    bad = r.invoke(cli, ["memory", "add", "project", "x", "--attr", "name=x", "--attr", "status=bogus"], env=env)
+    assert bad.exit_code == 1 and "project.status must be one of" in bad.output
+    missing = r.invoke(cli, ["memory", "show", "nope"], env=env)
+    assert missing.exit_code == 1 and "no memory" in missing.output
