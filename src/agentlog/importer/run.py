@@ -305,29 +305,24 @@ def _known(root: str, provider: str, session_id: str | None) -> Known:
     """What a session's log holds (sealed segments included)."""
     from ..log.frame import event_bytes
     from ..log.layout import log_path, session_key
-    from ..log.segments import read_from
+    from ..log.segments import lines_from
 
     known = Known()
     path = log_path(root, provider, session_key(session_id))
     if not os.path.exists(path):
         return known
-    rest = b""
-    for _, data in read_from(path, 0):
-        data = rest + data
-        lines = data.split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            if not line.startswith(b'{"v":1') or b',"event":' not in line:
-                continue
-            try:
-                ev = orjson.loads(event_bytes(line + b"\n"))
-            except Exception:
-                continue
-            if not isinstance(ev, dict):
-                continue
-            attrs = ev.get("attrs")
-            key = attrs.get("merge_key") if isinstance(attrs, dict) else None
-            known.add(ev, key if isinstance(key, str) else hook_merge_key(ev))
+    for _, line in lines_from(path, 0):
+        if not line.startswith(b'{"v":1') or b',"event":' not in line:
+            continue
+        try:
+            ev = orjson.loads(event_bytes(line))
+        except Exception:
+            continue
+        if not isinstance(ev, dict):
+            continue
+        attrs = ev.get("attrs")
+        key = attrs.get("merge_key") if isinstance(attrs, dict) else None
+        known.add(ev, key if isinstance(key, str) else hook_merge_key(ev))
     return known
 
 

@@ -117,23 +117,9 @@ def _fault(point: str) -> None:
 def _lines(path: str) -> Iterator[tuple[int, bytes]]:
     """(logical offset, complete line) of every complete line of a session's
     chain: sealed segments, then the active file (a torn tail is left out)."""
-    from .segments import read_from
+    from .segments import lines_from
 
-    carry = b""
-    base = 0
-    for off, data in read_from(path, 0):
-        buf = carry + data if carry else data
-        start = 0
-        if not carry:
-            base = off
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            yield base + start, buf[start : nl + 1]
-            start = nl + 1
-        carry = buf[start:]
-        base += start
+    return lines_from(path, 0)
 
 
 def _loads(data: bytes) -> Any:

@@ -389,3 +389,24 @@ __all__ = [
     "logical_size",
     "read_from",
 ]
+
+
+def lines_from(log_file: str, start: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(logical offset, complete line with its newline) of every complete line of a
+    session's chain from ``start`` (a line's first byte): sealed segments, then the
+    active file; an incomplete last line is left out."""
+    carry = b""
+    base = start
+    for off, data in read_from(log_file, start):
+        buf = carry + data if carry else data
+        pos = 0
+        if not carry:
+            base = off
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                break
+            yield base + pos, buf[pos : nl + 1]
+            pos = nl + 1
+        carry = buf[pos:]
+        base += pos

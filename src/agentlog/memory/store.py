@@ -119,30 +119,12 @@ def _applied(con: sqlite3.Connection) -> int:
 def _log_events(path: str, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
     """(offset after it, event) of each whole frame of the memory log from ``start``."""
     from ..log.frame import event_bytes, is_purged
-    from ..log.segments import read_from
+    from ..log.segments import lines_from
 
     if not os.path.exists(path):
         return
-    rest = b""
-    base = start
-    for off, data in read_from(path, start):
-        if not rest:
-            base = off
-        data = rest + data
-        pos = 0
-        while True:
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                break
-            line = data[pos:nl + 1]
-            end = base + nl + 1
-            if not is_purged(line):
-                yield end, json.loads(event_bytes(line))
-            else:
-                yield end, {}
-            pos = nl + 1
-        rest = data[pos:]
-        base = base + pos
+    for off, line in lines_from(path, start):
+        yield off + len(line), ({} if is_purged(line) else json.loads(event_bytes(line)))
 
 
 def catch_up(root: str, con: sqlite3.Connection) -> int:
