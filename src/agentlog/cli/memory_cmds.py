@@ -188,3 +188,117 @@ def rebuild_cmd(as_json: bool) -> None:
         print_json({"events": n})
     else:
         stderr().print(f"replayed {n} memory events")
+
+
+# -- proposals ------------------------------------------------------------------------------
+
+
+def _proposal_line(p: Any) -> dict[str, Any]:
+    return {"id": p.id, "status": p.status, "by": p.actor, "title": p.title, "changes": len(p.changes)}
+
+
+@memory.command(name="propose")
+@click.option("--title", required=True, help="What the proposal is about.")
+@click.option("--note", default=None, help="Why (shown when it is reviewed).")
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A JSON list of changes ({op: create|edit|confirm|contradict|add_evidence|link|archive|delete, …}).")
+@click.option("--change", "inline", multiple=True, metavar="JSON", help="One change as JSON (repeatable).")
+@click.option("--actor", type=click.Choice(["agent", "import", "person"]), default="agent", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the proposal as JSON.")
+def propose_cmd(title: str, note: str | None, path: str | None, inline: tuple[str, ...], actor: str,
+                as_json: bool) -> None:
+    """Open a proposal: changes a person reviews and approves, rejects or undoes later."""
+    import json
+
+    from ..memory import proposals
+    from ..memory.model import InvalidMemory
+    from ..memory.store import NotFound
+
+    changes: list[Any] = []
+    try:
+        if path:
+            with open(path, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+            changes.extend(loaded if isinstance(loaded, list) else [loaded])
+        changes.extend(json.loads(c) for c in inline)
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(f"changes are not JSON: {e}") from None
+    try:
+        p = proposals.open_proposal(data_root(), changes, title=title, note=note, actor=actor)
+    except (InvalidMemory, NotFound) as e:
+        raise _fail(e) from None
+    if as_json:
+        print_json(p.to_dict())
+    else:
+        click.echo(f"proposal {p.id} opened ({len(p.changes)} changes): `agentlog memory review {p.id[:13]}`")
+
+
+@memory.command(name="proposals")
+@click.option("--status", type=click.Choice(["open", "merged", "rejected", "undone", "all"]), default="open",
+              show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the proposals as JSON.")
+def proposals_cmd(status: str, limit: int, as_json: bool) -> None:
+    """List proposals, newest first."""
+    from ..memory import proposals
+
+    ps = proposals.list_proposals(data_root(), None if status == "all" else status, limit)
+    if as_json:
+        print_json([p.to_dict() for p in ps])
+    elif not ps:
+        stderr().print(f"no {'' if status == 'all' else status + ' '}proposals")
+    else:
+        print_table([_proposal_line(p) for p in ps], ["id", "status", "by", "title", "changes"])
+
+
+@memory.command(name="review")
+@click.argument("pid")
+@click.option("--json", "as_json", is_flag=True, help="Print the proposal and its diff as JSON.")
+def review_cmd(pid: str, as_json: bool) -> None:
+    """What merging proposal PID would change, against the memories as they are now."""
+    from ..memory import proposals
+    from ..memory.store import NotFound
+
+    try:
+        p = proposals.get(data_root(), pid)
+        lines = proposals.diff(data_root(), p.id)
+    except NotFound as e:
+        raise _fail(e) from None
+    if as_json:
+        print_json({**p.to_dict(), "diff": lines})
+        return
+    click.echo(f"{p.id}  {p.status}  by {p.actor}: {terminal_safe(p.title)}")
+    if p.note:
+        click.echo(terminal_safe(p.note))
+    for line in lines:
+        click.echo(terminal_safe(line))
+
+
+def _decide(name: str, doc: str) -> click.Command:
+    @click.command(name=name, help=doc)
+    @click.argument("pid")
+    @click.option("--reason", default=None, help="Why (rejections).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the proposal as JSON.")
+    def cmd(pid: str, reason: str | None, as_json: bool) -> None:
+        from ..memory import proposals
+        from ..memory.model import InvalidMemory
+        from ..memory.store import NotFound
+
+        try:
+            if name == "reject":
+                p = proposals.reject(data_root(), pid, reason=reason)
+            else:
+                p = getattr(proposals, name)(data_root(), pid)
+        except (InvalidMemory, NotFound, proposals.StaleProposal) as e:
+            raise _fail(e) from None
+        if as_json:
+            print_json(p.to_dict())
+        else:
+            click.echo(f"proposal {p.id}: {p.status}")
+
+    return cmd
+
+
+memory.add_command(_decide("approve", "Merge proposal PID: all its changes, or none if a memory changed since."))
+memory.add_command(_decide("reject", "Reject proposal PID (--reason says why)."))
+memory.add_command(_decide("undo", "Undo merged proposal PID: its memories as they were (refused if changed since)."))

@@ -28,7 +28,7 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import Any, Final, Iterator
+from typing import Any, Callable, Final, Iterator
 
 from .. import __version__
 from ..ids import uuid7
@@ -60,6 +60,11 @@ CREATE TABLE IF NOT EXISTS links (
   source TEXT NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (source, relation, target)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(id UNINDEXED, title, content, attributes, tags);
+CREATE TABLE IF NOT EXISTS proposals (
+  id TEXT PRIMARY KEY, status TEXT NOT NULL, actor TEXT NOT NULL, title TEXT NOT NULL, note TEXT,
+  changes TEXT NOT NULL, bases TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+  merged TEXT, reason TEXT
+);
 """
 
 
@@ -170,6 +175,14 @@ def new_event(name: str, memory_id: str, version: int, actor: str, content: dict
 def write(root: str, events: list[dict[str, Any]], expected: dict[str, int | None]) -> None:
     """Append ``events`` if every memory in ``expected`` is still at that version
     (``None``: must not exist yet); else raise :class:`VersionConflict` and write nothing."""
+    transact(root, lambda con: (events, expected))
+
+
+def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[str, Any]], dict[str, int | None]]]
+             ) -> list[dict[str, Any]]:
+    """Under the lock and on a current read model: ``decide(con)`` gives the events to
+    append and the versions they are based on; those are checked (a stale one raises
+    :class:`VersionConflict`, nothing written), the events appended and applied."""
     from ..fastjson import dumps_bytes
     from ..log.writer import SessionLog
 
@@ -177,15 +190,45 @@ def write(root: str, events: list[dict[str, Any]], expected: dict[str, int | Non
         con = connect(root)
         try:
             catch_up(root, con)
+            events, expected = decide(con)
             for mid, version in expected.items():
-                row = con.execute("SELECT version FROM memories WHERE id = ?", (mid,)).fetchone()
+                row = con.execute("SELECT version FROM memories WHERE id = ? AND deleted = 0", (mid,)).fetchone()
                 actual = row[0] if row else None
                 if actual != version:
                     raise VersionConflict(mid, -1 if version is None else version, actual)
-            SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY).append([dumps_bytes(e) for e in events])
-            catch_up(root, con)
+            if events:
+                SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY).append([dumps_bytes(e) for e in events])
+                catch_up(root, con)
+            return events
         finally:
             con.close()
+
+
+def snapshot(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
+    """A memory's rows (memory, evidence, links) exactly, or None when it does not exist."""
+    cols = [d[1] for d in con.execute("PRAGMA table_info(memories)")]
+    row = con.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone()
+    if row is None:
+        return None
+    return {"memory": dict(zip(cols, row)),
+            "evidence": [list(r) for r in con.execute("SELECT * FROM evidence WHERE memory_id = ? ORDER BY seq",
+                                                       (mid,))],
+            "links": [list(r) for r in con.execute("SELECT * FROM links WHERE source = ? ORDER BY relation, target",
+                                                    (mid,))]}
+
+
+def _restore(con: sqlite3.Connection, mid: str, snap: dict[str, Any] | None) -> None:
+    con.execute("DELETE FROM memories WHERE id = ?", (mid,))
+    con.execute("DELETE FROM evidence WHERE memory_id = ?", (mid,))
+    con.execute("DELETE FROM links WHERE source = ?", (mid,))
+    if snap is not None:
+        m = snap["memory"]
+        con.execute(f"INSERT INTO memories ({', '.join(m)}) VALUES ({', '.join('?' * len(m))})", tuple(m.values()))
+        for r in snap["evidence"]:
+            con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)", tuple(r))
+        for r in snap["links"]:
+            con.execute("INSERT INTO links VALUES (?, ?, ?)", tuple(r))
+    _fts(con, mid)
 
 
 def rebuild(root: str) -> int:
@@ -212,7 +255,7 @@ def rebuild(root: str) -> int:
 def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the read model, sorted (what replay and live updates must agree on)."""
     return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-            for t in ("memories", "evidence", "links")} | {
+            for t in ("memories", "evidence", "links", "proposals")} | {
         "fts": sorted(con.execute("SELECT id, title, content, attributes, tags FROM memory_fts").fetchall())}
 
 
@@ -231,12 +274,45 @@ def _fts(con: sqlite3.Connection, mid: str) -> None:
 
 
 def _apply(con: sqlite3.Connection, ev: dict[str, Any]) -> None:
-    name = ev.get("provider_event_name")
+    name = str(ev.get("provider_event_name"))
     a = ev.get("attrs") or {}
     c = ev.get("content") or {}
-    mid = str(a.get("memory_id") or "")
     at = int(ev.get("observed_at") or 0)
-    version = int(a.get("version") or 0)
+    if name.startswith("proposal_"):
+        _apply_proposal(con, name, a, c, at)
+        return
+    _apply_op(con, name, str(a.get("memory_id") or ""), int(a.get("version") or 0), str(a.get("actor") or ""), at, c)
+
+
+def _apply_proposal(con: sqlite3.Connection, name: str, a: dict[str, Any], c: dict[str, Any], at: int) -> None:
+    pid = str(a.get("proposal_id") or "")
+    if name == "proposal_opened":
+        con.execute("INSERT OR REPLACE INTO proposals VALUES (?, 'open', ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                    (pid, a.get("actor", ""), c.get("title", ""), c.get("note"), json.dumps(c.get("changes", [])),
+                     json.dumps(c.get("bases", {}), sort_keys=True), at, at))
+    elif name == "proposal_edited":
+        con.execute("UPDATE proposals SET changes = ?, bases = ?, updated_at = ? WHERE id = ?",
+                    (json.dumps(c.get("changes", [])), json.dumps(c.get("bases", {}), sort_keys=True), at, pid))
+    elif name == "proposal_rejected":
+        con.execute("UPDATE proposals SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                    (c.get("reason"), at, pid))
+    elif name == "proposal_merged":
+        # every change of the proposal in this one event: applied all together, or (a torn
+        # frame is never read) not at all
+        for op in c.get("ops", []):
+            _apply_op(con, op["name"], op["memory_id"], int(op["version"]), str(a.get("actor") or ""), at, op["body"])
+        con.execute("UPDATE proposals SET status = 'merged', merged = ?, updated_at = ? WHERE id = ?",
+                    (json.dumps({"before": c.get("before", {}), "after": c.get("after", {})}, sort_keys=True), at,
+                     pid))
+    elif name == "proposal_undone":
+        for mid, snap in sorted((c.get("restore") or {}).items()):
+            _restore(con, mid, snap)
+        con.execute("UPDATE proposals SET status = 'undone', updated_at = ? WHERE id = ?", (at, pid))
+
+
+def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor: str, at: int,
+              c: dict[str, Any]) -> None:
+    a = {"actor": actor}
     if name == "memory_created":
         con.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
                     (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
@@ -247,7 +323,7 @@ def _apply(con: sqlite3.Connection, ev: dict[str, Any]) -> None:
             con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)",
                         (mid, i, ref["type"], ref["value"], json.dumps(ref, sort_keys=True), at))
     elif name == "memory_edited":
-        sets = {k: c[k] for k in ("title", "slug", "content") if k in c}
+        sets: dict[str, Any] = {k: c[k] for k in ("title", "slug", "content") if k in c}
         if "attributes" in c:
             sets["attributes"] = json.dumps(c["attributes"])
         if "tags" in c:
