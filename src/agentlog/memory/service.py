@@ -260,38 +260,14 @@ def list_memories(root: str, *, kind: str | None = None, tag: str | None = None,
         con.close()
 
 
-def fts_query(text: str) -> str:
-    """Free text as an FTS5 query that cannot inject syntax: every word a quoted term
-    (AND between them); a trailing ``*`` kept as a prefix search."""
-    terms = []
-    for word in re.findall(r"[\w][\w'.-]*\*?", text, flags=re.UNICODE):
-        prefix = word.endswith("*")
-        word = word.rstrip("*").replace('"', '""')
-        if word:
-            terms.append(f'"{word}"' + ("*" if prefix else ""))
-    return " ".join(terms)
+def search(root: str, text: str, *, limit: int = 20, offset: int = 0,
+           now_us: int | None = None) -> list[tuple[Memory, float]]:
+    """Memories matching ``text`` (words, phrases and operators: :mod:`.search`),
+    ranked by relevance × effective confidence; only the returned page is read whole."""
+    from . import search as language
 
-
-def search(root: str, text: str, *, limit: int = 20, now_us: int | None = None) -> list[tuple[Memory, float]]:
-    """Memories matching ``text`` (FTS5, BM25), ranked by relevance × effective confidence;
-    only the returned page is read whole."""
-    q = fts_query(text)
-    if not q:
-        return []
     con = connect(root)
     try:
-        hits = con.execute("SELECT id, bm25(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? "
-                           "ORDER BY bm25(memory_fts) LIMIT ?", (q, limit * 4)).fetchall()
-        now = now_us if now_us is not None else _now()
-        out = []
-        for mid, score in hits:
-            row = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM memories WHERE id = ? AND deleted = 0 "
-                              "AND archived = 0", (mid,)).fetchone()
-            if row is None:
-                continue
-            m = _row(row, now)
-            out.append((m, -score * max(m.effective_confidence, 0.01)))
-        out.sort(key=lambda x: (-x[1], x[0].id))
-        return out[:limit]
+        return language.run(con, text, limit=limit, offset=offset, now_us=now_us)
     finally:
         con.close()
