@@ -302,3 +302,46 @@ def _decide(name: str, doc: str) -> click.Command:
 memory.add_command(_decide("approve", "Merge proposal PID: all its changes, or none if a memory changed since."))
 memory.add_command(_decide("reject", "Reject proposal PID (--reason says why)."))
 memory.add_command(_decide("undo", "Undo merged proposal PID: its memories as they were (refused if changed since)."))
+
+
+@memory.command(name="export")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+def export_cmd(directory: str, as_json: bool) -> None:
+    """Write every memory as markdown, the events as NDJSON and a manifest with checksums
+    (the same memory exports to the same bytes)."""
+    from ..memory.exchange import export
+
+    manifest = export(data_root(), directory)
+    if as_json:
+        print_json(manifest)
+    else:
+        stderr().print(f"exported {manifest['memories']} memories and {manifest['events']} events to {directory}")
+
+
+@memory.command(name="import")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--restore", is_flag=True, help="Replay the export's events into this empty memory (the same state).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def import_cmd(directory: str, restore: bool, as_json: bool) -> None:
+    """Import an export: --restore replays it into an empty memory; otherwise one proposal
+    creating its memories is opened for review."""
+    from ..memory import exchange
+    from ..memory.model import InvalidMemory
+
+    try:
+        if restore:
+            n = exchange.restore(data_root(), directory)
+            out: dict[str, Any] = {"restored_events": n}
+        else:
+            p = exchange.import_as_proposal(data_root(), directory)
+            out = {"proposal": p.id, "changes": len(p.changes)}
+    except (exchange.ExchangeError, InvalidMemory) as e:
+        raise _fail(e) from None
+    if as_json:
+        print_json(out)
+    elif restore:
+        stderr().print(f"restored {out['restored_events']} events")
+    else:
+        stderr().print(f"proposal {out['proposal']} opened with {out['changes']} memories: "
+                       f"`agentlog memory review {out['proposal'][:13]}`")

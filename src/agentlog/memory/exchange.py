@@ -1,0 +1,207 @@
+"""Export and import of the memory: byte-stable files a git repository diffs well.
+
+``export DIR`` writes:
+
+- ``memories/<kind>/<slug>.md``: one file per memory (deleted ones left out),
+  TOML front matter between ``+++`` lines with every field (keys sorted), then
+  its markdown content;
+- ``events.ndjson``: every event of the memory log, in log order, each exactly
+  the bytes its frame holds;
+- ``manifest.json``: the format, counts, and the SHA-256 of every other file.
+
+Nothing in them depends on when or where the export ran, so exporting twice
+gives identical bytes. ``import DIR --restore`` (into a memory with no events
+yet) checks the checksums and appends the events as they are — the same ids,
+so the same state, and exporting again gives the same bytes. A plain import
+opens one proposal creating the memories of the directory's markdown files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Final
+
+from .store import PROVIDER, LOG_KEY, connect, log_path
+
+FORMAT: Final = 1
+
+
+class ExchangeError(ValueError):
+    """An export directory that cannot be read or restored (the message says why)."""
+
+
+def _front_matter(m: dict[str, Any]) -> str:
+    import tomlkit
+
+    doc = tomlkit.document()
+    for k in sorted(m):
+        v = m[k]
+        if v is None:
+            continue
+        doc[k] = v
+    return tomlkit.dumps(doc)
+
+
+def _event_lines(root: str) -> list[bytes]:
+    from ..log.frame import event_bytes, is_purged
+    from ..log.segments import lines_from
+
+    path = log_path(root)
+    if not os.path.exists(path):
+        return []
+    return [event_bytes(line) for _, line in lines_from(path, 0) if not is_purged(line)]
+
+
+def _write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def export(root: str, out_dir: str) -> dict[str, Any]:
+    """Write the memory to ``out_dir`` (replacing a previous export there)."""
+    import shutil
+
+    from .store import catch_up, _locked
+
+    with _locked(root):
+        con = connect(root)
+        try:
+            catch_up(root, con)
+            cols = [d[1] for d in con.execute("PRAGMA table_info(memories)")]
+            rows = [dict(zip(cols, r)) for r in con.execute("SELECT * FROM memories WHERE deleted = 0 ORDER BY id")]
+            evidence: dict[str, list[dict[str, Any]]] = {}
+            for mid, ref in con.execute("SELECT memory_id, ref FROM evidence ORDER BY memory_id, seq"):
+                evidence.setdefault(mid, []).append(json.loads(ref))
+            links: dict[str, list[list[str]]] = {}
+            for src, rel, target in con.execute("SELECT source, relation, target FROM links ORDER BY 1, 2, 3"):
+                links.setdefault(src, []).append([rel, target])
+            events = _event_lines(root)
+        finally:
+            con.close()
+    for sub in ("memories",):
+        shutil.rmtree(os.path.join(out_dir, sub), ignore_errors=True)
+    files: dict[str, str] = {}
+    for r in rows:
+        front = {k: r[k] for k in ("id", "kind", "title", "slug", "confidence", "author", "created_at", "updated_at",
+                                   "last_confirmed_at", "version")}
+        for k in ("attributes", "tags", "lifetime", "visibility"):
+            front[k] = json.loads(r[k])
+        front["lifetime"] = {k: v for k, v in front["lifetime"].items() if v is not None}
+        front["archived"], front["pinned"] = bool(r["archived"]), bool(r["pinned"])
+        front["evidence"] = evidence.get(r["id"], [])
+        front["links"] = [{"relation": rel, "target": t} for rel, t in links.get(r["id"], [])]
+        # the content, then always one newline (taken off again on import)
+        body = "+++\n" + _front_matter(front) + "+++\n\n" + (r["content"] or "") + "\n"
+        rel_path = f"memories/{r['kind']}/{r['slug']}.md"
+        data = body.encode("utf-8")
+        _write(os.path.join(out_dir, rel_path), data)
+        files[rel_path] = hashlib.sha256(data).hexdigest()
+    ndjson = b"".join(e + b"\n" for e in events)
+    _write(os.path.join(out_dir, "events.ndjson"), ndjson)
+    files["events.ndjson"] = hashlib.sha256(ndjson).hexdigest()
+    manifest = {"format": FORMAT, "memories": len(rows), "events": len(events), "files": dict(sorted(files.items()))}
+    _write(os.path.join(out_dir, "manifest.json"), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    return manifest
+
+
+def _manifest(src: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(src, "manifest.json"), "rb") as fh:
+            manifest = json.loads(fh.read())
+    except (OSError, ValueError) as e:
+        raise ExchangeError(f"{src}: no readable manifest.json ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ExchangeError(f"{src}: not an agentlog memory export of format {FORMAT}")
+    for rel, digest in (manifest.get("files") or {}).items():
+        path = os.path.join(src, rel)
+        if ".." in rel.split("/") or not os.path.isfile(path):
+            raise ExchangeError(f"{src}: {rel} is missing")
+        with open(path, "rb") as fh:
+            if hashlib.sha256(fh.read()).hexdigest() != digest:
+                raise ExchangeError(f"{src}: {rel} does not match its checksum (edited after export?)")
+    return manifest
+
+
+def restore(root: str, src: str) -> int:
+    """The export's events appended to an empty memory; how many."""
+    from ..log.writer import SessionLog
+    from .store import _locked, catch_up
+
+    manifest = _manifest(src)
+    with open(os.path.join(src, "events.ndjson"), "rb") as fh:
+        lines = [line for line in fh.read().split(b"\n") if line.strip()]
+    if len(lines) != manifest.get("events"):
+        raise ExchangeError(f"{src}: events.ndjson holds {len(lines)} events, the manifest says {manifest.get('events')}")
+    for i, line in enumerate(lines, 1):
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            raise ExchangeError(f"{src}: events.ndjson line {i} is not JSON") from None
+        if not isinstance(ev, dict) or ev.get("kind") != "memory":
+            raise ExchangeError(f"{src}: events.ndjson line {i} is not a memory event")
+    with _locked(root):
+        if _event_lines(root):
+            raise ExchangeError("the memory already has events: --restore goes into an empty memory "
+                                "(a plain import opens proposals instead)")
+        for i in range(0, len(lines), 1000):
+            SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY).append(lines[i:i + 1000])
+        con = connect(root)
+        try:
+            catch_up(root, con)
+        finally:
+            con.close()
+    return len(lines)
+
+
+def read_markdown(path: str) -> dict[str, Any]:
+    """A memory file of an export: its front matter and content."""
+    import tomllib
+
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if not text.startswith("+++\n"):
+        raise ExchangeError(f"{path}: no +++ front matter")
+    end = text.find("\n+++\n", 3)
+    if end < 0:
+        raise ExchangeError(f"{path}: front matter not closed")
+    try:
+        front = tomllib.loads(text[4:end + 1])
+    except tomllib.TOMLDecodeError as e:
+        raise ExchangeError(f"{path}: {e}") from None
+    content = text[end + 5:]
+    content = content[1:] if content.startswith("\n") else content
+    front["content"] = content[:-1] if content.endswith("\n") else content
+    return front
+
+
+def _portable(ref: dict[str, Any]) -> dict[str, Any]:
+    """Evidence naming a recorded thing of another history becomes a quote that says so
+    (this history may not hold it, and such evidence must exist where it is added)."""
+    if ref.get("type") in ("event", "attempt", "session", "tool_call"):
+        return {"type": "quote", "value": f"{ref['type']} {ref.get('value')} (recorded elsewhere)"}
+    return ref
+
+
+def import_as_proposal(root: str, src: str, *, actor: str = "import") -> Any:
+    """Open one proposal creating the memories of ``src``'s markdown files."""
+    from .proposals import open_proposal
+
+    _manifest(src)
+    changes = []
+    base = os.path.join(src, "memories")
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if not name.endswith(".md"):
+                continue
+            m = read_markdown(os.path.join(dirpath, name))
+            changes.append({"op": "create", "kind": m.get("kind"), "title": m.get("title"), "content": m["content"],
+                            "attributes": m.get("attributes") or {}, "tags": m.get("tags") or [],
+                            "evidence": [_portable(e) for e in m.get("evidence") or []]})
+    if not changes:
+        raise ExchangeError(f"{src}: no memories to import")
+    return open_proposal(root, changes, title=f"import {len(changes)} memories from {os.path.basename(src)}",
+                         actor=actor)

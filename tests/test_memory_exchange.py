@@ -1,0 +1,88 @@
+"""Export → restore → export gives identical bytes; a plain import opens a proposal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentlog.memory import exchange
+from agentlog.memory import proposals as P
+from agentlog.memory import service as S
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _history(root: str) -> None:
+    a = S.create(root, "procedure", "Run the tests", content="Use **make test**.\n\nNot pytest.",
+                 attributes={"goal": "run the tests", "steps": ["make test"]}, tags=["ci"])
+    b = S.create(root, "decision", "Use DuckDB", attributes={"chosen": "duckdb", "alternatives": ["sqlite"]},
+                 evidence=[{"type": "url", "value": "https://duckdb.org"},
+                           {"type": "file", "path": "src/q.py", "line_start": 1, "line_end": 4}])
+    S.link(root, b.id, "relates_to", a.id)
+    S.confirm(root, a.id)
+    gone = S.create(root, "fact", "temporary", attributes={"statement": "x"})
+    S.delete(root, gone.id)
+
+
+def test_export_restore_export_is_byte_identical(tmp_path: Path) -> None:
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    _history(first)
+    out1, out2, out3 = tmp_path / "e1", tmp_path / "e2", tmp_path / "e3"
+    manifest = exchange.export(first, str(out1))
+    assert manifest["memories"] == 2 and manifest["events"] == 6
+    exchange.export(first, str(out2))
+    assert _files(out1) == _files(out2)  # exporting twice: the same bytes
+    assert exchange.restore(second, str(out1)) == 6
+    exchange.export(second, str(out3))
+    assert _files(out3) == _files(out1)
+    md = (out1 / "memories" / "procedure").glob("*.md")
+    text = next(md).read_text()
+    assert text.startswith("+++\n") and "Use **make test**." in text and 'steps = ["make test"]' in text
+    with pytest.raises(exchange.ExchangeError, match="already has events"):
+        exchange.restore(second, str(out1))
+
+
+def test_a_tampered_export_is_refused(tmp_path: Path) -> None:
+    root = str(tmp_path / "a")
+    _history(root)
+    out = tmp_path / "e"
+    exchange.export(root, str(out))
+    (out / "events.ndjson").write_bytes((out / "events.ndjson").read_bytes().replace(b"duckdb", b"duckdc"))
+    with pytest.raises(exchange.ExchangeError, match="checksum"):
+        exchange.restore(str(tmp_path / "b"), str(out))
+
+
+def test_a_plain_import_opens_one_proposal(tmp_path: Path) -> None:
+    root, other = str(tmp_path / "a"), str(tmp_path / "b")
+    _history(root)
+    out = tmp_path / "e"
+    exchange.export(root, str(out))
+    S.create(other, "fact", "already here", attributes={"statement": "y"})
+    p = exchange.import_as_proposal(other, str(out))
+    assert p.status == "open" and p.actor == "import" and len(p.changes) == 2
+    P.approve(other, p.id)
+    got = {m.title: m for m in S.list_memories(other)}
+    assert set(got) == {"already here", "Run the tests", "Use DuckDB"}
+    assert got["Run the tests"].content == "Use **make test**.\n\nNot pytest."
+    assert got["Use DuckDB"].attributes == {"chosen": "duckdb", "alternatives": ["sqlite"]}
+    assert got["Use DuckDB"].confidence == 0.6  # imported through a proposal: an agent's prior
+
+
+def test_the_cli_round_trip(agentlog_home: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    _history(str(agentlog_home))
+    r = CliRunner()
+    out = r.invoke(cli, ["memory", "export", str(tmp_path / "e"), "--json"], env={"AGENTLOG_HOME": str(agentlog_home)})
+    assert out.exit_code == 0, out.output
+    fresh = tmp_path / "fresh"
+    done = r.invoke(cli, ["memory", "import", str(tmp_path / "e"), "--restore", "--json"],
+                    env={"AGENTLOG_HOME": str(fresh)})
+    assert done.exit_code == 0 and '"restored_events": 6' in done.output
+    bad = r.invoke(cli, ["memory", "import", str(tmp_path)], env={"AGENTLOG_HOME": str(fresh)})
+    assert bad.exit_code == 1 and "manifest" in bad.output
