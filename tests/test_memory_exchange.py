@@ -86,3 +86,64 @@ def test_the_cli_round_trip(agentlog_home: Path, tmp_path: Path) -> None:
     assert done.exit_code == 0 and '"restored_events": 6' in done.output
     bad = r.invoke(cli, ["memory", "import", str(tmp_path)], env={"AGENTLOG_HOME": str(fresh)})
     assert bad.exit_code == 1 and "manifest" in bad.output
+
+
+def _engram_export(d: Path, records: list[dict[str, object]]) -> None:
+    """A small engram export as engram.md §8 documents it (sorted keys, compact)."""
+    import json
+
+    (d / "metadata").mkdir(parents=True)
+    (d / "metadata" / "memories.ndjson").write_text(
+        "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
+
+
+ENGRAM = [
+    {"id": "0190a8f0-0000-7000-8000-000000000001", "kind": "person", "schema_version": 1, "title": "Ada",
+     "slug": "ada-0190a8f0", "content": "Works on the parser.", "attributes": {"full_name": "Ada L", "roles": ["dev"],
+                                                                                "aliases": None, "notes": None},
+     "tags": ["team"], "links": [{"relation": "works_at", "target": "0190a8f0-0000-7000-8000-000000000002"}],
+     "evidence": [{"type": "quote", "value": "I maintain the parser", "note": None, "added_at": "2026-01-01T00:00:00Z",
+                   "actor": "user"}],
+     "confidence": 0.95, "visibility": "shared", "lifetime": "standard", "lifetime_until": None, "archived": False,
+     "pinned": True, "user_weight": None, "created_by": "user", "created_at": "2026-01-01T00:00:00Z",
+     "updated_at": "2026-01-02T00:00:00Z", "version": 3},
+    {"id": "0190a8f0-0000-7000-8000-000000000002", "kind": "organization", "schema_version": 1, "title": "Acme",
+     "slug": "acme-0190a8f0", "content": "", "attributes": {"name": "Acme", "org_type": "company"}, "tags": [],
+     "links": [], "evidence": [], "confidence": 0.6, "visibility": "private", "lifetime": "until",
+     "lifetime_until": "2030-01-01T00:00:00Z", "archived": True, "pinned": False, "user_weight": None,
+     "created_by": "assistant", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+     "version": 1},
+]
+
+
+def test_an_engram_export_imports_as_the_same_memories(tmp_path: Path) -> None:
+    from agentlog.memory.engram import import_engram
+
+    root = str(tmp_path / "home")
+    _engram_export(tmp_path / "engram", ENGRAM)
+    p = import_engram(root, str(tmp_path / "engram"))
+    assert p.actor == "import" and [c["op"] for c in p.changes] == ["create", "create", "link"]
+    P.approve(root, p.id)
+    ada = S.get(root, "ada-0190a8f0")
+    acme = S.get(root, "acme-0190a8f0")
+    assert (ada.id, ada.kind, ada.title, ada.content, ada.tags) == (
+        ENGRAM[0]["id"], "person", "Ada", "Works on the parser.", ["team"])
+    assert ada.attributes == {"full_name": "Ada L", "roles": ["dev"]} and ada.confidence == 0.95 and ada.pinned
+    assert ada.evidence == [{"type": "quote", "value": "I maintain the parser"}]
+    assert ada.links == [("works_at", acme.id)]
+    assert acme.archived and acme.visibility["visibility"] == "private"
+    assert acme.lifetime == {"policy": "until", "until": "2030-01-01T00:00:00Z"} and acme.confidence == 0.6
+
+
+def test_an_engram_export_with_bad_values_opens_nothing_and_says_every_problem(tmp_path: Path) -> None:
+    from agentlog.memory.engram import import_engram
+    from agentlog.memory.model import InvalidMemory
+
+    bad = [dict(ENGRAM[1], attributes={"name": "Acme", "org_type": "cult"}),
+           dict(ENGRAM[0], links=[], confidence=7)]
+    _engram_export(tmp_path / "engram", bad)
+    root = str(tmp_path / "home")
+    with pytest.raises(InvalidMemory) as e:
+        import_engram(root, str(tmp_path / "engram"))
+    assert "change 1" in str(e.value) and "org_type" in str(e.value) and "change 2" in str(e.value)
+    assert P.list_proposals(root) == []

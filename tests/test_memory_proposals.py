@@ -106,7 +106,7 @@ def test_bad_changes_are_refused_when_the_proposal_is_opened(agentlog_home: Path
                             ({"op": "link", "memory": a.id, "relation": "about", "target": a.id}, "itself")):
         with pytest.raises(InvalidMemory, match=message):
             P.open_proposal(root, [change], title="t")
-    with pytest.raises(store.NotFound):
+    with pytest.raises(InvalidMemory, match="change 1: no memory 'no-such-memory'"):
         P.open_proposal(root, [{"op": "confirm", "memory": "no-such-memory"}], title="t")
     assert P.list_proposals(root) == []
 

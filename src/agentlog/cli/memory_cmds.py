@@ -322,17 +322,26 @@ def export_cmd(directory: str, as_json: bool) -> None:
 @memory.command(name="import")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--restore", is_flag=True, help="Replay the export's events into this empty memory (the same state).")
+@click.option("--from", "source", type=click.Choice(["agentlog", "engram"]), default="agentlog", show_default=True,
+              help="Whose export DIRECTORY is (engram: its metadata/memories.ndjson).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-def import_cmd(directory: str, restore: bool, as_json: bool) -> None:
+def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> None:
     """Import an export: --restore replays it into an empty memory; otherwise one proposal
-    creating its memories is opened for review."""
+    creating its memories is opened for review (also for an engram export, --from engram)."""
     from ..memory import exchange
     from ..memory.model import InvalidMemory
 
     try:
-        if restore:
+        if source == "engram":
+            if restore:
+                raise click.UsageError("--restore replays agentlog's own exports; an engram export opens a proposal")
+            from ..memory.engram import import_engram
+
+            p = import_engram(data_root(), directory)
+            out: dict[str, Any] = {"proposal": p.id, "changes": len(p.changes)}
+        elif restore:
             n = exchange.restore(data_root(), directory)
-            out: dict[str, Any] = {"restored_events": n}
+            out = {"restored_events": n}
         else:
             p = exchange.import_as_proposal(data_root(), directory)
             out = {"proposal": p.id, "changes": len(p.changes)}
@@ -340,7 +349,7 @@ def import_cmd(directory: str, restore: bool, as_json: bool) -> None:
         raise _fail(e) from None
     if as_json:
         print_json(out)
-    elif restore:
+    elif "restored_events" in out:
         stderr().print(f"restored {out['restored_events']} events")
     else:
         stderr().print(f"proposal {out['proposal']} opened with {out['changes']} memories: "

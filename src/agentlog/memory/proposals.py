@@ -27,9 +27,11 @@ from .model import (
     slugify,
     validate_attributes,
     validate_evidence,
+    validate_lifetime,
     validate_link,
     validate_slug,
     validate_title,
+    validate_visibility,
 )
 from .store import NotFound, VersionConflict, connect, new_event, snapshot, transact
 
@@ -67,8 +69,11 @@ def _memory_row(con: sqlite3.Connection, ident: str) -> tuple[str, int, str, dic
     return (row[0], row[1], row[2], json.loads(row[3]), json.loads(row[4]), row[5], row[6], row[7], row[8], row[9])
 
 
-def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int]) -> dict[str, Any]:
-    """One change, validated and normalised; the versions it is based on go to ``bases``."""
+def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int],
+           created: set[str] | None = None) -> dict[str, Any]:
+    """One change, validated and normalised; the versions it is based on go to ``bases``;
+    ``created`` holds the ids the proposal's earlier changes create (links may name them)."""
+    created = created if created is not None else set()
     op = change.get("op")
     if op not in OPS:
         raise InvalidMemory(f"a change's op is one of {', '.join(OPS)}, not {op!r}")
@@ -80,7 +85,39 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
         out["evidence"] = [validate_evidence(r) for r in change.get("evidence") or []]
         if change.get("slug"):
             out["slug"] = validate_slug(change["slug"])
+        # what an import keeps (engram's exports): its id, confidence, lifetime, visibility, flags
+        if change.get("id") is not None:
+            import uuid
+
+            try:
+                out["id"] = str(uuid.UUID(str(change["id"])))
+            except ValueError:
+                raise InvalidMemory(f"a memory id is a UUID, not {change['id']!r}") from None
+            if con.execute("SELECT 1 FROM memories WHERE id = ?", (out["id"],)).fetchone():
+                raise InvalidMemory(f"memory {out['id']} exists already")
+        if change.get("confidence") is not None:
+            c = change["confidence"]
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
+                raise InvalidMemory(f"a confidence is a number from 0 to 1, not {c!r}")
+            out["confidence"] = float(c)
+        if change.get("lifetime") is not None:
+            lt = change["lifetime"] if isinstance(change["lifetime"], dict) else {"policy": change["lifetime"]}
+            out["lifetime"] = validate_lifetime(lt.get("policy"), lt.get("until"))
+        if change.get("visibility") is not None:
+            vis = change["visibility"] if isinstance(change["visibility"], dict) else {"visibility": change["visibility"]}
+            out["visibility"] = validate_visibility(vis.get("visibility"), vis.get("allowed_actors") or None)
+        for flag in ("archived", "pinned"):
+            if change.get(flag) is not None:
+                if not isinstance(change[flag], bool):
+                    raise InvalidMemory(f"{flag} is true or false, not {change[flag]!r}")
+                out[flag] = change[flag]
         return out
+    if op == "link" and str(change.get("memory")) in created:  # a memory this proposal creates
+        target = str(change.get("target"))
+        if target not in created:
+            target = _memory_row(con, target)[0]
+        return {"op": op, "memory": str(change["memory"]), "relation": validate_link(change.get("relation"),
+                str(change["memory"]), target), "target": target}
     mid, version, kind, attrs, tags, *_ = _memory_row(con, str(change.get("memory")))
     bases[mid] = version
     out = {"op": op, "memory": mid}
@@ -104,7 +141,9 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
     elif op == "add_evidence":
         out["evidence"] = validate_evidence(change.get("evidence"))
     elif op == "link":
-        target = _memory_row(con, str(change.get("target")))[0]
+        target = str(change.get("target"))
+        if target not in created:
+            target = _memory_row(con, target)[0]
         out["relation"] = validate_link(change.get("relation"), mid, target)
         out["target"] = target
     return out
@@ -123,7 +162,19 @@ def open_proposal(root: str, changes: list[dict[str, Any]], *, title: str, note:
 
     def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
         bases: dict[str, int] = {}
-        checked.extend(_check(con, c, bases) for c in changes)
+        created: set[str] = set()
+        errors: list[str] = []
+        for i, c in enumerate(changes, 1):
+            try:
+                one = _check(con, c, bases, created)
+            except (InvalidMemory, NotFound) as e:
+                errors.append(f"change {i}: {e}")
+                continue
+            if one["op"] == "create" and "id" in one:
+                created.add(one["id"])
+            checked.append(one)
+        if errors:  # every problem of every change, and nothing opened
+            raise InvalidMemory("; ".join(errors[:20]) + (f" … and {len(errors) - 20} more" if len(errors) > 20 else ""))
         body = {"title": validate_title(title), "note": note, "changes": checked, "bases": bases}
         return [new_event("proposal_opened", "", 0, actor, body, proposal_id=pid)], {}
 
@@ -224,15 +275,22 @@ def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
         state: dict[str, float] = {}
         for c in p.changes:
             if c["op"] == "create":
-                mid = uuid7()
+                mid = c.get("id") or uuid7()
+                if con.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchone():
+                    raise StaleProposal(f"memory {mid} exists already: nothing was merged")
                 before[mid] = None
                 versions[mid] = 1
                 body = {k: c[k] for k in ("kind", "title", "content", "attributes", "tags", "evidence")}
                 body["slug"] = c.get("slug") or slugify(c["title"], mid)
-                body["confidence"] = conf.prior("agent" if p.actor != "person" else "person")
-                body["lifetime"] = {"policy": "standard", "until": None}
-                body["visibility"] = {"visibility": "shared", "allowed_actors": []}
+                body["confidence"] = c.get("confidence", conf.prior("agent" if p.actor != "person" else "person"))
+                body["lifetime"] = c.get("lifetime", {"policy": "standard", "until": None})
+                body["visibility"] = c.get("visibility", {"visibility": "shared", "allowed_actors": []})
                 ops.append({"name": "memory_created", "memory_id": mid, "version": 1, "body": body})
+                for flag, name in (("pinned", "memory_pinned"), ("archived", "memory_archived")):
+                    if c.get(flag):
+                        versions[mid] += 1
+                        ops.append({"name": name, "memory_id": mid, "version": versions[mid],
+                                    "body": {"pinned": True} if flag == "pinned" else {}})
                 continue
             mid = c["memory"]
             if mid not in before:
