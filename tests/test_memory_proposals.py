@@ -21,6 +21,7 @@ def _state(root: str) -> dict[str, Any]:
     finally:
         con.close()
     d.pop("proposals")
+    d.pop("history")  # the audit trail grows with every change, undo included
     return d
 
 

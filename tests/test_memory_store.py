@@ -219,3 +219,30 @@ def test_the_cli(agentlog_home: Path) -> None:
     assert bad.exit_code == 1 and "project.status must be one of" in bad.output
     missing = r.invoke(cli, ["memory", "show", "nope"], env=env)
     assert missing.exit_code == 1 and "no memory" in missing.output
+
+
+def test_show_resolves_evidence_and_lists_the_history(agentlog_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.capture.hook import build, record
+    from agentlog.cli import cli
+
+    root = str(agentlog_home)
+    payload = {"session_id": "s-show", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "tu_1",
+               "tool_input": {"command": "make test"}, "tool_response": {"stdout": "ok"}, "cwd": "/nonexistent"}
+    captured = build("claude-code", json.dumps(payload).encode(), 0, [])
+    record(captured, root, "relaxed")
+    m = S.create(root, "procedure", "Run the tests", attributes={"goal": "run the tests", "steps": ["make test"]},
+                 evidence=[{"type": "event", "value": captured.event["event_id"]}])
+    S.confirm(root, m.id)
+    out = CliRunner().invoke(cli, ["memory", "show", m.slug, "--json"], env={"AGENTLOG_HOME": root})
+    assert out.exit_code == 0, out.output
+    shown = json.loads(out.output)
+    (ev,) = shown["evidence"]
+    assert ev["resolved"]["kind"] == "tool_call_finished" and ev["resolved"]["tool_name"] == "Bash"
+    assert [(h["version"], h["change"]) for h in shown["history"]] == [(1, "created"), (2, "confirmed")]
+    # evidence whose event has left the history shows as gone, not as an error
+    gone = S.resolve_evidence(root, [{"type": "event", "value": "0190a8f0-0000-7000-8000-000000000009"}])
+    assert gone[0]["resolved"]["gone"] is True
+    text = CliRunner().invoke(cli, ["memory", "show", m.slug], env={"AGENTLOG_HOME": root})
+    assert "→ kind tool_call_finished" in text.output and "v2  confirmed  by person" in text.output

@@ -53,7 +53,12 @@ def _show_one(m: Any, as_json: bool) -> None:
         click.echo("")
         click.echo(terminal_safe(m.content))
     for ref in m.evidence or []:
-        click.echo(f"evidence {ref['type']}: {terminal_safe(ref['value'])}")
+        seen = ref.get("resolved")
+        what = ""
+        if seen:
+            what = "  → " + (seen.get("why") or seen.get("error") or ", ".join(
+                f"{k} {terminal_safe(v)}" for k, v in seen.items() if v is not None))
+        click.echo(f"evidence {ref['type']}: {terminal_safe(ref['value'])}{what}")
     for relation, target in m.links or []:
         click.echo(f"link {relation} → {target}")
 
@@ -119,15 +124,26 @@ def list_cmd(kind: str | None, tag: str | None, archived: bool, limit: int, offs
 @click.argument("ident")
 @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
 def show_cmd(ident: str, as_json: bool) -> None:
-    """One memory (by id, id prefix or slug) with its evidence and links."""
+    """One memory (by id, id prefix or slug): its fields, its effective confidence, its
+    evidence resolved to what was recorded (an attempt's outcome, an event's time), its
+    links and its history."""
     from ..memory import service
     from ..memory.store import NotFound
 
     try:
         m = service.get(data_root(), ident)
+        m.evidence = service.resolve_evidence(data_root(), m.evidence or [])
+        changes = service.history(data_root(), m.id)
     except NotFound as e:
         raise _fail(e) from None
-    _show_one(m, as_json)
+    if as_json:
+        print_json({**m.to_dict(), "history": changes})
+        return
+    _show_one(m, False)
+    click.echo("")
+    for h in changes:
+        via = f" (proposal {h['proposal_id'][:13]})" if h["proposal_id"] else ""
+        click.echo(f"v{h['version']}  {h['change']}  by {h['actor']}{via}")
 
 
 @memory.command(name="search")

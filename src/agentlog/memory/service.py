@@ -271,3 +271,55 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0,
         return language.run(con, text, limit=limit, offset=offset, now_us=now_us)
     finally:
         con.close()
+
+
+def history(root: str, ident: str) -> list[dict[str, Any]]:
+    """A memory's changes, oldest first: version, change, actor, when, proposal."""
+    m = get(root, ident, with_deleted=True)
+    con = connect(root)
+    try:
+        return [{"version": v, "change": ch, "actor": a, "at": at, "proposal_id": p}
+                for v, ch, a, at, p in con.execute("SELECT version, change, actor, at, proposal_id FROM history "
+                                                    "WHERE memory_id = ? ORDER BY n", (m.id,))]
+    finally:
+        con.close()
+
+
+def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each evidence reference with what it points at, as recorded: an event's kind, tool
+    and time; an attempt's outcome; a session's agent and span; a tool call's status. A
+    recorded thing no longer in the history (purged, retracted) says so, never fails."""
+    recorded = [r for r in refs if r["type"] in RECORDED_EVIDENCE]
+    out = [dict(r) for r in refs]
+    if not recorded:
+        return out
+    from ..query.engine import QueryError, open_current
+
+    sql = {
+        "event": "SELECT kind, tool_name, observed_at, provider FROM events WHERE event_id = ?",
+        "attempt": "SELECT outcome, failure_class, started_at, approach FROM attempts WHERE attempt_id = ?",
+        "session": "SELECT provider, started_at, last_event_at, liveness FROM sessions WHERE session_id = ?",
+        "tool_call": "SELECT tool_name, status, started_at, duration_ms FROM tool_calls WHERE tool_call_id = ?",
+    }
+    try:
+        engine, _ = open_current(root)
+    except QueryError as e:
+        for r in out:
+            if r["type"] in RECORDED_EVIDENCE:
+                r["resolved"] = {"error": str(e)}
+        return out
+    with engine:
+        for r in out:
+            if r["type"] not in RECORDED_EVIDENCE:
+                continue
+            try:
+                res = engine.run(sql[r["type"]], [r["value"]])
+            except QueryError as e:
+                r["resolved"] = {"error": str(e)}
+                continue
+            if not res.rows:
+                r["resolved"] = {"gone": True, "why": "no longer in the recorded history (purged or retracted)"}
+            else:
+                r["resolved"] = {c: (str(v) if v is not None and not isinstance(v, (int, float, str, bool)) else v)
+                                 for c, v in zip(res.columns, res.rows[0])}
+    return out

@@ -60,6 +60,10 @@ CREATE TABLE IF NOT EXISTS links (
   source TEXT NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (source, relation, target)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(id UNINDEXED, title, content, attributes, tags);
+CREATE TABLE IF NOT EXISTS history (
+  memory_id TEXT NOT NULL, n INTEGER NOT NULL, version INTEGER NOT NULL, change TEXT NOT NULL, actor TEXT NOT NULL,
+  at INTEGER NOT NULL, proposal_id TEXT, PRIMARY KEY (memory_id, n)
+);
 CREATE TABLE IF NOT EXISTS proposals (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, actor TEXT NOT NULL, title TEXT NOT NULL, note TEXT,
   changes TEXT NOT NULL, bases TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
@@ -255,7 +259,7 @@ def rebuild(root: str) -> int:
 def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the read model, sorted (what replay and live updates must agree on)."""
     return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-            for t in ("memories", "evidence", "links", "proposals")} | {
+            for t in ("memories", "evidence", "links", "proposals", "history")} | {
         "fts": sorted(con.execute("SELECT id, title, content, attributes, tags FROM memory_fts").fetchall())}
 
 
@@ -300,18 +304,27 @@ def _apply_proposal(con: sqlite3.Connection, name: str, a: dict[str, Any], c: di
         # every change of the proposal in this one event: applied all together, or (a torn
         # frame is never read) not at all
         for op in c.get("ops", []):
-            _apply_op(con, op["name"], op["memory_id"], int(op["version"]), str(a.get("actor") or ""), at, op["body"])
+            _apply_op(con, op["name"], op["memory_id"], int(op["version"]), str(a.get("actor") or ""), at, op["body"],
+                      pid)
         con.execute("UPDATE proposals SET status = 'merged', merged = ?, updated_at = ? WHERE id = ?",
                     (json.dumps({"before": c.get("before", {}), "after": c.get("after", {})}, sort_keys=True), at,
                      pid))
     elif name == "proposal_undone":
         for mid, snap in sorted((c.get("restore") or {}).items()):
             _restore(con, mid, snap)
+            _history(con, mid, int(snap["memory"]["version"]) if snap else 0, "undone", str(a.get("actor") or ""),
+                     at, pid)
         con.execute("UPDATE proposals SET status = 'undone', updated_at = ? WHERE id = ?", (at, pid))
 
 
+def _history(con: sqlite3.Connection, mid: str, version: int, change: str, actor: str, at: int,
+             proposal_id: str | None) -> None:
+    n = con.execute("SELECT coalesce(max(n) + 1, 0) FROM history WHERE memory_id = ?", (mid,)).fetchone()[0]
+    con.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", (mid, n, version, change, actor, at, proposal_id))
+
+
 def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor: str, at: int,
-              c: dict[str, Any]) -> None:
+              c: dict[str, Any], proposal_id: str | None = None) -> None:
     a = {"actor": actor}
     if name == "memory_created":
         con.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
@@ -353,4 +366,5 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
     else:
         return  # a kind of memory event this version does not know: kept in the log, not folded
     con.execute("UPDATE memories SET version = ?, updated_at = ? WHERE id = ?", (version, at, mid))
+    _history(con, mid, version, name.removeprefix("memory_"), actor, at, proposal_id)
     _fts(con, mid)
