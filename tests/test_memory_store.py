@@ -246,3 +246,27 @@ def test_show_resolves_evidence_and_lists_the_history(agentlog_home: Path) -> No
     assert gone[0]["resolved"]["gone"] is True
     text = CliRunner().invoke(cli, ["memory", "show", m.slug], env={"AGENTLOG_HOME": root})
     assert "→ kind tool_call_finished" in text.output and "v2  confirmed  by person" in text.output
+
+
+def test_status_verify_and_rebuild_cover_the_memory(agentlog_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(agentlog_home)
+    _fixed_history(root)
+    env = {"AGENTLOG_HOME": root}
+    ok = CliRunner().invoke(cli, ["status", "--verify", "--json"], env=env)
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["memory_verify"]["ok"] is True
+    # the read model edited behind the log's back: verify says so
+    con = store.connect(root)
+    con.execute("UPDATE memories SET title = 'tampered' WHERE kind = 'procedure'")
+    con.close()
+    bad = CliRunner().invoke(cli, ["status", "--verify", "--json"], env=env)
+    assert bad.exit_code == 1 and json.loads(bad.output)["memory_verify"]["differences"]["memories"] == \
+        {"only_live": 1, "only_replayed": 1}
+    rebuilt = CliRunner().invoke(cli, ["rebuild", "--json"], env=env)
+    assert rebuilt.exit_code == 0 and json.loads(rebuilt.output)["memory_events"] == 11
+    assert "tampered" not in [m.title for m in S.list_memories(root)]
+    assert store.verify(root)["ok"]

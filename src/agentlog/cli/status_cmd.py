@@ -32,12 +32,15 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
 
     root = data_root()
     st = status(root, catch_up=not no_ingest)
+    memory_check: dict[str, object] | None = None
     if verify:
+        from ..memory.store import verify as verify_memory
         from ..store.rebuild import differential_verify
 
         st.verify = differential_verify(root).to_dict()
+        memory_check = verify_memory(root)
     if as_json:
-        print_json(st.to_dict())
+        print_json(st.to_dict() | ({"memory_verify": memory_check} if memory_check is not None else {}))
     else:
         rows: list[dict[str, object]] = [
             {"what": "sessions (logs)", "value": f"{st.sessions:,}"},
@@ -59,5 +62,10 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
                 stderr().print(f"verify: the store equals a rebuild from the logs ({v['live_rows']:,} rows)")
             else:
                 stderr().print(f"[red]verify: the store differs from a rebuild[/]: {v['missing']} rows missing, {v['extra']} extra")
-    if st.breaks or (st.verify is not None and not st.verify["ok"]):
+        if memory_check is not None:
+            if memory_check["ok"]:
+                stderr().print(f"verify: the memory read model equals a replay of its log ({memory_check['rows']:,} rows)")
+            else:
+                stderr().print(f"[red]verify: the memory read model differs from a replay[/]: {memory_check['differences']}")
+    if st.breaks or (st.verify is not None and not st.verify["ok"]) or (memory_check is not None and not memory_check["ok"]):
         raise click.exceptions.Exit(1)

@@ -368,3 +368,30 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
     con.execute("UPDATE memories SET version = ?, updated_at = ? WHERE id = ?", (version, at, mid))
     _history(con, mid, version, name.removeprefix("memory_"), actor, at, proposal_id)
     _fts(con, mid)
+
+
+def verify(root: str) -> dict[str, Any]:
+    """The live read model compared with a replay of the log into a scratch database:
+    ``ok``, the rows compared, and per table the rows only one side has."""
+    import tempfile
+
+    with _locked(root):
+        con = connect(root)
+        try:
+            catch_up(root, con)
+            live = dump(con)
+        finally:
+            con.close()
+        with tempfile.TemporaryDirectory(prefix="agentlog-memory-verify-") as scratch:
+            fresh = connect(root, os.path.join(scratch, DB_FILE))
+            try:
+                catch_up(root, fresh)
+                replayed = dump(fresh)
+            finally:
+                fresh.close()
+    diff = {}
+    for table in live:
+        a, b = set(map(repr, live[table])), set(map(repr, replayed[table]))
+        if a != b:
+            diff[table] = {"only_live": len(a - b), "only_replayed": len(b - a)}
+    return {"ok": not diff, "rows": sum(len(v) for v in live.values()), "differences": diff}
