@@ -370,3 +370,28 @@ def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> Non
     else:
         stderr().print(f"proposal {out['proposal']} opened with {out['changes']} memories: "
                        f"`agentlog memory review {out['proposal'][:13]}`")
+
+
+@memory.command(name="suggest")
+@click.option("--dry-run", is_flag=True, help="Show what would be proposed; open nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the suggestions as JSON.")
+def suggest_cmd(dry_run: bool, as_json: bool) -> None:
+    """Propose memories from the recorded history, with their evidence (no model call):
+    a command that kept failing and then worked becomes a procedure, a file whose edits
+    keep failing the same way a pitfall. They stay proposals until a person approves."""
+    from ..memory.model import InvalidMemory
+    from ..memory.suggest import suggest
+
+    try:
+        got = suggest(data_root(), dry_run=dry_run)
+    except InvalidMemory as e:
+        raise _fail(e) from None
+    rows = [s if isinstance(s, dict) else {"id": s.id, "title": s.title, "note": s.note} for s in got]
+    if as_json:
+        print_json([{k: v for k, v in r.items() if k != "changes"} for r in rows])
+    elif not rows:
+        stderr().print("nothing new to suggest")
+    else:
+        for r in rows:
+            click.echo(f"{'would propose' if dry_run else 'proposed ' + r['id'][:13]}: {terminal_safe(r['title'])} "
+                       f"({terminal_safe(r['note'])})")

@@ -299,7 +299,7 @@ def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, An
         "event": "SELECT kind, tool_name, observed_at, provider FROM events WHERE event_id = ?",
         "attempt": "SELECT outcome, failure_class, started_at, approach FROM attempts WHERE attempt_id = ?",
         "session": "SELECT provider, started_at, last_event_at, liveness FROM sessions WHERE session_id = ?",
-        "tool_call": "SELECT tool_name, status, started_at, duration_ms FROM tool_calls WHERE tool_call_id = ?",
+        "tool_call": "SELECT tool_name, outcome_status, started_at, duration_ms FROM tool_calls WHERE tool_call_id = ?",
     }
     try:
         engine, _ = open_current(root)
