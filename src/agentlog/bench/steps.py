@@ -17,6 +17,7 @@ from typing import Any
 
 from .harness import StepContext, StepFn
 from .import_steps import IMPORT_STEPS
+from .memory_steps import MEMORY_STEPS
 from .projection_steps import PROJECTION_STEPS
 from .store_steps import STORE_STEPS
 
@@ -432,6 +433,7 @@ STEPS: dict[str, StepFn] = {
     **STORE_STEPS,
     **PROJECTION_STEPS,
     **IMPORT_STEPS,
+    **MEMORY_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]

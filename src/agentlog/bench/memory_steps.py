@@ -1,0 +1,185 @@
+"""``memory``: engram's operations at engram's scale, then at a larger one.
+
+engram's figures (``shared/seeds/003…``): about 2,200 events over 1,000
+memories. This step builds that (1,000 memories with tags and attributes,
+then 1,200 more changes: tag edits and confirmations) in one process and
+times each operation: append (a memory created), tag update, full rebuild
+(replay of the log), differential verify (replay aside and compare), search
+over five query shapes, proposal open and merge, undo, export and restore;
+then ``agentlog memory list|show|search`` as whole processes. Then the same
+store operations at the larger size (``--events`` / 14 memories, at most
+100,000).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from typing import Any, Callable, Final
+
+from .harness import StepContext
+
+BASE_MEMORIES: Final = 1000
+EXTRA_CHANGES: Final = 1200
+SEARCHES: Final = ("tests", '"make target"', "kind:procedure tag:ci", "pars* is:pinned", "status:active confidence>0.5")
+KINDS: Final = (("procedure", {"goal": "run the tests", "steps": ["make test"]}),
+                ("pitfall", {"symptom": "string_mismatch on config", "avoid": "read it first"}),
+                ("convention", {"rule": "parse configs with tomllib"}),
+                ("project", {"name": "agentlog", "status": "active"}))
+
+
+def _ms(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1000
+
+
+def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], list[float], list[float]]:
+    from ..memory import service as S
+
+    ids: list[str] = []
+    append: list[float] = []
+    for i in range(n):
+        if ctx.over_budget():
+            ctx.cap(f"stopped creating memories at {i:,} of {n:,} (time cap)")
+            break
+        kind, attrs = KINDS[i % len(KINDS)]
+        t = time.perf_counter()
+        m = S.create(root, kind, f"memory {i} about tests and parsing", content=f"make target {i}", attributes=attrs,
+                     tags=["ci" if i % 3 == 0 else "style", f"t{i % 50}"])
+        append.append((time.perf_counter() - t) * 1000)
+        ids.append(m.id)
+    tags: list[float] = []
+    for j in range(extra):
+        if ctx.over_budget():
+            ctx.cap(f"stopped the extra changes at {j:,} of {extra:,} (time cap)")
+            break
+        mid = ids[(j * 7919) % len(ids)]
+        if j % 2:
+            t = time.perf_counter()
+            S.edit(root, mid, tags=["ci", f"extra{j % 13}"])
+            tags.append((time.perf_counter() - t) * 1000)
+        else:
+            S.confirm(root, mid, actor="agent")
+    return ids, append, tags
+
+
+def _stats(xs: list[float]) -> dict[str, float]:
+    from .common import describe
+
+    return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0}
+
+
+def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any]:
+    from ..memory import exchange, proposals as P, service as S, store
+
+    ctx.progress(f"{n:,} memories, {extra:,} more changes")
+    t0 = time.perf_counter()
+    ids, append, tags = _build(ctx, root, n, extra)
+    n = len(ids)
+    build_s = time.perf_counter() - t0
+    rebuild_ms = _ms(lambda: store.rebuild(root))
+    verify_ms = _ms(lambda: store.verify(root))
+    search: dict[str, dict[str, float]] = {}
+    for q in SEARCHES:
+        runs = []
+        for _ in range(20):
+            t = time.perf_counter()
+            S.search(root, q)
+            runs.append((time.perf_counter() - t) * 1000)
+        search[q] = _stats(runs)
+    opened: list[float] = []
+    merged: list[float] = []
+    undone: list[float] = []
+    for k in range(30):
+        mid = ids[(k * 104729) % len(ids)]
+        t = time.perf_counter()
+        p = P.open_proposal(root, [{"op": "edit", "memory": mid, "fields": {"content": f"proposed {k}"}}],
+                            title=f"p{k}")
+        t1 = time.perf_counter()
+        P.approve(root, p.id)
+        t2 = time.perf_counter()
+        P.undo(root, p.id)
+        t3 = time.perf_counter()
+        opened.append((t1 - t) * 1000)
+        merged.append((t2 - t1) * 1000)
+        undone.append((t3 - t2) * 1000)
+    out = os.path.join(ctx.tmpdir(), "export")
+    export_ms = _ms(lambda: exchange.export(root, out))
+    fresh = ctx.tmpdir()
+    restore_ms = _ms(lambda: exchange.restore(fresh, out))
+    return {"memories": n, "events": n + extra + 90, "build_secs": build_s, "append": _stats(append),
+            "tag_update": _stats(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
+            "search_p95_ms": max(s["p95"] for s in search.values()), "proposal_open": _stats(opened),
+            "merge": _stats(merged), "undo": _stats(undone), "export_ms": export_ms, "restore_ms": restore_ms}
+
+
+def memory(ctx: StepContext) -> dict[str, Any]:
+    """engram's memory operations at 1,000 memories, then at up to 100,000."""
+    from .projection_steps import _child
+
+    root = ctx.tmpdir()
+    base = _store_ops(ctx, root, BASE_MEMORIES, EXTRA_CHANGES)
+    env = {**os.environ, "AGENTLOG_HOME": root}
+    cli: dict[str, dict[str, float]] = {}
+    from ..memory import service as S
+
+    slug = S.list_memories(root, limit=1)[0].slug
+    for name, args in (("list", ["list", "--limit", "20"]), ("show", ["show", slug]), ("search", ["search", "tests"])):
+        runs = [_child([sys.executable, "-m", "agentlog", "memory", *args], env)["secs"] * 1000 for _ in range(7)]
+        cli[name] = _stats(runs)
+    big_n = min(100_000, ctx.events // 14)
+    big: dict[str, Any] | None = None
+    if big_n >= 10 * BASE_MEMORIES:  # the larger size only where it says something (--events ≥ 140,000)
+        big_root = ctx.tmpdir()
+        big = _store_ops(ctx, big_root, big_n, big_n * EXTRA_CHANGES // BASE_MEMORIES)
+        shutil.rmtree(big_root, ignore_errors=True)
+    metrics: dict[str, Any] = {
+        "append_p50_ms": base["append"]["median"], "tag_update_p50_ms": base["tag_update"]["median"],
+        "rebuild_secs": base["rebuild_ms"] / 1000, "verify_secs": base["verify_ms"] / 1000,
+        "search_p95_ms": base["search_p95_ms"], "proposal_open_p50_ms": base["proposal_open"]["median"],
+        "merge_p50_ms": base["merge"]["median"], "undo_p50_ms": base["undo"]["median"],
+        "export_ms": base["export_ms"], "restore_ms": base["restore_ms"],
+        "cli_list_ms": cli["list"]["median"], "cli_show_ms": cli["show"]["median"],
+        "cli_search_ms": cli["search"]["median"],
+    }
+    if big is not None:
+        metrics.update({f"big.{k}": v for k, v in (("memories", big["memories"]),
+                                                    ("append_p50_ms", big["append"]["median"]),
+                                                    ("rebuild_secs", big["rebuild_ms"] / 1000),
+                                                    ("verify_secs", big["verify_ms"] / 1000),
+                                                    ("search_p95_ms", big["search_p95_ms"]),
+                                                    ("merge_p50_ms", big["merge"]["median"]),
+                                                    ("undo_p50_ms", big["undo"]["median"]),
+                                                    ("export_ms", big["export_ms"]),
+                                                    ("restore_ms", big["restore_ms"]))})
+
+    def row(label: str, r: dict[str, Any]) -> list[Any]:
+        return [label, f"{r['memories']:,} / {r['events']:,}", f"{r['append']['median']:.2f} ms",
+                f"{r['tag_update']['median']:.2f} ms", f"{r['rebuild_ms'] / 1000:.2f} s", f"{r['verify_ms'] / 1000:.2f} s",
+                f"{r['search_p95_ms']:.1f} ms", f"{r['proposal_open']['median']:.2f} / {r['merge']['median']:.2f} ms",
+                f"{r['undo']['median']:.2f} ms", f"{r['export_ms']:.0f} ms", f"{r['restore_ms']:.0f} ms"]
+
+    rows = [row("engram's scale", base)] + ([row("larger", big)] if big else [])
+    tables = [{
+        "title": "Memory operations (in process)",
+        "columns": ["size", "memories / events", "append p50", "tag update p50", "rebuild", "differential verify",
+                    "search p95 (5 shapes)", "proposal open / merge p50", "undo p50", "export", "restore"],
+        "rows": rows,
+        "note": "One process, strict durability (each write fsyncs the memory log). Append = a memory created; tag "
+                "update = an edit of its tags; search p95 is the worst of five shapes (" + ", ".join(SEARCHES) +
+                "), 20 runs each; proposals edit one memory, 30 of them, each merged and undone. Targets at engram's "
+                "scale: append ≤ 0.5 ms, rebuild ≤ 0.5 s, verify ≤ 0.5 s, search p95 ≤ 5 ms, open and merge ≤ 1 ms, "
+                "undo ≤ 5 ms, export ≤ 150 ms, restore ≤ 150 ms.",
+    }, {
+        "title": "agentlog memory commands as whole processes (engram's scale)",
+        "columns": ["command", "p50", "p95"],
+        "rows": [[f"agentlog memory {k}", f"{v['median']:.0f} ms", f"{v['p95']:.0f} ms"] for k, v in cli.items()],
+        "note": "Spawn to exit, 7 runs each. Target ≤ 150 ms.",
+    }]
+    return {"tables": tables, "metrics": metrics, "base": base, "big": big, "cli": cli}
+
+
+MEMORY_STEPS: Final = {"memory": memory}
