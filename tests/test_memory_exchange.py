@@ -40,7 +40,8 @@ def test_export_restore_export_is_byte_identical(tmp_path: Path) -> None:
     assert _files(out3) == _files(out1)
     md = (out1 / "memories" / "procedure").glob("*.md")
     text = next(md).read_text()
-    assert text.startswith("+++\n") and "Use **make test**." in text and 'steps = ["make test"]' in text
+    assert text.startswith("+++\n") and "Use **make test**." in text
+    assert 'attributes = { goal = "run the tests", steps = ["make test"] }' in text
     with pytest.raises(exchange.ExchangeError, match="already has events"):
         exchange.restore(second, str(out1))
 

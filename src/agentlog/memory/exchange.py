@@ -32,16 +32,29 @@ class ExchangeError(ValueError):
     """An export directory that cannot be read or restored (the message says why)."""
 
 
-def _front_matter(m: dict[str, Any]) -> str:
-    import tomlkit
+def _key(k: str) -> str:
+    return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else json.dumps(k)
 
-    doc = tomlkit.document()
-    for k in sorted(m):
-        v = m[k]
-        if v is None:
-            continue
-        doc[k] = v
-    return tomlkit.dumps(doc)
+
+def _toml(v: Any) -> str:
+    """A value as TOML (strings as basic strings — JSON's escapes are TOML's — numbers as
+    Python writes them, tables inline, keys sorted): fast and byte-stable."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v if x is not None) + "]"
+    if isinstance(v, dict):
+        items = [f"{_key(str(k))} = {_toml(x)}" for k, x in sorted(v.items()) if x is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")  # pragma: no cover
+
+
+def _front_matter(m: dict[str, Any]) -> str:
+    return "".join(f"{_key(k)} = {_toml(m[k])}\n" for k in sorted(m) if m[k] is not None)
 
 
 def _event_lines(root: str) -> list[bytes]:

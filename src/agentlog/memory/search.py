@@ -158,31 +158,43 @@ def parse(text: str) -> Query:
     return q
 
 
-_OPS: Final = {">": float.__gt__, ">=": float.__ge__, "<": float.__lt__, "<=": float.__le__}
+def _functions(con: sqlite3.Connection, now_us: int) -> None:
+    """``eff(confidence, kind, anchor)``: effective confidence at ``now_us``;
+    ``stale_under(kind)``: the kind's staleness threshold."""
+    from . import confidence as conf
+
+    con.create_function("eff", 3, lambda c, kind, anchor: conf.effective(c, kind, anchor, now_us)
+                        if kind in conf.DECAY else c, deterministic=True)
+    con.create_function("stale_under", 1, lambda kind: conf.DECAY.get(kind, (0.0, 0.0))[1], deterministic=True)
 
 
 def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
         now_us: int | None = None) -> list[tuple[Any, float]]:
-    """The page of memories matching ``text``: (memory, score), best first."""
+    """The page of memories matching ``text``: (memory, score), best first. Ranking and
+    the confidence conditions are computed in SQL; only the page's rows are read whole."""
     from .service import _COLUMNS, _row
 
     q = parse(text)
     now = now_us if now_us is not None else time.time_ns() // 1000
-    where = ["deleted = 0", *q.where] + ([] if q.archived else ["archived = 0"])
+    _functions(con, now)
+    effective = "eff(memories.confidence, memories.kind, coalesce(memories.last_confirmed_at, memories.created_at))"
+    where = ["memories.deleted = 0", *q.where] + ([] if q.archived else ["memories.archived = 0"])
+    args: list[Any] = list(q.args)
+    if q.stale is not None:
+        where.append(f"({effective} < stale_under(memories.kind)) = ?")
+        args.append(int(q.stale))
+    for op, v in q.confidence:
+        where.append(f"{effective} {op} ?")
+        args.append(v)
     cols = ", ".join(f"memories.{c}" for c in _COLUMNS)
     if q.terms:
-        sql = (f"SELECT {cols}, bm25(memory_fts) FROM memory_fts JOIN memories ON memories.id = memory_fts.id "
-               f"WHERE memory_fts MATCH ? AND {' AND '.join(where)}")
-        rows = con.execute(sql, [q.fts(), *q.args]).fetchall()
+        source = "memory_fts JOIN memories ON memories.id = memory_fts.id"
+        where.insert(0, "memory_fts MATCH ?")
+        args.insert(0, q.fts())
+        relevance = "-bm25(memory_fts)"
     else:
-        rows = [(*r, -1.0) for r in con.execute(f"SELECT {cols} FROM memories WHERE {' AND '.join(where)}", q.args)]
-    out = []
-    for r in rows:
-        m = _row(r[:-1], now)
-        if q.stale is not None and m.stale != q.stale:
-            continue
-        if any(not _OPS[op](m.effective_confidence, v) for op, v in q.confidence):
-            continue
-        out.append((m, -float(r[-1]) * max(m.effective_confidence, 0.01)))
-    out.sort(key=lambda x: (-x[1], -x[0].updated_at, x[0].id))
-    return out[offset:offset + limit]
+        source, relevance = "memories", "1.0"
+    sql = (f"SELECT {cols}, {relevance} * max({effective}, 0.01) AS score FROM {source} "
+           f"WHERE {' AND '.join(where)} ORDER BY score DESC, memories.updated_at DESC, memories.id LIMIT ? OFFSET ?")
+    rows = con.execute(sql, [*args, limit, offset]).fetchall()
+    return [(_row(r[:-1], now), float(r[-1])) for r in rows]

@@ -106,17 +106,53 @@ def _locked(root: str) -> Iterator[None]:
         os.close(fd)
 
 
+class _Shared(sqlite3.Connection):
+    """A connection this process keeps open for a data root (per thread): ``close``
+    leaves it open for the next caller; :func:`_forget` really closes it."""
+
+    def close(self) -> None:
+        pass
+
+    def really_close(self) -> None:
+        super().close()
+
+
+_OPEN: dict[tuple[str, int], _Shared] = {}
+
+
+def _forget(root: str) -> None:
+    """Close the connections this process keeps to ``root``'s read model (before it is replaced)."""
+    path = os.path.abspath(db_path(root))
+    for key in [k for k in _OPEN if k[0] == path]:
+        try:
+            _OPEN.pop(key).really_close()
+        except sqlite3.ProgrammingError:  # another thread's: it reopens when it next asks
+            pass
+    _SEEN.pop(os.path.abspath(log_path(root)), None)
+
+
 def connect(root: str, path: str | None = None) -> sqlite3.Connection:
-    """The read model (created when missing), 0600."""
+    """The read model (created when missing), 0600. Without ``path``, the connection
+    this process (thread) keeps open for the data root: opening one, with the schema
+    checked, costs more than most reads."""
+    import threading
+
+    shared = path is None
     path = path or db_path(root)
+    key = (os.path.abspath(path), threading.get_ident())
+    if shared and key in _OPEN and os.path.exists(path):
+        return _OPEN[key]
     ensure_dir(os.path.dirname(path))
     new = not os.path.exists(path)
-    con = sqlite3.connect(path, timeout=30, isolation_level=None)
+    con = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_Shared if shared else sqlite3.Connection)
     if new:
         os.chmod(path, FILE_MODE)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
     con.executescript(_SCHEMA)
+    if shared:
+        assert isinstance(con, _Shared)
+        _OPEN[key] = con
     return con
 
 
@@ -136,14 +172,33 @@ def _log_events(path: str, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
         yield off + len(line), ({} if is_purged(line) else json.loads(event_bytes(line)))
 
 
+#: per memory log: (its size and mtime, the read model's offset) when this process last
+#: found the read model current — then a catch-up need not read the log
+_SEEN: dict[str, tuple[int, int, int]] = {}
+
+
+def _log_stamp(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
+
+
 def catch_up(root: str, con: sqlite3.Connection) -> int:
     """Apply the log's events the read model has not; how many."""
     n = 0
     start = _applied(con)
+    path = os.path.abspath(log_path(root))
+    stamp = _log_stamp(path)
+    if _SEEN.get(path) == (*stamp, start) and isinstance(con, _Shared):
+        return 0
     pending: list[tuple[int, dict[str, Any]]] = []
     for end, ev in _log_events(log_path(root), start):
         pending.append((end, ev))
     if not pending:
+        if isinstance(con, _Shared):
+            _SEEN[path] = (*stamp, start)
         return 0
     con.execute("BEGIN IMMEDIATE")
     try:
@@ -157,6 +212,8 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    if isinstance(con, _Shared):
+        _SEEN[path] = (*_log_stamp(path), _applied(con))
     return n
 
 
@@ -238,6 +295,7 @@ def _restore(con: sqlite3.Connection, mid: str, snap: dict[str, Any] | None) -> 
 def rebuild(root: str) -> int:
     """Replay the whole log into a fresh read model; the events applied."""
     with _locked(root):
+        _forget(root)
         path = db_path(root)
         tmp = path + ".rebuild"
         for p in (tmp, tmp + "-wal", tmp + "-shm"):
