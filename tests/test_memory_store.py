@@ -270,3 +270,25 @@ def test_status_verify_and_rebuild_cover_the_memory(agentlog_home: Path) -> None
     assert rebuilt.exit_code == 0 and json.loads(rebuilt.output)["memory_events"] == 11
     assert "tampered" not in [m.title for m in S.list_memories(root)]
     assert store.verify(root)["ok"]
+
+
+def test_edit_and_link_from_the_cli(agentlog_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(agentlog_home)
+    a = S.create(root, "convention", "Old way", attributes={"rule": "tabs"})
+    b = S.create(root, "convention", "New way", attributes={"rule": "spaces"})
+    r = CliRunner()
+    env = {"AGENTLOG_HOME": root}
+    out = r.invoke(cli, ["memory", "edit", b.slug, "--attr", "scope=python", "--tag", "style",
+                         "--evidence", "url:https://peps.python.org/pep-0008/", "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.output)
+    assert got["attributes"] == {"rule": "spaces", "scope": "python"} and got["tags"] == ["style"]
+    assert got["evidence"] == [{"type": "url", "value": "https://peps.python.org/pep-0008/"}]
+    linked = r.invoke(cli, ["memory", "link", b.slug, "supersedes", a.slug, "--json"], env=env)
+    assert linked.exit_code == 0 and json.loads(linked.output)["links"] == [["supersedes", a.id]]
+    bad = r.invoke(cli, ["memory", "edit", b.slug, "--attr", "colour=red"], env=env)
+    assert bad.exit_code == 1 and "has no attribute 'colour'" in bad.output

@@ -395,3 +395,52 @@ def suggest_cmd(dry_run: bool, as_json: bool) -> None:
         for r in rows:
             click.echo(f"{'would propose' if dry_run else 'proposed ' + r['id'][:13]}: {terminal_safe(r['title'])} "
                        f"({terminal_safe(r['note'])})")
+
+
+@memory.command(name="edit")
+@click.argument("ident")
+@click.option("--title", default=None, help="A new title.")
+@click.option("--content", default=None, help="New content (markdown).")
+@click.option("--attr", "attrs", multiple=True, metavar="NAME=VALUE", help="Set an attribute (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="The tags, replacing the old ones (repeatable).")
+@click.option("--slug", default=None, help="A new slug.")
+@click.option("--evidence", "evidence", multiple=True, metavar="TYPE:VALUE", help="Add evidence (repeatable).")
+@click.option("--version", "expected", type=int, default=None,
+              help="Refuse if the memory is no longer at this version (another change came first).")
+@click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+def edit_cmd(ident: str, title: str | None, content: str | None, attrs: tuple[str, ...], tags: tuple[str, ...],
+             slug: str | None, evidence: tuple[str, ...], expected: int | None, as_json: bool) -> None:
+    """Change a memory's title, content, attributes, tags or slug, or add evidence."""
+    from ..memory import service
+    from ..memory.model import InvalidMemory
+    from ..memory.store import NotFound, VersionConflict
+
+    try:
+        m = service.get(data_root(), ident)
+        m = service.edit(data_root(), m.id, expected_version=expected, title=title, content=content,
+                         attributes=_attrs(m.kind, attrs) if attrs else None, tags=list(tags) if tags else None,
+                         slug=slug)
+        for ref in _evidence(evidence):
+            m = service.add_evidence(data_root(), m.id, ref)
+    except (InvalidMemory, NotFound, VersionConflict) as e:
+        raise _fail(e) from None
+    _show_one(m, as_json)
+
+
+@memory.command(name="link")
+@click.argument("ident")
+@click.argument("relation", type=click.Choice(["about", "involves", "part_of", "owned_by", "works_at", "located_in",
+                                               "relates_to", "supersedes", "derived_from", "contradicts"]))
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+def link_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
+    """Link memory IDENT to TARGET (e.g. `agentlog memory link new-way supersedes old-way`)."""
+    from ..memory import service
+    from ..memory.model import InvalidMemory
+    from ..memory.store import NotFound, VersionConflict
+
+    try:
+        m = service.link(data_root(), ident, relation, target)
+    except (InvalidMemory, NotFound, VersionConflict) as e:
+        raise _fail(e) from None
+    _show_one(m, as_json)
