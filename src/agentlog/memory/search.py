@@ -188,7 +188,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
         args.append(v)
     cols = ", ".join(f"memories.{c}" for c in _COLUMNS)
     if q.terms:
-        source = "memory_fts JOIN memories ON memories.id = memory_fts.id"
+        source = "memory_fts JOIN memories ON memories.rowid = memory_fts.rowid"
         where.insert(0, "memory_fts MATCH ?")
         args.insert(0, q.fts())
         relevance = "-bm25(memory_fts)"

@@ -279,7 +279,7 @@ def snapshot(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
 
 
 def _restore(con: sqlite3.Connection, mid: str, snap: dict[str, Any] | None) -> None:
-    con.execute("DELETE FROM memories WHERE id = ?", (mid,))
+    _drop_row(con, mid)
     con.execute("DELETE FROM evidence WHERE memory_id = ?", (mid,))
     con.execute("DELETE FROM links WHERE source = ?", (mid,))
     if snap is not None:
@@ -325,14 +325,25 @@ def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def _fts(con: sqlite3.Connection, mid: str) -> None:
-    con.execute("DELETE FROM memory_fts WHERE id = ?", (mid,))
-    row = con.execute("SELECT title, content, attributes, tags, deleted FROM memories WHERE id = ?", (mid,)).fetchone()
-    if row is None or row[4]:
+    """The memory's text in the index, under its row's rowid (an indexed key: finding
+    it by the unindexed ``id`` column would scan the whole index on every change)."""
+    row = con.execute("SELECT rowid, title, content, attributes, tags, deleted FROM memories WHERE id = ?",
+                      (mid,)).fetchone()
+    if row is None:
+        return
+    con.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+    if row[5]:
         return
     attrs = " ".join(str(v) if not isinstance(v, list) else " ".join(map(str, v))
-                     for v in json.loads(row[2]).values())
-    con.execute("INSERT INTO memory_fts (id, title, content, attributes, tags) VALUES (?, ?, ?, ?, ?)",
-                (mid, row[0], row[1], attrs, " ".join(json.loads(row[3]))))
+                     for v in json.loads(row[3]).values())
+    con.execute("INSERT INTO memory_fts (rowid, id, title, content, attributes, tags) VALUES (?, ?, ?, ?, ?, ?)",
+                (row[0], mid, row[1], row[2], attrs, " ".join(json.loads(row[4]))))
+
+
+def _drop_row(con: sqlite3.Connection, mid: str) -> None:
+    """A memory's rows gone, its text from the index first."""
+    con.execute("DELETE FROM memory_fts WHERE rowid IN (SELECT rowid FROM memories WHERE id = ?)", (mid,))
+    con.execute("DELETE FROM memories WHERE id = ?", (mid,))
 
 
 def _apply(con: sqlite3.Connection, ev: dict[str, Any]) -> None:
@@ -385,7 +396,8 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
               c: dict[str, Any], proposal_id: str | None = None) -> None:
     a = {"actor": actor}
     if name == "memory_created":
-        con.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
+        _drop_row(con, mid)  # (a replayed creation of an id that exists: the new one wins)
+        con.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
                     (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
                      json.dumps(c.get("tags", [])), float(c["confidence"]), a.get("actor", ""), at, at,
                      json.dumps(c.get("lifetime", {"policy": "standard", "until": None})),
