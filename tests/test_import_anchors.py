@@ -10,17 +10,9 @@ import blake3
 
 from agentlog.importer.anchors import genesis, split_sealed
 from agentlog.importer.run import import_paths
-from agentlog.log.frame import event_bytes
+from import_support import log_events as _log_events
 
 SID = "3f2d1c48-9b7a-4e51-8c6d-0a1b2c3d4e5f"
-
-
-def _log_events(root: Path) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted((root / "logs").rglob("*.jsonl")):
-        for line in path.read_bytes().splitlines(keepends=True):
-            out.append(json.loads(event_bytes(line)))
-    return out
 
 
 def test_genesis_matches_nd7s_published_vector() -> None:

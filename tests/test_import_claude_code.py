@@ -19,6 +19,7 @@ from agentlog.importer import run
 from agentlog.importer.claude_code import ClaudeCodeParser
 from agentlog.importer.run import import_paths
 from agentlog.model import Event
+from import_support import log_events as _log_events
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures" / "claude-code"
@@ -59,17 +60,6 @@ def _parse(path: Path | str) -> tuple[list[dict[str, Any]], ClaudeCodeParser]:
         if record is not None:
             events += parser.feed(line, record)
     return events + parser.finish(), parser
-
-
-def _log_events(root: Path) -> list[dict[str, Any]]:
-    """Every event in every session log under ``root`` (read as a reader of the log would)."""
-    from agentlog.log.frame import event_bytes
-
-    out = []
-    for path in sorted((root / "logs").rglob("*.jsonl")):
-        for line in path.read_bytes().splitlines(keepends=True):
-            out.append(json.loads(event_bytes(line)))
-    return out
 
 
 @needs_fixtures

@@ -30,10 +30,6 @@ if TYPE_CHECKING:
 
 MAX_PAYLOAD = 16 << 20
 KEEP_TEXT = 64 << 10  # how much of an unparseable payload is kept as text
-_ORDER = (
-    "provider_version", "provider_session_id", "provider_turn_id", "agent", "tool",
-    "paths", "outcome", "duration_ms",
-)
 
 
 class Captured:
@@ -189,10 +185,9 @@ def build(
         "capture_mode": capture_mode,
         "agentlog_version": __version__,
     }
-    for key in _ORDER:
-        value = partial.get(key)
-        if value is not None and value != [] and value != {}:
-            event[key] = value
+    from .adapters.common import put_optional
+
+    put_optional(event, partial)
 
     work_dir = partial.get("cwd") or cwd or env.get("CLAUDE_PROJECT_DIR") or env.get("CURSOR_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR")
     if not work_dir:
@@ -202,13 +197,10 @@ def build(
             work_dir = None
     project = None
     if work_dir:
-        from .project import project_info, relative_path
+        from .project import attach_project, project_info
 
         project = project_info(work_dir)
-        if project is not None:
-            if "paths" in event:
-                event["paths"] = [relative_path(p, project["root"], work_dir) for p in event["paths"]]
-            event["project"] = project
+        attach_project(event, project, work_dir)
 
     attrs: dict[str, Any] = dict(partial.get("attrs") or {})
     attrs.update(attrs_extra)
@@ -221,19 +213,9 @@ def build(
         content = None
         raw = None
     elif redact:
-        from .redact import redact_value
+        from .redact import redact_into
 
-        counts: dict[str, int] = {}
-        memo: dict[int, tuple[str, dict[str, int]]] = {}  # content and raw share strings
-        if content:
-            content, c1 = redact_value(content, memo)  # type: ignore[assignment]
-            _merge(counts, c1)
-        if raw is not None:
-            raw, c2 = redact_value(raw, memo)
-            _merge(counts, c2)
-        if counts:
-            attrs["redactions"] = sum(counts.values())
-            attrs["redacted"] = counts
+        content, raw = redact_into(attrs, content or None, raw)  # type: ignore[assignment]
 
     unrecognised = None
     if attrs.get("unrecognised") and isinstance(payload, dict):
@@ -267,11 +249,6 @@ def fallback(agent: str, data: bytes, total: int, captured_at: int, settings: di
     event["attrs"] = {"adapter_error": error[:200], "payload_bytes": total}
     # Without the redactor working, no content can be kept safely.
     return Captured(provider, event, b"", f"could not normalise the payload ({error}); recorded without content", None)
-
-
-def _merge(into: dict[str, int], more: dict[str, int]) -> None:
-    for k, v in more.items():
-        into[k] = into.get(k, 0) + v
 
 
 _ADAPTER_MODULES = {

@@ -151,3 +151,12 @@ def relative_path(path: str, root: str | None, cwd: str | None = None) -> str:
     if p.startswith(r + "/"):
         return p[len(r) + 1 :]
     return path
+
+
+def attach_project(event: dict[str, Any], project: dict[str, Any] | None, cwd: str | None) -> None:
+    """``project`` on ``event`` (when there is one), the event's paths made relative to its root."""
+    if project is None:
+        return
+    if "paths" in event:
+        event["paths"] = [relative_path(p, project["root"], cwd) for p in event["paths"]]
+    event["project"] = project

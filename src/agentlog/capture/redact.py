@@ -110,7 +110,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, Tuple
+    from typing import Any, Callable, List, Tuple
 
     _Spans = List[Tuple[int, int, int, str]]
     _Handler = Callable[[bytes, int, "_Spans"], None]
@@ -821,3 +821,24 @@ def redact_value(value: object, memo: dict[int, tuple[str, dict[str, int]]] | No
     """
     counts: dict[str, int] = {}
     return _walk(value, counts, 0, memo), counts
+
+
+def redact_into(attrs: dict[str, Any], *values: object) -> list[object]:
+    """Each of ``values`` redacted (``None`` left as it is; one memo shared, since content
+    and raw hold the same strings), and what was found counted into ``attrs``
+    (``redactions``, ``redacted``) when anything was."""
+    counts: dict[str, int] = {}
+    memo: dict[int, tuple[str, dict[str, int]]] = {}
+    out: list[object] = []
+    for value in values:
+        if value is None:
+            out.append(value)
+            continue
+        clean, found = redact_value(value, memo)
+        for rule, n in found.items():
+            counts[rule] = counts.get(rule, 0) + n
+        out.append(clean)
+    if counts:
+        attrs["redactions"] = sum(counts.values())
+        attrs["redacted"] = counts
+    return out

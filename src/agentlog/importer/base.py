@@ -34,9 +34,6 @@ from typing import Any, Final
 from .. import __version__
 from ..capture.adapters import common as c
 
-#: wire keys after the identity block, in canonical order (as the hook writes them)
-_ORDER: Final = ("provider_version", "provider_session_id", "provider_turn_id", "agent", "tool", "paths",
-                 "outcome", "duration_ms")
 #: problems a parser reports per file, at most
 MAX_PROBLEMS: Final = 200
 #: entries of a carried dict (open calls …), at most: the newest are kept
@@ -113,6 +110,11 @@ class Parser:
     def finish(self) -> list[dict[str, Any]]:
         """Events held back until the end of the file (none by default)."""
         return []
+
+    def whole_document(self, data: bytes) -> Any:
+        """The file read as one JSON document when this parser takes some files whole
+        (the runner then calls ``feed_document``); None (the default): read it by lines."""
+        return None
 
     #: attributes an import of a grown file needs from the import before (the
     #: session a first line named, calls still open …): :meth:`carry` saves them
@@ -208,8 +210,8 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     branch and head it finds now, which are not the ones of then: ``branch`` is
     the transcript's, when it says);
     ``with_raw`` puts the line in ``raw``. Content and raw are redacted."""
-    from ..capture.project import relative_path
-    from ..capture.redact import redact_value
+    from ..capture.project import attach_project
+    from ..capture.redact import redact_into
 
     kind = str(partial.get("kind") or "unknown")
     key = merge_key(parser.provider, session_id, kind, item)
@@ -225,28 +227,16 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
         "capture_mode": "full",
         "agentlog_version": __version__,
     }
-    fields = {
-        "provider_version": version,
-        "provider_session_id": session_id,
-        "provider_turn_id": turn_id,
-        "agent": partial.get("agent"),
-        "tool": partial.get("tool"),
-        "paths": partial.get("paths"),
-        "outcome": partial.get("outcome"),
-        "duration_ms": partial.get("duration_ms"),
-    }
-    for name in _ORDER:
-        value = fields[name]
-        if value is not None and value != [] and value != {}:
-            out[name] = value
+    c.put_optional(out, {
+        "provider_version": version, "provider_session_id": session_id, "provider_turn_id": turn_id,
+        "agent": partial.get("agent"), "tool": partial.get("tool"), "paths": partial.get("paths"),
+        "outcome": partial.get("outcome"), "duration_ms": partial.get("duration_ms"),
+    })
     if cwd:
         project = _project(cwd)
-        if project is not None:
-            if "paths" in out:
-                out["paths"] = [relative_path(p, project["root"], cwd) for p in out["paths"]]
-            out["project"] = dict(project)
-            if branch:
-                out["project"]["branch"] = branch
+        attach_project(out, dict(project) if project is not None else None, cwd)
+        if project is not None and branch:
+            out["project"]["branch"] = branch
     attrs: dict[str, Any] = dict(partial.get("attrs") or {})
     attrs["reconstructed"] = True
     attrs["reconstructed_from"] = parser.source
@@ -256,21 +246,7 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
         attrs["merge_key"] = key
     if cwd:
         attrs.setdefault("cwd", cwd)
-    content: dict[str, Any] | None = partial.get("content") or None
-    raw: Any = raw_line(line.data) if with_raw else None
-    counts: dict[str, int] = {}
-    memo: dict[int, tuple[str, dict[str, int]]] = {}
-    if content:
-        content, found = redact_value(content, memo)  # type: ignore[assignment]
-        for k, v in found.items():
-            counts[k] = counts.get(k, 0) + v
-    if raw is not None:
-        raw, found = redact_value(raw, memo)
-        for k, v in found.items():
-            counts[k] = counts.get(k, 0) + v
-    if counts:
-        attrs["redactions"] = sum(counts.values())
-        attrs["redacted"] = counts
+    content, raw = redact_into(attrs, partial.get("content") or None, raw_line(line.data) if with_raw else None)
     out["attrs"] = attrs
     if content:
         out["content"] = content

@@ -179,6 +179,9 @@ class GeminiCliParser(Parser):
         self.stats.problem(line, "unrecognised record")
         return [self._unknown(line, "chat", unrecognised=True)]
 
+    def whole_document(self, data: bytes) -> Any:
+        return chat_document(data)
+
     def feed_document(self, line: SourceLine, document: Any) -> list[dict[str, Any]]:
         """All events of an older single-document chat (see the module doc for
         what ``line`` and ``raw`` then are). ``line`` is the file's first line

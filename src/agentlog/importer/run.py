@@ -206,14 +206,12 @@ def iter_lines(path: str, start: int, first_lineno: int,
 
 
 def _document(parser: Parser, path: str, size: int) -> Any:
-    """A whole-file JSON document the parser reads as one (``feed_document``), else None."""
-    if not hasattr(parser, "feed_document") or not path.endswith(".json") or size > MAX_LINE:
+    """A ``.json`` file the parser reads whole (:meth:`Parser.whole_document`), else None."""
+    if not path.endswith(".json") or size > MAX_LINE or type(parser).whole_document is Parser.whole_document:
         return None
-    from .gemini_cli import chat_document
-
     try:
         with open(path, "rb") as fh:
-            return chat_document(fh.read())
+            return parser.whole_document(fh.read())
     except OSError:
         return None
 

@@ -220,14 +220,11 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
 def new_event(name: str, memory_id: str, version: int, actor: str, content: dict[str, Any],
               at_us: int | None = None, **attrs: Any) -> dict[str, Any]:
     """A memory event in the canonical wire form (content redacted)."""
-    from ..capture.redact import redact_value
+    from ..capture.redact import redact_into
 
     now = at_us if at_us is not None else time.time_ns() // 1000
-    clean, found = redact_value(content)
     a: dict[str, Any] = {"memory_id": memory_id, "version": version, "actor": actor, **attrs}
-    if found:
-        a["redactions"] = sum(found.values())
-        a["redacted"] = found
+    (clean,) = redact_into(a, content)
     return {"event_id": uuid7(now // 1000), "schema_version": 1, "kind": "memory", "provider": PROVIDER,
             "provider_event_name": name, "observed_at": now, "captured_at": now, "capture_mode": "full",
             "agentlog_version": __version__, "provider_session_id": LOG_KEY, "attrs": a, "content": clean}

@@ -43,15 +43,12 @@ from typing import Any
 
 from ... import __version__
 from ...capture.adapters import common as c
-from ...capture.project import project_info, relative_path
-from ...capture.redact import redact_value
+from ...capture.project import attach_project, project_info
+from ...capture.redact import redact_into
 from ...fastjson import loads
 from .generator import DENIED_TEXT
 
 RECONSTRUCTED_FROM = "claude_code_transcript"
-_ORDER = ("provider_version", "provider_session_id", "provider_turn_id", "agent", "tool", "paths", "outcome",
-          "duration_ms")
-
 
 class TranscriptState:
     """What a reconstruction must remember across lines: tool_use id → (name, input)."""
@@ -223,24 +220,11 @@ def transcript_events(
         "outcome": partial.get("outcome"),
         "duration_ms": partial.get("duration_ms"),
     }
-    for key in _ORDER:
-        value = fields[key]
-        if value is not None and value != [] and value != {}:
-            out[key] = value
+    c.put_optional(out, fields)
     if cwd is not None:
-        project = project_info(cwd)
-        if project is not None:
-            if "paths" in out:
-                out["paths"] = [relative_path(p, project["root"], cwd) for p in out["paths"]]
-            out["project"] = project
-    body_out: dict[str, Any] | None = partial.get("content")
+        attach_project(out, project_info(cwd), cwd)
     attrs_out: dict[str, Any] = dict(partial.get("attrs") or {})
-    if body_out:
-        redacted, counts = redact_value(body_out, {})
-        body_out = redacted if isinstance(redacted, dict) else body_out
-        if counts:
-            attrs_out["redactions"] = sum(counts.values())
-            attrs_out["redacted"] = counts
+    (body_out,) = redact_into(attrs_out, partial.get("content") or None)
     out["attrs"] = attrs_out
     if body_out:
         out["content"] = body_out

@@ -57,6 +57,21 @@ PATCH_HEADERS: tuple[str, ...] = (
 )
 
 
+# Optional wire keys after the identity block, in the order every writer puts them.
+WIRE_OPTIONAL: tuple[str, ...] = (
+    "provider_version", "provider_session_id", "provider_turn_id", "agent", "tool",
+    "paths", "outcome", "duration_ms",
+)
+
+
+def put_optional(event: dict[str, Any], values: dict[str, Any]) -> None:
+    """The optional wire keys of ``values`` that say something, in :data:`WIRE_OPTIONAL` order."""
+    for key in WIRE_OPTIONAL:
+        value = values.get(key)
+        if value is not None and value != [] and value != {}:
+            event[key] = value
+
+
 # -- scalar coercion ---------------------------------------------------------
 
 

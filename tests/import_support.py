@@ -1,0 +1,18 @@
+"""What the import tests share."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def log_events(root: Path) -> list[dict[str, Any]]:
+    """Every event in every session log under ``root`` (read as a reader of the log would)."""
+    from agentlog.log.frame import event_bytes
+
+    out = []
+    for path in sorted((root / "logs").rglob("*.jsonl")):
+        for line in path.read_bytes().splitlines(keepends=True):
+            out.append(json.loads(event_bytes(line)))
+    return out
