@@ -93,10 +93,10 @@ def tree_hashes(root: Path) -> dict[str, str]:
 def test_purge_removes_the_canary_from_every_file_and_verify_passes(agentlog_home: Path) -> None:
     root = agentlog_home
     # s1 sealed whole, s2 active, s3 partly sealed and old, keep untouched
-    s1 = write(root, "s1", 12, text="CANARY-one-7f3a", project="alpha")
+    s1 = write(root, "s1", 12, text="CANARY-one-qzxw", project="alpha")
     assert seal_log(s1.path, level=3).status == "sealed"
-    write(root, "s2", 9, text="CANARY-two-7f3a", project="alpha")
-    s3 = write(root, "s3", 10, text="CANARY-three-7f3a", project="beta", at=T0 - 40 * DAY)
+    write(root, "s2", 9, text="CANARY-two-qzxw", project="alpha")
+    s3 = write(root, "s3", 10, text="CANARY-three-qzxw", project="beta", at=T0 - 40 * DAY)
     assert seal_log(s3.path, level=3).status == "sealed"
     write(root, "s3", 5, text="recent-beta", project="beta", at=T0 + 100)
     write(root, "keep", 7, text="keep-me-9d1c", project="gamma")
@@ -125,7 +125,7 @@ def test_purge_removes_the_canary_from_every_file_and_verify_passes(agentlog_hom
     assert json.loads(r.stdout)["frames"] == 10
 
     assert files_holding(root, b"CANARY-") == []
-    assert files_holding(root, b"7f3a") == []
+    assert files_holding(root, b"qzxw") == []  # not hex: cannot turn up in a kept hash or id by chance
     assert files_holding(root, b"keep-me-9d1c")  # other sessions untouched
 
     v = cli("verify", "--json", home=root)
