@@ -733,6 +733,22 @@ def test_parse_iso8601_matches_datetime() -> None:
             assert common.parse_iso8601(s) == exp, s
 
 
+_CLOCKISH = st.text(st.sampled_from("0123456789:.,TZz+- x٣"), min_size=0, max_size=16)
+
+
+@settings(max_examples=600)
+@given(date=st.sampled_from(["2025-10-09", "2024-02-29", "2025-02-29", "1999-12-31", "2025-13-01"]), rest=_CLOCKISH,
+       shape=st.sampled_from(["T%s:%s:%sZ", "T%s:%s:%s.%sZ", "%s"]), parts=st.lists(st.one_of(st.integers(0, 99).map("{:02d}".format), st.integers(0, 10**9).map(str), _CLOCKISH),
+                                 min_size=4, max_size=4))
+def test_parse_iso8601_fast_path_equals_the_full_parse(date: str, rest: str, shape: str, parts: list[str]) -> None:
+    """The shortcut for a date seen before (``…Thh:mm:ss[.f]Z``) gives what the full parse gives."""
+    text = date + (shape % tuple(parts[: shape.count("%s")]) if shape != "%s" else rest)
+    common._DATE_DAYS.clear()
+    cold = common.parse_iso8601(text)
+    common.parse_iso8601(date + "T00:00:00Z")  # the date is now known (when valid)
+    assert common.parse_iso8601(text) == cold, text
+
+
 def test_timestamp_numbers_are_scaled() -> None:
     assert common.timestamp_us(1_736_937_000) == 1_736_937_000_000_000
     assert common.timestamp_us(1_736_937_000_123) == 1_736_937_000_123_000

@@ -365,3 +365,43 @@ def test_a_file_rewritten_in_place_with_other_first_bytes_is_read_again(agentlog
     report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
     assert report.files[0].mode == "replaced" and report.files[0].events == 2
     assert sorted(e["content"]["prompt"] for e in _log_events(agentlog_home)) == ["and more", "first", "other"]
+
+
+def test_secrets_in_a_transcript_reach_no_file(agentlog_home: Path, tmp_path: Path) -> None:
+    """Prompt, tool input, tool output (JSON in a string), an invalid-UTF-8 line and a call
+    still open when the file ends (its input is carried in the import state): the
+    secrets are redacted in the logs and the state alike, and counted."""
+    gh = "ghp_" + "Q" * 36
+    pw = "hunter2-Zq9x"
+    aws = "AKIA" + "Z" * 16
+    sid = "s-secret"
+
+    def rec(i: int, typ: str, content: Any) -> dict[str, Any]:
+        return {"type": typ, "sessionId": sid, "uuid": f"u{i}", "timestamp": f"2026-11-01T10:00:0{i}Z",
+                "cwd": str(tmp_path), "message": {"role": typ, "id": f"m{i}", "content": content}}
+
+    lines = [
+        rec(1, "user", f"use the token {gh} please"),
+        rec(2, "assistant", [{"type": "tool_use", "id": "t1", "name": "Bash",
+                              "input": {"command": f"export GITHUB_TOKEN={gh} && ./deploy"}}]),
+        rec(3, "user", [{"type": "tool_result", "tool_use_id": "t1",
+                         "content": json.dumps({"password": pw, "user": "bob"})}]),
+        rec(4, "assistant", [{"type": "tool_use", "id": "t2", "name": "Bash",
+                              "input": {"command": f"aws configure set aws_access_key_id {aws}"}}]),
+    ]
+    path = tmp_path / "projects" / "-work-s" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True)
+    body = b"".join(json.dumps(r).encode() + b"\n" for r in lines)
+    body += (b'{"type":"user","sessionId":"s-secret","timestamp":"2026-11-01T10:00:05Z","message":'
+             b'{"role":"user","content":"\xff password=' + pw.encode() + b'"}}\n')
+    path.write_bytes(body)
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.totals()["errors"] == 0
+    for dirpath, _dirs, names in os.walk(agentlog_home):
+        for name in names:
+            data = (Path(dirpath) / name).read_bytes()
+            for secret in (gh, pw, aws):
+                assert secret.encode() not in data, (name, secret)
+    logged = _log_events(agentlog_home)
+    assert sum(e["attrs"].get("redactions", 0) for e in logged) >= 5
+    assert any("[REDACTED:github_token]" in json.dumps(e.get("content")) for e in logged)

@@ -209,9 +209,11 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     line; ``cwd`` gives the project (as the hook's git lookup does, without the
     branch and head it finds now, which are not the ones of then: ``branch`` is
     the transcript's, when it says);
-    ``with_raw`` puts the line in ``raw``. Content and raw are redacted."""
+    ``with_raw`` puts the line in ``raw``. Content and raw are *not* redacted
+    here: the runner redacts each batch before anything is written
+    (:func:`agentlog.capture.secret_gate.redact_events`, which runs the
+    redactor only where a batch pre-check says it could find something)."""
     from ..capture.project import attach_project
-    from ..capture.redact import redact_into
 
     kind = str(partial.get("kind") or "unknown")
     key = merge_key(parser.provider, session_id, kind, item)
@@ -246,12 +248,12 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
         attrs["merge_key"] = key
     if cwd:
         attrs.setdefault("cwd", cwd)
-    content, raw = redact_into(attrs, partial.get("content") or None, raw_line(line.data) if with_raw else None)
     out["attrs"] = attrs
+    content = partial.get("content")
     if content:
         out["content"] = content
-    if raw is not None:
-        out["raw"] = raw
+    if with_raw:
+        out["raw"] = raw_line(line.data)
     return out
 
 

@@ -349,6 +349,8 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
                 known: dict[tuple[str, str | None], Known] | None = None,
                 on_bytes: Callable[[int], None] | None = None) -> FileReport:
     """Import one file with ``parser``; ``state`` (the per-file offsets) is updated in place."""
+    from ..capture.redact import redact_value
+    from ..capture.secret_gate import redact_serialized
     from ..log.writer import open_session_log
 
     path = parser.path
@@ -380,31 +382,30 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
 
     def flush() -> None:
         """Merge what was read with what the logs hold, by session, and append it."""
-        by_session: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-        for ev in events:
-            by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append(ev)
+        # redacted (before anything is written or compared: the parsers leave it to here) and serialised
+        blobs = redact_serialized(events)
+        by_session: dict[tuple[str, str | None], list[tuple[dict[str, Any], bytes]]] = {}
+        for ev, blob in zip(events, blobs, strict=True):
+            by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append((ev, blob))
         events.clear()
-        for cache_key, evs in by_session.items():
+        for cache_key, pairs in by_session.items():
             provider, session_id = cache_key
             if cache_key not in known:
                 known[cache_key] = _known(root, provider, session_id)
             held = known[cache_key]
             fresh: list[bytes] = []
-            for ev in evs:
+            for ev, blob in pairs:
                 key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
                 if held.has(ev, key):
                     report.duplicates += 1
                     continue
                 held.add(ev, key)
-                try:
-                    fresh.append(orjson.dumps(ev))  # compact, key order kept: the hook's form, faster
-                except TypeError:  # a lone surrogate: the stdlib-only encoder escapes it
-                    fresh.append(dumps_bytes(ev))
+                fresh.append(blob)
             if session_id is not None:
                 sessions[session_id] = None
             report.events += len(fresh)
             if fresh and not dry_run:
-                log = open_session_log(root, provider, session_id, durability="relaxed")
+                log = open_session_log(root, provider, session_id, durability="relaxed", hasher=hashlib.sha256)
                 for i in range(0, len(fresh), BATCH):
                     log.append(fresh[i:i + BATCH])
 
@@ -448,7 +449,9 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     if not dry_run and report.error is None:
         state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
                         "head": _head_digest(path, min(end, HEAD_BYTES)), "provider": parser.provider,
-                        "imported_at": int(time.time()), "carry": parser.carry()}
+                        "imported_at": int(time.time()),
+                        # open calls' inputs are content: redacted like everything written
+                        "carry": redact_value(parser.carry())[0]}
     return report
 
 

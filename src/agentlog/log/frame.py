@@ -74,10 +74,13 @@ def genesis(provider: str, session_key: str) -> str:
     return sha256(data).hexdigest()
 
 
-def seal(seq: int, prev: str, event_json: bytes) -> tuple[bytes, str]:
-    """Build the frame line for an already-serialised event; return (line, hash)."""
+def seal(seq: int, prev: str, event_json: bytes, hasher: Any = None) -> tuple[bytes, str]:
+    """Build the frame line for an already-serialised event; return (line, hash).
+
+    ``hasher`` is a SHA-256 constructor: bulk writers (an import) pass
+    ``hashlib.sha256``, several times faster per byte than the built-in one."""
     body = b"".join((PREFIX, prev.encode("ascii"), SEQ_MARK, str(seq).encode("ascii"), EVENT_MARK, event_json))
-    digest = sha256(body).hexdigest()
+    digest = (hasher or sha256)(body).hexdigest()
     return b"".join((body, HASH_MARK, digest.encode("ascii"), SUFFIX)), digest
 
 

@@ -109,7 +109,10 @@ class SessionLog:
         session_id: str | None = None,
         durability: str = "strict",
         capture_mode: str = "full",
+        hasher: Any = None,
     ) -> None:
+        """``hasher``: a SHA-256 constructor for the frames (default the built-in
+        one, cheap to import on the hook path; bulk writers pass ``hashlib.sha256``)."""
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
         self.root = root
@@ -118,6 +121,7 @@ class SessionLog:
         self.session_id = session_id
         self.durability = durability
         self.capture_mode = capture_mode
+        self.hasher = hasher
         self.path = log_path(root, provider, key)
         self.head_file = head_path(self.path)
         # Fault injection for crash tests: split each frame write in two with
@@ -141,14 +145,20 @@ class SessionLog:
             prev = tip.hash if tip is not None else genesis(self.provider, self.key)
             frames: list[bytes] = [self._gap_event(g) for g in result.gaps]
             frames.extend(events)
+            lines: list[bytes] = []
             for ev in frames:
-                line, digest = seal(seq, prev, ev)
-                self._write(fd, line)
+                line, digest = seal(seq, prev, ev, self.hasher)
+                lines.append(line)
                 result.seqs.append(seq)
                 result.hashes.append(digest)
                 offset += len(line)
                 prev = digest
                 seq += 1
+            if self._split_pause:
+                for line in lines:
+                    self._write(fd, line)
+            elif lines:
+                _write_all(fd, lines[0] if len(lines) == 1 else b"".join(lines))  # a torn tail is repaired as ever
             if frames:
                 self._sync(fd)
                 self._write_head(Tip(seq - 1, prev, offset))
@@ -355,11 +365,13 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def open_session_log(
-    root: str, provider: str, session_id: str | None, *, durability: str = "strict", capture_mode: str = "full"
+    root: str, provider: str, session_id: str | None, *, durability: str = "strict", capture_mode: str = "full",
+    hasher: Any = None,
 ) -> SessionLog:
     """The log of one provider session (file named by `layout.session_key`)."""
     from .layout import session_key
 
     return SessionLog(
-        root, provider, session_key(session_id), session_id=session_id, durability=durability, capture_mode=capture_mode
+        root, provider, session_key(session_id), session_id=session_id, durability=durability, capture_mode=capture_mode,
+        hasher=hasher,
     )

@@ -204,6 +204,13 @@ def parse_iso8601(s: str) -> int | None:
     """
     if not isinstance(s, str):
         return None
+    n = len(s)
+    if 20 <= n <= 30 and s[-1] == "Z" and s[10] == "T" and s[13] == ":" and s[16] == ":":
+        days = _DATE_DAYS.get(s[:10])  # the usual UTC shape, of a date seen before (transcripts)
+        if days is not None:
+            got = _utc_time(s, n)
+            if got is not None:
+                return days * 86_400_000_000 + got
     s = s.strip()
     if len(s) < 17 or len(s) > 64:
         return None
@@ -263,8 +270,32 @@ def parse_iso8601(s: str) -> int | None:
     mdays = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
     if day > mdays:
         return None
-    secs = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset
+    days = _days_from_civil(year, month, day)
+    if len(_DATE_DAYS) < 4096:
+        _DATE_DAYS[s[:10]] = days
+    secs = days * 86400 + hour * 3600 + minute * 60 + second - offset
     return secs * 1_000_000 + micro
+
+
+_DATE_DAYS: dict[str, int] = {}
+"""``YYYY-MM-DD`` → days since the epoch, of dates :func:`parse_iso8601` checked."""
+
+
+def _utc_time(s: str, n: int) -> int | None:
+    """µs into the day of ``…Thh:mm:ss[.fraction]Z`` (``s[10]`` is ``T``), else None."""
+    clock = s[11:13] + s[14:16] + s[17:19]
+    if not (clock.isdigit() and clock.isascii()):
+        return None
+    hour, minute, second = int(clock[:2]), int(clock[2:4]), int(clock[4:])
+    if hour > 23 or minute > 59 or second > 60:
+        return None
+    micro = 0
+    if n > 20:
+        frac = s[20:-1]
+        if s[19] not in ".," or not (frac.isdigit() and frac.isascii()):
+            return None
+        micro = int((frac + "000000")[:6])
+    return (hour * 3600 + minute * 60 + second) * 1_000_000 + micro
 
 
 def timestamp_us(v: Any) -> int | None:
