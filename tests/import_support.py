@@ -16,3 +16,13 @@ def log_events(root: Path) -> list[dict[str, Any]]:
         for line in path.read_bytes().splitlines(keepends=True):
             out.append(json.loads(event_bytes(line)))
     return out
+
+
+def record_prompt(root: str, session_id: str, prompt: str = "hello") -> str:
+    """A prompt recorded through the hook path (its log; not ingested); its event id."""
+    from agentlog.capture.hook import build, record
+
+    payload = {"session_id": session_id, "hook_event_name": "UserPromptSubmit", "prompt": prompt, "cwd": "/nonexistent"}
+    captured = build("claude-code", json.dumps(payload).encode(), 0, [])
+    record(captured, root, "relaxed")
+    return str(captured.event["event_id"])

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from agentlog.memory import service as S
 from agentlog.memory import store
+from import_support import record_prompt
 from agentlog.memory.model import InvalidMemory
 
 
@@ -182,13 +183,8 @@ def test_search_finds_words_and_prefixes_and_ranks_by_confidence(agentlog_home: 
 
 
 def test_evidence_must_name_something_recorded(agentlog_home: Path) -> None:
-    from agentlog.capture.hook import build, record
-
     root = str(agentlog_home)
-    payload = {"session_id": "s-ev", "hook_event_name": "UserPromptSubmit", "prompt": "hello", "cwd": "/nonexistent"}
-    captured = build("claude-code", json.dumps(payload).encode(), 0, [])
-    record(captured, root, "relaxed")
-    event_id = captured.event["event_id"]
+    event_id = record_prompt(root, "s-ev")
     m = S.create(root, "fact", "a prompt was typed", attributes={"statement": "yes"},
                  evidence=[{"type": "event", "value": f"ev_{event_id}"}])
     assert m.evidence == [{"type": "event", "value": event_id}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -56,7 +57,7 @@ def _show_one(m: Any, as_json: bool) -> None:
         seen = ref.get("resolved")
         what = ""
         if seen:
-            what = "  → " + (seen.get("why") or seen.get("error") or ", ".join(
+            what = "  → " + ("purged: " if seen.get("purged") else "") + (seen.get("why") or seen.get("error") or ", ".join(
                 f"{k} {terminal_safe(v)}" for k, v in seen.items() if v is not None))
         click.echo(f"evidence {ref['type']}: {terminal_safe(ref['value'])}{what}")
     for relation, target in m.links or []:
@@ -190,7 +191,60 @@ memory.add_command(_simple("confirm", "Confirm a memory: its confidence moves to
 memory.add_command(_simple("contradict", "Contradict a memory: its confidence moves toward 0.", "contradict"))
 memory.add_command(_simple("archive", "Archive a memory (hidden from listings and search; restorable).", "archive"))
 memory.add_command(_simple("restore", "Restore an archived memory.", "archive", restore=True))
-memory.add_command(_simple("delete", "Delete a memory (a tombstone; its events stay in the log).", "delete"))
+
+
+@memory.command(name="delete")
+@click.argument("ident")
+@click.option("--purge", "for_real", is_flag=True,
+              help="Delete for real: purge its content from the log, the store and the read model (hashes kept).")
+@click.option("--dry-run", is_flag=True, help="With --purge: say what would be purged; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="With --purge: do not ask (required when not on a terminal).")
+@click.option("--version", "expected", type=int, default=None,
+              help="Refuse if the memory is no longer at this version (another change came first).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def delete_cmd(ident: str, for_real: bool, dry_run: bool, yes: bool, expected: int | None, as_json: bool) -> None:
+    """Delete a memory. Without --purge, a tombstone: it leaves every listing and
+    search, its events stay in the log (undo and history still work). With
+    --purge, every frame of the memory log that mentions it (its events, the
+    proposals that created or changed it) is purged as `agentlog purge` does —
+    same seq and hash, so verify still proves the chain — its rows leave the
+    store, and the read model is rebuilt; other memories a purged proposal
+    also changed are restored exactly."""
+    from ..memory import service
+    from ..memory.model import InvalidMemory
+    from ..memory.purge import purge_memory
+    from ..memory.store import NotFound, VersionConflict
+    from ..store.purge import PurgeBusy
+
+    root = data_root()
+    if not for_real:
+        if dry_run or yes:
+            raise click.UsageError("--dry-run and --yes go with --purge")
+        try:
+            m = service.delete(root, ident, expected_version=expected)
+        except (InvalidMemory, NotFound, VersionConflict) as e:
+            raise _fail(e) from None
+        _show_one(m, as_json)
+        return
+    try:
+        plan = purge_memory(root, ident, dry_run=True)
+        if not dry_run and not yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError("purging a memory is irreversible: pass --yes (not on a terminal)")
+            click.confirm(f"purge memory {plan.slug} ({plan.frames} frames"
+                          f"{', restating ' + str(len(plan.restated)) + ' other memories' if plan.restated else ''})?",
+                          abort=True)
+        done = plan if dry_run else purge_memory(root, ident)
+    except NotFound as e:
+        raise _fail(e) from None
+    except PurgeBusy as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        print_json(done.to_dict())
+    else:
+        verb = "would purge" if dry_run else "purged"
+        stderr().print(f"{verb} memory {terminal_safe(done.slug)}: {done.frames} frames"
+                       + (f", {len(done.restated)} other memories restated" if done.restated else ""))
 
 
 @memory.command(name="rebuild")

@@ -86,6 +86,8 @@ from .layout import (
 PURGE_PROVIDER = "agentlog"
 PURGE_KEY = "purges"
 PURGE_LOG = f"{PURGE_PROVIDER}/{PURGE_KEY}"
+MEMORY_LOG = "agentlog/memory"
+"""The memory's own log (``memory.store``): only a memory selector reaches it."""
 US_PER_DAY = 86_400_000_000
 
 
@@ -199,6 +201,39 @@ def recorded_frames(root: str) -> dict[tuple[str, int, str], str]:
     return out
 
 
+_purged_cache: dict[str, tuple[Any, dict[str, str]]] = {}
+
+
+def purged_events(root: str) -> dict[str, str]:
+    """``event_id -> purge_id`` of every purged frame whose stub still names its
+    event (all but events too short for it), read from the logs the purge
+    records name (cached per process until the record log changes). Lets a
+    reference to an event say "purged" rather than "not found"."""
+    from .frame import PURGED_MARK
+
+    stamp = _records_stamp(root)
+    cached = _purged_cache.get(root)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    logs = {str(item[0]) for rec in iter_records(root) for item in rec.get("frames") or ()
+            if isinstance(item, list) and len(item) == 3}
+    out: dict[str, str] = {}
+    for name in sorted(logs):
+        provider, _, key = name.partition("/")
+        path = log_path(root, provider, key)
+        if not os.path.exists(path) and not sealed_segments(path):
+            continue
+        for _off, line in _lines(path):
+            if not is_purged(line[:128]):
+                continue
+            j = line.find(PURGED_MARK, PREV_END)
+            stub = _loads(line[j + len(PURGED_MARK) : len(line) - TRAILER].rstrip(b" ")) if j > 0 else None
+            if isinstance(stub, dict) and isinstance(stub.get("event_id"), str):
+                out[stub["event_id"]] = str(stub.get("purge_id") or "")
+    _purged_cache[root] = (stamp, out)
+    return out
+
+
 def _who() -> dict[str, Any]:
     import getpass
 
@@ -246,19 +281,45 @@ class Selector:
     """``project.name`` or ``project.root``."""
     retention_days: int | None = None
     """Set when the purge applies the ``retention_days`` setting (with ``before``)."""
+    memory: str | None = None
+    """A memory's id: every frame of the memory log that mentions it, but its
+    ``memory_purged`` event (``memory.store.purge_memory`` writes that first).
+    Only this selector reaches the memory log: memories are curated, not
+    captured activity, and are not purged by date, session or project."""
+
+    memory_proposals: tuple[str, ...] = ()
+    """With ``memory``: the proposals that mention it, whose every frame goes too
+    (a proposal that created it names it only once merged)."""
 
     def __post_init__(self) -> None:
-        if sum(x is not None for x in (self.before, self.session, self.project)) != 1:
-            raise ValueError("give exactly one of before, session, project")
+        if sum(x is not None for x in (self.before, self.session, self.project, self.memory)) != 1:
+            raise ValueError("give exactly one of before, session, project, memory")
+        if self.memory is not None and len(self.memory) < 8:
+            raise ValueError("a memory id to purge is at least 8 characters (it is matched in the frames' bytes)")
+
+    def reaches(self, log: str) -> bool:
+        """Whether this selector may select frames of the log ``provider/key``."""
+        return (log == MEMORY_LOG) == (self.memory is not None)
+
+    def matches_event(self, event: bytes) -> bool:
+        """For the memory selector: the event (serialised) mentions the memory and is not its purge."""
+        if self.memory is None:
+            return False
+        if self.memory.encode() not in event and not any(p.encode() in event for p in self.memory_proposals):
+            return False
+        ev = _loads(event)
+        return not (isinstance(ev, dict) and ev.get("provider_event_name") == "memory_purged")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None and v != ()}
 
     def whole_log(self, provider: str, key: str) -> bool:
         s = self.session
         return s is not None and (key in (s, session_key(s)) or f"{provider}/{key}" == s)
 
     def matches(self, head: dict[str, Any]) -> bool:
+        if self.memory is not None:
+            return False  # needs the whole event: matches_event
         if self.before is not None:
             t = head.get("observed_at")
             return isinstance(t, int) and t < self.before
@@ -375,8 +436,8 @@ def _purge_logs(root: str, selector: Selector, dry_run: bool, at: int,
     for path in iter_logs(root):
         provider, key = split_log_path(path)
         name = f"{provider}/{key}"
-        if name == PURGE_LOG:
-            continue  # the records themselves are never purged
+        if name == PURGE_LOG or not selector.reaches(name):
+            continue  # the records themselves are never purged; the memory log only by memory
         if progress is not None:
             progress(name)
         targets, unpurgeable = _select(path, name, selector, recorded, purge_id)
@@ -430,8 +491,10 @@ def _select(path: str, name: str, selector: Selector, recorded: dict[tuple[str, 
             continue
         digest = line[-67:-3].decode("ascii", "replace")
         earlier = recorded.get((name, seq, digest))
-        head = _event_head(event_bytes(line))
-        if earlier is None and not whole and not selector.matches(head):
+        event = event_bytes(line)
+        head = _event_head(event)
+        if earlier is None and not whole and not (selector.matches_event(event) if selector.memory is not None
+                                                  else selector.matches(head)):
             continue
         pid = earlier or purge_id
         stubs = _stubs(pid, head)

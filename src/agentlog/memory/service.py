@@ -285,6 +285,12 @@ def history(root: str, ident: str) -> list[dict[str, Any]]:
         con.close()
 
 
+def _purged(root: str) -> dict[str, str]:
+    from ..log.purge import purged_events
+
+    return purged_events(root)
+
+
 def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each evidence reference with what it points at, as recorded: an event's kind, tool
     and time; an attempt's outcome; a session's agent and span; a tool call's status. A
@@ -318,7 +324,12 @@ def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, An
                 r["resolved"] = {"error": str(e)}
                 continue
             if not res.rows:
-                r["resolved"] = {"gone": True, "why": "no longer in the recorded history (purged or retracted)"}
+                purge_id = _purged(root).get(r["value"]) if r["type"] == "event" else None
+                if purge_id is not None:
+                    r["resolved"] = {"purged": True, "purge_id": purge_id,
+                                     "why": "its content was purged (`agentlog purge`); its hash is kept"}
+                else:
+                    r["resolved"] = {"gone": True, "why": "no longer in the recorded history (purged or retracted)"}
             else:
                 r["resolved"] = {c: (str(v) if v is not None and not isinstance(v, (int, float, str, bool)) else v)
                                  for c, v in zip(res.columns, res.rows[0])}

@@ -292,23 +292,28 @@ def _restore(con: sqlite3.Connection, mid: str, snap: dict[str, Any] | None) -> 
 def rebuild(root: str) -> int:
     """Replay the whole log into a fresh read model; the events applied."""
     with _locked(root):
-        _forget(root)
-        path = db_path(root)
-        tmp = path + ".rebuild"
-        for p in (tmp, tmp + "-wal", tmp + "-shm"):
-            if os.path.exists(p):
-                os.remove(p)
-        con = connect(root, tmp)
-        try:
-            n = catch_up(root, con)
-            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            con.close()
-        for p in (path + "-wal", path + "-shm"):
-            if os.path.exists(p):
-                os.remove(p)
-        os.replace(tmp, path)
-        return n
+        return _rebuild_locked(root)
+
+
+def _rebuild_locked(root: str) -> int:
+    """:func:`rebuild` for a caller that holds the lock (a fresh database file replaces the old one)."""
+    _forget(root)
+    path = db_path(root)
+    tmp = path + ".rebuild"
+    for p in (tmp, tmp + "-wal", tmp + "-shm"):
+        if os.path.exists(p):
+            os.remove(p)
+    con = connect(root, tmp)
+    try:
+        n = catch_up(root, con)
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        con.close()
+    for p in (path + "-wal", path + "-shm"):
+        if os.path.exists(p):
+            os.remove(p)
+    os.replace(tmp, path)
+    return n
 
 
 def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
@@ -427,6 +432,20 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
         con.execute("UPDATE memories SET archived = ? WHERE id = ?", (int(name == "memory_archived"), mid))
     elif name == "memory_pinned":
         con.execute("UPDATE memories SET pinned = ? WHERE id = ?", (int(bool(c.get("pinned"))), mid))
+    elif name == "memory_purged":
+        # the memory's content is gone from the log (memory/purge.py): its rows go, and the other
+        # memories its purged proposal frames changed are restored exactly as they were
+        _drop_row(con, mid)
+        for sql in ("DELETE FROM evidence WHERE memory_id = ?", "DELETE FROM links WHERE source = ? OR target = ?",
+                    "DELETE FROM history WHERE memory_id = ?"):
+            con.execute(sql, (mid,) * sql.count("?"))
+        for pid in c.get("proposals") or ():
+            con.execute("DELETE FROM proposals WHERE id = ?", (str(pid),))
+        for other, snap in sorted((c.get("restate") or {}).items()):
+            _restore(con, other, snap)
+            _history(con, other, int(snap["memory"]["version"]), "restated", actor, at, None)
+        _history(con, mid, version, "purged", actor, at, proposal_id)
+        return
     elif name == "memory_deleted":
         con.execute("UPDATE memories SET deleted = 1 WHERE id = ?", (mid,))
         con.execute("DELETE FROM links WHERE source = ?", (mid,))
