@@ -21,9 +21,9 @@ def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["demo", "--home", str(home), "--json"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
-    # the 518 real payloads, then the synthetic session shipped with agentlog (18 payloads, 2 failed calls)
+    # the 518 real payloads, then the synthetic session shipped with agentlog (20 payloads, 3 failed calls)
     shipped = len(demo.shipped_payloads())
-    assert shipped == 18
+    assert shipped == 20
     assert result["payloads"] == 518 + shipped
     assert result["hook_failures"] == 0 and result["stderr_lines"] == 0
     assert sum(s["frames"] for s in result["sessions"]) == 518 + shipped
@@ -33,11 +33,11 @@ def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
         for k, v in s["kinds"].items():
             kinds[k] = kinds.get(k, 0) + v
     assert kinds.get("unknown", 0) == 0
-    assert kinds["tool_call_failed"] == 10 + 2
+    assert kinds["tool_call_failed"] == 10 + 3
     # the store holds every event, and DuckDB reads the tool calls back from it
     assert result["store_events"] == 518 + shipped
     tools = {t["tool"]: t for t in result["store_tools"]}
-    assert sum(t["failed"] for t in tools.values()) == 10 + 2
+    assert sum(t["failed"] for t in tools.values()) == 10 + 3
     assert sum(t["ok"] for t in tools.values()) == kinds["tool_call_finished"]
     assert tools["Bash"]["largest_content"] > 0
     # the timeline covers every session recorded; the shipped session's failing edit is superseded by its retry
@@ -51,12 +51,12 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
     result = demo.run_demo(str(tmp_path / "d"))
     assert "synthetic" in result.source
     (s,) = result.sessions
-    assert s.frames == result.payloads == 18
+    assert s.frames == result.payloads == 20
     assert s.verify == "intact"
     assert s.redactions >= 1  # the AWS key in the prompt
-    assert s.failures == 2  # the test run, the edit whose old_string is not in the file
-    assert result.store_events == 18
-    # the timeline: one session, one turn, three attempts — the failed test run, the failing edit
+    assert s.failures == 3  # the test run, the failing test alone, the edit whose old_string is not in the file
+    assert result.store_events == 20
+    # the timeline: one session, one turn, four attempts — the failed test runs, the failing edit
     # superseded by its retry, and the retry that succeeded
     (session,) = result.timeline
     assert session["provider"] == "claude_code" and session["project_name"] == "agentlog-demo-project"
@@ -65,15 +65,25 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
     attempts = turn["attempts"]
     assert [(a["outcome"], a["failure_class"], a["approach"]) for a in attempts] == [
         ("failed", "nonzero_exit", "shell"),
+        ("failed", "nonzero_exit", "shell"),
         ("superseded", "string_mismatch", "edit src/parser.py · read"),
         ("succeeded", None, "edit src/parser.py · shell ×2"),
     ]
-    assert attempts[1]["superseded_by"] == attempts[2]["attempt_id"]
-    failed, superseded = sorted(result.failures, key=lambda f: f["started_at"])
-    assert failed["outcome"] == "failed" and failed["retry"] is None
-    assert superseded["attempt_id"] == attempts[1]["attempt_id"]
-    assert superseded["retry"]["attempt_id"] == attempts[2]["attempt_id"]
+    assert attempts[2]["superseded_by"] == attempts[3]["attempt_id"]
+    first, second, superseded = sorted(result.failures, key=lambda f: f["started_at"])
+    assert first["outcome"] == second["outcome"] == "failed" and first["retry"] is None
+    assert superseded["attempt_id"] == attempts[2]["attempt_id"]
+    assert superseded["retry"]["attempt_id"] == attempts[3]["attempt_id"]
     assert superseded["retry"]["outcome"] == "succeeded"
+    # the activity suggests a memory: how to run the tests, with the two failed runs and the one that worked
+    (sug,) = result.suggestions
+    assert sug["kind"] == "procedure" and sug["title"] == "How to run python -m pytest in agentlog-demo-project"
+    assert sug["attributes"]["command"] == "python -m pytest -q"
+    assert [(e["note"], e["resolved"]["outcome_status"]) for e in sug["evidence"]] == [
+        ("failed", "failure"), ("failed", "failure"), ("worked", "success")]
+    from agentlog.memory.proposals import get as get_proposal
+
+    assert get_proposal(result.home, sug["proposal_id"]).status == "open"  # a person approves it, or not
     # redacted before anything was written: not in the logs, not in the store
     files = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
     assert any(p.suffix == ".parquet" for p in files)
@@ -89,17 +99,19 @@ def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, mon
     assert "timeline: sessions → turns → attempts" in out
     lines = out.splitlines()
     session = next(ln for ln in lines if ln.startswith("ses_"))
-    assert "claude_code  agentlog-demo-project" in session and "3 attempts, 2 failures" in session
+    assert "claude_code  agentlog-demo-project" in session and "4 attempts, 3 failures" in session
     attempts = [ln.strip() for ln in lines if ln.startswith("    att_")]
-    assert len(attempts) == 3
-    retry = attempts[2].split()[0]
+    assert len(attempts) == 4
+    retry = attempts[3].split()[0]
     assert attempts[0].split()[1:4] == ["failed", "(nonzero_exit)", "shell"]
     assert "superseded (string_mismatch)  edit src/parser.py · read  src/parser.py  superseded by " + retry \
-        in attempts[1]
-    assert attempts[2].split()[1] == "succeeded"
+        in attempts[2]
+    assert attempts[3].split()[1] == "succeeded"
     assert "failed and superseded attempts" in out
     table = [ln for ln in lines if "string_mismatch" in ln and "│" in ln]
     assert len(table) == 1 and f"{retry} (succeeded)" in table[0]
+    assert "suggested memories" in out and "How to run python -m pytest in agentlog-demo-project  [procedure]" in out
+    assert sum("evidence tool_call" in ln for ln in lines) == 3
     assert "AKIAIOSFODNN7EXAMPLE" not in r.output
 
 
@@ -115,8 +127,9 @@ def test_demo_reruns_into_its_own_directory(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
     demo.run_demo(str(tmp_path / "d"))
     again = demo.run_demo(str(tmp_path / "d"))
-    assert again.sessions[0].frames == 18  # wiped and recorded afresh, not appended
+    assert again.sessions[0].frames == 20  # wiped and recorded afresh, not appended
     assert len(again.timeline) == 1
+    assert len(again.suggestions) == 1  # the memory went with the rest: suggested afresh
 
 
 def test_a_local_clone_finds_the_fixtures_beside_its_origin(tmp_path: Path) -> None:

@@ -5,13 +5,16 @@ stdin captured by other people) is fed to the installed hook command as a
 separate process, in the order the logger saved them, sessions in parallel.
 A small synthetic session shipped in ``agentlog/demo_data`` is replayed too
 (alone in an installed package, where the shared fixtures are absent): a
-failing test run, an edit whose text to replace is not found, the edit
-retried and the tests passing — so the timeline always has a failed attempt
+failing test run, the failing test run alone (failing again), an edit whose
+text to replace is not found, the edit retried and the whole suite passing — so the timeline always has a failed attempt
 and a superseded one with its retry.
 
 After replaying, the logs are verified and ingested, the projection is
 brought up to date, and the demo reads back the timeline (sessions → turns
-→ attempts) and the failed and superseded attempts (:mod:`.query.views`).
+→ attempts) and the failed and superseded attempts (:mod:`.query.views`),
+then opens the memories the activity suggests (:mod:`.memory.suggest`: the
+synthetic session's test command failed twice before another form of it
+passed) as proposals and shows each with its evidence.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class DemoResult:
     """Sessions → turns → attempts of what was recorded (``query.views.timeline``)."""
     failures: list[dict[str, Any]] = field(default_factory=list)
     """Failed and superseded attempts, each with its retry (``query.views.failures``)."""
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
+    """Memories suggested from the activity (``memory.suggest``), opened as proposals:
+    id, title, kind, note and each piece of evidence resolved (a tool call's status)."""
 
 
 def shipped_payloads() -> list[bytes]:
@@ -196,6 +202,21 @@ def _read_timeline(result: DemoResult) -> None:
     with engine:
         result.timeline = timeline(engine, Scope(project_label="all projects"))
         result.failures = failures(engine, Scope(project_label="all projects"))
+    _suggest(result)
+
+
+def _suggest(result: DemoResult) -> None:
+    """Open the memories the activity suggests as proposals, with their evidence resolved."""
+    from .memory.service import resolve_evidence
+    from .memory.suggest import suggest
+
+    for p in suggest(result.home):
+        for change in p.changes:
+            result.suggestions.append({
+                "proposal_id": p.id, "title": p.title, "note": p.note, "kind": change.get("kind"),
+                "attributes": change.get("attributes") or {},
+                "evidence": resolve_evidence(result.home, change.get("evidence") or []),
+            })
 
 
 def result_dict(result: DemoResult) -> dict[str, Any]:

@@ -76,6 +76,23 @@ def demo_cmd(home: str, workers: int, as_json: bool) -> None:
                 out.print()
                 print_failures(result.failures,
                                title="failed and superseded attempts (retry: the attempt that tried again)")
+        if result.suggestions:
+            from rich.rule import Rule
+
+            from .output import terminal_safe
+
+            out = stdout()
+            out.print(Rule("suggested memories (proposals: agentlog memory review|approve|reject ID)", style="dim"))
+            for sug in result.suggestions:
+                out.print(f"{terminal_safe(sug['title'])}  [{sug['kind']}]  proposal {sug['proposal_id']}",
+                          markup=False, highlight=False)
+                if sug.get("note"):
+                    out.print(f"  {terminal_safe(sug['note'])}", markup=False, highlight=False)
+                for ref in sug["evidence"]:
+                    seen = ref.get("resolved") or {}
+                    what = ", ".join(f"{k} {terminal_safe(str(v))}" for k, v in seen.items() if v is not None)
+                    out.print(f"  evidence {ref['type']} {ref['value']} ({terminal_safe(str(ref.get('note', '')))})"
+                              f"{': ' + what if what else ''}", markup=False, highlight=False)
         err = stderr()
         err.print(f"replayed {result.payloads} payloads from {result.source}")
         err.print(f"hook exit codes non-zero: {result.hook_failures}; hook stderr lines: {result.stderr_lines}")

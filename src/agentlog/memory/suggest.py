@@ -3,8 +3,9 @@
 Two rules over the projection (SQL on the store):
 
 - **procedure** — in one session, a shell command kept failing (at least
-  :data:`MIN_FAILURES` failures of the same program) and then the same
-  program succeeded with other arguments: "how to run X" is the command that
+  :data:`MIN_FAILURES` failures of the same program — ``python -m pytest``,
+  ``npm test`` and ``cargo build`` each count as one program) and then the
+  same program succeeded with other arguments: "how to run X" is the command that
   worked; the evidence is the failed calls and the one that worked.
 - **pitfall** — edits or writes of one file failed at least
   :data:`MIN_FAILURES` times with the same failure class: "what fails and how
@@ -21,6 +22,9 @@ from typing import Any, Final
 MIN_FAILURES: Final = 2
 MAX_EVIDENCE: Final = 5
 
+#: programs whose first argument names what is run (``npm test``, ``cargo build``); ``python -m X`` is ``X``'s too
+_RUNNERS: Final = "('npm', 'npx', 'pnpm', 'yarn', 'bun', 'bunx', 'uv', 'uvx', 'poetry', 'cargo', 'go', 'make', 'just', " \
+    "'docker', 'kubectl', 'terraform', 'dotnet', 'mvn', 'gradle', './gradlew', 'bundle', 'rake')"
 _PROCEDURES: Final = f"""
 WITH shell AS (
   SELECT tc.tool_call_id, tc.session_id, tc.project_name, tc.started_at, tc.outcome_status, tc.attempt_id,
@@ -28,7 +32,13 @@ WITH shell AS (
   FROM tool_calls tc JOIN events e ON e.event_id = tc.start_event_id
   WHERE tc.tool_category = 'shell' AND tc.outcome_status IN ('success', 'failure')
 ), prog AS (
-  SELECT *, split_part(command, ' ', 1) AS program FROM shell WHERE command IS NOT NULL AND command != ''
+  SELECT *, CASE
+      WHEN split_part(command, ' ', 2) = '-m' THEN concat_ws(' ', split_part(command, ' ', 1), '-m',
+                                                               split_part(command, ' ', 3))
+      WHEN split_part(command, ' ', 1) IN {_RUNNERS} AND split_part(command, ' ', 2) NOT LIKE '-%'
+        THEN concat_ws(' ', split_part(command, ' ', 1), split_part(command, ' ', 2))
+      ELSE split_part(command, ' ', 1) END AS program
+  FROM shell WHERE command IS NOT NULL AND command != ''
 ), first_win AS (
   SELECT session_id, program, min(started_at) AS won_at FROM prog WHERE outcome_status = 'success'
   GROUP BY 1, 2
