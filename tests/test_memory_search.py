@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentlog.memory import confidence as conf
 from agentlog.memory import service as S
@@ -78,3 +80,24 @@ def test_ranking_is_relevance_times_confidence(agentlog_home: Path) -> None:
         S.confirm(root, weak.id)
         S.contradict(root, strong.id)
     assert [m.id for m, _ in S.search(root, "cache")] == [weak.id, strong.id]
+
+
+@settings(max_examples=200, deadline=None)
+@given(c=st.floats(0, 1), kind=st.sampled_from(sorted(conf.DECAY) + ["not-a-kind"]),
+       anchor=st.integers(0, 2_000_000_000_000_000), created=st.integers(0, 2_000_000_000_000_000),
+       now=st.integers(0, 2_000_000_000_000_000), confirmed=st.booleans())
+def test_effective_confidence_in_sql_equals_the_python_formula(c: float, kind: str, anchor: int, created: int,
+                                                                now: int, confirmed: bool) -> None:
+    """Ranking and the confidence operators use the SQL form; show uses Python: the same number."""
+    import sqlite3
+
+    from agentlog.memory.search import _effective_sql
+
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE memories (confidence REAL, kind TEXT, last_confirmed_at INTEGER, created_at INTEGER)")
+    con.execute("INSERT INTO memories VALUES (?, ?, ?, ?)", (c, kind, anchor if confirmed else None, created))
+    effective, threshold = _effective_sql(con, now)
+    got, under = con.execute(f"SELECT {effective}, {threshold} FROM memories").fetchone()
+    base = anchor if confirmed else created
+    assert got == (conf.effective(c, kind, base, now) if kind in conf.DECAY else c)
+    assert under == conf.DECAY.get(kind, (0.0, 0.0))[1]

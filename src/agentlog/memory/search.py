@@ -158,14 +158,26 @@ def parse(text: str) -> Query:
     return q
 
 
-def _functions(con: sqlite3.Connection, now_us: int) -> None:
-    """``eff(confidence, kind, anchor)``: effective confidence at ``now_us``;
-    ``stale_under(kind)``: the kind's staleness threshold."""
+def _effective_sql(con: sqlite3.Connection, now_us: int) -> tuple[str, str]:
+    """SQL for a memory's effective confidence at ``now_us`` and for its kind's staleness
+    threshold — :func:`agentlog.memory.confidence.effective` in SQL (the same
+    operations in the same order), so ranking 1,000 matches costs no Python call per row."""
+    import math
+
     from . import confidence as conf
 
-    con.create_function("eff", 3, lambda c, kind, anchor: conf.effective(c, kind, anchor, now_us)
-                        if kind in conf.DECAY else c, deterministic=True)
-    con.create_function("stale_under", 1, lambda kind: conf.DECAY.get(kind, (0.0, 0.0))[1], deterministic=True)
+    try:
+        con.execute("SELECT pow(2.0, 1.0)")
+    except sqlite3.OperationalError:  # an SQLite built without its math functions
+        con.create_function("pow", 2, math.pow, deterministic=True)
+    half_life = "CASE memories.kind " + " ".join(f"WHEN '{k}' THEN {hl!r}" for k, (hl, _) in sorted(conf.DECAY.items())) \
+        + " END"
+    threshold = "CASE memories.kind " + " ".join(f"WHEN '{k}' THEN {th!r}" for k, (_, th) in sorted(conf.DECAY.items())) \
+        + " ELSE 0.0 END"
+    anchor = "coalesce(memories.last_confirmed_at, memories.created_at)"
+    effective = (f"coalesce(memories.confidence * pow(2.0, -max(({int(now_us)} - {anchor}) / {float(conf.US_PER_DAY)!r}, "
+                 f"0.0) / {half_life}), memories.confidence)")
+    return effective, threshold
 
 
 def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
@@ -176,12 +188,11 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
 
     q = parse(text)
     now = now_us if now_us is not None else time.time_ns() // 1000
-    _functions(con, now)
-    effective = "eff(memories.confidence, memories.kind, coalesce(memories.last_confirmed_at, memories.created_at))"
+    effective, threshold = _effective_sql(con, now)
     where = ["memories.deleted = 0", *q.where] + ([] if q.archived else ["memories.archived = 0"])
     args: list[Any] = list(q.args)
     if q.stale is not None:
-        where.append(f"({effective} < stale_under(memories.kind)) = ?")
+        where.append(f"({effective} < {threshold}) = ?")
         args.append(int(q.stale))
     for op, v in q.confidence:
         where.append(f"{effective} {op} ?")
@@ -194,7 +205,11 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
         relevance = "-bm25(memory_fts)"
     else:
         source, relevance = "memories", "1.0"
-    sql = (f"SELECT {cols}, {relevance} * max({effective}, 0.01) AS score FROM {source} "
-           f"WHERE {' AND '.join(where)} ORDER BY score DESC, memories.updated_at DESC, memories.id LIMIT ? OFFSET ?")
+    # ranked on the row ids alone (the sorter carries three values per match, not every column),
+    # then the page's rows read whole
+    page = (f"SELECT memories.rowid AS r, {relevance} * max({effective}, 0.01) AS score, memories.updated_at AS u, "
+            f"memories.id AS i FROM {source} WHERE {' AND '.join(where)} ORDER BY score DESC, u DESC, i LIMIT ? OFFSET ?")
+    sql = (f"SELECT {cols}, page.score FROM ({page}) AS page JOIN memories ON memories.rowid = page.r "
+           f"ORDER BY page.score DESC, page.u DESC, page.i")
     rows = con.execute(sql, [*args, limit, offset]).fetchall()
     return [(_row(r[:-1], now), float(r[-1])) for r in rows]

@@ -255,11 +255,25 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
                 if actual != version:
                     raise VersionConflict(mid, -1 if version is None else version, actual)
             if events:
-                SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY).append([dumps_bytes(e) for e in events])
+                SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root)).append(
+                    [dumps_bytes(e) for e in events])
                 catch_up(root, con)
             return events
         finally:
             con.close()
+
+
+def _durability(root: str) -> str:
+    """The ``durability`` setting (as the hooks use it): ``strict`` fsyncs the memory log on
+    every write; ``relaxed`` leaves flushing to the OS — what SQLite's WAL with
+    ``synchronous=NORMAL`` gives (engram's setting): safe when a process dies, not
+    when the machine loses power."""
+    from ..config import ConfigError, load
+
+    try:
+        return str(load(root)["durability"])
+    except ConfigError:
+        return "strict"
 
 
 def snapshot(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
