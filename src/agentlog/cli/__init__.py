@@ -73,6 +73,8 @@ LAZY_COMMANDS = {
     "import": ".import_cmd:import_cmd",
     "usage": ".usage_cmd:usage_cmd",
     "memory": ".memory_cmds:memory",
+    "serve": ".serve_cmd:serve_cmd",
+    "mcp": ".mcp_cmd:mcp_cmd",
 }
 
 

@@ -29,6 +29,9 @@ def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
     if session is not None and not logs:
         raise click.BadParameter(f"no session log matches {session!r}", param_hint="--session")
     reports = verify_logs(logs, jobs=jobs)
+    from ..log.verify_record import save
+
+    save(root, reports)  # the dashboard's Integrity page shows the last result per log
     broken = [r for r in reports if r.status == "broken"]
     if as_json:
         print_json(

@@ -28,6 +28,8 @@ class Scope:
     since_us: int | None = None
     until_us: int | None = None
     limit: int | None = None
+    offset: int = 0
+    """Rows skipped before the first (a page of a listing)."""
     notes: list[str] = field(default_factory=list)
 
     def where(self, time_column: str | None, *, project_column: str = "project_id",

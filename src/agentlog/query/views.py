@@ -267,6 +267,8 @@ def sessions(engine: Any, scope: Scope) -> list[dict[str, Any]]:
            f"FROM sessions s WHERE {where} ORDER BY s.started_at DESC, s.session_id")
     if scope.limit:
         sql += f" LIMIT {int(scope.limit)}"
+    if scope.offset:
+        sql += f" OFFSET {int(scope.offset)}"
     return [plain(r) for r in _rows(engine, sql, params)]
 
 
@@ -339,6 +341,8 @@ def failures(engine: Any, scope: Scope) -> list[dict[str, Any]]:
            f"AND {sw} AND {ww} ORDER BY a.started_at DESC, a.attempt_id")
     if scope.limit:
         sql += f" LIMIT {int(scope.limit)}"
+    if scope.offset:
+        sql += f" OFFSET {int(scope.offset)}"
     out = []
     for row in _rows(engine, sql, sp + wp):
         retry = None

@@ -1,0 +1,55 @@
+"""``agentlog serve``: the web dashboard."""
+
+from __future__ import annotations
+
+import socket
+
+import click
+
+from ..paths import data_root
+from .output import stderr
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@click.command(name="serve")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback unless --allow-remote).")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the one-time token is still required).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a browser.")
+@click.option("--no-live", is_flag=True, help="Do not watch for changes (no live updates, no ingest by the server).")
+def serve_cmd(port: int, host: str, allow_remote: bool, open_browser: bool, no_live: bool) -> None:
+    """Serve the dashboard: Now, Timeline, sessions, attempts, Failures, Search, Memory and
+    its proposals (approve / reject / undo), SQL, Usage, Integrity — live over SSE.
+
+    Loopback only by default. The address printed carries a one-time token,
+    exchanged for a session cookie on first use; every change needs the
+    page's CSRF token; requests naming another Host are refused.
+    """
+    import uvicorn
+
+    from ..web.app import create_app
+    from ..web.security import Guard, is_loopback
+
+    if not is_loopback(host) and not allow_remote:
+        raise click.UsageError(f"{host} is not a loopback address: pass --allow-remote to bind it "
+                               "(anyone who can reach it still needs the token)")
+    if port == 0:
+        port = free_port(host)
+    guard = Guard(port=port, bind_host=host, allow_remote=allow_remote)
+    app = create_app(data_root(), guard, live=not no_live)
+    url = guard.url()
+    err = stderr()
+    err.print(f"agentlog dashboard on {url}", markup=False, highlight=False)
+    err.print("the token works once: the browser that opens it keeps a session cookie", style="dim")
+    click.echo(url)  # stdout: the address, for scripts
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)

@@ -1,0 +1,337 @@
+"""What the dashboard shows, read from the store, the projection and the memory.
+
+:class:`Source` keeps one query engine per server and reopens it when the
+store or the projection changed (another process's ingest, or the live feed's
+own catch-up); every read holds its lock, so DuckDB sees one statement at a
+time. The functions below return JSON-ready dicts (display ids, RFC 3339
+times); the pages render them and ``/api/…`` returns them as they are.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+import time
+from typing import Any, Callable, Final, TypeVar
+
+import orjson
+
+from ..query.engine import Engine, QueryError, bring_up_to_date
+from ..query.scope import Scope
+from ..query.views import ATTEMPT_COLUMNS, plain, resolve_id
+
+PAGE: Final = 25
+"""Rows per page of every list."""
+T = TypeVar("T")
+
+
+class Source:
+    """A data root as the dashboard reads it (see the module docstring)."""
+
+    def __init__(self, root: str, *, catch_up: bool = True, min_interval_s: float = 1.0) -> None:
+        self.root = root
+        self.catch_up = catch_up
+        self.min_interval_s = min_interval_s
+        self._lock = threading.RLock()
+        self._engine: Engine | None = None
+        self._stamp: tuple[Any, ...] | None = None
+        self._caught = 0.0
+
+    def _store_stamp(self) -> tuple[Any, ...]:
+        from ..project.persist import projection_dir
+        from ..store.schema import events_path
+
+        out: list[Any] = []
+        for p in (os.path.join(projection_dir(self.root), "manifest.json"), os.path.join(events_path(self.root),
+                                                                                          "_delta_log")):
+            try:
+                st = os.stat(p)
+                out.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def bring_up_to_date(self) -> dict[str, Any] | None:
+        """Ingest what the logs hold beyond the store and refresh the projection
+        (what the daemon does; harmless when it runs too). None when done too recently."""
+        with self._lock:
+            if time.monotonic() - self._caught < self.min_interval_s:
+                return None
+            self._caught = time.monotonic()
+            return bring_up_to_date(self.root)
+
+    def read(self, fn: Callable[[Engine], T]) -> T:
+        """``fn(engine)`` on a current engine, under the lock."""
+        with self._lock:
+            if self.catch_up:
+                self.bring_up_to_date()
+            stamp = self._store_stamp()
+            if self._engine is None or stamp != self._stamp:
+                if self._engine is not None:
+                    self._engine.close()
+                self._engine = Engine(self.root)
+                self._stamp = stamp
+            return fn(self._engine)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
+
+
+def _rows(engine: Engine, sql: str, params: list[Any] | None = None, max_rows: int = 10_000) -> list[dict[str, Any]]:
+    res = engine.run(sql, params or [], max_rows=max_rows)
+    return [dict(zip(res.columns, r)) for r in res.rows]
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (str, bytes)) and value:
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+# -- now ------------------------------------------------------------------------------------------
+
+
+def now(engine: Engine) -> dict[str, Any]:
+    """What needs a person (pending permission and input prompts, oldest first) and what each
+    live session is doing (its latest tool call and prompt)."""
+    needs = _rows(engine, "SELECT g.signal_id, g.session_id, g.provider, g.project_name, g.raised_at, g.kind, "
+                          "g.signal_type, g.event_id FROM signals g JOIN sessions s USING (session_id) "
+                          "WHERE g.pending AND NOT g.retracted AND s.liveness != 'closed' "
+                          "ORDER BY g.raised_at LIMIT 50")
+    live = _rows(engine, "SELECT s.session_id, s.provider, s.project_name, s.liveness, s.started_at, "
+                         "s.last_activity_at, s.tool_call_count, s.failure_count, s.in_flight_calls, "
+                         "(SELECT t.objective FROM turns t WHERE t.session_id = s.session_id AND NOT t.retracted "
+                         " ORDER BY t.turn_index DESC LIMIT 1) AS objective, "
+                         "(SELECT c.tool_name || coalesce(' ' || c.path_relative, '') FROM tool_calls c "
+                         " WHERE c.session_id = s.session_id AND NOT c.retracted ORDER BY c.started_at DESC LIMIT 1) "
+                         " AS doing, "
+                         "(SELECT c.outcome_status FROM tool_calls c WHERE c.session_id = s.session_id "
+                         " AND NOT c.retracted ORDER BY c.started_at DESC LIMIT 1) AS doing_status "
+                         "FROM sessions s WHERE s.liveness IN ('open', 'stale') AND NOT s.retracted "
+                         "ORDER BY s.last_activity_at DESC NULLS LAST LIMIT 50")
+    return {"needs_you": [plain(r) for r in needs], "live": [plain(r) for r in live]}
+
+
+# -- timeline ---------------------------------------------------------------------------------------
+
+
+def timeline(engine: Engine, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
+    """A page of sessions (newest first) → turns → attempts, each session with its tool calls
+    as segments of a time bar (start/end as fractions of the session's span, outcome)."""
+    from ..query import views
+
+    scope = Scope(limit=PAGE + 1, offset=page * PAGE, project_ids=_project_ids(engine, project))
+    rows = views.timeline(engine, scope)
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
+    if rows:
+        ids = [r["session_id"].split("_", 1)[1] for r in rows]
+        calls = _rows(engine, "SELECT session_id, tool_name, started_at, coalesce(finished_at, started_at) AS ended, "
+                              "outcome_status, attempt_id FROM tool_calls WHERE NOT retracted AND started_at IS NOT NULL AND session_id IN ("
+                              + ", ".join("?" for _ in ids) + ") ORDER BY started_at", ids, max_rows=200_000)
+        bars: dict[str, list[dict[str, Any]]] = {}
+        for c in calls:
+            bars.setdefault(c["session_id"], []).append(c)
+        for r, sid in zip(rows, ids):
+            r["bar"] = _bar(bars.get(sid, []))
+    return {"sessions": rows, "page": page, "more": more, "project": project}
+
+
+def _bar(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls as segments of [0, 1000] over the span of the session's calls (at most 400)."""
+    if not calls:
+        return []
+    t0 = calls[0]["started_at"]
+    t1 = max(c["ended"] for c in calls)
+    span = max((t1 - t0).total_seconds(), 1e-6)
+    out = []
+    for c in calls[:400]:
+        a = (c["started_at"] - t0).total_seconds() / span
+        b = (c["ended"] - t0).total_seconds() / span
+        out.append({"x": round(a * 1000, 1), "w": round(max((b - a) * 1000, 2.0), 1), "tool": c["tool_name"],
+                    "outcome": c["outcome_status"] or "pending"})
+    return out
+
+
+def _project_ids(engine: Engine, project: str | None) -> list[str] | None:
+    if not project:
+        return None
+    found = _rows(engine, "SELECT DISTINCT project_id FROM sessions WHERE project_name = ? OR project_root = ? "
+                          "OR project_id = ?", [project, project, project])
+    return [r["project_id"] for r in found]
+
+
+# -- one session, one attempt ---------------------------------------------------------------------
+
+
+def session(engine: Engine, ident: str) -> dict[str, Any]:
+    from ..query import views
+
+    ref = resolve_id(engine, ident, ["session"])
+    (row,) = views.timeline(engine, Scope(session=ref.id, limit=1))
+    row["calls"] = [plain(r) for r in _rows(
+        engine, "SELECT tool_call_id, attempt_id, turn_id, tool_name, path_relative, started_at, duration_ms, "
+                "outcome_status, outcome_class, exit_code FROM tool_calls WHERE session_id = ? AND NOT retracted "
+                "ORDER BY started_at LIMIT 2000", [ref.id])]
+    return row
+
+
+_EDIT_TOOLS: Final = ("Edit", "MultiEdit", "Write", "apply_patch", "replace", "write_file", "edit_file")
+
+
+def attempt(engine: Engine, ident: str) -> dict[str, Any]:
+    """The attempt, its evidence events with their content, the edits it made as unified
+    diffs, and what superseded it (or what it superseded)."""
+    ref = resolve_id(engine, ident, ["attempt"])
+    cols = ", ".join("a." + c for c in ATTEMPT_COLUMNS if c != "objective")
+    (row,) = _rows(engine, f"SELECT {cols}, coalesce(a.objective, t.objective) AS objective, a.evidence, "
+                           "a.project_name, a.provider, a.failing_event_id FROM attempts a "
+                           "JOIN turns t USING (turn_id) WHERE a.attempt_id = ?", [ref.id])
+    ids = list(row.get("evidence") or [])
+    events: list[dict[str, Any]] = []
+    if ids:
+        events = _rows(engine, "SELECT event_id, observed_at, kind, tool_name, outcome_status, outcome_class, "
+                               "exit_code, paths, content FROM events WHERE event_id IN ("
+                       + ", ".join("?" for _ in ids) + ") ORDER BY observed_at, event_id LIMIT 500", ids)
+    diffs = []
+    for ev in events:
+        ev["content"] = _json(ev.get("content"))
+        if ev["kind"] == "tool_call_started" and ev.get("tool_name") in _EDIT_TOOLS:
+            diffs.extend(_diffs(ev))
+    out = plain(row)
+    out["events"] = [plain(e) for e in events]
+    out["diffs"] = diffs
+    return out
+
+
+def _diffs(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = ev.get("content")
+    content: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    given = content.get("tool_input", content.get("input"))
+    inp: dict[str, Any] = given if isinstance(given, dict) else content
+    path = str(inp.get("file_path") or inp.get("path") or (ev.get("paths") or ["?"])[0])
+    pairs: list[tuple[str, str]] = []
+    if isinstance(inp.get("edits"), list):
+        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in inp["edits"] if isinstance(e, dict)]
+    elif "old_string" in inp or "new_string" in inp:
+        pairs = [(str(inp.get("old_string", "")), str(inp.get("new_string", "")))]
+    elif "content" in inp:
+        pairs = [("", str(inp.get("content", "")))]
+    out = []
+    for old, new in pairs:
+        text = "\n".join(difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile=path, tofile=path, n=2,
+                                              lineterm=""))
+        out.append({"path": path, "diff": text[:20_000]})
+    return out
+
+
+# -- failures, search, usage, integrity ---------------------------------------------------------
+
+
+def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
+    from ..query import views
+
+    rows = views.failures(engine, Scope(limit=PAGE + 1, offset=page * PAGE, project_ids=_project_ids(engine, project)))
+    return {"failures": rows[:PAGE], "page": page, "more": len(rows) > PAGE, "project": project}
+
+
+def search_events(engine: Engine, text: str, *, page: int = 0) -> dict[str, Any]:
+    """Events whose text holds every word of ``text`` (case-insensitive), newest first, each
+    with its session and attempt — until the full-text index (issue 9) replaces it."""
+    words = [w for w in text.split() if w][:8]
+    if not words:
+        return {"hits": [], "page": page, "more": False, "query": text}
+    hay = "lower(coalesce(e.text, '') || ' ' || coalesce(CAST(e.content AS VARCHAR), ''))"
+    where = " AND ".join(f"contains({hay}, ?)" for _ in words)
+    rows = _rows(engine, "SELECT e.event_id, e.observed_at, e.kind, e.tool_name, e.provider, e.project_name, "
+                         "left(coalesce(e.text, CAST(e.content AS VARCHAR)), 400) AS snippet, c.session_id, c.attempt_id, a.outcome AS attempt_outcome "
+                         "FROM events e LEFT JOIN tool_calls c ON e.event_id IN (c.start_event_id, c.end_event_id) "
+                         "LEFT JOIN attempts a ON a.attempt_id = c.attempt_id "
+                         f"WHERE {where} ORDER BY e.observed_at DESC, e.event_id "
+                         f"LIMIT {PAGE + 1} OFFSET {int(page) * PAGE}", [w.lower() for w in words])
+    return {"hits": [plain(r) for r in rows[:PAGE]], "page": page, "more": len(rows) > PAGE, "query": text}
+
+
+def usage(engine: Engine) -> dict[str, Any]:
+    """Tokens and cost by day (last 60), by model and by project."""
+    def by(col: str, order: str, limit: int) -> list[dict[str, Any]]:
+        return _rows(engine, f"SELECT {col} AS key, sum(total_tokens) AS tokens, sum(input_tokens) AS input, "
+                             "sum(output_tokens) AS output, round(sum(cost_usd), 4) AS cost_usd, count(*) AS responses "
+                             f"FROM usage GROUP BY 1 ORDER BY {order} LIMIT {limit}")
+
+    days = by("strftime(observed_at, '%Y-%m-%d')", "1 DESC", 60)
+    days.reverse()
+    return {"days": days, "models": by("coalesce(model, '?')", "cost_usd DESC NULLS LAST, tokens DESC", 30),
+            "projects": by("coalesce(project_name, '?')", "cost_usd DESC NULLS LAST, tokens DESC", 30)}
+
+
+def sql(engine: Engine, statement: str, *, max_rows: int = 500) -> dict[str, Any]:
+    """A read-only SQL statement or a statement of the query language; the first ``max_rows`` rows."""
+    from ..query import attemptql
+
+    text = statement.strip()
+    if attemptql.is_attemptql(text):
+        from ..query.aql import execute
+
+        res = execute(engine, text, max_rows=max_rows)
+        columns, rows, truncated = res.columns, [list(r) for r in res.rows], res.truncated
+    else:
+        out = engine.run(text, max_rows=max_rows)
+        columns, rows, truncated = out.columns, [list(r) for r in out.rows], out.truncated
+    return {"columns": columns, "rows": [[_cell(v) for v in r] for r in rows], "truncated": truncated}
+
+
+def _cell(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    from ..query.views import iso
+
+    text = iso(v)
+    return text if text is not None and not isinstance(v, (list, dict, tuple)) else orjson.dumps(
+        v, default=str).decode()
+
+
+def integrity(root: str) -> dict[str, Any]:
+    """The last verification of each log (``agentlog verify`` or "verify now")."""
+    from ..log.layout import iter_logs, split_log_path
+    from ..log.verify_record import load
+
+    known = load(root)
+    rows = []
+    for path in iter_logs(root):
+        provider, key = split_log_path(path)
+        rec = known.get(f"{provider}/{key}")
+        rows.append({"log": f"{provider}/{key}", "status": rec["status"] if rec else "not verified",
+                     "frames": rec["frames"] if rec else None, "purged": rec["purged"] if rec else None,
+                     "verified_at": _iso_us(rec["verified_at"]) if rec else None,
+                     "breaks": rec["breaks"] if rec else []})
+    rows.sort(key=lambda r: (r["status"] != "broken", r["status"] == "intact", r["log"]))
+    return {"logs": rows, "broken": sum(r["status"] == "broken" for r in rows),
+            "unverified": sum(r["status"] == "not verified" for r in rows)}
+
+
+def verify_now(root: str) -> dict[str, Any]:
+    from ..log.layout import iter_logs
+    from ..log.verify import verify_logs
+    from ..log.verify_record import save
+
+    reports = verify_logs(iter_logs(root), jobs=min(2, os.cpu_count() or 1))
+    save(root, reports)
+    return integrity(root)
+
+
+def _iso_us(us: int) -> str | None:
+    from ..query.views import iso
+
+    return iso(int(us))
+
+
+__all__ = ["PAGE", "QueryError", "Source", "attempt", "failures", "integrity", "now", "search_events", "session",
+           "sql", "timeline", "usage", "verify_now"]
