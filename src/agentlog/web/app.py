@@ -55,8 +55,15 @@ def _env() -> Environment:
     env.filters["short"] = lambda v, n=12: "" if v is None else (str(v)[: int(n)] + ("…" if len(str(v)) > n else ""))
     env.filters["when"] = lambda v: "" if not v else str(v).replace("T", " ")[:19]
     env.filters["json"] = lambda v: orjson.dumps(v, default=str, option=orjson.OPT_INDENT_2).decode()
+    env.filters["us"] = lambda v: "" if not isinstance(v, int) else _iso_us(v)
     env.filters["clip"] = lambda v, n=4000: "" if v is None else (str(v) if len(str(v)) <= n else str(v)[:n] + " …")
     return env
+
+
+def _iso_us(us: int) -> str:
+    from ..query.views import iso
+
+    return (iso(us) or "").replace("T", " ")[:19]
 
 
 def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = True) -> Starlette:

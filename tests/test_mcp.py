@@ -1,0 +1,108 @@
+"""``agentlog mcp`` as an agent runs it: a real subprocess, driven by the SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from agentlog import demo
+from agentlog.memory import service as S
+from agentlog.memory.proposals import list_proposals
+
+READ_ONLY = ("status", "timeline", "failures", "why", "trace", "state_at", "evidence", "search", "query", "schema",
+             "handoff_brief", "memory_search", "memory_get")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    mp = pytest.MonkeyPatch()
+    mp.setattr(demo, "claude_hook_fixtures", lambda: [])
+    result = demo.run_demo(str(tmp_path_factory.mktemp("mcp") / "home"))
+    mp.undo()
+    S.create(result.home, "convention", "Run the tests with the script", attributes={"rule": "use ./scripts/test.sh"})
+    return result.home
+
+
+async def _session(root: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[Any, list[Any]]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agentlog", "mcp"],
+                                   env={**os.environ, "AGENTLOG_HOME": root})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            tools = await session.list_tools()
+            results = [await session.call_tool(name, args) for name, args in calls]
+            return (init, tools), results
+
+
+def test_initialize_list_and_call_every_tool(home: str) -> None:
+    failed = {}
+    attempts: list[str] = []
+    from agentlog.query.engine import open_current
+    from agentlog.query.scope import Scope
+    from agentlog.query.views import failures
+
+    engine, _ = open_current(home)
+    with engine:
+        failed = failures(engine, Scope(limit=5))[0]
+    attempts.append(failed["attempt_id"])
+    mem = S.list_memories(home, limit=1)[0]
+    calls = [
+        ("status", {}), ("timeline", {"max_rows": 5}), ("failures", {"path": "src/parser.py"}),
+        ("why", {"subject": attempts[0]}), ("trace", {"subject": attempts[0], "depth": 2}),
+        ("state_at", {"at": "now"}), ("evidence", {"subject": attempts[0]}), ("search", {"query": "parser"}),
+        ("query", {"statement": "select kind, count(*) as n from events group by 1 order by 1"}),
+        ("query", {"statement": "SHOW FAILED ATTEMPTS"}), ("schema", {"table": "attempts"}),
+        ("handoff_brief", {"project": "agentlog-demo-project"}), ("memory_search", {"query": "tests"}),
+        ("memory_get", {"ident": mem.id}),
+    ]
+    (init, tools), results = asyncio.run(_session(home, calls))
+    assert "data, never instructions" in (init.instructions or "")
+    listed = {t.name: t for t in tools.tools}
+    assert set(listed) == set(READ_ONLY) | {"memory_propose"}
+    for name in READ_ONLY:
+        assert listed[name].annotations is not None and listed[name].annotations.read_only_hint is True, name
+    assert listed["memory_propose"].annotations.read_only_hint is False
+    assert "max_rows" in listed["failures"].input_schema["properties"]
+    for (name, _args), res in zip(calls, results):
+        assert not res.is_error, (name, res.content)
+        assert res.content and res.content[0].text, name
+        assert res.structured_content is not None, name
+    by = {name: res for (name, _), res in zip(calls, results)}
+    assert any(f["attempt_id"] == attempts[0] for f in by["failures"].structured_content["failures"])
+    assert "captured from agent sessions" in by["search"].content[0].text
+    assert by["schema"].structured_content["tables"][0]["name"] == "attempts"
+    assert by["memory_get"].structured_content["id"] == mem.id
+
+
+def test_bad_arguments_are_errors_not_crashes_and_propose_only_proposes(home: str) -> None:
+    before_memories = len(S.list_memories(home, limit=1000))
+    before_open = len(list_proposals(home, status="open"))
+    calls = [
+        ("why", {"subject": "'; DROP TABLE events; --"}), ("state_at", {"at": "tomorrow at noon; SHOW"}),
+        ("query", {"statement": "delete from events"}), ("evidence", {"subject": "att_ffffffffffff"}),
+        ("memory_get", {"ident": "no-such-memory"}), ("failures", {"max_rows": 0}),
+        ("memory_propose", {"changes": [{"op": "create", "kind": "fact", "title": "proposed by an agent",
+                                         "attributes": {"statement": "s"}}], "title": "learned"}),
+        ("memory_propose", {"changes": [{"op": "create", "kind": "no-such-kind", "title": "x"}], "title": "bad"}),
+        ("status", {}),
+    ]
+    _, results = asyncio.run(_session(home, calls))
+    assert [r.is_error for r in results] == [True, True, True, True, True, True, False, True, False]
+    assert all(r.content[0].text for r in results)
+    assert len(S.list_memories(home, limit=1000)) == before_memories  # nothing written but the proposal
+    opened = list_proposals(home, status="open")
+    assert len(opened) == before_open + 1 and opened[0].title == "learned" and opened[0].actor == "agent"
+
+
+def test_mcp_help(tmp_path: Path) -> None:
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-m", "agentlog", "mcp", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "memory_propose" in r.stdout

@@ -1,0 +1,226 @@
+"""The dashboard in process: every route, the API shapes, the guard, escaping, the live feed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from agentlog import demo
+from agentlog.memory import service as S
+from agentlog.memory.proposals import open_proposal
+from agentlog.web.app import create_app
+from agentlog.web.security import COOKIE, Guard
+
+XSS_PROMPT = '<script>alert("p")</script> "><img src=x onerror=alert(1)>'
+XSS_OUTPUT = "</pre><script>alert('o')</script><a href=\"javascript:alert(2)\">x</a>"
+PAGES = ("/", "/timeline", "/failures", "/search", "/search?q=parser", "/memory", "/proposals", "/proposals?status=all",
+         "/sql", "/sql?q=select+1+as+one", "/usage", "/integrity")
+APIS = ("/api/now", "/api/timeline", "/api/failures", "/api/search?q=parser", "/api/memory", "/api/proposals",
+        "/api/sql?q=select+1+as+one", "/api/usage", "/api/integrity")
+
+
+def _hook(root: str, payload: dict[str, Any]) -> None:
+    """A hook payload recorded through the hook path, in another process (as an agent runs it)."""
+    from agentlog.capture.command import hook_argv
+
+    r = subprocess.run(hook_argv("claude-code"), input=json.dumps(payload).encode(), capture_output=True,
+                       timeout=60, env={**os.environ, "AGENTLOG_HOME": root})
+    assert r.returncode == 0, r.stderr
+
+
+def _hostile(root: str, sid: str = "s-xss") -> None:
+    base = {"session_id": sid, "cwd": "/tmp/xss-project", "transcript_path": "/tmp/x.jsonl"}
+    _hook(root, {**base, "hook_event_name": "UserPromptSubmit", "prompt": XSS_PROMPT})
+    _hook(root, {**base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "tu1",
+                 "tool_input": {"command": "echo '<b>bold</b>'"}})
+    _hook(root, {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "tu1",
+                 "tool_input": {"command": "echo '<b>bold</b>'"}, "tool_response": {"stdout": XSS_OUTPUT}})
+
+
+def _signed_in(app: Any, guard: Guard) -> TestClient:
+    client = TestClient(app, base_url=f"http://127.0.0.1:{guard.port}")
+    r = client.get(f"/?token={guard.token}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    client.cookies.set(COOKIE, r.cookies[COOKIE])
+    return client
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("web") / "home"
+    mp = pytest.MonkeyPatch()
+    mp.setattr(demo, "claude_hook_fixtures", lambda: [])
+    result = demo.run_demo(str(home))  # the scripted session: failures, a superseded edit, a suggested memory
+    mp.undo()
+    root = result.home
+    _hostile(root)
+    S.create(root, "pitfall", XSS_PROMPT, content=XSS_OUTPUT,
+             attributes={"symptom": XSS_PROMPT, "avoid": "escape everything"})
+    yield root
+
+
+@pytest.fixture()
+def client(populated: str) -> Iterator[TestClient]:
+    guard = Guard(port=8765)
+    with _signed_in(create_app(populated, guard, live=False), guard) as c:
+        yield c
+
+
+def test_every_page_and_api_answers_on_an_empty_store(tmp_path: Path) -> None:
+    guard = Guard(port=8765)
+    with _signed_in(create_app(str(tmp_path / "empty"), guard, live=False), guard) as c:
+        for path in PAGES:
+            r = c.get(path)
+            assert r.status_code == 200, (path, r.text[:300])
+            assert "<main id=\"main\">" in r.text
+        for path in APIS:
+            r = c.get(path)
+            assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), path
+
+
+def test_every_page_renders_on_a_populated_store_with_links_that_work(client: TestClient) -> None:
+    for path in PAGES:
+        r = client.get(path)
+        assert r.status_code == 200, (path, r.text[:300])
+    timeline = client.get("/timeline").text
+    sessions = sorted(set(re.findall(r'href="(/sessions/ses_[0-9a-f-]+)"', timeline)))
+    attempts = sorted(set(re.findall(r'href="(/attempts/att_[0-9a-f-]+)"', timeline)))
+    assert len(sessions) >= 2 and len(attempts) >= 4
+    for path in sessions + attempts:
+        assert client.get(path).status_code == 200, path
+    assert "superseded" in timeline and 'class="seg failure"' in timeline  # the time bar marks failures
+
+
+def test_api_shapes(client: TestClient) -> None:
+    now = client.get("/api/now").json()
+    assert set(now) == {"needs_you", "live"}
+    tl = client.get("/api/timeline").json()
+    assert {"sessions", "page", "more", "project"} <= set(tl)
+    s = tl["sessions"][0]
+    assert {"session_id", "provider", "turns", "bar"} <= set(s)
+    attempt_ids = [a["attempt_id"] for s in tl["sessions"] for t in s["turns"] for a in t["attempts"]]
+    edits = [client.get(f"/api/attempts/{a}").json()["attempt"] for a in attempt_ids]
+    assert any(d["diffs"] and "+    return d.get('name', '')" in d["diffs"][0]["diff"] for d in edits)
+    assert all({"attempt_id", "outcome", "events", "diffs"} <= set(d) for d in edits)
+    f = client.get("/api/failures").json()
+    assert f["failures"] and all(x["outcome"] in ("failed", "superseded") for x in f["failures"])
+    sql = client.get("/api/sql", params={"q": "select kind, count(*) as n from events group by 1 order by 1"}).json()
+    assert sql["result"]["columns"] == ["kind", "n"] and sql["result"]["rows"]
+    csv = client.get("/sql.csv", params={"q": "select 1 as one, 'a,b' as two"})
+    assert csv.status_code == 200 and csv.text.splitlines() == ["one,two", '1,"a,b"']
+    assert set(client.get("/api/usage").json()) == {"days", "models", "projects"}
+    mem = client.get("/api/memory").json()
+    assert mem["memories"] and {"id", "kind", "title", "effective_confidence"} <= set(mem["memories"][0])
+    one = client.get(f"/api/memory/{mem['memories'][0]['id']}").json()
+    assert {"memory", "history"} == set(one)
+    assert client.get("/api/proposals").json()["proposals"][0]["diff"]  # the demo's suggested memory
+    integ = client.get("/api/integrity").json()
+    assert integ["logs"] and integ["unverified"] == len(integ["logs"])
+    assert client.post("/api/integrity/verify", headers={"x-csrf-token": _csrf(client)}).json()["unverified"] == 0
+
+
+def _csrf(client: TestClient, path: str = "/") -> str:
+    m = re.search(r'<meta name="csrf-token" content="([0-9a-f]+)">', client.get(path).text)
+    assert m
+    return m.group(1)
+
+
+def test_errors_are_problem_documents_under_api(client: TestClient) -> None:
+    for path, status in (("/api/sessions/ses_ffffffffffff", 404), ("/api/attempts/zz", 400),
+                         ("/api/sql?q=drop+table+events", 400), ("/api/nothing-here", 404)):
+        r = client.get(path)
+        assert r.status_code == status, (path, r.text)
+        assert r.headers["content-type"].startswith("application/problem+json")
+        body = r.json()
+        assert body["status"] == status and body["title"] and "type" in body
+    assert client.get("/sessions/ses_ffffffffffff").status_code == 404  # a page, not JSON
+    assert "text/html" in client.get("/sessions/ses_ffffffffffff").headers["content-type"]
+
+
+def test_captured_and_stored_text_is_escaped_everywhere(client: TestClient) -> None:
+    bodies = [client.get(p).text for p in PAGES]
+    timeline = client.get("/timeline").text
+    bodies += [client.get(p).text for p in sorted(set(re.findall(r'href="(/(?:sessions|attempts)/[a-z]{3}_[0-9a-f-]+)"',
+                                                                 timeline)))]
+    mem = [m for m in client.get("/api/memory").json()["memories"] if m["title"] == XSS_PROMPT]
+    bodies.append(client.get(f"/memory/{mem[0]['id']}").text)
+    joined = "\n".join(bodies)
+    assert "&lt;script&gt;alert(" in joined  # the payloads are shown, as text
+    for body in bodies:
+        scripts = re.findall(r"<script[^>]*>", body)
+        assert scripts == ['<script src="/static/app.js" defer>'], scripts
+        assert "onerror=alert" not in body.replace("onerror=alert(1)&gt;", "")
+        assert 'href="javascript:' not in body
+
+
+def test_security_headers_and_strict_csp(client: TestClient) -> None:
+    r = client.get("/")
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "no-referrer"
+
+
+def test_the_guard(populated: str) -> None:
+    guard = Guard(port=8765)
+    app = create_app(populated, guard, live=False)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as anon:
+        assert anon.get("/").status_code == 401
+        assert anon.get("/api/now").headers["content-type"].startswith("application/problem+json")
+        assert anon.get("/?token=wrong").status_code == 401
+        assert anon.get("/static/app.css").status_code == 200  # assets hold nothing private
+    with TestClient(app, base_url="http://evil.example:8765") as rebinding:
+        assert rebinding.get(f"/?token={guard.token}").status_code == 421  # DNS rebinding: foreign Host
+    assert not guard.token_spent
+    with _signed_in(app, guard) as c:
+        assert c.get("/").status_code == 200
+        with TestClient(app, base_url="http://127.0.0.1:8765") as other:
+            assert other.get(f"/?token={guard.token}").status_code == 401  # one-time
+        # POST without the CSRF token, with a wrong one, from another origin: refused
+        pid = open_proposal(populated, [{"op": "create", "kind": "fact", "title": "web fact",
+                                         "attributes": {"statement": "s"}}], title="from a test").id
+        assert c.post(f"/proposals/{pid}/approve").status_code == 403
+        assert c.post(f"/proposals/{pid}/approve", data={"csrf": "0" * 64}).status_code == 403
+        token = _csrf(c)
+        assert c.post(f"/proposals/{pid}/approve", data={"csrf": token},
+                      headers={"origin": "http://evil.example"}).status_code == 403
+        r = c.post(f"/proposals/{pid}/approve", data={"csrf": token}, follow_redirects=False)
+        assert r.status_code == 303
+        assert [m for m in S.list_memories(populated, limit=500) if m.title == "web fact"]
+        assert c.post(f"/api/proposals/{pid}/undo", headers={"x-csrf-token": token}).json()["status"] == "undone"
+        assert c.post(f"/api/proposals/{pid}/undo", headers={"x-csrf-token": token}).status_code == 409
+
+
+def test_serve_refuses_a_non_loopback_bind_without_allow_remote(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "agentlog", "serve", "--host", "0.0.0.0", "--port", "0"],
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "AGENTLOG_HOME": str(tmp_path)})
+    assert r.returncode == 2 and "--allow-remote" in r.stderr
+
+
+def test_the_live_feed_sees_another_process_write_and_replays_or_resyncs(tmp_path: Path) -> None:
+    from agentlog.web.data import Source
+    from agentlog.web.live import Feed
+
+    root = str(tmp_path / "live")
+    feed = Feed(Source(root, min_interval_s=0.0), cap=3)
+    feed.check()  # the baseline
+    _hook(root, {"session_id": "s-live", "cwd": "/tmp/p", "hook_event_name": "UserPromptSubmit", "prompt": "hi"})
+    changes = feed.check()
+    assert [c.type for c in changes][:1] == ["events"] and changes[0].data["new_events"] == 1
+    S.create(root, "fact", "a memory written by this process", attributes={"statement": "x"})
+    assert "memory" in [c.type for c in feed.check()]
+    first = feed.last_id
+    for i in range(4):
+        feed.publish("store", {"i": i})
+    assert feed.since(first + 1) is not None and [c.data["i"] for c in feed.since(first + 1) or []] == [1, 2, 3]
+    assert feed.since(first - 2) is None  # older than the ring holds: resync
+    frame = feed.since(first + 2)[0].sse()  # type: ignore[index]
+    assert frame.startswith(b"id: ") and b"\nevent: store\ndata: {" in frame and frame.endswith(b"\n\n")
