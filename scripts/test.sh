@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Install agentlog with its test dependencies into .venv and run the whole
-# test suite (slow tests included). This is the README's test command and
+# Install agentlog with its test dependencies into .venv (and Debian's chromium
+# and chromium-driver for the dashboard's browser test) and run the whole test
+# suite (slow tests included). This is the README's test command and
 # what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+# The dashboard's browser test drives Debian's Chromium through chromedriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
+    if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
+        $AS apt-get update -qq >/dev/null
+        $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    else
+        echo "scripts/test.sh: chromium and chromedriver are missing and cannot be installed here" \
+             "(the browser test will fail; set AGENTLOG_SKIP_BROWSER=1 to skip it)" >&2
+    fi
+fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi

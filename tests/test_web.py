@@ -165,7 +165,7 @@ def test_security_headers_and_strict_csp(client: TestClient) -> None:
     r = client.get("/")
     csp = r.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
-    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "no-referrer"
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "same-origin"
 
 
 def test_the_guard(populated: str) -> None:

@@ -15,7 +15,9 @@
   ``Origin`` that is not this server, is refused with 403.
 - **Headers** on every response: a strict Content-Security-Policy (no inline
   script or style, nothing from another origin, no framing), ``nosniff``,
-  ``Referrer-Policy: no-referrer`` (the token never leaks in a Referer).
+  ``Referrer-Policy: same-origin`` (no Referer ever leaves for another site; the token is
+  redirected away before any page loads; with ``no-referrer`` browsers send ``Origin: null``
+  on form posts, which the Origin check would refuse).
 
 Errors under ``/api/`` are RFC 9457 problem documents (:func:`problem`).
 """
@@ -39,7 +41,7 @@ CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 HEADERS: Final = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }

@@ -1,0 +1,160 @@
+"""The dashboard in a real headless Chromium: it renders, updates live, and a click approves a proposal.
+
+Needs Debian's chromium and chromium-driver (the README's test command installs
+them). Screenshots of the main pages are saved under the test's output
+directory (and copied to ``$AGENTLOG_SCREENSHOTS`` when that is set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from agentlog import demo
+from agentlog.capture.command import hook_argv
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+PAGES = ("/", "/timeline", "/failures", "/search?q=parser", "/memory", "/proposals", "/sql?q=select+kind%2C+count(*)+"
+         "as+n+from+events+group+by+1", "/usage", "/integrity")
+
+
+def _wait(what: str, check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if not (CHROMIUM and CHROMEDRIVER):
+        if os.environ.get("AGENTLOG_SKIP_BROWSER") == "1":
+            pytest.skip("AGENTLOG_SKIP_BROWSER=1")
+        pytest.fail("chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver; "
+                    "scripts/test.sh installs them)")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(demo, "claude_hook_fixtures", lambda: [])
+    root = demo.run_demo(str(tmp_path / "home")).home
+    mp.undo()
+    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "AGENTLOG_HOME": root})
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and "?token=" in url, url
+        base = url.split("/?", 1)[0]
+        import urllib.error
+        import urllib.request
+
+        def up() -> bool:
+            try:
+                urllib.request.urlopen(base + "/static/app.css", timeout=1)
+                return True
+            except (urllib.error.URLError, ConnectionError):
+                return False
+
+        _wait("the server", up, 20)
+        yield root, url
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=10)  # waits, and closes the pipes
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture()
+def browser(tmp_path: Path) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    root, url = served
+    base = url.split("/?", 1)[0]
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+
+    browser.get(url)  # the one-time token, exchanged for a cookie
+    _wait("the redirect", lambda: browser.current_url.rstrip("/") == base)
+    assert "?token=" not in browser.current_url
+
+    # every main page renders, without a console error from the CSP, and is photographed
+    for i, path in enumerate(PAGES):
+        browser.get(base + path)
+        main = browser.find_element(By.ID, "main")
+        assert main.find_element(By.TAG_NAME, "h1").text, path
+        name = "now" if path == "/" else path.strip("/").split("?")[0].replace("/", "-")
+        browser.save_screenshot(str(shots / f"{i:02d}-{name}.png"))
+
+    # the timeline: the scripted session with its attempts and a superseded one
+    browser.get(base + "/timeline")
+    sessions = browser.find_elements(By.CSS_SELECTOR, "article.session")
+    assert sessions and "superseded" in browser.page_source
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.bar rect.seg.failure")
+
+    # live: a hook in another process records a new session; it appears without a reload
+    browser.execute_script("window.__notReloaded = true;")
+    _wait("the live stream", lambda: "on" in (browser.find_element(By.ID, "live").get_attribute("class") or ""))
+    payload = {"session_id": "browser-live-1", "cwd": "/tmp/browser-project", "hook_event_name": "UserPromptSubmit",
+               "prompt": "a prompt typed while the page was open"}
+    started = time.monotonic()
+    r = subprocess.run(hook_argv("claude-code"), input=json.dumps(payload).encode(), capture_output=True, timeout=60,
+                       env={**os.environ, "AGENTLOG_HOME": root})
+    assert r.returncode == 0, r.stderr
+    _wait("the new session on the page", lambda: "browser-project" in browser.find_element(By.ID, "main").text, 15)
+    took = time.monotonic() - started
+    assert browser.execute_script("return window.__notReloaded === true;")
+    browser.save_screenshot(str(shots / "10-timeline-live.png"))
+    print(f"hook to browser: {took:.2f} s")
+
+    # a proposal approved by a click
+    browser.get(base + "/proposals")
+    button = browser.find_element(By.CSS_SELECTOR, "button.approve")
+    title = browser.find_element(By.CSS_SELECTOR, "article.proposal h2").text
+    button.click()
+    try:
+        _wait("the merged list", lambda: "status=merged" in browser.current_url)
+    except AssertionError:
+        raise AssertionError(browser.current_url + "\n" + browser.page_source[:3000]) from None
+    browser.get(base + "/memory")
+    assert "How to run python -m pytest" in browser.find_element(By.ID, "main").text, title
+    browser.save_screenshot(str(shots / "11-memory-after-approve.png"))
+
+    saved = sorted(p.name for p in shots.iterdir())
+    assert len(saved) == len(PAGES) + 2
+    target = os.environ.get("AGENTLOG_SCREENSHOTS")
+    if target:
+        os.makedirs(target, exist_ok=True)
+        for p in shots.iterdir():
+            shutil.copy(p, os.path.join(target, p.name))
+    print("screenshots:", shots)
