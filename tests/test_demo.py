@@ -93,7 +93,7 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
 def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
     monkeypatch.setenv("COLUMNS", "200")
-    r = CliRunner().invoke(cli, ["demo", "--home", str(tmp_path / "d")])
+    r = CliRunner().invoke(cli, ["demo", "--home", str(tmp_path / "d"), "--no-serve"])
     assert r.exit_code == 0, r.output
     out = r.stdout
     assert "timeline: sessions → turns → attempts" in out

@@ -984,3 +984,58 @@ def test_cli_install_backfills_recent_transcripts(sb: Sandbox, runner: CliRunner
     assert logs == ["s-new.jsonl"]
     again = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--no-backfill"])
     assert "backfill" not in json.loads(again.stdout)[0]
+
+
+# --------------------------------------------------------------------------
+# install --mcp
+
+
+def test_mcp_registration_in_each_agents_format_keeps_everything_else(sb: Sandbox) -> None:
+    import tomllib
+
+    from agentlog.install.mcp_register import register
+
+    for d in (".claude", ".codex", ".cursor", ".gemini"):
+        (sb.home / d).mkdir()
+    claude = sb.home / ".claude" / ".claude.json"
+    claude.write_text(json.dumps({"numStartups": 3, "mcpServers": {"other": {"command": "x"}}}, indent=2) + "\n")
+    codex = sb.home / ".codex" / "config.toml"
+    codex.write_text('model = "o3"  # mine\n\n[mcp_servers.other]\ncommand = "y"\n')
+    gemini = sb.home / ".gemini" / "settings.json"
+    gemini.write_text('{\n    "theme": "dark"\n}\n')
+    results = {r.agent: r for r in register(["claude-code", "codex", "cursor", "gemini-cli"], home=sb.home,
+                                            environ=sb.env)}
+    assert {a: r.outcome for a, r in results.items()} == dict.fromkeys(results, "registered")
+    c = json.loads(claude.read_text())
+    assert c["numStartups"] == 3 and c["mcpServers"]["other"] == {"command": "x"}
+    ours = c["mcpServers"]["agentlog"]
+    assert ours["type"] == "stdio" and ours["args"] == ["-m", "agentlog", "mcp"]
+    assert ours["env"] == {"AGENTLOG_HOME": str(sb.data)}
+    t = codex.read_text()
+    assert "# mine" in t and tomllib.loads(t)["mcp_servers"]["agentlog"]["args"] == ["-m", "agentlog", "mcp"]
+    assert tomllib.loads(t)["mcp_servers"]["other"] == {"command": "y"}
+    cursor = json.loads((sb.home / ".cursor" / "mcp.json").read_text())
+    assert cursor["mcpServers"]["agentlog"]["command"] == ours["command"]
+    g = gemini.read_text()
+    assert json.loads(g)["theme"] == "dark" and g.startswith('{\n    "theme"')  # its indentation kept
+    before = snapshot(sb.home)
+    again = register(["claude-code", "codex", "cursor", "gemini-cli"], home=sb.home, environ=sb.env)
+    assert {r.outcome for r in again} == {"unchanged"}
+    assert {k: v for k, v in snapshot(sb.home).items() if "agentlog-bak" not in k} == \
+        {k: v for k, v in before.items() if "agentlog-bak" not in k}
+    removed = register(["claude-code", "codex", "cursor", "gemini-cli"], home=sb.home, environ=sb.env, remove=True)
+    assert {r.outcome for r in removed} == {"removed"}
+    assert "agentlog" not in json.loads(claude.read_text())["mcpServers"]
+    assert "agentlog" not in tomllib.loads(codex.read_text())["mcp_servers"]
+
+
+def test_mcp_registration_skips_agents_not_detected_and_the_cli_reports(sb: Sandbox) -> None:
+    from agentlog.cli import cli
+
+    (sb.home / ".cursor").mkdir()
+    r = CliRunner().invoke(cli, ["install", "--mcp", "--json"], env=sb.env)
+    assert r.exit_code == 0, r.output
+    out = {x["agent"]: x["outcome"] for x in json.loads(r.stdout)}
+    assert out["cursor"] == "registered" and out["claude-code"] == "skipped"
+    r = CliRunner().invoke(cli, ["uninstall", "--mcp", "cursor", "--json"], env=sb.env)
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["outcome"] == "removed"

@@ -20,6 +20,7 @@ from .import_steps import IMPORT_STEPS
 from .memory_steps import MEMORY_STEPS
 from .projection_steps import PROJECTION_STEPS
 from .store_steps import STORE_STEPS
+from .web_steps import WEB_STEPS
 
 ZSTD_LEVEL = 3
 HOOK_SIZES = (1000, 10000, 50000)
@@ -434,6 +435,7 @@ STEPS: dict[str, StepFn] = {
     **PROJECTION_STEPS,
     **IMPORT_STEPS,
     **MEMORY_STEPS,
+    **WEB_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]

@@ -15,12 +15,16 @@ from .output import print_json, print_table, stderr, stdout
 @click.option("--home", default="./agentlog-demo", show_default=True, help="Fresh data root to record into.")
 @click.option("--workers", type=click.IntRange(1, 32), default=4, show_default=True, help="Sessions replayed in parallel.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def demo_cmd(home: str, workers: int, as_json: bool) -> None:
+@click.option("--no-serve", is_flag=True, help="Do not start the dashboard at the end (it starts only on a terminal).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="The dashboard's port (default: a free one).")
+def demo_cmd(home: str, workers: int, as_json: bool, no_serve: bool, port: int) -> None:
     """Replay real Claude Code hook payloads through `agentlog hook`, verify, ingest, summarise.
 
     Every payload runs the installed hook command as its own process, exactly
     as Claude Code would run it; then every session log is verified, ingested
-    into the columnar store and summarised back from it with DuckDB.
+    into the columnar store and summarised back from it with DuckDB. On a
+    terminal it ends by serving the dashboard over the demo's data and
+    printing its address (Ctrl-C stops it; --no-serve skips it).
     """
     _, payloads = load_payloads()
     try:
@@ -100,3 +104,11 @@ def demo_cmd(home: str, workers: int, as_json: bool) -> None:
                   "agentlog failures --all-projects, agentlog show ID", markup=False)
     if result.hook_failures or any(s.verify == "broken" for s in result.sessions):
         sys.exit(1)
+    if not (no_serve or as_json) and sys.stdout.isatty() and sys.stdin.isatty():
+        from .serve_cmd import run_dashboard
+
+        stderr().print("starting the dashboard over the demo's data (Ctrl-C to stop; --no-serve to skip)")
+        try:
+            run_dashboard(result.home, port=port)
+        except KeyboardInterrupt:
+            pass

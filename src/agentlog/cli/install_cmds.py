@@ -133,10 +133,12 @@ def _scope_options(f: Any) -> Any:
               help="Import the installed agents' transcripts of the last --backfill-days days (asked on a terminal).")
 @click.option("--backfill-days", type=click.IntRange(1, 36500), default=30, show_default=True,
               help="How far back --backfill goes (by file modification time).")
+@click.option("--mcp", "mcp", is_flag=True,
+              help="Register `agentlog mcp` with each detected agent (its MCP config) instead of installing hooks.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -147,7 +149,14 @@ def install_cmd(
     import the agents' earlier history from their transcripts (the last 30
     days by default; --backfill / --no-backfill answer without asking;
     `agentlog import` does it any time).
+
+    With --mcp, registers the MCP server instead, in each agent's own format
+    (Claude Code ~/.claude.json, Codex ~/.codex/config.toml, Cursor
+    ~/.cursor/mcp.json, Gemini CLI ~/.gemini/settings.json); other entries kept.
     """
+    if mcp:
+        _mcp(agents, dry_run, json_, remove=False)
+        return
     resolved = _resolve_scope(scope, project_dir)
     try:
         results = install(agents or None, resolved, project_dir, dry_run)
@@ -202,6 +211,23 @@ def install_cmd(
         raise click.exceptions.Exit(1)
 
 
+def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool) -> None:
+    from ..install.agents import AGENTS
+    from ..install.mcp_register import register
+
+    results = register(list(agents) or list(AGENTS), dry_run=dry_run, remove=remove)
+    if json_:
+        _echo_json([r.to_dict() for r in results])
+    else:
+        for r in results:
+            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in ('registered', 'removed') else ''}"
+                 f" {r.path}{': ' + r.reason if r.reason else ''}")
+            if dry_run and r.diff:
+                _err(r.diff)
+    if any(r.outcome == "failed" for r in results):
+        raise click.exceptions.Exit(1)
+
+
 def _backfill(agents: list[str], days: int) -> dict[str, object]:
     """Import the transcripts of ``agents`` modified in the last ``days`` days; a summary per agent."""
     import time
@@ -224,14 +250,20 @@ def _backfill(agents: list[str], days: int) -> dict[str, object]:
 @click.command(name="uninstall")
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
 @_scope_options
+@click.option("--mcp", "mcp", is_flag=True, help="Remove the `agentlog mcp` registration instead of the hooks.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
-def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, json_: bool) -> None:
+def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, mcp: bool,
+                  json_: bool) -> None:
     """Remove agentlog's hooks from coding agents' configs.
 
     If a config is exactly as agentlog left it, the file from before the
     install is restored byte for byte (or removed if agentlog created it);
-    otherwise only agentlog's entries are taken out.
+    otherwise only agentlog's entries are taken out. With --mcp, removes the
+    MCP server's entry instead.
     """
+    if mcp:
+        _mcp(agents, dry_run, json_, remove=True)
+        return
     resolved = _resolve_scope(scope, project_dir)
     try:
         results = uninstall(agents or None, resolved, project_dir, dry_run)

@@ -31,18 +31,27 @@ def serve_cmd(port: int, host: str, allow_remote: bool, open_browser: bool, no_l
     exchanged for a session cookie on first use; every change needs the
     page's CSRF token; requests naming another Host are refused.
     """
-    import uvicorn
-
-    from ..web.app import create_app
-    from ..web.security import Guard, is_loopback
+    from ..web.security import is_loopback
 
     if not is_loopback(host) and not allow_remote:
         raise click.UsageError(f"{host} is not a loopback address: pass --allow-remote to bind it "
                                "(anyone who can reach it still needs the token)")
+    run_dashboard(data_root(), host=host, port=port, allow_remote=allow_remote, open_browser=open_browser,
+                  live=not no_live)
+
+
+def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
+                  open_browser: bool = False, live: bool = True) -> None:
+    """Serve the dashboard over ``root`` until interrupted; the address goes to stdout."""
+    import uvicorn
+
+    from ..web.app import create_app
+    from ..web.security import Guard
+
     if port == 0:
         port = free_port(host)
     guard = Guard(port=port, bind_host=host, allow_remote=allow_remote)
-    app = create_app(data_root(), guard, live=not no_live)
+    app = create_app(root, guard, live=live)
     url = guard.url()
     err = stderr()
     err.print(f"agentlog dashboard on {url}", markup=False, highlight=False)
