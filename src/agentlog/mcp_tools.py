@@ -212,14 +212,20 @@ def evidence(root: str, *, subject: str, max_rows: int | None = None,
 
 def search(root: str, *, query: str, max_rows: int | None = None,
            max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
-    from .web.data import search_events
+    from .search.service import QueryError, search as full_text
 
     rows, chars = _budget(max_rows, max_chars)
     if not isinstance(query, str) or not query.strip() or len(query) > 2000:
         raise ToolError("query is 1–2000 characters of words")
-    found = _engine_call(root, lambda e: search_events(e, query))
-    hits = found["hits"][:rows]
-    text = _lines(hits, ("observed_at", "kind", "tool_name", "session_id", "attempt_id", "attempt_outcome", "snippet"))
+
+    def run(engine: Any) -> list[dict[str, Any]]:
+        try:
+            return [dict(h.__dict__) for h in full_text(root, query, limit=rows, engine=engine).hits]
+        except QueryError as e:
+            raise ToolError(str(e)) from None
+
+    hits = _engine_call(root, run)
+    text = _lines(hits, ("observed_at", "kind", "tool", "session_id", "attempt_id", "attempt_outcome", "snippet"))
     return _fit(f"{UNTRUSTED}\n{len(hits)} hits for {query!r}\n{text}", chars), {"query": query, "hits": hits}
 
 

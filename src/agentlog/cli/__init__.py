@@ -74,6 +74,7 @@ LAZY_COMMANDS = {
     "usage": ".usage_cmd:usage_cmd",
     "memory": ".memory_cmds:memory",
     "serve": ".serve_cmd:serve_cmd",
+    "search": ".search_cmd:search_cmd",
     "mcp": ".mcp_cmd:mcp_cmd",
 }
 

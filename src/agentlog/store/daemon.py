@@ -162,6 +162,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     if report.events or report.breaks:
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
                     if report.events:
+                        _index(root)  # searchable first: a hook's text within a second
                         _project(root)
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
                 # beside ingest, not in it: sealing and compaction have their own locks
@@ -182,6 +183,16 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         except OSError:
             pass
         os.close(fd)
+
+
+def _index(root: str) -> None:
+    """Keep the full-text index current (``search/index.py``)."""
+    from ..search.index import catch_up
+
+    try:
+        catch_up(root)
+    except Exception as e:  # an index bug must not stop capture's ingest
+        _log(root, f"search index catch-up failed: {type(e).__name__}: {e}")
 
 
 def _project(root: str) -> None:

@@ -142,6 +142,9 @@ def purge(
                           pending=sum(lg.pending for lg in done.logs if lg.status != "skipped"),
                           skipped=sum(lg.status == "skipped" for lg in done.logs))
         if not dry_run and done.purged_keys:
+            from ..search.index import forget
+
+            forget(root, done.purged_keys)  # the index first: it needs the text the store still holds
             out.store_rows_deleted, out.store_files_vacuumed = purge_store(root, done.purged_keys)
     finally:
         for fd in reversed(locks):

@@ -142,7 +142,12 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         q = request.query_params.get("q", "").strip()[:2000]
         if not q:
             return {"query": "", "hits": [], "memories": [], "page": 0, "more": False}
-        out = await read(lambda e: data.search_events(e, q, page=page_no(request)))
+        from ..search.text import QueryError as SearchQueryError
+
+        try:
+            out = await read(lambda e: data.search_events(root, e, q, page=page_no(request)))
+        except SearchQueryError as e:
+            out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e)}
         try:
             mems = await run_in_threadpool(service.search, root, q, limit=10)
             out["memories"] = [{**m.to_dict(), "score": s} for m, s in mems]

@@ -242,21 +242,31 @@ def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> di
     return {"failures": rows[:PAGE], "page": page, "more": len(rows) > PAGE, "project": project}
 
 
-def search_events(engine: Engine, text: str, *, page: int = 0) -> dict[str, Any]:
-    """Events whose text holds every word of ``text`` (case-insensitive), newest first, each
-    with its session and attempt — until the full-text index (issue 9) replaces it."""
-    words = [w for w in text.split() if w][:8]
-    if not words:
-        return {"hits": [], "page": page, "more": False, "query": text}
-    hay = "lower(coalesce(e.text, '') || ' ' || coalesce(CAST(e.content AS VARCHAR), ''))"
-    where = " AND ".join(f"contains({hay}, ?)" for _ in words)
-    rows = _rows(engine, "SELECT e.event_id, e.observed_at, e.kind, e.tool_name, e.provider, e.project_name, "
-                         "left(coalesce(e.text, CAST(e.content AS VARCHAR)), 400) AS snippet, c.session_id, c.attempt_id, a.outcome AS attempt_outcome "
-                         "FROM events e LEFT JOIN tool_calls c ON e.event_id IN (c.start_event_id, c.end_event_id) "
-                         "LEFT JOIN attempts a ON a.attempt_id = c.attempt_id "
-                         f"WHERE {where} ORDER BY e.observed_at DESC, e.event_id "
-                         f"LIMIT {PAGE + 1} OFFSET {int(page) * PAGE}", [w.lower() for w in words])
-    return {"hits": [plain(r) for r in rows[:PAGE]], "page": page, "more": len(rows) > PAGE, "query": text}
+def search_events(root: str, engine: Engine, text: str, *, page: int = 0) -> dict[str, Any]:
+    """A page of full-text hits (``search.service``), each with its session, attempt and outcome."""
+    from ..search.service import search
+
+    res = search(root, text, limit=PAGE, offset=page * PAGE, engine=engine)
+    hits = []
+    for h in res.hits:
+        d = dict(h.__dict__)
+        d["parts"] = _marked(h.snippet, h.marks)
+        hits.append(d)
+    return {"hits": hits, "page": page, "more": res.more, "query": text}
+
+
+def _marked(snippet: str, marks: list[tuple[int, int]]) -> list[tuple[str, bool]]:
+    """The snippet cut into (text, is a match) pieces, for the page to mark up safely."""
+    out: list[tuple[str, bool]] = []
+    pos = 0
+    for a, b in marks:
+        if a > pos:
+            out.append((snippet[pos:a], False))
+        out.append((snippet[a:b], True))
+        pos = b
+    if pos < len(snippet):
+        out.append((snippet[pos:], False))
+    return out
 
 
 def usage(engine: Engine) -> dict[str, Any]:

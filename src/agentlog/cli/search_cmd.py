@@ -1,0 +1,100 @@
+"""``agentlog search``: everything an agent ever saw, said or did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..paths import data_root
+from .output import print_json, stderr, stdout, terminal_safe
+
+
+@click.command(name="search")
+@click.argument("query", required=False)
+@click.option("--kind", multiple=True, help="Only events of this kind (prompt_submitted, tool_call_failed …).")
+@click.option("--tool", multiple=True, help="Only calls of this tool (Bash, Edit …).")
+@click.option("--project", multiple=True, help="Only this project (its name).")
+@click.option("--session", multiple=True, help="Only this provider session (id or prefix).")
+@click.option("--since", default=None, help="Only from this time on (RFC 3339, a date, -2h, yesterday …).")
+@click.option("--until", default=None, help="Only before this time.")
+@click.option("--outcome", type=click.Choice(["failed", "succeeded", "superseded"]), default=None,
+              help="Only hits whose attempt ended so.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(0, 1_000_000), default=0, help="Skip this many hits (the next page).")
+@click.option("--rebuild", is_flag=True, help="Rebuild the index from the store first.")
+@click.option("--check", "check_only", is_flag=True, help="Compare the index with the store and exit (1 if they differ).")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON array.")
+def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], project: tuple[str, ...],
+               session: tuple[str, ...], since: str | None, until: str | None, outcome: str | None, limit: int,
+               offset: int, rebuild: bool, check_only: bool, as_json: bool) -> None:
+    """Full-text search of every prompt, command, tool input and output, message,
+    error and path recorded, and every memory — ranked by relevance, newest first
+    among equals; each hit with its session, turn and attempt, and that attempt's
+    outcome.
+
+    QUERY: words (all must match), "exact phrase", -excluded, a OR b, prefix*, and
+    the filters tool:Bash kind:prompt_submitted path:src/*.rs project:NAME
+    session:ID since:-2d until:DATE. parse_config, ParseConfig and parse-config
+    find each other. The index (state/search.sqlite3) follows the store: it is
+    brought up to date first (the daemon keeps it current).
+    """
+    from ..search import index
+    from ..search.service import QueryError, search
+
+    root = data_root()
+    if rebuild:
+        done = index.rebuild(root)
+        stderr().print(f"index rebuilt: {done['indexed']:,} events in {done['seconds']:.1f} s")
+    if check_only:
+        report = index.check(root)
+        if as_json:
+            print_json(report)
+        else:
+            stderr().print(("index consistent with the store" if report.get("ok") else "index differs from the store")
+                           + f": {report}")
+        if not report.get("ok"):
+            raise click.exceptions.Exit(1)
+        return
+    if not query:
+        if rebuild:
+            return
+        raise click.UsageError("give a QUERY (or --rebuild / --check)")
+    filters: dict[str, list[str]] = {}
+    for name, values in (("kind", kind), ("tool", tool), ("project", project), ("session", session)):
+        if values:
+            filters[name] = list(values)
+    for name, value in (("since", since), ("until", until)):
+        if value:
+            filters[name] = [value]
+    try:
+        result = search(root, query, limit=limit, offset=offset, outcome=outcome, filters=filters)
+    except QueryError as e:
+        raise click.UsageError(str(e)) from None
+    if as_json:
+        print_json([h.__dict__ for h in result.hits])
+        return
+    out = stdout()
+    if not result.hits:
+        stderr().print("no hit")
+        return
+    from rich.text import Text
+
+    for h in result.hits:
+        head = Text(f"{(h.observed_at or '')[:19].replace('T', ' ')}  {h.kind or ''}"
+                    f"{'  ' + h.tool if h.tool else ''}  {h.project or ''}", style="dim")
+        out.print(head)
+        snippet = Text(terminal_safe(h.snippet))
+        for a, b in h.marks:
+            snippet.stylize("bold yellow", a, b)
+        out.print(Text("  ").append(snippet))
+        place: list[Any] = []
+        if h.session_id:
+            place.append(h.session_id[:14])
+        if h.attempt_id:
+            place.append(f"{h.attempt_id[:12]} {h.attempt_outcome or ''}")
+        if h.superseded_by:
+            place.append(f"replaced by {h.superseded_by[:12]}")
+        out.print(Text("  " + "  ·  ".join(place) + f"  ·  {h.event_id}", style="cyan"))
+    if result.more:
+        stderr().print(f"more: --offset {offset + limit}")

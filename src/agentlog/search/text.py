@@ -1,0 +1,171 @@
+"""What the full-text index sees of an event, and how a query is turned into FTS5 syntax.
+
+**Indexed text.** An event's ``text`` (a prompt), every string inside its
+``content`` (commands, tool input and output, assistant messages, errors), its
+paths and its tool name, up to :data:`MAX_CHARS` characters. SQLite's
+``unicode61`` tokenizer splits on every non-alphanumeric character, so
+``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
+``agentlog.store.ingest`` are already findable by their parts. What it
+cannot see is a camelCase boundary, or the whole of a compound: so each
+compound identifier also adds, once, its parts and its parts joined
+(``ParseConfig`` → ``parse config parseconfig``; ``parse_config`` →
+``parseconfig``). Any spelling of a name then finds every other:
+``ParseConfig``, ``parse_config`` and ``parse-config`` are one name.
+
+**Queries** (:func:`parse_query`): words (all must match), ``"exact
+phrase"``, ``-excluded``, ``OR`` between two terms, a ``prefix*``, and the
+filters ``tool:``, ``kind:``, ``path:`` (a glob), ``project:``, ``session:``,
+``since:`` and ``until:``. Every word is reduced to its tokens by the same
+rules as the text and each token quoted, so nothing a person types — quotes,
+parentheses, ``NEAR``, ``*``, column names — is FTS5 syntax unless the
+grammar above says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+MAX_CHARS: Final = 32_768
+"""Characters of an event indexed (its first ones; a huge tool output is cut)."""
+_TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
+_COMPOUND: Final = re.compile(r"[A-Za-z0-9]+(?:[_.\-/:][A-Za-z0-9]+)+|[a-z0-9]*[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|"
+                              r"[A-Z]{2,}[a-z][A-Za-z0-9]*|[a-z]+[0-9]+[A-Za-z]*")
+_CAMEL: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def parts(word: str) -> list[str]:
+    """A compound's parts, lower case: ``ParseConfig`` → ``parse``, ``config``."""
+    out: list[str] = []
+    for piece in _TOKEN.findall(word):
+        out.extend(p.lower() for p in _CAMEL.findall(piece) or [piece])
+    return out
+
+
+def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) -> None:
+    """Every string inside a JSON value (dict values and keys' values, lists), within ``budget``."""
+    if budget[0] <= 0 or depth > 50:
+        return
+    if isinstance(value, str):
+        out.append(value[: budget[0]])
+        budget[0] -= len(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            strings_of(v, out, budget, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            strings_of(v, out, budget, depth + 1)
+
+
+def body(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
+    """The indexed text of one event (see the module docstring)."""
+    pieces: list[str] = []
+    budget = [MAX_CHARS]
+    for s in (tool, text, *(paths or [])):
+        if s:
+            strings_of(s, pieces, budget)
+    strings_of(content, pieces, budget)
+    joined = "\n".join(pieces)
+    extra: dict[str, None] = {}
+    for m in _COMPOUND.finditer(joined):
+        ps = parts(m.group(0))
+        if len(ps) > 1:
+            extra[" ".join(ps) + " " + "".join(ps)] = None
+        if len(extra) > 2000:
+            break
+    return joined + ("\n" + "\n".join(extra) if extra else "")
+
+
+# -- queries ---------------------------------------------------------------------------------------
+
+FILTERS: Final = ("tool", "kind", "path", "project", "session", "since", "until", "provider")
+
+
+class QueryError(ValueError):
+    """A query that cannot be run (the message says why)."""
+
+
+@dataclass
+class Query:
+    match: str
+    """The FTS5 MATCH expression (every term quoted)."""
+    filters: dict[str, list[str]] = field(default_factory=dict)
+    terms: list[str] = field(default_factory=list)
+    """The positive tokens (for highlighting)."""
+
+
+_WORD: Final = re.compile(r'(-?)(?:(\w+):)?"([^"]*)"?|(\S+)')
+
+
+def _quote(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def _term(raw: str, phrase: bool) -> tuple[str, list[str]] | None:
+    """One FTS5 term for a word or phrase, or None when it holds no token."""
+    prefix = raw.endswith("*") and not phrase
+    tokens = parts(raw.rstrip("*")) if not phrase else [p for w in raw.split() for p in parts(w)]
+    if not tokens:
+        return None
+    if len(tokens) == 1:
+        return _quote(tokens[0]) + (" *" if prefix else ""), tokens
+    # a compound (or a phrase): its tokens in order; the joined form matches the other spellings
+    seq = " ".join(tokens)
+    inner = _quote(seq) + (" *" if prefix else "")
+    if phrase:
+        return inner, tokens
+    return f"({inner} OR {_quote(''.join(tokens))})", tokens
+
+
+def parse_query(text: str, *, max_len: int = 2000) -> Query:
+    """``text`` as an FTS5 expression and filters; raises :class:`QueryError`."""
+    if not isinstance(text, str):
+        raise QueryError("a query is text")
+    text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)[:max_len]
+    positive: list[str] = []
+    negative: list[str] = []
+    q = Query(match="")
+    pending_or = False
+    for m in _WORD.finditer(text):
+        neg, field_name, phrase, bare = m.group(1), m.group(2), m.group(3), m.group(4)
+        if bare is not None:
+            if bare == "OR":
+                pending_or = bool(positive)
+                continue
+            neg = "-" if bare.startswith("-") and len(bare) > 1 else ""
+            bare = bare[1:] if neg else bare
+            if ":" in bare and bare.split(":", 1)[0].lower() in FILTERS and bare.split(":", 1)[1]:
+                name, value = bare.split(":", 1)
+                q.filters.setdefault(name.lower(), []).append(value)
+                continue
+            got = _term(bare, phrase=False)
+        else:
+            if field_name and field_name.lower() in FILTERS:
+                q.filters.setdefault(field_name.lower(), []).append(phrase)
+                continue
+            got = _term(phrase, phrase=True)
+        if got is None:
+            continue
+        term, tokens = got
+        if neg:
+            negative.append(term)
+        else:
+            if pending_or and positive:
+                positive[-1] = f"({positive[-1]} OR {term})"
+            else:
+                positive.append(term)
+            whole = (bare if bare is not None else phrase).strip().rstrip("*")
+            q.terms.extend(([whole] if whole and len(tokens) > 1 else []) + tokens)  # the word as typed, then its parts
+        pending_or = False
+    if not positive:
+        if negative:
+            raise QueryError("a query needs at least one word to look for, not only exclusions")
+        if not q.filters:
+            raise QueryError("nothing to search for: give words, a \"phrase\" or a filter such as tool:Bash")
+        return q
+    q.match = " AND ".join(positive) + "".join(f" NOT {t}" for t in negative)
+    return q
+
+
+__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "body", "parse_query", "parts"]
