@@ -19,6 +19,7 @@ from .harness import StepContext, StepFn
 from .import_steps import IMPORT_STEPS
 from .memory_steps import MEMORY_STEPS
 from .projection_steps import PROJECTION_STEPS
+from .search_steps import SEARCH_STEPS
 from .store_steps import STORE_STEPS
 from .web_steps import WEB_STEPS
 
@@ -436,6 +437,7 @@ STEPS: dict[str, StepFn] = {
     **IMPORT_STEPS,
     **MEMORY_STEPS,
     **WEB_STEPS,
+    **SEARCH_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]

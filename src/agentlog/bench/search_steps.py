@@ -1,0 +1,140 @@
+"""``search``: building the full-text index and querying it, on the 200 k and full stores.
+
+Over the stores the projection steps build (cached per run, not timed): a
+child process rebuilds the index from the store (events/s, MB/s of event
+text, peak RSS); the index's size per event and as a share of the store's
+compressed events it covers; then another child process runs ten query
+shapes, :data:`RUNS` times each after one untimed run, through
+``search.service.search`` with one query engine kept open (as the dashboard
+and the MCP server do) — p50/p95 per shape and that process's peak RSS. The
+words come from the index itself (its most common term, a term in a handful
+of events, a prompt's first words …), so every shape has hits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Final
+
+from .harness import StepContext
+
+RUNS: Final = 15
+_BUILD: Final = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from agentlog.search import index
+t = time.perf_counter()
+r = index.rebuild(sys.argv[2])
+print(json.dumps({"indexed": r["indexed"], "seconds": time.perf_counter() - t}))
+"""
+_QUERY: Final = """
+import json, sys, time, statistics
+sys.path.insert(0, sys.argv[1])
+from agentlog.search import index
+from agentlog.search.service import search
+from agentlog.query.engine import Engine
+root = sys.argv[2]
+con = index.connect(root)
+con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, 'fts', 'row')")
+terms = con.execute("SELECT term, doc FROM vocab WHERE length(term) >= 5 AND term GLOB '[a-z]*' ORDER BY doc DESC LIMIT 2000").fetchall()
+common = terms[0][0]
+rare = next((t for t, d in reversed(terms) if d <= 5), terms[-1][0])
+lo, hi = con.execute("SELECT min(observed_at), max(observed_at) FROM docs").fetchone()
+tool = con.execute("SELECT tool FROM docs WHERE tool IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
+con.close()
+with Engine(root) as engine:
+    prompt = engine.run("SELECT text FROM events WHERE kind = 'prompt_submitted' AND text IS NOT NULL LIMIT 1").rows
+    words = [w for w in (prompt[0][0] if prompt else common).split() if w.isalpha()][:3]
+    mid = (lo + hi) // 2
+    import datetime
+    since = datetime.datetime.fromtimestamp(mid / 1e6, datetime.timezone.utc).strftime("%Y-%m-%d")
+    shapes = {
+        "rare word": rare, "common word": common, "two words": f"{common} {terms[5][0]}",
+        "phrase": '"' + " ".join(words) + '"', "prefix": common[:4] + "*", "OR": f"{rare} OR {terms[20][0]}",
+        "exclusion": f"{common} -{terms[3][0]}", "by tool": f"tool:{tool} {terms[8][0]}",
+        "by time": f"since:{since} {common}", "by kind": f"kind:prompt_submitted {terms[12][0]}",
+    }
+    out = {}
+    for name, q in shapes.items():
+        res = search(root, q, limit=20, engine=engine, catch=False)
+        runs = []
+        for _ in range(int(sys.argv[3])):
+            t = time.perf_counter()
+            res = search(root, q, limit=20, engine=engine, catch=False)
+            runs.append((time.perf_counter() - t) * 1000)
+        runs.sort()
+        out[name] = {"query": q, "hits": len(res.hits), "median": statistics.median(runs),
+                     "p95": runs[min(len(runs) - 1, int(round(0.95 * (len(runs) - 1))))]}
+print(json.dumps(out))
+"""
+
+
+def _du(path: str) -> int:
+    total = 0
+    for d, _, fs in os.walk(path):
+        for f in fs:
+            try:
+                total += os.path.getsize(os.path.join(d, f))
+            except OSError:
+                pass
+    return total
+
+
+def search(ctx: StepContext) -> dict[str, Any]:
+    """Index build (events/s, MB/s, size, peak RSS) and ten query shapes' p50/p95, on the 200 k and full stores."""
+    from ..search.index import db_path
+    from ..store.schema import events_path
+    from .projection_steps import SRC, _child, built_root
+
+    tables: list[dict[str, Any]] = []
+    metrics: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
+    for size in sorted({s for s in (200_000, ctx.events) if s <= ctx.events}):
+        root, _ = built_root(ctx, size)
+        ctx.progress(f"indexing {size:,} events (a child process)")
+        for p in (db_path(root), db_path(root) + "-wal", db_path(root) + "-shm"):
+            if os.path.exists(p):
+                os.remove(p)
+        built = _child([sys.executable, "-c", _BUILD, SRC, root])
+        b = json.loads(built["stdout"])
+        index_bytes = sum(os.path.getsize(p) for p in (db_path(root), db_path(root) + "-wal") if os.path.exists(p))
+        store_bytes = _du(events_path(root))
+        root_bytes = _du(root) + _du(os.path.realpath(os.path.join(root, "logs")))
+        ctx.progress(f"querying {size:,} events: ten shapes × {RUNS}")
+        q = _child([sys.executable, "-c", _QUERY, SRC, root, str(RUNS)])
+        shapes = json.loads(q["stdout"])
+        worst = max(v["p95"] for v in shapes.values())
+        key = str(size)
+        raw[key] = {"build": b, "build_wall_secs": built["secs"], "build_rss": built["rss"], "query_rss": q["rss"],
+                    "index_bytes": index_bytes, "store_events_bytes": store_bytes, "root_bytes": root_bytes,
+                    "shapes": shapes}
+        metrics.update({f"{key}.events_per_s": b["indexed"] / b["seconds"] if b["seconds"] else 0.0,
+                        f"{key}.index_bytes_per_event": index_bytes / max(b["indexed"], 1),
+                        f"{key}.index_share_of_store": index_bytes / max(store_bytes, 1),
+                        f"{key}.build_peak_rss_bytes": built["rss"], f"{key}.query_peak_rss_bytes": q["rss"],
+                        f"{key}.worst_p95_ms": worst})
+        tables.append({
+            "title": f"Full-text index over {size:,} events",
+            "columns": ["build", "events/s", "index size", "per event", "of the store's events", "of the data root",
+                        "peak RSS building", "peak RSS querying"],
+            "rows": [[f"{b['seconds']:.1f} s", f"{b['indexed'] / max(b['seconds'], 1e-9):,.0f}",
+                      f"{index_bytes / 2**20:,.0f} MiB", f"{index_bytes / max(b['indexed'], 1):,.0f} B",
+                      f"{100 * index_bytes / max(store_bytes, 1):.0f} %", f"{100 * index_bytes / max(root_bytes, 1):.0f} %",
+                      f"{built['rss'] / 2**20:,.0f} MiB", f"{q['rss'] / 2**20:,.0f} MiB"]],
+            "note": "A child process rebuilds the index from the store (`search.index.rebuild`); the store's events "
+                    "are zstd Parquet. Targets at 1.45 M events: index ≤ 40 % of the compressed data it covers, "
+                    "peak RSS while indexing ≤ 1 GiB.",
+        })
+        tables.append({
+            "title": f"Search latency over {size:,} events (20 hits, snippets and their place read back)",
+            "columns": ["shape", "query", "hits", "p50", "p95"],
+            "rows": [[k, v["query"], v["hits"], f"{v['median']:.1f} ms", f"{v['p95']:.1f} ms"] for k, v in shapes.items()],
+            "note": f"One process, one query engine kept open (as the dashboard and MCP server do), the index current; "
+                    f"one untimed run per shape, then {RUNS}. Worst p95 {worst:.1f} ms; target ≤ 50 ms at 1.45 M events.",
+        })
+    return {"tables": tables, "metrics": metrics, "raw": raw}
+
+
+SEARCH_STEPS: Final = {"search": search}
