@@ -1,10 +1,10 @@
 """The full-text index: SQLite FTS5, derived from the store, kept up to date by its commits.
 
 ``state/search.sqlite3`` holds one row per indexed event in ``docs`` (its
-id, log position, time and the fields queries filter on — no text) and a
-*contentless* FTS5 table ``fts`` (``content=''``) keyed by the same rowid:
-the inverted index only, never a second copy of the text, which a hit reads
-back from the store (:mod:`.service`).
+id, log, seq and byte offset in the log, time and the fields queries filter
+on — no text) and a *contentless* FTS5 table ``fts`` (``content=''``) keyed by
+the same rowid: the inverted index only, never a second copy of the text,
+which a hit reads back from its log frame (:mod:`.service`).
 
 **Following the store.** The events table is a Delta table; every ingest is a
 commit whose JSON names the Parquet files it added. :func:`catch_up` reads the
@@ -38,11 +38,11 @@ from .text import body
 
 DB_FILE: Final = "search.sqlite3"
 COLUMNS: Final = ("event_id", "kind", "provider", "provider_session_id", "tool_name", "project_name", "paths",
-                  "observed_at", "log_provider", "log_key", "seq", "text", "event")
+                  "observed_at", "log_provider", "log_key", "seq", "log_offset", "text", "event")
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
-  rowid INTEGER PRIMARY KEY, event_id TEXT NOT NULL, log TEXT NOT NULL, seq INTEGER NOT NULL,
+  rowid INTEGER PRIMARY KEY, event_id TEXT NOT NULL, log TEXT NOT NULL, seq INTEGER NOT NULL, offset INTEGER,
   observed_at INTEGER NOT NULL, kind TEXT, provider TEXT, session TEXT, tool TEXT, project TEXT, paths TEXT,
   UNIQUE (log, seq)
 );
@@ -63,6 +63,7 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
     con = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA secure_delete=ON")  # freed pages are zeroed: purged terms do not linger
     con.executescript(_SCHEMA)
     return con
 
@@ -128,9 +129,9 @@ def _index_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:
         observed = r["observed_at"]
         us = int(observed.timestamp() * 1_000_000) if hasattr(observed, "timestamp") else int(observed or 0)
         paths = r.get("paths") or []
-        cur = con.execute("INSERT OR IGNORE INTO docs (event_id, log, seq, observed_at, kind, provider, session, tool, "
-                          "project, paths) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          (r["event_id"], log, int(r["seq"]), us, r.get("kind"), r.get("provider"),
+        cur = con.execute("INSERT OR IGNORE INTO docs (event_id, log, seq, offset, observed_at, kind, provider, session, "
+                          "tool, project, paths) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (r["event_id"], log, int(r["seq"]), r.get("log_offset"), us, r.get("kind"), r.get("provider"),
                            r.get("provider_session_id"), r.get("tool_name"), r.get("project_name"),
                            json.dumps(paths) if paths else None))
         if cur.rowcount:
@@ -259,7 +260,8 @@ def forget(root: str, keys: set[tuple[str, int]]) -> int:
                 con.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
         con.execute("COMMIT")
         con.execute("INSERT INTO fts(fts) VALUES ('optimize')")
-        con.execute("VACUUM")
+        con.execute("VACUUM")  # a new file without the freed pages
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # and no copy of the old ones left in the WAL
         return len(wanted)
     finally:
         con.close()

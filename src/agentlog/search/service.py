@@ -111,18 +111,24 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
             pass
     caught = catch_up(root) if catch else None
     where, args = _filters_sql(q.filters)
-    con = connect(root)
+    con = _reader(root)
     want = limit + 1
     fetch = want * (8 if outcome else 1)
     try:
-        if q.match:
-            sql = ("SELECT d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths, "
-                   "bm25(fts) AS rank FROM fts JOIN docs d ON d.rowid = fts.rowid WHERE fts MATCH ? "
-                   + "".join(f" AND {w}" for w in where) + " ORDER BY rank, d.observed_at DESC LIMIT ? OFFSET ?")
-            params: list[Any] = [q.match, *args, fetch, offset]
+        cols = "d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths"
+        if q.match and not where:
+            # FTS5 ranks and cuts the page itself (its rank column, BM25); docs are read for the page only
+            sql = (f"SELECT {cols}, f.rank, d.log, d.offset FROM (SELECT rowid, rank FROM fts WHERE fts MATCH ? "
+                   "ORDER BY rank LIMIT ? OFFSET ?) f JOIN docs d ON d.rowid = f.rowid ORDER BY f.rank, d.observed_at DESC")
+            params: list[Any] = [q.match, fetch, offset]
+        elif q.match:
+            sql = (f"SELECT {cols}, fts.rank, d.log, d.offset FROM fts JOIN docs d ON d.rowid = fts.rowid "
+                   "WHERE fts MATCH ? " + "".join(f" AND {w}" for w in where)
+                   + " ORDER BY fts.rank, d.observed_at DESC LIMIT ? OFFSET ?")
+            params = [q.match, *args, fetch, offset]
         else:
-            sql = ("SELECT d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths, 0.0 "
-                   "FROM docs d" + (" WHERE " + " AND ".join(where) if where else "")
+            sql = ("SELECT d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths, 0.0, "
+                   "d.log, d.offset FROM docs d" + (" WHERE " + " AND ".join(where) if where else "")
                    + " ORDER BY d.observed_at DESC LIMIT ? OFFSET ?")
             params = [*args, fetch, offset]
         try:
@@ -130,7 +136,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
         except Exception as e:  # an FTS5 error on a query we built is a bug; say what it was
             raise QueryError(f"the index refused the query: {e}") from None
     finally:
-        con.close()
+        pass
     if engine is not None or not rows:
         hits = _hydrate(root, rows, q.terms, engine)
     else:
@@ -144,6 +150,23 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     return SearchResult(text, hits[:limit], more, round(time.perf_counter() - started, 4), caught)
 
 
+_READERS: dict[tuple[str, int], Any] = {}
+
+
+def _reader(root: str) -> Any:
+    """A read connection to the index, kept per process and thread (opening one costs milliseconds)."""
+    import os
+    import threading
+
+    from .index import db_path
+
+    key = (os.path.abspath(db_path(root)), threading.get_ident())
+    con = _READERS.get(key)
+    if con is None or not os.path.exists(key[0]):
+        con = _READERS[key] = connect(root)
+    return con
+
+
 def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None) -> list[Hit]:
     if not rows:
         return []
@@ -152,28 +175,42 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
     from ..query.views import iso
 
     ids = [r[0] for r in rows]
-    marks = ", ".join("?" for _ in ids)
-    found: dict[str, dict[str, Any]] = {}
+    sessions = sorted({derive("session", r[4], r[6] or "unknown") for r in rows if r[4]})
+    found: dict[str, dict[str, Any]] = {i: {} for i in ids}
+
+    def q(sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        res = eng.run(sql, params, max_rows=10_000)
+        return [dict(zip(res.columns, r)) for r in res.rows]
+
+    def marks(values: list[Any]) -> str:
+        return ", ".join("?" for _ in values)
+
     try:
         with contextlib.nullcontext(engine) if engine is not None else Engine(root) as eng:
-            res = eng.run(
-                "SELECT e.event_id, e.text, CAST(e.content AS VARCHAR) AS content, c.session_id, c.turn_id, "
-                "c.attempt_id, a.outcome, a.superseded_by, t.turn_id AS prompt_turn, t.session_id AS prompt_session "
-                "FROM events e LEFT JOIN tool_calls c ON e.event_id IN (c.start_event_id, c.end_event_id) "
-                "LEFT JOIN attempts a ON a.attempt_id = c.attempt_id "
-                f"LEFT JOIN turns t ON t.prompt_event_id = e.event_id WHERE e.event_id IN ({marks})", ids,
-                max_rows=len(ids) * 4)
-            for r in res.rows:
-                found.setdefault(str(r[0]), dict(zip(res.columns, r)))
+            if sessions:  # one round trip: each hit's tool call or turn, and its attempt's outcome
+                placed = q(
+                    f"WITH c AS (SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM tool_calls "
+                    f"  WHERE session_id IN ({marks(sessions)}) AND (start_event_id IN ({marks(ids)}) "
+                    f"  OR end_event_id IN ({marks(ids)}))), "
+                    f"p AS (SELECT unnest([c.start_event_id, c.end_event_id]) AS event_id, c.session_id, c.turn_id, "
+                    f"  c.attempt_id FROM c UNION ALL SELECT prompt_event_id, session_id, turn_id, NULL FROM turns "
+                    f"  WHERE session_id IN ({marks(sessions)}) AND prompt_event_id IN ({marks(ids)})) "
+                    "SELECT p.event_id, p.session_id, p.turn_id, p.attempt_id, a.outcome, a.superseded_by FROM p "
+                    "LEFT JOIN attempts a ON a.attempt_id = p.attempt_id",
+                    [*sessions, *ids, *ids, *sessions, *ids])
+                for place in placed:
+                    if place["event_id"] in found:
+                        found[place["event_id"]].update({k: v for k, v in place.items() if k != "event_id"})
     except EngineError:
         pass  # no projection yet: hits without their place
+    for r in rows:  # the text for the snippet: from the hit's own frame (the index keeps none)
+        found[r[0]].update(_frame_text(root, r[9], r[10]))
     out = []
-    for event_id, observed, kind, tool, provider, project, session, paths, rank in rows:
+    for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})
         snippet, spans = _snippet(f.get("text"), f.get("content"), terms)
-        sid = f.get("session_id") or f.get("prompt_session") or (derive("session", provider, session or "unknown")
-                                                                if provider else None)
-        turn = f.get("turn_id") or f.get("prompt_turn")
+        sid = f.get("session_id") or (derive("session", provider, session or "unknown") if provider else None)
+        turn = f.get("turn_id")
         out.append(Hit(
             event_id=event_id, observed_at=iso(int(observed)), kind=kind, tool=tool, provider=provider,
             project=project, score=round(-float(rank), 4), snippet=snippet, marks=spans,
@@ -183,6 +220,49 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
             superseded_by=display("attempt", f["superseded_by"]) if f.get("superseded_by") else None,
             paths=json.loads(paths) if paths else []))
     return out
+
+
+def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
+    """``text`` and ``content`` (as JSON text) of the event at ``offset`` of ``log`` (a purged or
+    missing frame: nothing)."""
+    import orjson
+
+    from ..log.frame import event_bytes, is_purged
+    from ..log.layout import log_path
+    from ..log.segments import SegmentError, read_from
+
+    if offset is None:
+        return {}
+    provider, _, key = log.partition("/")
+    parts: list[bytes] = []
+    try:
+        chunks = read_from(log_path(root, provider, key), int(offset), chunk=64 << 10)
+        try:
+            for _off, data in chunks:  # up to the frame's newline only
+                nl = data.find(b"\n")
+                parts.append(data if nl < 0 else data[: nl + 1])
+                if nl >= 0:
+                    break
+        finally:
+            getattr(chunks, "close", lambda: None)()  # a generator: release the log now
+    except (OSError, SegmentError):
+        return {}
+    line = b"".join(parts)
+    if not line.endswith(b"\n"):
+        return {}
+    if is_purged(line[:128]):
+        return {}
+    try:
+        ev = orjson.loads(event_bytes(line))
+    except orjson.JSONDecodeError:
+        return {}
+    content = ev.get("content")
+    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content),
+            "content": orjson.dumps(content).decode() if content is not None else None}
+
+
+def _prompt_of(content: Any) -> str | None:
+    return content.get("prompt") if isinstance(content, dict) and isinstance(content.get("prompt"), str) else None
 
 
 def _snippet(text: str | None, content: str | None, terms: list[str]) -> tuple[str, list[tuple[int, int]]]:

@@ -23,15 +23,16 @@ grammar above says so.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-MAX_CHARS: Final = 32_768
+MAX_CHARS: Final = 8_192
 """Characters of an event indexed (its first ones; a huge tool output is cut)."""
 _TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
-_COMPOUND: Final = re.compile(r"[A-Za-z0-9]+(?:[_.\-/:][A-Za-z0-9]+)+|[a-z0-9]*[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|"
-                              r"[A-Z]{2,}[a-z][A-Za-z0-9]*|[a-z]+[0-9]+[A-Za-z]*")
+_COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/:]*[A-Za-z0-9]")
+"""A run that may be a compound (``parts`` decides: more than one part)."""
 _CAMEL: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
@@ -67,14 +68,17 @@ def body(text: str | None, content: Any, paths: list[str] | None, tool: str | No
             strings_of(s, pieces, budget)
     strings_of(content, pieces, budget)
     joined = "\n".join(pieces)
-    extra: dict[str, None] = {}
-    for m in _COMPOUND.finditer(joined):
-        ps = parts(m.group(0))
-        if len(ps) > 1:
-            extra[" ".join(ps) + " " + "".join(ps)] = None
-        if len(extra) > 2000:
-            break
-    return joined + ("\n" + "\n".join(extra) if extra else "")
+    extra = [e for e in map(_expansion, (c for c in dict.fromkeys(_COMPOUND.findall(joined))
+                                         if not (c.isalnum() and (c.islower() or c.isupper() or c.isdigit()))))
+             if e]  # a plain word (one case, no separator) has no parts to add
+    return joined + ("\n" + "\n".join(dict.fromkeys(extra[:2000])) if extra else "")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _expansion(compound: str) -> str:
+    """``parse config parseconfig`` for ``ParseConfig`` (empty for a single word)."""
+    ps = parts(compound)
+    return " ".join(ps) + " " + "".join(ps) if len(ps) > 1 else ""
 
 
 # -- queries ---------------------------------------------------------------------------------------
