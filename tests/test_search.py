@@ -168,9 +168,9 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
     _tool(root, "s9", 1, "make target9", "built target9")
     ingest(root)
     code = ("import sys, os; sys.path.insert(0, sys.argv[2]); from agentlog.search import index as ix\n"
-            "orig = ix._index_rows\n"
+            "orig = ix._insert\n"
             "def boom(con, rows):\n    orig(con, rows); os._exit(9)\n"
-            "ix._index_rows = boom; ix.catch_up(sys.argv[1])")
+            "ix._insert = boom; ix.catch_up(sys.argv[1])")
     r = subprocess.run([sys.executable, "-c", code, root, str(Path(index.__file__).parents[2])], timeout=120)
     assert r.returncode == 9
     report = index.check(root)  # it catches up first: the killed work is done again

@@ -30,7 +30,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from ..paths import FILE_MODE, ensure_dir, state_dir
@@ -112,32 +112,81 @@ def _table_id(log: str) -> str | None:
     return None
 
 
-def _rows(table_path: str, files: Iterable[str]) -> Iterable[dict[str, Any]]:
+BATCH: Final = 1000
+"""Rows read, prepared and inserted together."""
+PARALLEL_MIN_ROWS: Final = 20_000
+"""At least this many rows to index: the texts are prepared by worker processes."""
+
+
+def _batches(table_path: str, files: Iterable[str]) -> Iterator[list[dict[str, Any]]]:
+    """The files' rows, :data:`BATCH` at a time (memory stays bounded by a batch)."""
+    from urllib.parse import unquote
+
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     for rel in files:
-        from urllib.parse import unquote
+        with pq.ParquetFile(os.path.join(table_path, unquote(rel))) as f:
+            for batch in f.iter_batches(batch_size=BATCH, columns=list(COLUMNS)):
+                yield batch.to_pylist()
 
-        t = pq.read_table(os.path.join(table_path, unquote(rel)), columns=list(COLUMNS))
-        yield from t.to_pylist()
 
-
-def _index_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:
-    n = 0
+def _prepare(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Each row as the ``docs`` values and its indexed text (in a worker process for big runs)."""
+    out = []
     for r in rows:
-        log = f"{r['log_provider']}/{r['log_key']}"
         observed = r["observed_at"]
         us = int(observed.timestamp() * 1_000_000) if hasattr(observed, "timestamp") else int(observed or 0)
         paths = r.get("paths") or []
+        out.append((r["event_id"], f"{r['log_provider']}/{r['log_key']}", int(r["seq"]), r.get("log_offset"), us,
+                    r.get("kind"), r.get("provider"), r.get("provider_session_id"), r.get("tool_name"),
+                    r.get("project_name"), json.dumps(paths) if paths else None, _body_of(r)))
+    return out
+
+
+def _insert(con: sqlite3.Connection, prepared: list[tuple[Any, ...]]) -> int:
+    n = 0
+    for *doc, text in prepared:
         cur = con.execute("INSERT OR IGNORE INTO docs (event_id, log, seq, offset, observed_at, kind, provider, session, "
-                          "tool, project, paths) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          (r["event_id"], log, int(r["seq"]), r.get("log_offset"), us, r.get("kind"), r.get("provider"),
-                           r.get("provider_session_id"), r.get("tool_name"), r.get("project_name"),
-                           json.dumps(paths) if paths else None))
+                          "tool, project, paths) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", doc)
         if cur.rowcount:
-            con.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, _body_of(r)))
+            con.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, text))
             n += 1
     return n
+
+
+def _index_files(con: sqlite3.Connection, table_path: str, files: list[str], rows_hint: int) -> int:
+    """Index the files' rows: prepared by two worker processes when there are many (a bounded
+    window of batches in flight), inserted here in order."""
+    workers = min(2, os.cpu_count() or 1)
+    if rows_hint < PARALLEL_MIN_ROWS or workers < 2:
+        return sum(_insert(con, _prepare(rows)) for rows in _batches(table_path, files))
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    n = 0
+    window: deque[Future[list[tuple[Any, ...]]]] = deque()
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        for rows in _batches(table_path, files):
+            window.append(pool.submit(_prepare, rows))
+            if len(window) >= 2 * workers:
+                n += _insert(con, window.popleft().result())
+        while window:
+            n += _insert(con, window.popleft().result())
+    return n
+
+
+def _rows_in(actions: list[dict[str, Any]]) -> int:
+    total = 0
+    for a in actions:
+        stats = (a.get("add") or {}).get("stats")
+        if stats:
+            try:
+                total += int(json.loads(stats).get("numRecords", 0))
+            except (ValueError, TypeError):
+                pass
+    return total
 
 
 def _body_of(r: dict[str, Any]) -> str:
@@ -179,8 +228,8 @@ def catch_up(root: str, *, con: sqlite3.Connection | None = None) -> dict[str, A
                 if actions is None:  # cleaned up: read the current snapshot instead
                     con.execute("ROLLBACK")
                     return rebuild(root, con=con)
-                files = [a["add"]["path"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
-                indexed += _index_rows(con, _rows(table_path, files))
+                adds = [a for a in actions if "add" in a and a["add"].get("dataChange", True)]
+                indexed += _index_files(con, table_path, [a["add"]["path"] for a in adds], _rows_in(adds))
             _set(con, "version", latest)
             _set(con, "table_id", table_id)
             con.execute("COMMIT")
@@ -212,7 +261,11 @@ def rebuild(root: str, *, con: sqlite3.Connection | None = None) -> dict[str, An
             if found is not None:
                 table_path, log = found
                 dt = DeltaTable(table_path)
-                indexed = _index_rows(con, _rows(table_path, [u.removeprefix("file://") for u in dt.file_uris()]))
+                import pyarrow.parquet as pq
+
+                files = [u.removeprefix("file://") for u in dt.file_uris()]
+                rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # footers only
+                indexed = _index_files(con, table_path, files, rows)
                 _set(con, "version", dt.version())
                 _set(con, "table_id", _table_id(log))
             con.execute("COMMIT")
