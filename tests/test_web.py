@@ -224,3 +224,16 @@ def test_the_live_feed_sees_another_process_write_and_replays_or_resyncs(tmp_pat
     assert feed.since(first - 2) is None  # older than the ring holds: resync
     frame = feed.since(first + 2)[0].sse()  # type: ignore[index]
     assert frame.startswith(b"id: ") and b"\nevent: store\ndata: {" in frame and frame.endswith(b"\n\n")
+
+
+def test_search_page_filters_and_results_fragment(client: TestClient) -> None:
+    r = client.get("/search", params={"q": "parser", "tool": "Edit", "outcome": "superseded"})
+    assert r.status_code == 200 and '<div id="results">' in r.text and 'id="search-form"' in r.text
+    api = client.get("/api/search", params={"q": "parser", "tool": "Edit"}).json()
+    assert api["hits"] and all(h["tool"] == "Edit" for h in api["hits"])
+    assert all(h["attempt_outcome"] == "superseded"
+               for h in client.get("/api/search", params={"q": "parser", "outcome": "superseded"}).json()["hits"])
+    bad = client.get("/api/search", params={"q": '-only'}).json()
+    assert bad["hits"] == [] and "at least one word" in bad["error"]
+    marked = client.get("/search", params={"q": "parser"}).text
+    assert "<mark>parser</mark>" in marked.lower() or "<mark>Parser</mark>" in marked

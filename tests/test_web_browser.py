@@ -137,6 +137,16 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
     browser.save_screenshot(str(shots / "10-timeline-live.png"))
     print(f"hook to browser: {took:.2f} s")
 
+    # search as you type: results swap in while the page (and the box's focus) stays
+    browser.get(base + "/search")
+    browser.execute_script("window.__notReloaded = true;")
+    box = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
+    box.send_keys("parser")
+    _wait("search results as you type", lambda: browser.find_elements(By.CSS_SELECTOR, "#results mark"))
+    assert browser.execute_script("return window.__notReloaded === true;")
+    assert "q=parser" in browser.current_url
+    browser.save_screenshot(str(shots / "12-search-as-you-type.png"))
+
     # a proposal approved by a click
     browser.get(base + "/proposals")
     button = browser.find_element(By.CSS_SELECTOR, "button.approve")
@@ -151,7 +161,7 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
     browser.save_screenshot(str(shots / "11-memory-after-approve.png"))
 
     saved = sorted(p.name for p in shots.iterdir())
-    assert len(saved) == len(PAGES) + 2
+    assert len(saved) == len(PAGES) + 3
     target = os.environ.get("AGENTLOG_SCREENSHOTS")
     if target:
         os.makedirs(target, exist_ok=True)

@@ -140,14 +140,23 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         from ..memory import service
 
         q = request.query_params.get("q", "").strip()[:2000]
-        if not q:
-            return {"query": "", "hits": [], "memories": [], "page": 0, "more": False}
+        filters = {k: [v.strip()[:200]] for k in ("kind", "tool", "project", "since")
+                   if (v := request.query_params.get(k, "")).strip()}
+        outcome = request.query_params.get("outcome") or None
+        outcome = outcome if outcome in ("failed", "succeeded", "superseded") else None
+        if not q and not filters:
+            return {"query": "", "hits": [], "memories": [], "page": 0, "more": False, "filters": {}, "outcome": None}
         from ..search.text import QueryError as SearchQueryError
 
         try:
-            out = await read(lambda e: data.search_events(root, e, q, page=page_no(request)))
+            out = await read(lambda e: data.search_events(root, e, q, page=page_no(request), filters=filters,
+                                                          outcome=outcome))
         except SearchQueryError as e:
-            out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e)}
+            out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
+                   "outcome": outcome}
+        if not q:
+            out["memories"] = []
+            return out
         try:
             mems = await run_in_threadpool(service.search, root, q, limit=10)
             out["memories"] = [{**m.to_dict(), "score": s} for m, s in mems]

@@ -242,17 +242,18 @@ def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> di
     return {"failures": rows[:PAGE], "page": page, "more": len(rows) > PAGE, "project": project}
 
 
-def search_events(root: str, engine: Engine, text: str, *, page: int = 0) -> dict[str, Any]:
+def search_events(root: str, engine: Engine, text: str, *, page: int = 0, filters: dict[str, list[str]] | None = None,
+                  outcome: str | None = None) -> dict[str, Any]:
     """A page of full-text hits (``search.service``), each with its session, attempt and outcome."""
     from ..search.service import search
 
-    res = search(root, text, limit=PAGE, offset=page * PAGE, engine=engine)
+    res = search(root, text, limit=PAGE, offset=page * PAGE, engine=engine, filters=filters, outcome=outcome)
     hits = []
     for h in res.hits:
         d = dict(h.__dict__)
         d["parts"] = _marked(h.snippet, h.marks)
         hits.append(d)
-    return {"hits": hits, "page": page, "more": res.more, "query": text}
+    return {"hits": hits, "page": page, "more": res.more, "query": text, "filters": filters or {}, "outcome": outcome}
 
 
 def _marked(snippet: str, marks: list[tuple[int, int]]) -> list[tuple[str, bool]]:

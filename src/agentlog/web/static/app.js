@@ -27,6 +27,37 @@
       .catch(function () { pending = false; });
   }
 
+  // Search as you type: the form's fields refetch the page and swap in its results only
+  // (the input keeps its focus and caret).
+  var form = document.getElementById("search-form");
+  if (form && window.fetch && window.URLSearchParams) {
+    var timer = null;
+    var asked = 0;
+    var run = function () {
+      var url = "/search?" + new URLSearchParams(new FormData(form)).toString();
+      var n = ++asked;
+      fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "agentlog-search" } })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          if (html === null || n !== asked) { return; }
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.getElementById("results");
+          var results = document.getElementById("results");
+          if (fresh && results) {
+            results.replaceWith(fresh);
+            window.history.replaceState(null, "", url);
+          }
+        })
+        .catch(function () {});
+    };
+    Array.prototype.forEach.call(form.querySelectorAll("[data-live-search]"), function (el) {
+      el.addEventListener(el.tagName === "SELECT" ? "change" : "input", function () {
+        if (timer) { clearTimeout(timer); }
+        timer = setTimeout(run, 250);
+      });
+    });
+  }
+
   if (window.EventSource) {
     var source = new EventSource("/api/stream?last=" + encodeURIComponent(last));
     var onChange = function (e) {
