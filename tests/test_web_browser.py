@@ -28,9 +28,14 @@ PAGES = ("/", "/timeline", "/failures", "/search?q=parser", "/memory", "/proposa
 
 
 def _wait(what: str, check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        got = check()
+        try:
+            got = check()
+        except StaleElementReferenceException:  # the live stream swapped the page's <main> meanwhile
+            got = None
         if got:
             return got
         if time.monotonic() > deadline:
@@ -111,15 +116,14 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
     # every main page renders, without a console error from the CSP, and is photographed
     for i, path in enumerate(PAGES):
         browser.get(base + path)
-        main = browser.find_element(By.ID, "main")
-        assert main.find_element(By.TAG_NAME, "h1").text, path
+        _wait(f"the heading of {path}", lambda: browser.find_element(By.CSS_SELECTOR, "#main h1").text)
         name = "now" if path == "/" else path.strip("/").split("?")[0].replace("/", "-")
         browser.save_screenshot(str(shots / f"{i:02d}-{name}.png"))
 
     # the timeline: the scripted session with its attempts and a superseded one
     browser.get(base + "/timeline")
-    sessions = browser.find_elements(By.CSS_SELECTOR, "article.session")
-    assert sessions and "superseded" in browser.page_source
+    _wait("the sessions", lambda: browser.find_elements(By.CSS_SELECTOR, "article.session"))
+    assert "superseded" in browser.page_source
     assert browser.find_elements(By.CSS_SELECTOR, "svg.bar rect.seg.failure")
 
     # live: a hook in another process records a new session; it appears without a reload
@@ -140,8 +144,8 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
     # search as you type: results swap in while the page (and the box's focus) stays
     browser.get(base + "/search")
     browser.execute_script("window.__notReloaded = true;")
-    box = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
-    box.send_keys("parser")
+    _wait("typing into the search box",
+          lambda: browser.find_element(By.CSS_SELECTOR, "input[name=q]").send_keys("parser") or True)
     _wait("search results as you type", lambda: browser.find_elements(By.CSS_SELECTOR, "#results mark"))
     assert browser.execute_script("return window.__notReloaded === true;")
     assert "q=parser" in browser.current_url
@@ -149,15 +153,15 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
 
     # a proposal approved by a click
     browser.get(base + "/proposals")
-    button = browser.find_element(By.CSS_SELECTOR, "button.approve")
-    title = browser.find_element(By.CSS_SELECTOR, "article.proposal h2").text
-    button.click()
+    title = _wait("the proposal", lambda: browser.find_element(By.CSS_SELECTOR, "article.proposal h2").text)
+    _wait("the click on Approve", lambda: browser.find_element(By.CSS_SELECTOR, "button.approve").click() or True)
     try:
         _wait("the merged list", lambda: "status=merged" in browser.current_url)
     except AssertionError:
         raise AssertionError(browser.current_url + "\n" + browser.page_source[:3000]) from None
     browser.get(base + "/memory")
-    assert "How to run python -m pytest" in browser.find_element(By.ID, "main").text, title
+    _wait(f"the approved memory ({title}) listed",
+          lambda: "How to run python -m pytest" in browser.find_element(By.ID, "main").text)
     browser.save_screenshot(str(shots / "11-memory-after-approve.png"))
 
     saved = sorted(p.name for p in shots.iterdir())
