@@ -74,6 +74,22 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.communicate()
 
 
+_INDEX: Final = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from agentlog.search.index import catch_up
+catch_up(sys.argv[2])
+"""
+
+
+def _indexed(ctx: StepContext, root: str, size: int) -> None:
+    """The full-text index brought up to date first (a child process, not timed), as the daemon keeps it."""
+    from .projection_steps import SRC, _child
+
+    ctx.progress(f"indexing {size:,} events for search (a child process, not timed)")
+    _child([sys.executable, "-c", _INDEX, SRC, root])
+
+
 def _routes(client: Any) -> list[str]:
     tl = client.get("/api/timeline").json()
     sessions = [s["session_id"] for s in tl["sessions"]]
@@ -157,6 +173,7 @@ def web(ctx: StepContext) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     for size in _sizes(ctx):
         root, _info = built_root(ctx, size)
+        _indexed(ctx, root, size)
         ctx.progress(f"dashboard over {size:,} events")
         proc, url = _serve(root, live=False)
         try:
@@ -233,6 +250,7 @@ def mcp(ctx: StepContext) -> dict[str, Any]:
     tables, metrics, raw = [], {}, {}
     for size in _sizes(ctx):
         root, _ = built_root(ctx, size)
+        _indexed(ctx, root, size)
         ctx.progress(f"MCP tools over {size:,} events")
         timed = asyncio.run(_mcp_times(root))
         raw[str(size)] = timed
