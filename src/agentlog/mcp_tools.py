@@ -75,17 +75,21 @@ def _short(v: Any, n: int = 160) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
-def _engine_call(root: str, fn: Callable[[Any], Any]) -> Any:
-    from .query.engine import QueryError, open_current
-    from .query.views import IdError
+_SOURCES: dict[str, Any] = {}
 
+
+def _engine_call(root: str, fn: Callable[[Any], Any]) -> Any:
+    """``fn(engine)`` on the server's one engine over ``root`` (kept open, reopened when the store
+    changed; the store brought up to date at most once a second — what the dashboard does)."""
+    from .query.engine import QueryError
+    from .query.views import IdError
+    from .web.data import Source
+
+    source = _SOURCES.get(root)
+    if source is None:
+        source = _SOURCES[root] = Source(root)
     try:
-        engine, _ = open_current(root)
-    except QueryError as e:
-        raise ToolError(str(e)) from None
-    try:
-        with engine:
-            return fn(engine)
+        return source.read(fn)
     except (IdError, QueryError) as e:
         raise ToolError(str(e)) from None
 

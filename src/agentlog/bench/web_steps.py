@@ -110,7 +110,9 @@ def _routes(client: Any) -> list[str]:
 def _time_routes(client: Any, routes: list[str]) -> dict[str, dict[str, float]]:
     out = {}
     for path in routes:
-        client.get(path)  # the first: engine opened, pages warm
+        t = time.perf_counter()
+        client.get(path)  # the first: computed (nothing remembered yet for this store)
+        first = (time.perf_counter() - t) * 1000
         runs = []
         for _ in range(RUNS):
             t = time.perf_counter()
@@ -118,7 +120,7 @@ def _time_routes(client: Any, routes: list[str]) -> dict[str, dict[str, float]]:
             runs.append((time.perf_counter() - t) * 1000)
             if r.status_code != 200:
                 raise RuntimeError(f"{path}: HTTP {r.status_code}")
-        out[path] = describe(runs)
+        out[path] = {**describe(runs), "first": first}
     return out
 
 
@@ -185,12 +187,15 @@ def web(ctx: StepContext) -> dict[str, Any]:
         raw[str(size)] = timed
         worst = max(v["p95"] for v in timed.values())
         metrics[f"{size}.worst_p95_ms"] = worst
+        metrics[f"{size}.worst_first_ms"] = max(v["first"] for v in timed.values())
         tables.append({
             "title": f"Dashboard pages and API routes over {size:,} events",
-            "columns": ["route", "p50", "p95"],
-            "rows": [[path, *_fmt(d)] for path, d in timed.items()],
-            "note": f"HTTP on loopback to `agentlog serve --no-live` (a child process), signed in; one untimed "
-                    f"request per route, then {RUNS} timed. Worst p95 {worst:.0f} ms; target ≤ 300 ms on the full store.",
+            "columns": ["route", "first (computed)", "p50", "p95"],
+            "rows": [[path, f"{d['first']:.0f} ms", *_fmt(d)] for path, d in timed.items()],
+            "note": f"HTTP on loopback to `agentlog serve --no-live` (a child process), signed in. First: the first "
+                    f"request of the route over this store (computed; the server remembers answers until the store "
+                    f"or projection changes), then {RUNS} timed. Worst p95 {worst:.0f} ms, worst first "
+                    f"{max(v['first'] for v in timed.values()):.0f} ms; target ≤ 300 ms on the full store.",
         })
     size = max(_sizes(ctx))
     root, _ = built_root(ctx, size)

@@ -227,34 +227,10 @@ def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
     missing frame: nothing)."""
     import orjson
 
-    from ..log.frame import event_bytes, is_purged
-    from ..log.layout import log_path
-    from ..log.segments import SegmentError, read_from
+    from ..log.lookup import event_at
 
-    if offset is None:
-        return {}
-    provider, _, key = log.partition("/")
-    parts: list[bytes] = []
-    try:
-        chunks = read_from(log_path(root, provider, key), int(offset), chunk=64 << 10)
-        try:
-            for _off, data in chunks:  # up to the frame's newline only
-                nl = data.find(b"\n")
-                parts.append(data if nl < 0 else data[: nl + 1])
-                if nl >= 0:
-                    break
-        finally:
-            getattr(chunks, "close", lambda: None)()  # a generator: release the log now
-    except (OSError, SegmentError):
-        return {}
-    line = b"".join(parts)
-    if not line.endswith(b"\n"):
-        return {}
-    if is_purged(line[:128]):
-        return {}
-    try:
-        ev = orjson.loads(event_bytes(line))
-    except orjson.JSONDecodeError:
+    ev = event_at(root, log, offset)
+    if ev is None:
         return {}
     content = ev.get("content")
     return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content),

@@ -84,8 +84,15 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         except ValueError:
             return 0
 
-    def read(fn: Callable[[Any], Any]) -> Any:
-        return run_in_threadpool(source.read, fn)
+    def read(fn: Callable[[Any], Any], key: str | None = None) -> Any:
+        """``fn(engine)`` in a thread; with ``key``, remembered until the store changes."""
+        if key is None:
+            return run_in_threadpool(source.read, fn)
+        return run_in_threadpool(source.read_cached, key, fn)
+
+    def key_of(request: Request) -> str:
+        path = request.url.path.removeprefix("/api")
+        return (path or "/") + "?" + "&".join(f"{k}={v}" for k, v in sorted(request.query_params.multi_items()))
 
     async def guarded(request: Request, produce: Callable[[], Any], render: Callable[[Any], Response]) -> Response:
         """Run ``produce`` (in a thread); map an unknown id to 404 and a bad query to 400."""
@@ -120,21 +127,21 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         return html, api
 
     def now(request: Request) -> Any:
-        return read(data.now)
+        return read(data.now, key_of(request))
 
     def timeline(request: Request) -> Any:
         project = request.query_params.get("project") or None
-        return read(lambda e: data.timeline(e, page=page_no(request), project=project))
+        return read(lambda e: data.timeline(e, page=page_no(request), project=project), key_of(request))
 
     def session(request: Request) -> Any:
-        return read(lambda e: {"session": data.session(e, request.path_params["ident"])})
+        return read(lambda e: {"session": data.session(e, request.path_params["ident"])}, key_of(request))
 
     def attempt(request: Request) -> Any:
-        return read(lambda e: {"attempt": data.attempt(e, request.path_params["ident"])})
+        return read(lambda e: {"attempt": data.attempt(e, request.path_params["ident"], root)}, key_of(request))
 
     def failures(request: Request) -> Any:
         project = request.query_params.get("project") or None
-        return read(lambda e: data.failures(e, page=page_no(request), project=project))
+        return read(lambda e: data.failures(e, page=page_no(request), project=project), key_of(request))
 
     async def search(request: Request) -> Any:
         from ..memory import service
@@ -149,8 +156,8 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         from ..search.text import QueryError as SearchQueryError
 
         try:
-            out = await read(lambda e: data.search_events(root, e, q, page=page_no(request), filters=filters,
-                                                          outcome=outcome))
+            out = dict(await read(lambda e: data.search_events(root, e, q, page=page_no(request), filters=filters,
+                                                               outcome=outcome), key_of(request)))
         except SearchQueryError as e:
             out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
                    "outcome": outcome}
@@ -206,7 +213,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         return {"query": q, "result": res}
 
     def usage(request: Request) -> Any:
-        return read(data.usage)
+        return read(data.usage, key_of(request))
 
     def integrity(request: Request) -> Any:
         return run_in_threadpool(data.integrity, root)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections import OrderedDict
 import threading
 import time
 from typing import Any, Callable, Final, TypeVar
@@ -23,6 +24,8 @@ from ..query.views import ATTEMPT_COLUMNS, plain, resolve_id
 
 PAGE: Final = 25
 """Rows per page of every list."""
+CACHE: Final = 256
+"""Answers a :class:`Source` remembers for the current store."""
 T = TypeVar("T")
 
 
@@ -37,6 +40,7 @@ class Source:
         self._engine: Engine | None = None
         self._stamp: tuple[Any, ...] | None = None
         self._caught = 0.0
+        self._cache: OrderedDict[tuple[str, Any], Any] = OrderedDict()
 
     def _store_stamp(self) -> tuple[Any, ...]:
         from ..project.persist import projection_dir
@@ -73,6 +77,21 @@ class Source:
                 self._engine = Engine(self.root)
                 self._stamp = stamp
             return fn(self._engine)
+
+    def read_cached(self, key: str, fn: Callable[[Engine], T]) -> T:
+        """:meth:`read`, remembered until the store or the projection changes (a page asked
+        again over the same data is answered from memory; at most :data:`CACHE` answers)."""
+        with self._lock:
+            if self.catch_up:
+                self.bring_up_to_date()
+            hit = self._cache.get((key, self._store_stamp()))
+            if hit is not None:
+                return hit  # type: ignore[no-any-return]
+            value = self.read(fn)  # the engine is (re)opened at the current stamp
+            self._cache[(key, self._stamp)] = value
+            while len(self._cache) > CACHE:
+                self._cache.popitem(last=False)
+            return value
 
     def close(self) -> None:
         with self._lock:
@@ -186,9 +205,24 @@ def session(engine: Engine, ident: str) -> dict[str, Any]:
 _EDIT_TOOLS: Final = ("Edit", "MultiEdit", "Write", "apply_patch", "replace", "write_file", "edit_file")
 
 
-def attempt(engine: Engine, ident: str) -> dict[str, Any]:
-    """The attempt, its evidence events with their content, the edits it made as unified
-    diffs, and what superseded it (or what it superseded)."""
+def _days(start: Any, end: Any) -> list[str]:
+    """The UTC dates (the store's partitions) from a day before ``start`` to a day after ``end``;
+    empty (no partition filter) for an unknown or long span."""
+    import datetime as dt
+
+    if not isinstance(start, dt.datetime):
+        return []
+    last = end if isinstance(end, dt.datetime) else start
+    first_day = (start.astimezone(dt.timezone.utc) - dt.timedelta(days=1)).date()
+    last_day = (last.astimezone(dt.timezone.utc) + dt.timedelta(days=1)).date()
+    if (last_day - first_day).days > 31:
+        return []
+    return [(first_day + dt.timedelta(days=i)).isoformat() for i in range((last_day - first_day).days + 1)]
+
+
+def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
+    """The attempt, its evidence events with their content (read from their own log frames), the
+    edits it made as unified diffs, and what superseded it (or what it superseded)."""
     ref = resolve_id(engine, ident, ["attempt"])
     cols = ", ".join("a." + c for c in ATTEMPT_COLUMNS if c != "objective")
     (row,) = _rows(engine, f"SELECT {cols}, coalesce(a.objective, t.objective) AS objective, a.evidence, "
@@ -197,12 +231,19 @@ def attempt(engine: Engine, ident: str) -> dict[str, Any]:
     ids = list(row.get("evidence") or [])
     events: list[dict[str, Any]] = []
     if ids:
+        # the small columns from the store (the session's days only), the content from each frame
+        span = _days(row.get("started_at"), row.get("ended_at"))
+        where = (f"observed_date IN ({', '.join('?' for _ in span)}) AND " if span else "")
         events = _rows(engine, "SELECT event_id, observed_at, kind, tool_name, outcome_status, outcome_class, "
-                               "exit_code, paths, content FROM events WHERE event_id IN ("
-                       + ", ".join("?" for _ in ids) + ") ORDER BY observed_at, event_id LIMIT 500", ids)
+                               f"exit_code, paths, log_provider, log_key, log_offset FROM events WHERE {where}"
+                               "event_id IN (" + ", ".join("?" for _ in ids) + ") ORDER BY observed_at, event_id "
+                               "LIMIT 500", [*span, *ids])
     diffs = []
+    from ..log.lookup import event_at
+
     for ev in events:
-        ev["content"] = _json(ev.get("content"))
+        frame = event_at(root, f"{ev.pop('log_provider')}/{ev.pop('log_key')}", ev.pop("log_offset"))
+        ev["content"] = frame.get("content") if frame else None
         if ev["kind"] == "tool_call_started" and ev.get("tool_name") in _EDIT_TOOLS:
             diffs.extend(_diffs(ev))
     out = plain(row)

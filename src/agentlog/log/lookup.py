@@ -1,0 +1,49 @@
+"""One event read straight from its log frame, by the logical offset the store keeps.
+
+What a hit or an attempt's evidence needs of an event's content is cheaper to
+read from the frame itself (a ``pread`` in the active file, a short
+decompression in a sealed segment) than from the store's ``event`` column,
+whose Parquet pages hold thousands of other events' JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def event_at(root: str, log: str, offset: int | None) -> dict[str, Any] | None:
+    """The event of the frame at logical ``offset`` of ``log`` (``provider/key``); None when
+    the frame is purged, missing or not a frame."""
+    import orjson
+
+    from .frame import event_bytes, is_purged
+    from .layout import log_path
+    from .segments import SegmentError, read_from
+
+    if offset is None:
+        return None
+    provider, _, key = log.partition("/")
+    parts: list[bytes] = []
+    try:
+        chunks = read_from(log_path(root, provider, key), int(offset), chunk=64 << 10)
+        try:
+            for _off, data in chunks:  # up to the frame's newline only
+                nl = data.find(b"\n")
+                parts.append(data if nl < 0 else data[: nl + 1])
+                if nl >= 0:
+                    break
+        finally:
+            getattr(chunks, "close", lambda: None)()  # a generator: release the log now
+    except (OSError, SegmentError):
+        return None
+    line = b"".join(parts)
+    if not line.endswith(b"\n") or is_purged(line[:128]):
+        return None
+    try:
+        ev = orjson.loads(event_bytes(line))
+    except orjson.JSONDecodeError:
+        return None
+    return ev if isinstance(ev, dict) else None
+
+
+__all__ = ["event_at"]
