@@ -152,12 +152,9 @@ def timeline(root: str, *, project: str | None = None, session: str | None = Non
 
 
 def _project_ids(engine: Any, project: str | None) -> list[str] | None:
-    if not project:
-        return None
-    name = _project(project)
-    res = engine.run("SELECT DISTINCT project_id FROM sessions WHERE project_name = ? OR project_root = ?",
-                     [name, name])
-    return [r[0] for r in res.rows]
+    from .query.scope import resolve_projects
+
+    return resolve_projects(engine, _project(project) if project else None, all_projects=not project).project_ids
 
 
 def failures(root: str, *, path: str | None = None, project: str | None = None, max_rows: int | None = None,

@@ -180,11 +180,10 @@ def _bar(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _project_ids(engine: Engine, project: str | None) -> list[str] | None:
-    if not project:
-        return None
-    found = _rows(engine, "SELECT DISTINCT project_id FROM sessions WHERE project_name = ? OR project_root = ? "
-                          "OR project_id = ?", [project, project, project])
-    return [r["project_id"] for r in found]
+    """The ids of ``project`` (a name, an id or its prefix, a path), or None for every project."""
+    from ..query.scope import resolve_projects
+
+    return resolve_projects(engine, project, all_projects=not project).project_ids
 
 
 # -- one session, one attempt ---------------------------------------------------------------------

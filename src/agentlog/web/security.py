@@ -45,7 +45,6 @@ HEADERS: Final = {
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }
-LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def is_loopback(host: str) -> bool:
