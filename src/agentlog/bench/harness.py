@@ -507,7 +507,8 @@ def run_all(
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        # logs loaded once and shared by the steps of this run (bench.store_steps)
+        # logs loaded once and shared by the steps of this run (bench.store_steps);
+        # a cache named by $AGENTLOG_BENCH_CACHE_DIR is kept for the next run
         shutil.rmtree(os.path.join(out_dir, ".workload-cache"), ignore_errors=True)
         results["run"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results["run"]["wall_secs"] = time.monotonic() - t0

@@ -38,7 +38,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from .harness import StepContext, StepFn
-from .store_steps import CACHE_DIR, FULL_EVENTS, loaded_logs
+from .store_steps import FULL_EVENTS, cache_root, loaded_logs
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STORE_MARKER = ".bench-store.json"
@@ -218,9 +218,8 @@ def _timed(fn: Callable[[], Any], n: int) -> tuple[list[float], Any]:
 
 def _cache_path(ctx: StepContext, size: int) -> str:
     name = f"built-{size}-{ctx.seed}"
-    if ctx.out_dir:
-        return os.path.join(ctx.out_dir, CACHE_DIR, name)
-    return os.path.join(ctx.tmpdir(), name)
+    root = cache_root(ctx)
+    return os.path.join(root, name) if root else os.path.join(ctx.tmpdir(), name)
 
 
 def _read_marker(path: str) -> dict[str, Any] | None:

@@ -24,6 +24,19 @@ from .harness import StepContext, StepFn
 
 FULL_EVENTS = 1_450_000
 CACHE_DIR = ".workload-cache"
+CACHE_DIR_ENV = "AGENTLOG_BENCH_CACHE_DIR"
+"""Set (by ``bench run --cache-dir``): the loaded logs and built stores live
+there instead, and are kept after the run for the next one to reuse."""
+
+
+def cache_root(ctx: StepContext) -> str | None:
+    """Where loaded logs and built stores are cached: ``$AGENTLOG_BENCH_CACHE_DIR``
+    (kept), else ``<out>/.workload-cache`` (removed when the run ends), else
+    nowhere (a step run on its own uses its scratch directory)."""
+    kept = os.environ.get(CACHE_DIR_ENV)
+    if kept:
+        return os.path.abspath(kept)
+    return os.path.join(ctx.out_dir, CACHE_DIR) if ctx.out_dir else None
 SMALL_BATCH_EVENTS = 100
 """attemptdb's batch latency is per 100-event batch; ours are measured the same way where it matters."""
 
@@ -44,8 +57,9 @@ def loaded_logs(ctx: StepContext, size: int) -> tuple[str, float]:
     first load's time is reused)."""
     from .workload.load import default_jobs, load
 
-    if ctx.out_dir:
-        cache = os.path.join(ctx.out_dir, CACHE_DIR, f"{size}-{ctx.seed}")
+    root = cache_root(ctx)
+    if root:
+        cache = os.path.join(root, f"{size}-{ctx.seed}")
     else:
         cache = os.path.join(ctx.tmpdir(), "workload")
     marker = os.path.join(cache, "complete.json")

@@ -75,11 +75,16 @@ _STEPS_MODULE_HELP = "Python module (dotted name or .py file) whose STEPS dict a
 @click.option("--time-cap-secs", type=click.FloatRange(0.1), default=600.0, show_default=True, help="Soft budget per step; killed at twice this.")
 @click.option("--rss-cap-gb", type=click.FloatRange(0.01), default=None, help="Kill a step above this resident set [default: 75 % of RAM].")
 @click.option("--steps-module", default=None, help=_STEPS_MODULE_HELP)
+@click.option(
+    "--cache-dir", default=None, type=click.Path(file_okay=False),
+    help="Keep the loaded logs and built stores here and reuse them in later runs (same size and seed); "
+    "also $AGENTLOG_BENCH_CACHE_DIR. [default: <out>/.workload-cache, removed at the end]",
+)
 @click.option("--list", "list_steps", is_flag=True, help="List the steps and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout at the end.")
 def bench_run(
     events: int, seed: int, only: str | None, skip: str | None, out: str, time_cap_secs: float, rss_cap_gb: float | None,
-    steps_module: str | None, list_steps: bool, as_json: bool,
+    steps_module: str | None, cache_dir: str | None, list_steps: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Run every benchmark step, each in its own process; write results.json and results.md.
 
@@ -95,6 +100,11 @@ def bench_run(
     from ..bench import harness
     from ..bench.report import fmt_bytes, fmt_secs
 
+    from ..bench.store_steps import CACHE_DIR_ENV
+
+    if cache_dir:
+        os.makedirs(cache_dir, exist_ok=True)
+        os.environ[CACHE_DIR_ENV] = os.path.abspath(cache_dir)  # the step processes inherit it
     module = harness.steps_module_spec(steps_module)
     reg = harness.registry(module)
     if list_steps:
