@@ -237,3 +237,66 @@ def test_search_page_filters_and_results_fragment(client: TestClient) -> None:
     assert bad["hits"] == [] and "at least one word" in bad["error"]
     marked = client.get("/search", params={"q": "parser"}).text
     assert "<mark>parser</mark>" in marked.lower() or "<mark>Parser</mark>" in marked
+
+
+def test_usage_breakdowns_equal_sums_over_the_usage_rows(agentlog_home: Path) -> None:
+    """The Usage page's one-pass grouping equals sums made here from the usage rows themselves."""
+    from agentlog.fixtures import shared_dir
+    from agentlog.importer.run import import_paths
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+    from agentlog.web import data
+
+    fixtures = Path(shared_dir()) / "fixtures" / "claude-code"
+    if not fixtures.is_dir():
+        pytest.skip(f"shared fixtures not found at {fixtures}")
+    import_paths(str(agentlog_home), ["claude-code"], [str(fixtures)])
+    ingest(str(agentlog_home))
+    with Engine(str(agentlog_home)) as engine:
+        got = data.usage(engine)
+        res = engine.run("SELECT observed_at, model, project_name, total_tokens, cost_usd FROM usage", max_rows=1_000_000)
+    rows = [dict(zip(res.columns, r)) for r in res.rows]
+    assert rows, "the fixtures hold usage"
+    for name, key in (("days", lambda r: r["observed_at"].strftime("%Y-%m-%d")),
+                      ("models", lambda r: r["model"] or "?"), ("projects", lambda r: r["project_name"] or "?")):
+        want: dict[str, list[Any]] = {}
+        for r in rows:
+            w = want.setdefault(key(r), [0, 0])
+            w[0] += r["total_tokens"]
+            w[1] += 1
+        assert {g["key"]: [g["tokens"], g["responses"]] for g in got[name]} == want, name
+    assert [d["key"] for d in got["days"]] == sorted(d["key"] for d in got["days"])
+    costs = [m["cost_usd"] for m in got["models"] if m["cost_usd"] is not None]
+    assert costs == sorted(costs, reverse=True)
+
+
+def test_partition_days_cover_the_span_with_a_day_either_side() -> None:
+    import datetime as dt
+
+    from agentlog.query.views import partition_days
+
+    utc = dt.timezone.utc
+    start = dt.datetime(2026, 3, 1, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=-2)))  # 2 March in UTC
+    assert partition_days(start, start + dt.timedelta(hours=3)) == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert partition_days(None, None) == []
+    assert partition_days(start, start + dt.timedelta(days=40)) == []
+    today = dt.datetime.now(utc).date()
+    recent = dt.datetime.now(utc) - dt.timedelta(days=3)
+    open_span = partition_days(recent, None)  # not ended: up to today (and a day after)
+    assert open_span[0] == (recent.date() - dt.timedelta(days=1)).isoformat()
+    assert (today + dt.timedelta(days=1)).isoformat() == open_span[-1]
+
+
+def test_show_reads_the_same_evidence_as_an_unfiltered_scan(populated: str) -> None:
+    from agentlog.query import views
+    from agentlog.query.engine import Engine
+
+    with Engine(populated) as engine:
+        attempts = engine.run("SELECT attempt_id, evidence FROM attempts").rows
+        assert attempts
+        for attempt_id, evidence in attempts:
+            shown = views.show(engine, f"att_{attempt_id}")
+            ids = list(evidence or [])
+            want = engine.run(f"SELECT event_id FROM events WHERE event_id IN ({', '.join('?' for _ in ids)}) "
+                              "ORDER BY observed_at, captured_at, event_id", ids).rows if ids else []
+            assert [e["event_id"].removeprefix("ev_") for e in shown["evidence"]] == [r[0] for r in want]

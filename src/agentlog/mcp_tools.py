@@ -78,18 +78,24 @@ def _short(v: Any, n: int = 160) -> str:
 _SOURCES: dict[str, Any] = {}
 
 
-def _engine_call(root: str, fn: Callable[[Any], Any]) -> Any:
-    """``fn(engine)`` on the server's one engine over ``root`` (kept open, reopened when the store
-    changed; the store brought up to date at most once a second — what the dashboard does)."""
-    from .query.engine import QueryError
-    from .query.views import IdError
+def _source(root: str) -> Any:
+    """The server's one :class:`web.data.Source` over ``root``."""
     from .web.data import Source
 
     source = _SOURCES.get(root)
     if source is None:
         source = _SOURCES[root] = Source(root)
+    return source
+
+
+def _engine_call(root: str, fn: Callable[[Any], Any]) -> Any:
+    """``fn(engine)`` on the server's one engine over ``root`` (kept open, reopened when the store
+    changed; the store brought up to date at most once a second — what the dashboard does)."""
+    from .query.engine import QueryError
+    from .query.views import IdError
+
     try:
-        return source.read(fn)
+        return _source(root).read(fn)
     except (IdError, QueryError) as e:
         raise ToolError(str(e)) from None
 
@@ -118,7 +124,8 @@ def _aql(root: str, statement: str, max_rows: int, max_chars: int) -> tuple[str,
 def status(root: str) -> tuple[str, dict[str, Any]]:
     from .store.status import status as store_status
 
-    st = store_status(root).to_dict()
+    _source(root).bring_up_to_date()  # at most once a second, as every other tool
+    st = store_status(root, catch_up=False).to_dict()
     keep: dict[str, Any] = {k: st.get(k) for k in ("sessions", "events", "last_ingest_at", "lag_logs", "lag_bytes")
                             if k in st}
     keep["breaks"] = len(st.get("breaks") or [])

@@ -17,7 +17,7 @@ raises :class:`UnknownId`, :class:`AmbiguousId` or :class:`BadId`.
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Iterable
 
 import orjson
@@ -361,6 +361,21 @@ def failures(engine: Any, scope: Scope) -> list[dict[str, Any]]:
 # -- show -------------------------------------------------------------------------------------
 
 
+def partition_days(start: Any, end: Any) -> list[str]:
+    """The UTC dates (the store's ``observed_date`` partitions) from a day before ``start`` to
+    a day after ``end`` (now, for what has not ended): where the events of an entity that ran
+    from ``start`` to ``end`` are. Empty (read every partition) for an unknown start or a span
+    of more than a month."""
+    if not isinstance(start, datetime):
+        return []
+    last = end if isinstance(end, datetime) else datetime.now(timezone.utc)
+    first_day = (start.astimezone(timezone.utc) - timedelta(days=1)).date()
+    last_day = (last.astimezone(timezone.utc) + timedelta(days=1)).date()
+    if (last_day - first_day).days > 31:
+        return []
+    return [(first_day + timedelta(days=i)).isoformat() for i in range((last_day - first_day).days + 1)]
+
+
 def _event_rows(engine: Any, where: str, params: list[Any], scope: Scope | None,
                 limit: int | None) -> tuple[list[dict[str, Any]], bool]:
     tw, tp = "TRUE", list[Any]()
@@ -411,13 +426,19 @@ def show(engine: Any, text: str, scope: Scope | None = None, *, kinds: Iterable[
         if ref.kind == "turn":
             for a in _rows(engine, "SELECT evidence FROM attempts WHERE turn_id = ?", [ref.id]):
                 ids += a["evidence"] or []
-        ids += [row[k] for k in ("corrected_by",) if row.get(k)]
-        ids = list(dict.fromkeys(ids))
+        corrections = [row[k] for k in ("corrected_by",) if row.get(k)]
+        ids = list(dict.fromkeys(ids + corrections))
         if not ids:
             return {"type": ref.kind, "id": ref.display, "entity": plain(row), "evidence": [],
                     "evidence_truncated": False}
         where = f"event_id IN ({', '.join('?' for _ in ids)})"
         params = ids
+        # the events of an attempt, a turn or a tool call lie within its span: read only those
+        # days' partitions (a correction can come any time later: then every partition)
+        span = [] if corrections else partition_days(row.get("started_at"), row.get("ended_at"))
+        if span:
+            where = f"observed_date IN ({', '.join('?' for _ in span)}) AND {where}"
+            params = [*span, *ids]
     evidence, more = _event_rows(engine, where, params, scope, limit)
     return {"type": ref.kind, "id": ref.display, "entity": plain(row), "evidence": evidence,
             "evidence_truncated": more}

@@ -20,7 +20,7 @@ import orjson
 
 from ..query.engine import Engine, QueryError, bring_up_to_date
 from ..query.scope import Scope
-from ..query.views import ATTEMPT_COLUMNS, plain, resolve_id
+from ..query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
 
 PAGE: Final = 25
 """Rows per page of every list."""
@@ -204,21 +204,6 @@ def session(engine: Engine, ident: str) -> dict[str, Any]:
 _EDIT_TOOLS: Final = ("Edit", "MultiEdit", "Write", "apply_patch", "replace", "write_file", "edit_file")
 
 
-def _days(start: Any, end: Any) -> list[str]:
-    """The UTC dates (the store's partitions) from a day before ``start`` to a day after ``end``;
-    empty (no partition filter) for an unknown or long span."""
-    import datetime as dt
-
-    if not isinstance(start, dt.datetime):
-        return []
-    last = end if isinstance(end, dt.datetime) else start
-    first_day = (start.astimezone(dt.timezone.utc) - dt.timedelta(days=1)).date()
-    last_day = (last.astimezone(dt.timezone.utc) + dt.timedelta(days=1)).date()
-    if (last_day - first_day).days > 31:
-        return []
-    return [(first_day + dt.timedelta(days=i)).isoformat() for i in range((last_day - first_day).days + 1)]
-
-
 def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
     """The attempt, its evidence events with their content (read from their own log frames), the
     edits it made as unified diffs, and what superseded it (or what it superseded)."""
@@ -231,7 +216,7 @@ def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     if ids:
         # the small columns from the store (the session's days only), the content from each frame
-        span = _days(row.get("started_at"), row.get("ended_at"))
+        span = partition_days(row.get("started_at"), row.get("ended_at"))
         where = (f"observed_date IN ({', '.join('?' for _ in span)}) AND " if span else "")
         events = _rows(engine, "SELECT event_id, observed_at, kind, tool_name, outcome_status, outcome_class, "
                                f"exit_code, paths, log_provider, log_key, log_offset FROM events WHERE {where}"
@@ -311,16 +296,31 @@ def _marked(snippet: str, marks: list[tuple[int, int]]) -> list[tuple[str, bool]
 
 
 def usage(engine: Engine) -> dict[str, Any]:
-    """Tokens and cost by day (last 60), by model and by project."""
-    def by(col: str, order: str, limit: int) -> list[dict[str, Any]]:
-        return _rows(engine, f"SELECT {col} AS key, sum(total_tokens) AS tokens, sum(input_tokens) AS input, "
-                             "sum(output_tokens) AS output, round(sum(cost_usd), 4) AS cost_usd, count(*) AS responses "
-                             f"FROM usage GROUP BY 1 ORDER BY {order} LIMIT {limit}")
+    """Tokens and cost by day (last 60), by model and by project: one pass over the usage rows
+    (grouping sets), not one per breakdown."""
+    keys = {"day": "strftime(observed_at, '%Y-%m-%d')", "model": "coalesce(model, '?')",
+            "project": "coalesce(project_name, '?')"}
+    rows = _rows(engine, f"SELECT {', '.join(f'{v} AS {k}' for k, v in keys.items())}, "
+                         "grouping(" + ", ".join(keys.values()) + ") AS g, sum(total_tokens) AS tokens, "
+                         "sum(input_tokens) AS input, sum(output_tokens) AS output, "
+                         "round(sum(cost_usd), 4) AS cost_usd, count(*) AS responses FROM usage "
+                         f"GROUP BY GROUPING SETS (({keys['day']}), ({keys['model']}), ({keys['project']}))",
+                 max_rows=1_000_000)
+    # grouping() has a bit set for each key not grouped on: day 4, model 2, project 1
+    by: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+    for r in rows:
+        name = {3: "day", 5: "model", 6: "project"}[r.pop("g")]
+        key = r.pop(name)
+        for k in keys:
+            r.pop(k, None)
+        by[name].append({"key": key, **r})
 
-    days = by("strftime(observed_at, '%Y-%m-%d')", "1 DESC", 60)
-    days.reverse()
-    return {"days": days, "models": by("coalesce(model, '?')", "cost_usd DESC NULLS LAST, tokens DESC", 30),
-            "projects": by("coalesce(project_name, '?')", "cost_usd DESC NULLS LAST, tokens DESC", 30)}
+    def biggest(xs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(xs, key=lambda r: (-(r["cost_usd"] if r["cost_usd"] is not None else -1.0),
+                                         -(r["tokens"] or 0), str(r["key"])))[:30]
+
+    days = sorted(by["day"], key=lambda r: str(r["key"]))[-60:]
+    return {"days": days, "models": biggest(by["model"]), "projects": biggest(by["project"])}
 
 
 def sql(engine: Engine, statement: str, *, max_rows: int = 500) -> dict[str, Any]:
