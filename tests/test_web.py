@@ -300,3 +300,35 @@ def test_show_reads_the_same_evidence_as_an_unfiltered_scan(populated: str) -> N
             want = engine.run(f"SELECT event_id FROM events WHERE event_id IN ({', '.join('?' for _ in ids)}) "
                               "ORDER BY observed_at, captured_at, event_id", ids).rows if ids else []
             assert [e["event_id"].removeprefix("ev_") for e in shown["evidence"]] == [r[0] for r in want]
+
+
+def test_the_server_compacts_a_store_of_small_files_when_no_daemon_runs(agentlog_home: Path) -> None:
+    """Without a daemon the live feed does its upkeep: small files from many ingests are compacted,
+    and every row is still there."""
+    import time
+
+    from deltalake import DeltaTable
+
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+    from agentlog.store.schema import events_path
+    from agentlog.web.data import Source
+    from agentlog.web.live import UPKEEP_S, Feed
+    from import_support import record_prompt
+
+    root = str(agentlog_home)
+    for i in range(6):  # one ingest each: six small files in today's partition
+        record_prompt(root, f"s-{i}", f"prompt number {i}")
+        ingest(root)
+    before = len(DeltaTable(events_path(root)).file_uris())
+    assert before >= 6
+    feed = Feed(Source(root, catch_up=False))
+    assert not feed.upkeep_if_due()  # not yet: the first upkeep waits a minute
+    assert feed.upkeep_if_due(now=time.monotonic() + 2 * UPKEEP_S)
+    assert feed._upkeep is not None
+    feed._upkeep.join(timeout=120)
+    assert feed.upkeep_runs == 1
+    assert len(DeltaTable(events_path(root)).file_uris()) < before
+    with Engine(root) as engine:
+        assert sorted(r[0] for r in engine.run("SELECT text FROM events WHERE kind = 'prompt_submitted'").rows) == \
+            [f"prompt number {i}" for i in range(6)]

@@ -5,7 +5,11 @@ written — a hook's frame in a session log, a daemon's ingest, a memory
 change made by the CLI — by the sizes and times of those files, not by
 anything this process did, so writes of every process reach the browser.
 When a log grew it brings the store and projection up to date itself (what
-the daemon would do; harmless when the daemon runs). Each change becomes a
+the daemon would do; harmless when the daemon runs) and, while no daemon
+runs, does the daemon's upkeep too every :data:`UPKEEP_S` (sealing idle
+logs, retention, compaction — small files from frequent ingests are what
+makes every page slower), in its own low-priority thread, the first time a
+minute after start. Each change becomes a
 numbered message (``events``, ``store``, ``memory``) kept in a ring of
 :data:`CAP`; a client that reconnects with ``Last-Event-ID`` gets what it
 missed, or ``resync`` when that is older than the ring holds. The stream
@@ -28,6 +32,8 @@ from .data import Source
 INTERVAL_S: Final = 0.4
 CAP: Final = 500
 HEARTBEAT_S: Final = 15.0
+UPKEEP_S: Final = 3600.0
+UPKEEP_FIRST_S: Final = 60.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,9 @@ class Feed:
         self._thread: threading.Thread | None = None
         self._stamps: dict[str, Any] = {}
         self.errors = 0
+        self.upkeep_runs = 0
+        self._upkeep: threading.Thread | None = None
+        self._upkeep_at = time.monotonic() + UPKEEP_FIRST_S
 
     # -- publishing ----------------------------------------------------------------------------
     def publish(self, type_: str, data: dict[str, Any]) -> Change:
@@ -148,8 +157,29 @@ class Feed:
         while not self._stop.wait(self.interval_s):
             try:
                 self.check()
+                self.upkeep_if_due()
             except Exception:  # noqa: BLE001 - the feed must outlive one bad look
                 self.errors += 1
+
+    def upkeep_if_due(self, *, now: float | None = None) -> bool:
+        """Start the daemon's upkeep in a thread when it is due, none is running and no daemon
+        runs (it does its own); True when started."""
+        from ..store import daemon
+
+        now = time.monotonic() if now is None else now
+        if now < self._upkeep_at or (self._upkeep is not None and self._upkeep.is_alive()):
+            return False
+        self._upkeep_at = now + UPKEEP_S
+        if daemon.state(self.source.root).running:
+            return False
+
+        def work() -> None:
+            daemon.maintain(self.source.root)  # logs its failures, never raises
+            self.upkeep_runs += 1
+
+        self._upkeep = threading.Thread(target=work, name="agentlog-upkeep", daemon=True)
+        self._upkeep.start()
+        return True
 
     def stop(self) -> None:
         self._stop.set()
@@ -166,4 +196,4 @@ def _stat(path: str) -> tuple[int, int] | None:
     return (st.st_size, st.st_mtime_ns)
 
 
-__all__ = ["CAP", "Change", "Feed", "HEARTBEAT_S", "INTERVAL_S"]
+__all__ = ["CAP", "Change", "Feed", "HEARTBEAT_S", "INTERVAL_S", "UPKEEP_S"]
