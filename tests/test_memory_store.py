@@ -94,9 +94,19 @@ def test_any_history_replays_to_the_same_read_model(ops: list[tuple[str, int, in
                 S.add_evidence(root, ids[i % len(ids)], {"type": "quote", "value": f"q{j}"})
         except (InvalidMemory, store.NotFound):
             pass  # a refused change writes nothing
+    _assert_at_the_logs_end(root)
     live = _dump(root)
     store.rebuild(root)
     assert _dump(root) == live
+
+
+def _assert_at_the_logs_end(root: str) -> None:
+    """The read model has applied the whole log, by its recorded offset (a write folds its own
+    frames without reading them back: the offset it records must still be the log's end)."""
+    con = store.connect(root)
+    assert store._applied(con) == os.path.getsize(store.log_path(root))
+    store._forget(root)  # as a new process: nothing left to apply
+    assert store.catch_up(root, store.connect(root)) == 0
 
 
 _WRITER = """
@@ -135,6 +145,7 @@ def test_concurrent_writers_one_memory_one_wins_different_memories_all_succeed(a
     procs = [subprocess.Popen([sys.executable, "-c", _CREATOR, src, root, f"writer{k}", "15"]) for k in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     assert len(S.list_memories(root, limit=1000)) == 1 + 45
+    _assert_at_the_logs_end(root)
     live = _dump(root)
     store.rebuild(root)
     assert _dump(root) == live
@@ -151,6 +162,19 @@ def test_an_event_appended_but_not_applied_is_applied_by_the_next_write(agentlog
     SessionLog(root, store.PROVIDER, store.LOG_KEY, session_id=store.LOG_KEY).append([dumps_bytes(ev)])
     S.create(root, "fact", "second", attributes={"statement": "y"})
     assert S.get(root, m.id).confidence == 0.99 and S.get(root, m.id).version == 2
+
+
+def test_a_write_after_a_torn_frame_reads_back_what_the_writer_repaired(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    m = S.create(root, "fact", "first", attributes={"statement": "x"})
+    with open(store.log_path(root), "ab") as f:
+        f.write(b'{"v":1,"prev":"')  # a crash mid-frame
+    S.confirm(root, m.id)  # the writer cuts it and records a gap frame first
+    assert S.get(root, m.id).version == 2
+    _assert_at_the_logs_end(root)
+    live = _dump(root)
+    store.rebuild(root)
+    assert _dump(root) == live
 
 
 def test_secrets_in_a_memory_are_redacted_before_they_are_written(agentlog_home: Path) -> None:
@@ -288,3 +312,4 @@ def test_edit_and_link_from_the_cli(agentlog_home: Path) -> None:
     assert linked.exit_code == 0 and json.loads(linked.output)["links"] == [["supersedes", a.id]]
     bad = r.invoke(cli, ["memory", "edit", b.slug, "--attr", "colour=red"], env=env)
     assert bad.exit_code == 1 and "has no attribute 'colour'" in bad.output
+

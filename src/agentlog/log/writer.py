@@ -98,13 +98,14 @@ def parse_head(data: bytes) -> Tip:
 class AppendResult:
     """What one append wrote."""
 
-    __slots__ = ("seqs", "hashes", "gaps", "path")
+    __slots__ = ("seqs", "hashes", "gaps", "path", "written")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.seqs: list[int] = []
         self.hashes: list[str] = []
         self.gaps: list[dict[str, Any]] = []
+        self.written = 0  # bytes of the frames written (gap frames included)
 
 
 class SessionLog:
@@ -165,6 +166,7 @@ class SessionLog:
                 result.seqs.append(seq)
                 result.hashes.append(digest)
                 offset += len(line)
+                result.written += len(line)
                 prev = digest
                 seq += 1
             if self._split_pause:

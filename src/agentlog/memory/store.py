@@ -23,6 +23,7 @@ the live updates (the same ``_apply``), which :func:`dump` lets a test compare.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import sqlite3
@@ -85,7 +86,9 @@ class NotFound(LookupError):
     """No memory with that id, id prefix or slug."""
 
 
+@functools.lru_cache(maxsize=64)
 def log_path(root: str) -> str:
+    """The memory log of ``root`` (a function of the string alone: kept, as every write asks several times)."""
     from ..log.layout import log_path as _log_path
 
     return _log_path(root, PROVIDER, LOG_KEY)
@@ -209,19 +212,22 @@ def _log_stamp(path: str) -> tuple[int, int]:
 
 def catch_up(root: str, con: sqlite3.Connection) -> int:
     """Apply the log's events the read model has not; how many."""
-    n = 0
     start = _applied(con)
     path = os.path.abspath(log_path(root))
     stamp = _log_stamp(path)
     if _SEEN.get(path) == (*stamp, start) and isinstance(con, _Shared):
         return 0
-    pending: list[tuple[int, dict[str, Any]]] = []
-    for end, ev in _log_events(log_path(root), start):
-        pending.append((end, ev))
+    pending = list(_log_events(log_path(root), start))
     if not pending:
         if isinstance(con, _Shared):
             _SEEN[path] = (*stamp, start)
         return 0
+    return _fold(root, con, pending)
+
+
+def _fold(root: str, con: sqlite3.Connection, pending: list[tuple[int, dict[str, Any]]]) -> int:
+    """Apply ``pending`` ((log offset after it, event) in log order) in one transaction; how many."""
+    n = 0
     con.execute("BEGIN IMMEDIATE")
     try:
         indexed: set[str] = set()  # the memories whose text goes to the index, once each, at the end
@@ -238,7 +244,8 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
         con.execute("ROLLBACK")
         raise
     if isinstance(con, _Shared):
-        _SEEN[path] = (*_log_stamp(path), _applied(con))
+        path = os.path.abspath(log_path(root))
+        _SEEN[path] = (*_log_stamp(path), pending[-1][0])
     return n
 
 
@@ -280,9 +287,13 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
                 if actual != version:
                     raise VersionConflict(mid, -1 if version is None else version, actual)
             if events:
-                SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root)).append(
-                    [dumps_bytes(e) for e in events])
-                catch_up(root, con)
+                start = _applied(con)  # the log's end: caught up above, under the lock
+                blobs = [dumps_bytes(e) for e in events]
+                res = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root)).append(blobs)
+                if res.gaps:  # the writer repaired the log first: read back what it holds
+                    catch_up(root, con)
+                else:  # exactly these frames follow: fold their bytes (as a replay parses them) without reading them
+                    _fold(root, con, [(start + res.written, ev) for ev in _parse_all(blobs)])
             return events
         finally:
             con.close()
@@ -303,11 +314,11 @@ def _durability(root: str) -> str:
 
 def snapshot(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
     """A memory's rows (memory, evidence, links) exactly, or None when it does not exist."""
-    cols = [d[1] for d in con.execute("PRAGMA table_info(memories)")]
-    row = con.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone()
+    cur = con.execute("SELECT * FROM memories WHERE id = ?", (mid,))
+    row = cur.fetchone()
     if row is None:
         return None
-    return {"memory": dict(zip(cols, row)),
+    return {"memory": dict(zip([d[0] for d in cur.description], row)),
             "evidence": [list(r) for r in con.execute("SELECT * FROM evidence WHERE memory_id = ? ORDER BY seq",
                                                        (mid,))],
             "links": [list(r) for r in con.execute("SELECT * FROM links WHERE source = ? ORDER BY relation, target",
