@@ -231,6 +231,14 @@ def test_the_cli(agentlog_home: Path) -> None:
     assert m["attributes"] == {"goal": "run the tests", "steps": ["./scripts/test.sh"]} and m["version"] == 1
     assert json.loads(r.invoke(cli, ["memory", "list", "--json"], env=env).output)[0]["id"] == m["id"]
     assert json.loads(r.invoke(cli, ["memory", "search", "tests", "--json"], env=env).output)[0]["id"] == m["id"]
+    # for people: plain columns under a header (no rich: the command's whole process stays small)
+    listed = r.invoke(cli, ["memory", "list"], env=env).output.splitlines()
+    assert listed[0].split() == ["slug", "kind", "title", "confidence", "tags"]
+    assert listed[1].startswith(m["slug"] + "  ") and listed[1].index("procedure") == listed[0].index("kind")
+    assert listed[1].endswith("0.95        ci")
+    found = r.invoke(cli, ["memory", "search", "tests"], env=env).output.splitlines()
+    assert found[0].split() == ["slug", "kind", "title", "score"] and "Run the tests" in found[1]
+    assert r.invoke(cli, ["memory", "search", "nothing-like-it"], env=env).output.strip() == "no memory matches"
     stale = r.invoke(cli, ["memory", "confirm", m["slug"], "--version", "7"], env=env)
     assert stale.exit_code == 1 and "based on version 7" in stale.output
     ok = r.invoke(cli, ["memory", "confirm", m["id"][:12], "--json"], env=env)
@@ -313,3 +321,10 @@ def test_edit_and_link_from_the_cli(agentlog_home: Path) -> None:
     bad = r.invoke(cli, ["memory", "edit", b.slug, "--attr", "colour=red"], env=env)
     assert bad.exit_code == 1 and "has no attribute 'colour'" in bad.output
 
+
+def test_plain_columns_are_terminal_safe_and_one_line_per_row(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentlog.cli.output import print_columns
+
+    print_columns([{"a": "x\x1b[31mred", "b": "two\nlines"}, {"a": "", "b": None}], ["a", "b"])
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["a" + " " * 13 + "b", "x\\x1b[31mred  two lines", ""]
