@@ -18,6 +18,7 @@ opens one proposal creating the memories of the directory's markdown files.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,7 +33,9 @@ class ExchangeError(ValueError):
     """An export directory that cannot be read or restored (the message says why)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def _key(k: str) -> str:
+    """A TOML key: bare when it can be, else quoted (the same few keys come back on every memory)."""
     return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else json.dumps(k)
 
 
