@@ -321,7 +321,16 @@ def test_unpadded_head_of_earlier_versions_is_read(log: SessionLog) -> None:
     assert verify_log(log.path).status == "intact"
 
 
-@pytest.mark.parametrize("field", ["hash", "size", "overlong"])
+def test_frames_longer_than_the_head_check_window_append_without_gaps(agentlog_home: Path) -> None:
+    log = SessionLog(str(agentlog_home), PROVIDER, "big")
+    for i in range(3):
+        big = dumps_bytes({"kind": "tool_call", "i": i, "text": "x" * (3000 * i + 10)})  # 10 B … 6 KB
+        res = log.append([big, payload(i)] if i % 2 else [payload(i), big])
+        assert res.gaps == []
+    assert verify_log(log.path).status == "intact"
+
+
+@pytest.mark.parametrize("field", ["seq", "hash", "size", "overlong"])
 def test_append_after_a_mixed_or_damaged_head_keeps_the_chain(log: SessionLog, field: str) -> None:
     """A head that parses but does not match the frame ending at its size (a power cut
     tearing the in-place write, an edit) is unreadable: the next append recovers from
@@ -329,7 +338,9 @@ def test_append_after_a_mixed_or_damaged_head_keeps_the_chain(log: SessionLog, f
     data = Path(log.path).read_bytes()
     head = parse_head(Path(log.head_file).read_bytes())
     prev_hash = parse_envelope(lines_of(data)[-2])[2]
-    if field == "hash":
+    if field == "seq":  # a tear between the seq and the hash: the new seq, the old hash and size
+        Path(log.head_file).write_bytes(format_head(Tip(head.seq + 1, head.hash, head.offset)))
+    elif field == "hash":
         Path(log.head_file).write_bytes(format_head(Tip(head.seq, prev_hash, head.offset)))
     elif field == "size":
         Path(log.head_file).write_bytes(format_head(Tip(head.seq, head.hash, len(data) - len(lines_of(data)[-1]))))

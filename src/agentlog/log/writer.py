@@ -30,8 +30,9 @@ a rename per append cost more than everything else an append does. The head
 is written after the frames on purpose: a crash in between leaves it behind,
 which the next append adopts as above; the head is never fsynced, because a
 head lost or left behind by a power cut is recovered the same way. A head
-whose size and hash do not match the frame that ends there (a head torn or
-mixed by a power cut, or edited) is treated as unreadable.
+whose size, hash and (for a frame under 4 KiB) seq do not match the frame
+that ends there (a head torn or mixed by a power cut, or edited) is treated
+as unreadable.
 
 Standard library only (hook path).
 """
@@ -47,7 +48,7 @@ from .. import __version__
 from ..fastjson import dumps_bytes
 from ..ids import uuid7
 from ..paths import FILE_MODE, ensure_dir, fsync_path
-from .frame import HASH_MARK, SUFFIX, TRAILER, FrameError, sha256, genesis, parse_any, seal
+from .frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, FrameError, genesis, parse_any, parse_seq, seal, sha256
 from .layout import head_path, log_path, read_trailer, sealed_segments
 
 TYPE_CHECKING = False
@@ -207,8 +208,8 @@ class SessionLog:
         """(tip, problem): problem is None, 'head_missing' or 'head_invalid'.
 
         A head that names a size within the log must match the frame that ends
-        there (its last bytes hold the frame's hash): one small read that catches
-        a head torn by a power cut or edited into another valid-looking one."""
+        there (its hash, and its seq when the frame is under 4 KiB): one small read
+        that catches a head torn by a power cut or edited into another valid-looking one."""
         if head_fd < 0:
             return None, "head_missing"
         data = os.pread(head_fd, 256, 0)
@@ -217,9 +218,8 @@ class SessionLog:
             tip = parse_head(data)
         except (ValueError, UnicodeDecodeError):
             return None, "head_invalid"
-        if 0 < tip.offset <= size and tip.offset >= TRAILER:
-            if os.pread(fd, TRAILER, tip.offset - TRAILER) != HASH_MARK + tip.hash.encode("ascii") + SUFFIX:
-                return None, "head_invalid"
+        if 0 < tip.offset <= size and not _ends_frame(fd, tip):
+            return None, "head_invalid"
         return tip, None
 
     def _recover(self, fd: int, head_fd: int, result: AppendResult) -> Tip | None:
@@ -389,6 +389,26 @@ class SessionLog:
         _pwrite_all(head_fd, record)
         if self._head_overlong:  # a longer, damaged head: nothing of it may stay
             os.ftruncate(head_fd, len(record))
+
+
+_CHECK_WINDOW = 4096
+
+
+def _ends_frame(fd: int, tip: Tip) -> bool:
+    """Whether the frame that ends at ``tip.offset`` has ``tip``'s hash and, when its line
+    starts within the last 4 KiB read (most frames are smaller), ``tip``'s seq."""
+    n = min(tip.offset, _CHECK_WINDOW)
+    tail = os.pread(fd, n, tip.offset - n)
+    if not tail.endswith(HASH_MARK + tip.hash.encode("ascii") + SUFFIX):
+        return False
+    start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+    if start == 0 and tip.offset > n:
+        return True  # a frame longer than the window: its hash alone
+    line = tail[start:]
+    try:
+        return line.startswith(PREFIX) and line.startswith(SEQ_MARK, PREV_END) and parse_seq(line) == tip.seq
+    except ValueError:
+        return False
 
 
 def _pwrite_all(fd: int, data: bytes) -> None:
