@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import itertools
 import json
 import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Final, Iterator
+from typing import Any, Callable, Final, Iterable, Iterator
 
 from .. import __version__
 from ..ids import uuid7
@@ -217,35 +218,40 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
     stamp = _log_stamp(path)
     if _SEEN.get(path) == (*stamp, start) and isinstance(con, _Shared):
         return 0
-    pending = list(_log_events(log_path(root), start))
-    if not pending:
+    pending = _log_events(log_path(root), start)
+    first = next(pending, None)
+    if first is None:
         if isinstance(con, _Shared):
             _SEEN[path] = (*stamp, start)
         return 0
-    return _fold(root, con, pending)
+    return _fold(con, itertools.chain((first,), pending), path, stamp)
 
 
-def _fold(root: str, con: sqlite3.Connection, pending: list[tuple[int, dict[str, Any]]]) -> int:
-    """Apply ``pending`` ((log offset after it, event) in log order) in one transaction; how many."""
+def _fold(con: sqlite3.Connection, pending: Iterable[tuple[int, dict[str, Any]]], path: str,
+          stamp: tuple[int, int]) -> int:
+    """Apply ``pending`` ((log offset after it, event) in log order, at least one; read as it is
+    applied, so a replay holds a thousand parsed events at a time, not the whole log) in one
+    transaction; how many. ``stamp``: the log's (size, mtime) before it was read, remembered
+    with the offset reached (a later stamp could cover frames appended meanwhile, unread)."""
     n = 0
+    end = -1
     con.execute("BEGIN IMMEDIATE")
     try:
         indexed: set[str] = set()  # the memories whose text goes to the index, once each, at the end
-        for _end, ev in pending:
+        for end, ev in pending:
             if ev:
                 _apply(con, ev, indexed)
                 n += 1
         for mid in sorted(indexed):
             _fts(con, mid)
         con.execute("INSERT INTO meta VALUES ('log_offset', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (str(pending[-1][0]),))
+                    (str(end),))
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     if isinstance(con, _Shared):
-        path = os.path.abspath(log_path(root))
-        _SEEN[path] = (*_log_stamp(path), pending[-1][0])
+        _SEEN[path] = (*stamp, end)
     return n
 
 
@@ -293,7 +299,8 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
                 if res.gaps:  # the writer repaired the log first: read back what it holds
                     catch_up(root, con)
                 else:  # exactly these frames follow: fold their bytes (as a replay parses them) without reading them
-                    _fold(root, con, [(start + res.written, ev) for ev in _parse_all(blobs)])
+                    path = os.path.abspath(log_path(root))  # (no other write can append: the lock is held)
+                    _fold(con, [(start + res.written, ev) for ev in _parse_all(blobs)], path, _log_stamp(path))
             return events
         finally:
             con.close()
