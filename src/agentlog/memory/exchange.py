@@ -144,27 +144,23 @@ def _manifest(src: str) -> dict[str, Any]:
 def restore(root: str, src: str) -> int:
     """The export's events appended to an empty memory; how many."""
     from ..log.writer import SessionLog
-    from .store import _durability, _locked, catch_up
+    from .store import _durability, _locked, _parse_all, catch_up
 
     manifest = _manifest(src)
     with open(os.path.join(src, "events.ndjson"), "rb") as fh:
         lines = [line for line in fh.read().split(b"\n") if line.strip()]
     if len(lines) != manifest.get("events"):
         raise ExchangeError(f"{src}: events.ndjson holds {len(lines)} events, the manifest says {manifest.get('events')}")
-    try:  # one parse of them all (a call per line costs more than the parsing); line by line to say which fails
-        events = json.loads(b"[" + b",".join(lines) + b"]")
-        if len(events) != len(lines):
-            raise ValueError("a line holds more than one value")
-    except ValueError:
-        events = []
-        for i, line in enumerate(lines, 1):
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                raise ExchangeError(f"{src}: events.ndjson line {i} is not JSON") from None
-    for i, ev in enumerate(events, 1):
-        if not isinstance(ev, dict) or ev.get("kind") != "memory":
-            raise ExchangeError(f"{src}: events.ndjson line {i} is not a memory event")
+    for at in range(0, len(lines), 1000):  # a thousand parsed per call (a call per line costs more than parsing)
+        chunk = lines[at:at + 1000]
+        try:
+            events = _parse_all(chunk)
+        except ValueError:
+            bad = next(i for i, line in enumerate(chunk, at + 1) if not _is_json(line))
+            raise ExchangeError(f"{src}: events.ndjson line {bad} is not JSON") from None
+        for i, ev in enumerate(events, at + 1):
+            if not isinstance(ev, dict) or ev.get("kind") != "memory":
+                raise ExchangeError(f"{src}: events.ndjson line {i} is not a memory event")
     with _locked(root):
         if _event_lines(root):
             raise ExchangeError("the memory already has events: --restore goes into an empty memory "
@@ -180,6 +176,14 @@ def restore(root: str, src: str) -> int:
         finally:
             con.close()
     return len(lines)
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
 
 
 def read_markdown(path: str) -> dict[str, Any]:
