@@ -36,7 +36,7 @@ from agentlog.log.frame import (
 )
 from agentlog.log.layout import head_path, log_path
 from agentlog.log.verify import LogReport, verify_log
-from agentlog.log.writer import SessionLog, parse_head
+from agentlog.log.writer import HEAD_SIZE, SessionLog, Tip, format_head, parse_head
 
 PROVIDER = "test"
 KEY = "sess-1"
@@ -299,6 +299,59 @@ def test_head_deleted_with_several_frames(log: SessionLog) -> None:
 def test_head_garbage(log: SessionLog, garbage: bytes) -> None:
     Path(log.head_file).write_bytes(garbage)
     assert first_break(verify_log(log.path)) == (0, None, "head_invalid")
+
+
+def test_head_is_fixed_width_and_rewritten_in_place(log: SessionLog) -> None:
+    head = Path(log.head_file).read_bytes()
+    assert len(head) == HEAD_SIZE and head == format_head(parse_head(head))
+    inode = os.stat(log.head_file).st_ino
+    log.append([payload(N)])
+    assert os.stat(log.head_file).st_ino == inode  # overwritten, not replaced
+    assert len(Path(log.head_file).read_bytes()) == HEAD_SIZE
+    assert verify_log(log.path).status == "intact"
+
+
+def test_unpadded_head_of_earlier_versions_is_read(log: SessionLog) -> None:
+    head = parse_head(Path(log.head_file).read_bytes())
+    Path(log.head_file).write_bytes(f"v1 {head.seq} {head.hash} {head.offset}\n".encode())
+    assert verify_log(log.path).status == "intact"
+    res = SessionLog(log.root, PROVIDER, KEY).append([payload(N)])
+    assert res.seqs == [N] and res.gaps == []
+    assert len(Path(log.head_file).read_bytes()) == HEAD_SIZE
+    assert verify_log(log.path).status == "intact"
+
+
+def test_frames_longer_than_the_head_check_window_append_without_gaps(agentlog_home: Path) -> None:
+    log = SessionLog(str(agentlog_home), PROVIDER, "big")
+    for i in range(3):
+        big = dumps_bytes({"kind": "tool_call", "i": i, "text": "x" * (3000 * i + 10)})  # 10 B … 6 KB
+        res = log.append([big, payload(i)] if i % 2 else [payload(i), big])
+        assert res.gaps == []
+    assert verify_log(log.path).status == "intact"
+
+
+@pytest.mark.parametrize("field", ["seq", "hash", "size", "overlong"])
+def test_append_after_a_mixed_or_damaged_head_keeps_the_chain(log: SessionLog, field: str) -> None:
+    """A head that parses but does not match the frame ending at its size (a power cut
+    tearing the in-place write, an edit) is unreadable: the next append recovers from
+    the log, says so in a gap frame, and the chain holds."""
+    data = Path(log.path).read_bytes()
+    head = parse_head(Path(log.head_file).read_bytes())
+    prev_hash = parse_envelope(lines_of(data)[-2])[2]
+    if field == "seq":  # a tear between the seq and the hash: the new seq, the old hash and size
+        Path(log.head_file).write_bytes(format_head(Tip(head.seq + 1, head.hash, head.offset)))
+    elif field == "hash":
+        Path(log.head_file).write_bytes(format_head(Tip(head.seq, prev_hash, head.offset)))
+    elif field == "size":
+        Path(log.head_file).write_bytes(format_head(Tip(head.seq, head.hash, len(data) - len(lines_of(data)[-1]))))
+    else:
+        Path(log.head_file).write_bytes(format_head(head) + b"x" * 40)  # cut when rewritten
+    res = SessionLog(log.root, PROVIDER, KEY).append([payload(N)])
+    assert res.seqs[0] == N and res.seqs[-1] == N + len(res.gaps)
+    assert [g["reason"] for g in res.gaps] == ["head_invalid"]
+    assert Path(log.head_file).read_bytes() == format_head(Tip(res.seqs[-1], res.hashes[-1], os.path.getsize(log.path)))
+    r = verify_log(log.path)
+    assert r.breaks == [] and r.status == "gaps"  # the capture_gap frame
 
 
 @pytest.mark.parametrize("provider,key", [(PROVIDER, "sess-2"), ("other", KEY)])

@@ -56,6 +56,30 @@ def test_a_tampered_export_is_refused(tmp_path: Path) -> None:
         exchange.restore(str(tmp_path / "b"), str(out))
 
 
+@pytest.mark.parametrize("bad,message", [(b"{not json", "line 3 is not JSON"), (b"1, 2", "line 3 is not JSON"),
+                                         (b'{"kind": "tool_call"}', "line 3 is not a memory event")])
+def test_an_export_with_a_bad_event_line_restores_nothing(tmp_path: Path, bad: bytes, message: str) -> None:
+    """Checksums made to match (an export written by hand): each line is still checked, and the one that is
+    wrong is named, before anything is appended."""
+    import hashlib
+    import json
+
+    root = str(tmp_path / "a")
+    _history(root)
+    out = tmp_path / "e"
+    exchange.export(root, str(out))
+    lines = (out / "events.ndjson").read_bytes().split(b"\n")
+    lines[2] = bad
+    data = b"\n".join(lines)
+    (out / "events.ndjson").write_bytes(data)
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    manifest["files"]["events.ndjson"] = hashlib.sha256(data).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(exchange.ExchangeError, match=message):
+        exchange.restore(str(tmp_path / "b"), str(out))
+    assert not (tmp_path / "b" / "logs").exists()
+
+
 def test_a_plain_import_opens_one_proposal(tmp_path: Path) -> None:
     root, other = str(tmp_path / "a"), str(tmp_path / "b")
     _history(root)

@@ -94,9 +94,19 @@ def test_any_history_replays_to_the_same_read_model(ops: list[tuple[str, int, in
                 S.add_evidence(root, ids[i % len(ids)], {"type": "quote", "value": f"q{j}"})
         except (InvalidMemory, store.NotFound):
             pass  # a refused change writes nothing
+    _assert_at_the_logs_end(root)
     live = _dump(root)
     store.rebuild(root)
     assert _dump(root) == live
+
+
+def _assert_at_the_logs_end(root: str) -> None:
+    """The read model has applied the whole log, by its recorded offset (a write folds its own
+    frames without reading them back: the offset it records must still be the log's end)."""
+    con = store.connect(root)
+    assert store._applied(con) == os.path.getsize(store.log_path(root))
+    store._forget(root)  # as a new process: nothing left to apply
+    assert store.catch_up(root, store.connect(root)) == 0
 
 
 _WRITER = """
@@ -135,6 +145,7 @@ def test_concurrent_writers_one_memory_one_wins_different_memories_all_succeed(a
     procs = [subprocess.Popen([sys.executable, "-c", _CREATOR, src, root, f"writer{k}", "15"]) for k in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     assert len(S.list_memories(root, limit=1000)) == 1 + 45
+    _assert_at_the_logs_end(root)
     live = _dump(root)
     store.rebuild(root)
     assert _dump(root) == live
@@ -151,6 +162,19 @@ def test_an_event_appended_but_not_applied_is_applied_by_the_next_write(agentlog
     SessionLog(root, store.PROVIDER, store.LOG_KEY, session_id=store.LOG_KEY).append([dumps_bytes(ev)])
     S.create(root, "fact", "second", attributes={"statement": "y"})
     assert S.get(root, m.id).confidence == 0.99 and S.get(root, m.id).version == 2
+
+
+def test_a_write_after_a_torn_frame_reads_back_what_the_writer_repaired(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    m = S.create(root, "fact", "first", attributes={"statement": "x"})
+    with open(store.log_path(root), "ab") as f:
+        f.write(b'{"v":1,"prev":"')  # a crash mid-frame
+    S.confirm(root, m.id)  # the writer cuts it and records a gap frame first
+    assert S.get(root, m.id).version == 2
+    _assert_at_the_logs_end(root)
+    live = _dump(root)
+    store.rebuild(root)
+    assert _dump(root) == live
 
 
 def test_secrets_in_a_memory_are_redacted_before_they_are_written(agentlog_home: Path) -> None:
@@ -207,6 +231,14 @@ def test_the_cli(agentlog_home: Path) -> None:
     assert m["attributes"] == {"goal": "run the tests", "steps": ["./scripts/test.sh"]} and m["version"] == 1
     assert json.loads(r.invoke(cli, ["memory", "list", "--json"], env=env).output)[0]["id"] == m["id"]
     assert json.loads(r.invoke(cli, ["memory", "search", "tests", "--json"], env=env).output)[0]["id"] == m["id"]
+    # for people: plain columns under a header (no rich: the command's whole process stays small)
+    listed = r.invoke(cli, ["memory", "list"], env=env).output.splitlines()
+    assert listed[0].split() == ["slug", "kind", "title", "confidence", "tags"]
+    assert listed[1].startswith(m["slug"] + "  ") and listed[1].index("procedure") == listed[0].index("kind")
+    assert listed[1].endswith("0.95        ci")
+    found = r.invoke(cli, ["memory", "search", "tests"], env=env).output.splitlines()
+    assert found[0].split() == ["slug", "kind", "title", "score"] and "Run the tests" in found[1]
+    assert r.invoke(cli, ["memory", "search", "nothing-like-it"], env=env).output.strip() == "no memory matches"
     stale = r.invoke(cli, ["memory", "confirm", m["slug"], "--version", "7"], env=env)
     assert stale.exit_code == 1 and "based on version 7" in stale.output
     ok = r.invoke(cli, ["memory", "confirm", m["id"][:12], "--json"], env=env)
@@ -288,3 +320,11 @@ def test_edit_and_link_from_the_cli(agentlog_home: Path) -> None:
     assert linked.exit_code == 0 and json.loads(linked.output)["links"] == [["supersedes", a.id]]
     bad = r.invoke(cli, ["memory", "edit", b.slug, "--attr", "colour=red"], env=env)
     assert bad.exit_code == 1 and "has no attribute 'colour'" in bad.output
+
+
+def test_plain_columns_are_terminal_safe_and_one_line_per_row(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentlog.cli.output import print_columns
+
+    print_columns([{"a": "x\x1b[31mred", "b": "two\nlines"}, {"a": "", "b": None}], ["a", "b"])
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["a" + " " * 13 + "b", "x\\x1b[31mred  two lines", ""]

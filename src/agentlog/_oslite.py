@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 __all__ = [
     "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
     "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid",
-    "listdir", "mkdir", "open", "path", "pread", "read", "replace", "stat", "urandom", "write",
+    "listdir", "mkdir", "open", "path", "pread", "pwrite", "read", "replace", "stat", "urandom", "write",
     "LEAN",
 ]
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_nam
         listdir,
         mkdir,
         pread,
+        pwrite,
         read,
         replace,
         stat,
@@ -76,6 +77,7 @@ else:
     mkdir = _p.mkdir
     open = _p.open  # noqa: A001
     pread = _p.pread
+    pwrite = _p.pwrite
     read = _p.read
     replace = _p.replace
     stat = _p.stat

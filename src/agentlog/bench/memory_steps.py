@@ -183,7 +183,8 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "columns": ["size", "memories / events", "append p50", "tag update p50", "rebuild", "differential verify",
                     "search p95 (5 shapes)", "proposal open / merge p50", "undo p50", "export", "restore"],
         "rows": rows,
-        "note": "One process, strict durability (each write fsyncs the memory log and its head), except the row "
+        "note": "One process, strict durability (each write fdatasyncs the memory log; its head is overwritten in "
+                "place, not synced), except the row "
                 "marked relaxed (durability = relaxed: flushing left to the OS, as engram's SQLite WAL with "
                 "synchronous=NORMAL does — the like-for-like row for engram's figures). Append = a memory created; tag "
                 "update = an edit of its tags; search p95 is the worst of five shapes (" + ", ".join(SEARCHES) +

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..paths import data_root
-from .output import print_json, print_table, stderr, terminal_safe
+from .output import print_columns, print_json, print_table, stderr, terminal_safe
 
 
 def _fail(e: Exception) -> click.ClickException:
@@ -114,11 +114,11 @@ def list_cmd(kind: str | None, tag: str | None, archived: bool, limit: int, offs
         print_json([m.to_dict() for m in ms])
         return
     if not ms:
-        stderr().print("no memories")
+        click.echo("no memories", err=True)
         return
-    print_table([{"slug": m.slug, "kind": m.kind, "title": m.title, "confidence": f"{m.effective_confidence:.2f}"
-                  + (" stale" if m.stale else ""), "tags": ", ".join(m.tags)} for m in ms],
-                ["slug", "kind", "title", "confidence", "tags"])
+    print_columns([{"slug": m.slug, "kind": m.kind, "title": m.title, "confidence": f"{m.effective_confidence:.2f}"
+                    + (" stale" if m.stale else ""), "tags": ", ".join(m.tags)} for m in ms],
+                  ["slug", "kind", "title", "confidence", "tags"])
 
 
 @memory.command(name="show")
@@ -161,10 +161,10 @@ def search_cmd(query: str, limit: int, as_json: bool) -> None:
         print_json([{**m.to_dict(), "score": s} for m, s in hits])
         return
     if not hits:
-        stderr().print("no memory matches")
+        click.echo("no memory matches", err=True)
         return
-    print_table([{"slug": m.slug, "kind": m.kind, "title": m.title, "score": f"{s:.3f}"} for m, s in hits],
-                ["slug", "kind", "title", "score"])
+    print_columns([{"slug": m.slug, "kind": m.kind, "title": m.title, "score": f"{s:.3f}"} for m, s in hits],
+                  ["slug", "kind", "title", "score"])
 
 
 def _simple(name: str, doc: str, fn_name: str, **extra: Any) -> click.Command:

@@ -327,7 +327,7 @@ def _seal(log_file: str, level: int, may_seal: MaySeal | None, dry_run: bool) ->
 
 
 def _write_head(log_file: str, tip: Tip) -> None:
-    """Replace the head atomically (as the writer does), durably."""
+    """Replace the head atomically and durably (the writer overwrites it in place; a seal is rare)."""
     head = head_path(log_file)
     tmp = head + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)

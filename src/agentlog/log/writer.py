@@ -24,9 +24,15 @@ continues from the last sealed frame (read from the segment's trailer).
 
 Then it writes the frames with one ``write`` each on an ``O_APPEND`` file,
 ``fdatasync``s them (``strict`` durability, the default; ``F_FULLFSYNC`` on
-macOS) and replaces the head atomically (temp file + rename). The head is
-written after the frames on purpose: a crash in between leaves it behind,
-which the next append adopts as above.
+macOS) and overwrites the head in place: one ``pwrite`` of a fixed-width
+record (numbers zero-padded, still ``v1 <seq> <hash> <size>``) at offset 0 —
+a rename per append cost more than everything else an append does. The head
+is written after the frames on purpose: a crash in between leaves it behind,
+which the next append adopts as above; the head is never fsynced, because a
+head lost or left behind by a power cut is recovered the same way. A head
+whose size, hash and (for a frame under 4 KiB) seq do not match the frame
+that ends there (a head torn or mixed by a power cut, or edited) is treated
+as unreadable.
 
 Standard library only (hook path).
 """
@@ -42,7 +48,7 @@ from .. import __version__
 from ..fastjson import dumps_bytes
 from ..ids import uuid7
 from ..paths import FILE_MODE, ensure_dir, fsync_path
-from .frame import FrameError, sha256, genesis, parse_any, seal
+from .frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, FrameError, genesis, parse_any, parse_seq, seal, sha256
 from .layout import head_path, log_path, read_trailer, sealed_segments
 
 TYPE_CHECKING = False
@@ -51,6 +57,8 @@ if TYPE_CHECKING:
 
 DURABILITY_MODES = ("strict", "relaxed")
 _HEAD_PREFIX = "v1 "
+_NUM_WIDTH = 20  # digits of a 64-bit number: every head has the same length
+HEAD_SIZE = len(_HEAD_PREFIX) + _NUM_WIDTH + 1 + 64 + 1 + _NUM_WIDTH + 1
 
 
 class Tip:
@@ -68,7 +76,10 @@ class Tip:
 
 
 def format_head(tip: Tip) -> bytes:
-    return f"{_HEAD_PREFIX}{tip.seq} {tip.hash} {tip.offset}\n".encode("ascii")
+    """The head record: always ``HEAD_SIZE`` bytes (numbers zero-padded), so that
+    overwriting it in place leaves nothing of the previous one. Heads written
+    unpadded (before the padding) read the same."""
+    return f"{_HEAD_PREFIX}{tip.seq:0{_NUM_WIDTH}d} {tip.hash} {tip.offset:0{_NUM_WIDTH}d}\n".encode("ascii")
 
 
 def parse_head(data: bytes) -> Tip:
@@ -88,13 +99,14 @@ def parse_head(data: bytes) -> Tip:
 class AppendResult:
     """What one append wrote."""
 
-    __slots__ = ("seqs", "hashes", "gaps", "path")
+    __slots__ = ("seqs", "hashes", "gaps", "path", "written")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.seqs: list[int] = []
         self.hashes: list[str] = []
         self.gaps: list[dict[str, Any]] = []
+        self.written = 0  # bytes of the frames written (gap frames included)
 
 
 class SessionLog:
@@ -128,6 +140,7 @@ class SessionLog:
         # a pause between, so that a kill can land mid-frame.
         fault = os.environ.get("AGENTLOG_FAULT_SPLIT_WRITE_MS", "")
         self._split_pause = int(fault) / 1000.0 if fault.isdigit() else 0.0
+        self._head_overlong = False
 
     # -- public ------------------------------------------------------------
     def append(self, events: list[bytes]) -> AppendResult:
@@ -137,9 +150,11 @@ class SessionLog:
                 raise ValueError("an event's serialised form must not contain a raw newline")
         result = AppendResult(self.path)
         fd = self._open()
+        head_fd = -1
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            tip = self._recover(fd, result)
+            head_fd = self._open_head()
+            tip = self._recover(fd, head_fd, result)
             offset = tip.offset if tip is not None else 0
             seq = tip.seq + 1 if tip is not None else 0
             prev = tip.hash if tip is not None else genesis(self.provider, self.key)
@@ -152,6 +167,7 @@ class SessionLog:
                 result.seqs.append(seq)
                 result.hashes.append(digest)
                 offset += len(line)
+                result.written += len(line)
                 prev = digest
                 seq += 1
             if self._split_pause:
@@ -161,9 +177,11 @@ class SessionLog:
                 _write_all(fd, lines[0] if len(lines) == 1 else b"".join(lines))  # a torn tail is repaired as ever
             if frames:
                 self._sync(fd)
-                self._write_head(Tip(seq - 1, prev, offset))
+                self._write_head(head_fd, Tip(seq - 1, prev, offset))
             return result
         finally:
+            if head_fd >= 0:
+                os.close(head_fd)
             os.close(fd)  # releases the lock
 
     # -- internals -----------------------------------------------------------
@@ -179,21 +197,34 @@ class SessionLog:
                 fsync_path(d)
             return fd
 
-    def _read_head(self) -> tuple[Tip | None, str | None]:
-        """(tip, problem): problem is None, 'head_missing' or 'head_invalid'."""
+    def _open_head(self) -> int:
+        """The head file open for reading and rewriting; -1 when there is none."""
         try:
-            with open(self.head_file, "rb") as f:
-                data = f.read(256)
+            return os.open(self.head_file, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
-            return None, "head_missing"
-        try:
-            return parse_head(data), None
-        except ValueError:
-            return None, "head_invalid"
+            return -1
 
-    def _recover(self, fd: int, result: AppendResult) -> Tip | None:
+    def _read_head(self, fd: int, head_fd: int, size: int) -> tuple[Tip | None, str | None]:
+        """(tip, problem): problem is None, 'head_missing' or 'head_invalid'.
+
+        A head that names a size within the log must match the frame that ends
+        there (its hash, and its seq when the frame is under 4 KiB): one small read
+        that catches a head torn by a power cut or edited into another valid-looking one."""
+        if head_fd < 0:
+            return None, "head_missing"
+        data = os.pread(head_fd, 256, 0)
+        self._head_overlong = len(data) > HEAD_SIZE
+        try:
+            tip = parse_head(data)
+        except (ValueError, UnicodeDecodeError):
+            return None, "head_invalid"
+        if 0 < tip.offset <= size and not _ends_frame(fd, tip):
+            return None, "head_invalid"
+        return tip, None
+
+    def _recover(self, fd: int, head_fd: int, result: AppendResult) -> Tip | None:
         size = os.fstat(fd).st_size
-        head, problem = self._read_head()
+        head, problem = self._read_head(fd, head_fd, size)
         if head is not None:
             if head.offset == size:
                 return head  # the normal case: nothing else is read
@@ -341,17 +372,53 @@ class SessionLog:
         else:
             os.fdatasync(fd)
 
-    def _write_head(self, tip: Tip) -> None:
-        tmp = self.head_file + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            _write_all(fd, format_head(tip))
+    def _write_head(self, head_fd: int, tip: Tip) -> None:
+        """Overwrite the head in place (one ``pwrite`` of a fixed-width record), or
+        create it. Not fsynced even when strict: the frames it names are, and a head
+        lost or behind after a power cut is recovered from them."""
+        record = format_head(tip)
+        if head_fd < 0:
+            fd = os.open(self.head_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            try:
+                _pwrite_all(fd, record)
+            finally:
+                os.close(fd)
             if self.durability == "strict":
-                # so that a power loss cannot leave an empty head behind the rename
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.head_file)
+                fsync_path(os.path.dirname(self.head_file))  # the new name, once per log
+            return
+        _pwrite_all(head_fd, record)
+        if self._head_overlong:  # a longer, damaged head: nothing of it may stay
+            os.ftruncate(head_fd, len(record))
+
+
+_CHECK_WINDOW = 4096
+
+
+def _ends_frame(fd: int, tip: Tip) -> bool:
+    """Whether the frame that ends at ``tip.offset`` has ``tip``'s hash and, when its line
+    starts within the last 4 KiB read (most frames are smaller), ``tip``'s seq."""
+    n = min(tip.offset, _CHECK_WINDOW)
+    tail = os.pread(fd, n, tip.offset - n)
+    if not tail.endswith(HASH_MARK + tip.hash.encode("ascii") + SUFFIX):
+        return False
+    start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+    if start == 0 and tip.offset > n:
+        return True  # a frame longer than the window: its hash alone
+    line = tail[start:]
+    try:
+        return line.startswith(PREFIX) and line.startswith(SEQ_MARK, PREV_END) and parse_seq(line) == tip.seq
+    except ValueError:
+        return False
+
+
+def _pwrite_all(fd: int, data: bytes) -> None:
+    """``data`` at offset 0 (one ``pwrite``: a head is far smaller than a page)."""
+    done = 0
+    while done < len(data):
+        try:
+            done += os.pwrite(fd, data[done:], done)
+        except InterruptedError:
+            continue
 
 
 def _write_all(fd: int, data: bytes) -> None:

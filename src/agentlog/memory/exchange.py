@@ -18,6 +18,7 @@ opens one proposal creating the memories of the directory's markdown files.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,7 +33,9 @@ class ExchangeError(ValueError):
     """An export directory that cannot be read or restored (the message says why)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def _key(k: str) -> str:
+    """A TOML key: bare when it can be, else quoted (the same few keys come back on every memory)."""
     return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else json.dumps(k)
 
 
@@ -141,32 +144,46 @@ def _manifest(src: str) -> dict[str, Any]:
 def restore(root: str, src: str) -> int:
     """The export's events appended to an empty memory; how many."""
     from ..log.writer import SessionLog
-    from .store import _locked, catch_up
+    from .store import _durability, _locked, _parse_all, catch_up
 
     manifest = _manifest(src)
     with open(os.path.join(src, "events.ndjson"), "rb") as fh:
         lines = [line for line in fh.read().split(b"\n") if line.strip()]
     if len(lines) != manifest.get("events"):
         raise ExchangeError(f"{src}: events.ndjson holds {len(lines)} events, the manifest says {manifest.get('events')}")
-    for i, line in enumerate(lines, 1):
+    for at in range(0, len(lines), 1000):  # a thousand parsed per call (a call per line costs more than parsing)
+        chunk = lines[at:at + 1000]
         try:
-            ev = json.loads(line)
+            events = _parse_all(chunk)
         except ValueError:
-            raise ExchangeError(f"{src}: events.ndjson line {i} is not JSON") from None
-        if not isinstance(ev, dict) or ev.get("kind") != "memory":
-            raise ExchangeError(f"{src}: events.ndjson line {i} is not a memory event")
+            bad = next(i for i, line in enumerate(chunk, at + 1) if not _is_json(line))
+            raise ExchangeError(f"{src}: events.ndjson line {bad} is not JSON") from None
+        for i, ev in enumerate(events, at + 1):
+            if not isinstance(ev, dict) or ev.get("kind") != "memory":
+                raise ExchangeError(f"{src}: events.ndjson line {i} is not a memory event")
     with _locked(root):
         if _event_lines(root):
             raise ExchangeError("the memory already has events: --restore goes into an empty memory "
                                 "(a plain import opens proposals instead)")
-        for i in range(0, len(lines), 1000):
-            SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY).append(lines[i:i + 1000])
+        # as every memory write (the durability setting), hashed as bulk writers hash (OpenSSL)
+        log = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root),
+                         hasher=hashlib.sha256)
+        for i in range(0, len(lines), 10_000):
+            log.append(lines[i:i + 10_000])
         con = connect(root)
         try:
             catch_up(root, con)
         finally:
             con.close()
     return len(lines)
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
 
 
 def read_markdown(path: str) -> dict[str, Any]:

@@ -188,7 +188,9 @@ def open_proposal(root: str, changes: list[dict[str, Any]], *, title: str, note:
 def get(root: str, pid: str) -> Proposal:
     con = connect(root)
     try:
-        rows = con.execute("SELECT * FROM proposals WHERE id = ? OR id LIKE ? || '%'", (pid, pid)).fetchall()
+        # the id itself first (its primary key); a prefix only when that finds nothing (a LIKE reads every row)
+        rows = con.execute("SELECT * FROM proposals WHERE id = ?", (pid,)).fetchall() or \
+            con.execute("SELECT * FROM proposals WHERE id LIKE ? || '%'", (pid,)).fetchall()
         if len(rows) != 1:
             raise NotFound(f"no proposal {pid!r}" if not rows else f"{pid!r} names {len(rows)} proposals")
         r = rows[0]
