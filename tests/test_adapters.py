@@ -881,3 +881,29 @@ def test_codex_patch_under_edit_alias_and_shell_heredoc() -> None:
     assert out["paths"] == ["a.py"]
     assert out["attrs"]["lines_added"] == 1 and out["attrs"]["lines_removed"] == 1
     assert out["content"]["command"].startswith("bash -lc apply_patch")
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(JSON_VALUES)
+def test_json_size_is_the_size_of_fastjsons_text_with_orjson_loaded_or_not(value: Any) -> None:
+    """The importer has orjson loaded and json_size then uses it: the same number as the hook's."""
+    import sys
+
+    import orjson
+
+    try:
+        expected = len(fastjson.dumps_bytes(value)) if not isinstance(value, str) else common.utf8_len(value)
+    except Exception:
+        expected = common.utf8_len(str(value))
+    assert sys.modules.get("orjson") is orjson
+    assert common.json_size(value) == expected
+    assert common.json_size([value, {"k": (value, "\x00\ud800")}]) == len(
+        fastjson.dumps_bytes([value, {"k": [value, "\x00\ud800"]}]))

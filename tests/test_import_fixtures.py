@@ -61,3 +61,29 @@ def test_every_fixture_imports_ingests_and_projects(agentlog_home: Path) -> None
         usage = engine.run("SELECT provider, count(*), sum(output_tokens) FROM usage GROUP BY 1 ORDER BY 1").rows
     assert [(p, n) for p, n, _ in usage] == [("claude_code", 138), ("codex", 1), ("gemini_cli", 2)]
     assert json.loads(json.dumps(usage))  # plain values
+
+
+@needs_fixtures
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batches_spanning_files_write_what_importing_file_by_file_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """A worker's chunk of sessions is written in batches that span its files: the logs,
+    the per-file counts and the offsets are those of importing each file on its own."""
+    from agentlog.importer import run
+    from agentlog.importer.sources import AGENTS, make_parser
+
+    alone, chunked = str(tmp_path / "alone"), str(tmp_path / "chunked")
+    files = sorted(str(p) for p in (FIXTURES / "claude-code").glob("*.jsonl"))
+    state: dict[str, object] = {}
+    counts = {f: run.import_file(alone, make_parser(AGENTS["claude-code"], f), state).events for f in files}
+    monkeypatch.setattr(run, "CHUNK_BYTES", 600_000)  # chunks of several files
+    report = run.import_paths(chunked, ["claude-code"], [str(FIXTURES / "claude-code")], workers=workers)
+    assert {f.path: f.events for f in report.files} == counts
+    assert all(f.sessions for f in report.files)
+
+    def logs(root: str) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in Path(root, "logs").rglob("*.jsonl")}
+
+    assert logs(chunked) == logs(alone)
+    offsets = {k: (v["offset"], v["lines"]) for k, v in run.load_state(chunked).items()}
+    assert offsets == {k: (v["offset"], v["lines"]) for k, v in state.items()}  # type: ignore[index]

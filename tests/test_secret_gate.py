@@ -84,3 +84,79 @@ def test_redact_serialized_redacts_only_what_holds_a_secret_and_counts() -> None
     # the same result as running the redactor on everything
     again = [{"content": redact_value(e.get("content"))[0]} for e in events]
     assert [e.get("content") for e in events] == [a["content"] for a in again]
+
+
+GATE_TEXT = st.one_of(GATE_TRICKY, st.text(max_size=40))
+GATE_VALUE = st.recursive(
+    GATE_TEXT | st.integers() | st.none(),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["content", "raw", "line", "k", "token", "password"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def wire_events(draw: st.DrawFn) -> dict[str, object]:
+    """Events whose keys come in any order, with or without content and raw, and keys
+    named content or raw nested anywhere (before, inside and after the top-level ones)."""
+    values: dict[str, object] = {
+        "event_id": draw(GATE_TEXT), "attrs": {"source_file": draw(GATE_TEXT), "x": draw(GATE_VALUE)},
+        "tool": draw(GATE_VALUE), "content": draw(GATE_VALUE), "raw": {"line": draw(GATE_TEXT)},
+    }
+    keys = [k for k in draw(st.permutations(list(values))) if k == "attrs" or draw(st.booleans())]
+    return {k: values[k] for k in keys}
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(wire_events(), min_size=1, max_size=6))
+def test_redact_serialized_gating_a_part_redacts_what_redacting_everything_does(
+        events: list[dict[str, object]]) -> None:
+    """The gate reads only the serialised events' content and raw: whatever the redactor
+    would change there is still redacted, wherever the keys are."""
+    import copy
+
+    from agentlog.capture.redact import redact_into
+
+    expected = []
+    for ev in copy.deepcopy(events):
+        attrs = ev["attrs"]
+        assert isinstance(attrs, dict)
+        for field, clean in zip(("content", "raw"), redact_into(attrs, ev.get("content"), ev.get("raw")),
+                                strict=True):
+            if clean is not None:
+                ev[field] = clean
+        try:
+            expected.append(orjson.dumps(ev))
+        except TypeError:
+            expected.append(None)
+    got = redact_serialized(events)
+    for blob, want in zip(got, expected, strict=True):
+        if want is not None:
+            assert blob == want
+
+
+SECRET = "ghp_" + "b" * 36
+
+
+@pytest.mark.parametrize("event", [
+    # content first, a nested content key after the secret
+    {"content": {"a": SECRET, "b": {"z": 1, "content": "x"}}, "attrs": {}},
+    # raw first, content after it
+    {"raw": {"line": SECRET}, "attrs": {}, "content": {"content": "plain text"}},
+    # a nested content key before the top-level content (in attrs), the secret in raw
+    {"attrs": {"content": "plain"}, "content": {"message": "plain text"}, "raw": {"line": f"x {SECRET}"}},
+    # the secret in content behind a nested raw key, raw last
+    {"attrs": {}, "content": {"k": [SECRET], "raw": "plain text"}, "raw": {"line": "{}"}},
+    # raw first, a nested raw key after the secret in it, content after
+    {"raw": {"line": SECRET, "z": {"a": 1, "raw": "x"}}, "content": {"m": "plain text"}},
+    # only raw, as its only key
+    {"raw": {"line": SECRET}},
+])
+def test_redact_serialized_finds_the_fields_wherever_their_keys_are(event: dict[str, object]) -> None:
+    blob = redact_serialized([event])[0]
+    assert SECRET.encode() not in blob and b"[REDACTED:github_token]" in blob
+
+
+def test_redact_serialized_does_not_gate_events_without_content_or_raw() -> None:
+    events: list[dict[str, object]] = [{"attrs": {"note": SECRET}, "content": {}}, {"tool": {"input": SECRET}}]
+    assert [orjson.loads(b) for b in redact_serialized(events)] == events  # the redactor never reads those fields

@@ -79,11 +79,39 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def _redactable_part(ev: dict[str, Any], blob: bytes, marks: list[tuple[str, bytes]]) -> bytes | None:
+    """The end of ``blob`` (``ev`` serialised) that holds all of its ``fields`` (see
+    :func:`redact_serialized`), or None when they hold nothing the redactor could change."""
+    start = len(blob)
+    for field, mark in marks:
+        if ev.get(field):
+            at = blob.find(mark)
+            if at < 0 or blob.startswith(mark[1:], 1):  # the field is the first key: read it all
+                return blob
+            start = min(start, at)
+    return blob[start:] if start < len(blob) else None
+
+
 def redact_serialized(events: list[dict[str, Any]], fields: tuple[str, ...] = ("content", "raw")) -> list[bytes]:
     """Each wire-form event serialised (compact JSON, key order kept: the hook's
     form), with ``fields`` redacted in place first wherever the gate, run over
     the serialised events, flags one; what the redactor finds is counted into
     the event's ``attrs`` as :func:`agentlog.capture.redact.redact_into` does.
+
+    The gate reads only the part of a serialised event that holds ``fields``:
+    they are what the redactor changes (strings inside them; nothing else of the
+    event), and an event without them (or with empty ones) is not gated at all.
+    That part is the blob from the first ``,"<field>":`` of a field the event
+    has to its end. In orjson's compact output those bytes are always an
+    object's key of that name, not its first (a ``"`` inside a string is
+    written ``\\"``, a closing quote is never followed by a letter, and a
+    string followed by ``:`` is a key), so, when the field is not the event's
+    first key, the first of them is the field's own key or one nested before
+    it: either way the part holds the field's whole value (and all written
+    after it, other fields included). When the field is the first key, or its
+    key is not found, the whole blob is read. A match of :data:`PATTERN` in
+    the value's JSON text is a match in the part (no anchors), so the argument
+    above holds as is.
 
     An event orjson cannot write (a lone surrogate) is redacted without asking
     the gate and written by the standard-library-only encoder."""
@@ -92,16 +120,25 @@ def redact_serialized(events: list[dict[str, Any]], fields: tuple[str, ...] = ("
     from ..fastjson import dumps_bytes
     from .redact import redact_into
 
+    marks = [(field, b"," + orjson.dumps(field) + b":") for field in fields]
     blobs: list[bytes] = []
     unsure: list[int] = []
+    texts: list[bytes] = []
+    gated: list[int] = []
     for i, ev in enumerate(events):
         try:
-            blobs.append(orjson.dumps(ev))
+            blob = orjson.dumps(ev)
         except TypeError:
             blobs.append(b"")
             unsure.append(i)
+            continue
+        blobs.append(blob)
+        part = _redactable_part(ev, blob, marks)
+        if part is not None:
+            texts.append(part)
+            gated.append(i)
     flagged = set(unsure)
-    flagged.update(i for i, f in enumerate(might_hold_secrets(blobs)) if f)
+    flagged.update(i for i, f in zip(gated, might_hold_secrets(texts), strict=True) if f)
     for i in sorted(flagged):
         ev = events[i]
         attrs = ev.get("attrs")

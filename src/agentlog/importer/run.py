@@ -38,6 +38,9 @@ CHUNK: Final = 1 << 20
 HEAD_BYTES: Final = 4096
 #: events appended to a log per write
 BATCH: Final = 2000
+#: sessions are imported in chunks of about this many bytes of files (a worker's task;
+#: their events are written in batches that span the chunk's files)
+CHUNK_BYTES: Final = 4 << 20
 #: an import this large (bytes) runs in two processes when there are two cores
 PARALLEL_MIN_BYTES: Final = 32 << 20
 #: the offsets are saved at most this often (and at the end)
@@ -342,16 +345,79 @@ def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int],
         os.close(fd)
 
 
+# -- writing ----------------------------------------------------------------------------------------
+
+
+class _Sink:
+    """Events read and not yet written, of one file or of several (a worker's share of
+    an import): redacted, merged with what the logs hold, by session, and appended
+    :data:`BATCH` at a time. Batches that span files make the secret gate's pre-check
+    run once per batch rather than once per file (each run of it compiles its
+    pattern and builds its automaton afresh: ~0.5 ms, a transcript file's worth of
+    scanning)."""
+
+    def __init__(self, root: str, dry_run: bool, known: dict[tuple[str, str | None], Known] | None = None) -> None:
+        self.root = root
+        self.dry_run = dry_run
+        self.known: dict[tuple[str, str | None], Known] = known if known is not None else {}
+        self.events: list[dict[str, Any]] = []
+        self.reports: list[FileReport] = []
+        """The file each event was read from, for its counts."""
+
+    def add(self, report: FileReport, events: list[dict[str, Any]]) -> None:
+        self.events.extend(events)
+        self.reports.extend([report] * len(events))
+        if len(self.events) >= BATCH:
+            self.flush()  # memory stays bounded by a batch, whatever the files' sizes
+
+    def flush(self) -> None:
+        """Merge what was read with what the logs hold, by session, and append it."""
+        from ..capture.secret_gate import redact_serialized
+        from ..log.writer import open_session_log
+
+        if not self.events:
+            return
+        # redacted (before anything is written or compared: the parsers leave it to here) and serialised
+        blobs = redact_serialized(self.events)
+        by_session: dict[tuple[str, str | None], list[tuple[dict[str, Any], bytes, FileReport]]] = {}
+        for ev, blob, report in zip(self.events, blobs, self.reports, strict=True):
+            by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append((ev, blob, report))
+        self.events.clear()
+        self.reports.clear()
+        for cache_key, triples in by_session.items():
+            provider, session_id = cache_key
+            if cache_key not in self.known:
+                self.known[cache_key] = _known(self.root, provider, session_id)
+            held = self.known[cache_key]
+            fresh: list[bytes] = []
+            for ev, blob, report in triples:
+                if session_id is not None and session_id not in report.sessions:
+                    report.sessions.append(session_id)
+                key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
+                if held.has(ev, key):
+                    report.duplicates += 1
+                    continue
+                held.add(ev, key)
+                report.events += 1
+                fresh.append(blob)
+            if fresh and not self.dry_run:
+                log = open_session_log(self.root, provider, session_id, durability="relaxed", hasher=hashlib.sha256)
+                for i in range(0, len(fresh), BATCH):
+                    log.append(fresh[i:i + BATCH])
+
+
 # -- one file ---------------------------------------------------------------------------------------
 
 
 def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bool = False,
                 known: dict[tuple[str, str | None], Known] | None = None,
-                on_bytes: Callable[[int], None] | None = None) -> FileReport:
-    """Import one file with ``parser``; ``state`` (the per-file offsets) is updated in place."""
+                on_bytes: Callable[[int], None] | None = None, sink: _Sink | None = None) -> FileReport:
+    """Import one file with ``parser``; ``state`` (the per-file offsets) is updated in place.
+
+    With ``sink`` (shared by several files), the file's events may still be in it on
+    return — their counts and sessions in the report are complete once the caller
+    has flushed it, and ``state`` must not be saved before then."""
     from ..capture.redact import redact_value
-    from ..capture.secret_gate import redact_serialized
-    from ..log.writer import open_session_log
 
     path = parser.path
     report = FileReport(path, parser.provider)
@@ -376,43 +442,12 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             report.mode = "replaced"
     if report.mode == "unchanged":
         return report
-    events: list[dict[str, Any]] = []
-    known = known if known is not None else {}
-    sessions: dict[str, None] = {}
-
-    def flush() -> None:
-        """Merge what was read with what the logs hold, by session, and append it."""
-        # redacted (before anything is written or compared: the parsers leave it to here) and serialised
-        blobs = redact_serialized(events)
-        by_session: dict[tuple[str, str | None], list[tuple[dict[str, Any], bytes]]] = {}
-        for ev, blob in zip(events, blobs, strict=True):
-            by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append((ev, blob))
-        events.clear()
-        for cache_key, pairs in by_session.items():
-            provider, session_id = cache_key
-            if cache_key not in known:
-                known[cache_key] = _known(root, provider, session_id)
-            held = known[cache_key]
-            fresh: list[bytes] = []
-            for ev, blob in pairs:
-                key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
-                if held.has(ev, key):
-                    report.duplicates += 1
-                    continue
-                held.add(ev, key)
-                fresh.append(blob)
-            if session_id is not None:
-                sessions[session_id] = None
-            report.events += len(fresh)
-            if fresh and not dry_run:
-                log = open_session_log(root, provider, session_id, durability="relaxed", hasher=hashlib.sha256)
-                for i in range(0, len(fresh), BATCH):
-                    log.append(fresh[i:i + BATCH])
-
+    own = sink is None
+    out = sink if sink is not None else _Sink(root, dry_run, known)
     end = start
     document = _document(parser, path, st.st_size) if start == 0 else None
     if document is not None:  # a chat kept as one JSON document (older Gemini CLI): read whole
-        events.extend(parser.feed_document(SourceLine(path, 1, 0, b""), document))  # type: ignore[attr-defined]
+        out.add(report, parser.feed_document(SourceLine(path, 1, 0, b""), document))  # type: ignore[attr-defined]
         if on_bytes is not None:
             on_bytes(st.st_size)
         report.lines = 1
@@ -429,14 +464,12 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             record = parse_json(line.data)
             if record is None:
                 continue
-            events.extend(parser.feed(line, record))
-            if len(events) >= BATCH:
-                flush()  # memory stays bounded by a batch, whatever the file's size
-        events.extend(parser.finish())
+            out.add(report, parser.feed(line, record))
+        out.add(report, parser.finish())
     except OSError as e:
         report.error = f"read failed: {e.strerror}"
-    flush()
-    report.sessions = list(sessions)
+    if own:
+        out.flush()
     report.bytes_read = end - start
     stats = parser.stats
     report.records = dict(stats.records)
@@ -472,13 +505,15 @@ def _group_key(agent: str, path: str) -> str:
     return agent + ":" + path
 
 
-def _import_group(root: str, files: list[tuple[str, str]], state: dict[str, Any], dry_run: bool,
-                  on_bytes: Callable[[int], None] | None = None) -> tuple[list[FileReport], dict[str, Any]]:
-    """Import one session's files in order: their reports and their new state entries."""
+def _import_groups(root: str, groups: list[list[tuple[str, str]]], state: dict[str, Any], dry_run: bool,
+                   on_bytes: Callable[[int], None] | None = None) -> tuple[list[FileReport], dict[str, Any]]:
+    """Import sessions' files, each session's in order, their events written in batches
+    that may span files: their reports and their new state entries (complete: every
+    event is written when this returns)."""
     from .sources import AGENTS, make_parser
 
     reports = []
-    known: dict[tuple[str, str | None], Known] = {}
+    sink = _Sink(root, dry_run)
     read = 0
 
     def tick(n: int) -> None:
@@ -487,16 +522,31 @@ def _import_group(root: str, files: list[tuple[str, str]], state: dict[str, Any]
         if on_bytes is not None:
             on_bytes(read)
 
-    for name, f in files:
-        parser = make_parser(AGENTS[name], f)
-        if hasattr(parser, "base_time_us"):
-            try:
-                parser.base_time_us = int(os.stat(f).st_mtime * 1_000_000)
-            except OSError:
-                pass
-        reports.append(import_file(root, parser, state, dry_run=dry_run, known=known, on_bytes=tick))
-    return reports, {os.path.abspath(f): state[os.path.abspath(f)] for _, f in files
+    for files in groups:
+        for name, f in files:
+            parser = make_parser(AGENTS[name], f)
+            if hasattr(parser, "base_time_us"):
+                try:
+                    parser.base_time_us = int(os.stat(f).st_mtime * 1_000_000)
+                except OSError:
+                    pass
+            reports.append(import_file(root, parser, state, dry_run=dry_run, on_bytes=tick, sink=sink))
+    sink.flush()
+    return reports, {os.path.abspath(f): state[os.path.abspath(f)] for files in groups for _, f in files
                      if os.path.abspath(f) in state}
+
+
+def _chunks(groups: list[list[tuple[str, str]]], size: int) -> list[list[list[tuple[str, str]]]]:
+    """Consecutive groups, about ``size`` bytes of files per chunk (a group is never split)."""
+    out: list[list[list[tuple[str, str]]]] = []
+    taken = size
+    for files in groups:
+        if taken >= size:
+            out.append([])
+            taken = 0
+        out[-1].append(files)
+        taken += sum(_size(f) for _, f in files)
+    return out
 
 
 # -- many files -------------------------------------------------------------------------------------
@@ -514,7 +564,7 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
     A large import runs in ``workers`` processes (default: two when there are
     two cores and at least :data:`PARALLEL_MIN_BYTES`), each taking whole
     sessions (a session's files — a Claude session and its subagents' — go to
-    one worker, in order)."""
+    one worker, in order), :data:`CHUNK_BYTES` of them at a time."""
     from .sources import AGENTS, find_files, make_parser
 
     started = time.perf_counter()
@@ -552,27 +602,28 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
     work = list(groups.values())
     if workers is None:
         workers = min(2, os.cpu_count() or 1) if total >= PARALLEL_MIN_BYTES and len(work) > 1 else 1
+    chunks = _chunks(work, CHUNK_BYTES)
     if workers > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-            futures = {pool.submit(_import_group, root, files, {os.path.abspath(f): state.get(os.path.abspath(f))
-                                                                for _, f in files}, dry_run): files
-                       for files in work}
+            futures = {pool.submit(_import_groups, root, chunk, {os.path.abspath(f): state.get(os.path.abspath(f))
+                                                                 for files in chunk for _, f in files}, dry_run): chunk
+                       for chunk in chunks}
             for fut in as_completed(futures):
-                files = futures[fut]
+                chunk = futures[fut]
                 reports, updates = fut.result()
-                finished(reports, updates, sum(_size(f) for _, f in files), files[-1][1])
+                finished(reports, updates, sum(_size(f) for files in chunk for _, f in files), chunk[-1][-1][1])
     else:
-        for files in work:
-            def tick(n: int, files: list[tuple[str, str]] = files) -> None:
+        for chunk in chunks:
+            def tick(n: int, chunk: list[list[tuple[str, str]]] = chunk) -> None:
                 if progress is not None:
-                    progress(files[0][1], done + n, total)
+                    progress(chunk[0][0][1], done + n, total)
 
-            reports, updates = _import_group(root, files, state, dry_run, tick)
-            finished(reports, updates, sum(_size(f) for _, f in files), files[-1][1])
+            reports, updates = _import_groups(root, chunk, state, dry_run, tick)
+            finished(reports, updates, sum(_size(f) for files in chunk for _, f in files), chunk[-1][-1][1])
     if not dry_run:
         save_state(root, state)
     report.seconds = time.perf_counter() - started
