@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -149,15 +148,18 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
     assert index.check(root)["ok"]
 
     def dump() -> tuple[list[Any], list[Any]]:
-        con = index.connect(root)
-        try:
-            docs = sorted(con.execute("SELECT event_id, log, seq, kind, tool FROM docs").fetchall())
-            con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, 'fts', 'row')")
-            terms = sorted(con.execute("SELECT term, doc, cnt FROM vocab").fetchall())  # every term, how often
-            assert terms
-            return docs, terms
-        finally:
-            con.close()
+        import tantivy
+
+        idx = index.open_index(root, create=False)
+        assert idx is not None
+        idx.reload()
+        searcher = idx.searcher()
+        hits = searcher.search(tantivy.Query.exists_query("t"), 1000).hits
+        docs = sorted(tuple(searcher.doc(a).get_first(f) for f in ("event_id", "log", "seq", "kind", "tool"))
+                      for _, a in hits)
+        terms = sorted(searcher.terms_with_prefix("body", ""))  # every term, in how many events
+        assert terms and docs
+        return docs, terms
 
     incremental = dump()
     hits_before = [h.event_id for h in search(root, "target1 OR target2", limit=50).hits]
@@ -168,9 +170,9 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
     _tool(root, "s9", 1, "make target9", "built target9")
     ingest(root)
     code = ("import sys, os; sys.path.insert(0, sys.argv[2]); from agentlog.search import index as ix\n"
-            "orig = ix._insert\n"
-            "def boom(con, rows):\n    orig(con, rows); os._exit(9)\n"
-            "ix._insert = boom; ix.catch_up(sys.argv[1])")
+            "orig = ix._add\n"
+            "def boom(writer, rows, **kw):\n    orig(writer, rows, **kw); os._exit(9)\n"
+            "ix._add = boom; ix.catch_up(sys.argv[1])")
     r = subprocess.run([sys.executable, "-c", code, root, str(Path(index.__file__).parents[2])], timeout=120)
     assert r.returncode == 9
     report = index.check(root)  # it catches up first: the killed work is done again
@@ -190,8 +192,9 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     purge(root, Selector(session="gone"))
     assert not search(root, "canaryqzxwvk").hits
     assert search(root, "keepmeplease").hits
-    data = b"".join(p.read_bytes() for p in Path(index.db_path(root)).parent.glob("search.sqlite3*"))
-    assert b"canaryqzxwvk" not in data  # not even as a term in the file
+    files = [p for p in Path(index.index_path(root)).iterdir() if p.is_file()]
+    assert files and all(p.stat().st_mode & 0o077 == 0 for p in files)  # private, like captured content
+    assert b"canaryqzxwvk" not in b"".join(p.read_bytes() for p in files)  # not even as a term in the files
     assert index.check(root)["ok"]
 
 
@@ -205,15 +208,29 @@ def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) 
         q = parse_query(query)
     except QueryError:
         return
-    con = sqlite3.connect(":memory:")
-    con.execute("CREATE VIRTUAL TABLE fts USING fts5(body, content='', tokenize='unicode61 remove_diacritics 2')")
-    if q.match:
-        con.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (q.match,)).fetchall()  # valid FTS5, always
+    from agentlog.search.service import _engine_query, _searcher, _top
+
+    try:
+        query, ranked = _engine_query(q)
+    except QueryError:  # e.g. since:garbage
+        return
+    searcher = _searcher(searched)
+    assert searcher is not None
+    _top(searcher, query, ranked, 21, 0)  # a valid tantivy query, always
 
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("hostile"))
+    root = str(tmp_path_factory.mktemp("hostile"))
+    idx = index.open_index(root)
+    assert idx is not None
+    writer = idx.writer(heap_size=15_000_000, num_threads=1)
+    import tantivy
+
+    writer.add_document(tantivy.Document(body=["a b secret NEAR x"], t=[1], key=["k"], tool=["Bash"]))
+    writer.commit()
+    writer.wait_merging_threads()
+    return root
 
 
 def test_hostile_queries_through_the_cli(tmp_path: Path) -> None:

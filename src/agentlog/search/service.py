@@ -1,6 +1,6 @@
 """``agentlog search``: ranked hits, each with a highlighted snippet and where it belongs.
 
-Ranking is BM25 over the index (:mod:`.index`), newest first among equals.
+Ranking is BM25 over the index (:mod:`.index`, tantivy), newest first among equals.
 The page's events are then read back from the store — their text for the
 snippet (the index keeps none), and the session, turn and attempt each
 belongs to with that attempt's outcome and what superseded it — so "this
@@ -16,8 +16,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from .index import catch_up, connect
-from .text import QueryError, parse_query
+from .index import catch_up
+from .text import Query, QueryError, Term, parse_query
 
 SNIPPET: Final = 90
 """Characters either side of the first match in a snippet."""
@@ -55,42 +55,111 @@ class SearchResult:
         return asdict(self)
 
 
-def _filters_sql(filters: dict[str, list[str]]) -> tuple[list[str], list[Any]]:
-    from ..query.timeexpr import TimeError, resolve
+TIE_WINDOW: Final = 1000
+"""When equally ranked hits run past a page's end, this many are read to put the newest first."""
 
-    where: list[str] = []
-    args: list[Any] = []
-    for name, values in filters.items():
-        conds: list[str] = []
+
+def _regex_literal(text: str) -> str:
+    """``text`` matched literally in a tantivy regex (every ASCII non-alphanumeric escaped)."""
+    return "".join("\\" + c if c.isascii() and not c.isalnum() else c for c in text)
+
+
+def _glob(pattern: str) -> str:
+    """A path glob (``*`` any characters, ``?`` one) as a tantivy regex matching a path's end."""
+    out = "".join(".*" if c == "*" else "." if c == "?" else _regex_literal(c) for c in pattern)
+    return "(.*/)?" + out
+
+
+def _engine_query(q: Query) -> tuple[Any, bool]:
+    """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy), and
+    whether it ranks (False: filters only, newest first)."""
+    import tantivy
+
+    from ..query.timeexpr import TimeError, resolve
+    from .index import analyzer, schema
+
+    sc = schema()
+    an = analyzer()
+    Q, Occur = tantivy.Query, tantivy.Occur
+
+    def tokens(term: Term) -> list[str]:
+        return [t for tok in term.tokens for t in an.analyze(tok)]
+
+    def text_query(term: Term) -> Any:
+        toks = tokens(term)
+        if not toks:
+            return None
+        if len(toks) == 1:
+            if term.prefix:
+                return Q.regex_query(sc, "body", _regex_literal(toks[0]) + ".*")
+            return Q.term_query(sc, "body", toks[0])
+        seq = Q.phrase_prefix_query(sc, "body", list(toks)) if term.prefix else Q.phrase_query(sc, "body", list(toks))
+        if term.phrase:
+            return seq
+        joined = "".join(toks)  # the compound's other spellings (its parts joined are indexed too)
+        alt = Q.regex_query(sc, "body", _regex_literal(joined) + ".*") if term.prefix else Q.term_query(sc, "body", joined)
+        return Q.boolean_query([(Occur.Should, seq), (Occur.Should, alt)])
+
+    def any_of(queries: list[Any]) -> Any:
+        return queries[0] if len(queries) == 1 else Q.boolean_query([(Occur.Should, x) for x in queries])
+
+    clauses: list[tuple[Any, Any]] = []
+    for alternatives in q.clauses:
+        built = [x for x in map(text_query, alternatives) if x is not None]
+        if built:
+            clauses.append((Occur.Must, any_of(built)))
+    ranked = bool(clauses)
+    for term in q.excluded:
+        x = text_query(term)
+        if x is not None:
+            clauses.append((Occur.MustNot, x))
+    for name, values in q.filters.items():
+        conds: list[Any] = []
         for v in values:
             if name == "tool":
-                conds.append("lower(d.tool) = lower(?)")
-                args.append(v)
+                conds.append(Q.term_query(sc, "tool", v.lower()))
             elif name == "kind":
-                conds.append("(d.kind = ? OR d.kind LIKE ? || '%')")
-                args += [v, {"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)]
+                conds += [Q.term_query(sc, "kind", v), Q.regex_query(
+                    sc, "kind", _regex_literal({"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)) + ".*")]
             elif name == "project":
-                conds.append("d.project = ?")
-                args.append(v)
+                conds.append(Q.term_query(sc, "project", v))
             elif name == "provider":
-                conds.append("d.provider = ?")
-                args.append(v.replace("-", "_"))
+                conds.append(Q.term_query(sc, "provider", v.replace("-", "_")))
             elif name == "session":
-                conds.append("(d.session = ? OR d.session LIKE ? || '%')")
-                args += [v, v]
+                conds.append(Q.regex_query(sc, "session", _regex_literal(v) + ".*"))
             elif name == "path":
-                conds.append("EXISTS (SELECT 1 FROM json_each(d.paths) p WHERE p.value GLOB ? OR p.value GLOB ?)")
-                args += [v, "*/" + v]
+                conds.append(Q.regex_query(sc, "paths", _glob(v)))
             elif name in ("since", "until"):
                 try:
                     us = resolve(v, time.time_ns() // 1000)
                 except TimeError as e:
                     raise QueryError(f"{name}: {e}") from None
-                conds.append("d.observed_at >= ?" if name == "since" else "d.observed_at < ?")
-                args.append(us)
-        if conds:
-            where.append("(" + " OR ".join(conds) + ")")
-    return where, args
+                conds.append(Q.range_query(sc, "t", tantivy.FieldType.Integer, lower_bound=us) if name == "since"
+                             else Q.range_query(sc, "t", tantivy.FieldType.Integer, upper_bound=us, include_upper=False))
+        if conds:  # a filter does not change a hit's rank
+            clauses.append((Occur.Must, Q.const_score_query(any_of(conds), 0.0)))
+    if not clauses or (q.clauses and not ranked):  # nothing, or only words too long to be indexed
+        return Q.empty_query(), ranked
+    if not ranked:
+        clauses.append((Occur.Must, Q.exists_query("t")))  # events only (not the index's own state)
+    return Q.boolean_query(clauses), ranked
+
+
+def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[tuple[float, Any]]:
+    """The ``n`` best hits after ``offset``: by BM25, newest first among equals (by time alone
+    when the query only filters)."""
+    import tantivy
+
+    if not ranked:
+        return [(0.0, a) for _, a in searcher.search(query, n, count=False, order_by_field="t",
+                                                     order=tantivy.Order.Desc, offset=offset).hits]
+    end = offset + n
+    hits = searcher.search(query, end + 1, count=False).hits
+    if len(hits) > end and end and hits[end][0] == hits[end - 1][0]:  # equals run past the page
+        hits = searcher.search(query, max(4 * end, TIE_WINDOW), count=False).hits
+    times = searcher.fast_field_values("t", [a for _, a in hits])
+    ordered = sorted(zip(hits, times), key=lambda x: (-x[0][0], -(x[1] or 0)))
+    return [h for h, _ in ordered[offset:end]]
 
 
 def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: str | None = None,
@@ -110,33 +179,26 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
         except EngineError:
             pass
     caught = catch_up(root) if catch else None
-    where, args = _filters_sql(q.filters)
-    con = _reader(root)
-    want = limit + 1
-    fetch = want * (8 if outcome else 1)
-    try:
-        cols = "d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths"
-        if q.match and not where:
-            # FTS5 ranks and cuts the page itself (its rank column, BM25); docs are read for the page only
-            sql = (f"SELECT {cols}, f.rank, d.log, d.offset FROM (SELECT rowid, rank FROM fts WHERE fts MATCH ? "
-                   "ORDER BY rank LIMIT ? OFFSET ?) f JOIN docs d ON d.rowid = f.rowid ORDER BY f.rank, d.observed_at DESC")
-            params: list[Any] = [q.match, fetch, offset]
-        elif q.match:
-            sql = (f"SELECT {cols}, fts.rank, d.log, d.offset FROM fts JOIN docs d ON d.rowid = fts.rowid "
-                   "WHERE fts MATCH ? " + "".join(f" AND {w}" for w in where)
-                   + " ORDER BY fts.rank, d.observed_at DESC LIMIT ? OFFSET ?")
-            params = [q.match, *args, fetch, offset]
-        else:
-            sql = ("SELECT d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths, 0.0, "
-                   "d.log, d.offset FROM docs d" + (" WHERE " + " AND ".join(where) if where else "")
-                   + " ORDER BY d.observed_at DESC LIMIT ? OFFSET ?")
-            params = [*args, fetch, offset]
+    fetch = (limit + 1) * (8 if outcome else 1)
+    rows: list[tuple[Any, ...]] = []
+    searcher = _searcher(root)
+    if searcher is not None:
         try:
-            rows = con.execute(sql, params).fetchall()
-        except Exception as e:  # an FTS5 error on a query we built is a bug; say what it was
+            query, ranked = _engine_query(q)
+            top = _top(searcher, query, ranked, fetch, offset)
+        except QueryError:
+            raise
+        except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
             raise QueryError(f"the index refused the query: {e}") from None
-    finally:
-        pass
+        for score, addr in top:
+            d = searcher.doc(addr)
+            paths = d.get_all("paths")
+            rows.append((d.get_first("event_id"), d.get_first("t"), d.get_first("kind"), d.get_first("tool"),
+                         d.get_first("provider"), d.get_first("project"), d.get_first("session"),
+                         json.dumps(paths) if paths else None, -float(score), d.get_first("log"),
+                         d.get_first("offset")))
     if engine is not None or not rows:
         hits = _hydrate(root, rows, q.terms, engine)
     else:
@@ -150,21 +212,35 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     return SearchResult(text, hits[:limit], more, round(time.perf_counter() - started, 4), caught)
 
 
-_READERS: dict[tuple[str, int], Any] = {}
+_READERS: dict[tuple[str, int], tuple[Any, tuple[int, int, int]]] = {}
 
 
-def _reader(root: str) -> Any:
-    """A read connection to the index, kept per process and thread (opening one costs milliseconds)."""
+def _searcher(root: str) -> Any:
+    """A searcher over the index's last commit (None when there is no index); the index is
+    kept open per process and thread, and reloaded when a commit changed it."""
     import os
     import threading
 
-    from .index import db_path
+    from .index import index_path, open_index
 
-    key = (os.path.abspath(db_path(root)), threading.get_ident())
-    con = _READERS.get(key)
-    if con is None or not os.path.exists(key[0]):
-        con = _READERS[key] = connect(root)
-    return con
+    path = os.path.abspath(index_path(root))
+    try:
+        st = os.stat(os.path.join(path, "meta.json"))
+    except FileNotFoundError:
+        return None
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    key = (path, threading.get_ident())
+    kept = _READERS.get(key)
+    if kept is None:
+        idx = open_index(root, create=False)
+        if idx is None:
+            return None
+        idx.reload()
+        _READERS[key] = (idx, stamp)
+    elif kept[1] != stamp:
+        kept[0].reload()
+        _READERS[key] = (kept[0], stamp)
+    return _READERS[key][0].searcher()
 
 
 def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None) -> list[Hit]:

@@ -90,10 +90,23 @@ class QueryError(ValueError):
     """A query that cannot be run (the message says why)."""
 
 
+@dataclass(frozen=True)
+class Term:
+    """One word or phrase of a query: its tokens, in order."""
+
+    tokens: tuple[str, ...]
+    phrase: bool = False
+    """The tokens in order, adjacent (a quoted phrase)."""
+    prefix: bool = False
+    """The last token is a prefix (``pars*``)."""
+
+
 @dataclass
 class Query:
-    match: str
-    """The FTS5 MATCH expression (every term quoted)."""
+    clauses: list[list[Term]] = field(default_factory=list)
+    """What a hit must match: every clause, each by one of its terms (``a OR b`` is one clause)."""
+    excluded: list[Term] = field(default_factory=list)
+    """What a hit must not match."""
     filters: dict[str, list[str]] = field(default_factory=dict)
     terms: list[str] = field(default_factory=list)
     """The positive tokens (for highlighting)."""
@@ -102,40 +115,28 @@ class Query:
 _WORD: Final = re.compile(r'(-?)(?:(\w+):)?"([^"]*)"?|(\S+)')
 
 
-def _quote(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
-def _term(raw: str, phrase: bool) -> tuple[str, list[str]] | None:
-    """One FTS5 term for a word or phrase, or None when it holds no token."""
+def _term(raw: str, phrase: bool) -> Term | None:
+    """The term of a word or phrase, or None when it holds no token."""
     prefix = raw.endswith("*") and not phrase
     tokens = parts(raw.rstrip("*")) if not phrase else [p for w in raw.split() for p in parts(w)]
     if not tokens:
         return None
-    if len(tokens) == 1:
-        return _quote(tokens[0]) + (" *" if prefix else ""), tokens
-    # a compound (or a phrase): its tokens in order; the joined form matches the other spellings
-    seq = " ".join(tokens)
-    inner = _quote(seq) + (" *" if prefix else "")
-    if phrase:
-        return inner, tokens
-    return f"({inner} OR {_quote(''.join(tokens))})", tokens
+    return Term(tuple(tokens), phrase=phrase, prefix=prefix)
 
 
 def parse_query(text: str, *, max_len: int = 2000) -> Query:
-    """``text`` as an FTS5 expression and filters; raises :class:`QueryError`."""
+    """``text`` as terms and filters (nothing of it is passed to the engine as syntax);
+    raises :class:`QueryError`."""
     if not isinstance(text, str):
         raise QueryError("a query is text")
     text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)[:max_len]
-    positive: list[str] = []
-    negative: list[str] = []
-    q = Query(match="")
+    q = Query()
     pending_or = False
     for m in _WORD.finditer(text):
         neg, field_name, phrase, bare = m.group(1), m.group(2), m.group(3), m.group(4)
         if bare is not None:
             if bare == "OR":
-                pending_or = bool(positive)
+                pending_or = bool(q.clauses)
                 continue
             neg = "-" if bare.startswith("-") and len(bare) > 1 else ""
             bare = bare[1:] if neg else bare
@@ -151,25 +152,22 @@ def parse_query(text: str, *, max_len: int = 2000) -> Query:
             got = _term(phrase, phrase=True)
         if got is None:
             continue
-        term, tokens = got
         if neg:
-            negative.append(term)
+            q.excluded.append(got)
         else:
-            if pending_or and positive:
-                positive[-1] = f"({positive[-1]} OR {term})"
+            if pending_or and q.clauses:
+                q.clauses[-1].append(got)
             else:
-                positive.append(term)
+                q.clauses.append([got])
             whole = (bare if bare is not None else phrase).strip().rstrip("*")
-            q.terms.extend(([whole] if whole and len(tokens) > 1 else []) + tokens)  # the word as typed, then its parts
+            q.terms.extend(([whole] if whole and len(got.tokens) > 1 else []) + list(got.tokens))  # as typed, then parts
         pending_or = False
-    if not positive:
-        if negative:
+    if not q.clauses:
+        if q.excluded:
             raise QueryError("a query needs at least one word to look for, not only exclusions")
         if not q.filters:
             raise QueryError("nothing to search for: give words, a \"phrase\" or a filter such as tool:Bash")
-        return q
-    q.match = " AND ".join(positive) + "".join(f" NOT {t}" for t in negative)
     return q
 
 
-__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "body", "parse_query", "parts"]
+__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "Term", "body", "parse_query", "parts"]
