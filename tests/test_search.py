@@ -120,6 +120,9 @@ def test_code_aware_names_operators_filters_and_the_hit_s_place(tmp_path: Path) 
     assert all(h.kind == "prompt_submitted" for h in search(root, "flux kind:prompt_submitted").hits)
     assert search(root, "capac*").hits and not search(root, "capacz*").hits
     assert search(root, '"flux capacitor"').hits and not search(root, '"capacitor flux"').hits
+    assert not search(root, "config_parse").hits  # a compound's parts in its order only
+    assert not search(root, '"flux overheat"').hits  # adjacent only (the index keeps no positions)
+    assert not search(root, 'flux -"flux capacitor"').hits and search(root, 'flux -"capacitor flux"').hits
     with_error = {h.event_id for h in search(root, "KeyError", limit=50).hits}
     without = {h.event_id for h in search(root, "parse_config -KeyError", limit=50).hits}
     assert with_error and without and not (with_error & without)
@@ -211,7 +214,7 @@ def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) 
     from agentlog.search.service import _engine_query, _searcher, _top
 
     try:
-        query, ranked = _engine_query(q)
+        query, ranked, _check = _engine_query(q)
     except QueryError:  # e.g. since:garbage
         return
     searcher = _searcher(searched)

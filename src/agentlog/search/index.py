@@ -33,6 +33,7 @@ segments and removes the old files.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -73,7 +74,8 @@ def schema() -> tantivy.Schema:
     import tantivy
 
     b = tantivy.SchemaBuilder()
-    b.add_text_field("body", stored=False, tokenizer_name=CODE_TOKENIZER, index_option="position")
+    # which documents hold a term and how often (BM25), not where: a phrase is checked on the hit's text
+    b.add_text_field("body", stored=False, tokenizer_name=CODE_TOKENIZER, index_option="freq")
     b.add_text_field("key", stored=False, tokenizer_name="raw", index_option="basic")  # log + seq: upsert, delete
     b.add_text_field("meta", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_text_field("event_id", stored=True, tokenizer_name="raw", index_option="basic")
@@ -276,27 +278,39 @@ def _add(writer: tantivy.IndexWriter, prepared: list[Prepared], *, upsert: bool,
 Adder = Callable[[list[Prepared]], int]
 
 
-def _index_files(add: Adder, table_path: str, files: list[str], rows_hint: int) -> int:
-    """Index the files' rows: prepared by two worker processes when there are many (a bounded
-    window of batches in flight), added here in order."""
+@contextlib.contextmanager
+def _preparers(rows_hint: int) -> Iterator[Any]:
+    """Two worker processes to prepare the texts when there are many rows (else None). Made
+    before the writer is opened: they are forked while this process has no tantivy thread."""
     workers = min(2, os.cpu_count() or 1)
     if rows_hint < PARALLEL_MIN_ROWS or workers < 2:
-        return sum(add(_prepare(rows)) for rows in _batches(table_path, files))
+        yield None
+        return
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        pool.submit(os.getpid).result()  # with fork, every worker is started at the first task
+        yield pool
+
+
+def _index_files(add: Adder, pool: Any, table_path: str, files: list[str]) -> int:
+    """Index the files' rows: prepared by the ``pool``'s workers when there is one (a bounded
+    window of batches in flight), added here in order."""
+    if pool is None:
+        return sum(add(_prepare(rows)) for rows in _batches(table_path, files))
     from collections import deque
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import Future
 
     n = 0
     window: deque[Future[list[Prepared]]] = deque()
-    # not fork: the writer's threads are running, and a child forked from them may inherit a held lock
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        for rows in _batches(table_path, files):
-            window.append(pool.submit(_prepare, rows))
-            if len(window) >= 2 * workers:
-                n += add(window.popleft().result())
-        while window:
+    for rows in _batches(table_path, files):
+        window.append(pool.submit(_prepare, rows))
+        if len(window) >= 4:
             n += add(window.popleft().result())
+    while window:
+        n += add(window.popleft().result())
     return n
 
 
@@ -344,33 +358,37 @@ def catch_up(root: str) -> dict[str, Any]:
     start = -1 if done is None else done
     if start >= latest:
         return {"indexed": 0, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
-    try:
-        writer = _writer(idx)
-    except Busy:
-        return {"indexed": 0, "version": done, "busy": True, "seconds": round(time.perf_counter() - started, 3)}
-    try:
-        idx.reload()  # what the lock's last holder committed
-        done, _ = state(idx.searcher())
-        start = -1 if done is None else done
-        upsert = idx.searcher().num_docs > 0
-        indexed = 0
-        for version in range(start + 1, latest + 1):
-            actions = _commit(log, version)
-            if actions is None:  # cleaned up: read the current snapshot instead
-                writer.rollback()
-                _finish(root, idx, writer)
-                return rebuild(root)
-            adds = [a for a in actions if "add" in a and a["add"].get("dataChange", True)]
-            indexed += _index_files(lambda p: _add(writer, p, upsert=upsert, skip=set()), table_path,
-                                    [a["add"]["path"] for a in adds], _rows_in(adds))
-        if latest > start:
-            _set_state(writer, latest, table_id)
-            writer.commit()
-    except BaseException:
-        writer.rollback()
-        raise
-    finally:
-        _finish(root, idx, writer)
+    plan: list[tuple[int, list[str]]] = []
+    rows = 0
+    for version in range(start + 1, latest + 1):
+        actions = _commit(log, version)
+        if actions is None:  # cleaned up: read the current snapshot instead
+            return rebuild(root)
+        adds = [a for a in actions if "add" in a and a["add"].get("dataChange", True)]
+        plan.append((version, [a["add"]["path"] for a in adds]))
+        rows += _rows_in(adds)
+    with _preparers(rows) as pool:
+        try:
+            writer = _writer(idx)
+        except Busy:
+            return {"indexed": 0, "version": done, "busy": True, "seconds": round(time.perf_counter() - started, 3)}
+        try:
+            idx.reload()  # what the lock's last holder committed
+            done, _ = state(idx.searcher())
+            upsert = idx.searcher().num_docs > 0
+            indexed = 0
+            for version, files in plan:
+                if done is None or version > done:
+                    indexed += _index_files(lambda p: _add(writer, p, upsert=upsert, skip=set()), pool, table_path,
+                                            files)
+            if done is None or latest > done:
+                _set_state(writer, latest, table_id)
+                writer.commit()
+        except BaseException:
+            writer.rollback()
+            raise
+        finally:
+            _finish(root, idx, writer)
     return {"indexed": indexed, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
 
 
@@ -382,31 +400,32 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None) -> dict[s
     started = time.perf_counter()
     idx = open_index(root)
     assert idx is not None
-    writer = _writer(idx, wait=600.0)
-    try:
-        writer.delete_all_documents()
-        found = _delta(root)
-        indexed = 0
-        version: int | None = None
-        if found is not None:
-            table_path, log = found
-            dt = DeltaTable(table_path)
-            import pyarrow.parquet as pq
+    found = _delta(root)
+    files: list[str] = []
+    dt = None
+    if found is not None:
+        import pyarrow.parquet as pq
 
-            files = [u.removeprefix("file://") for u in dt.file_uris()]
-            rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # footers only
-            skip = without or set()
-            indexed = _index_files(lambda p: _add(writer, p, upsert=False, skip=skip), table_path, files, rows)
-            version = dt.version()
-            _set_state(writer, version, _table_id(log))
-        writer.commit()
-        writer.garbage_collect_files()
-    except BaseException:
-        writer.rollback()
-        raise
-    finally:
-        _finish(root, idx, writer)
-    return {"indexed": indexed, "version": version, "rebuilt": True,
+        dt = DeltaTable(found[0])
+        files = [u.removeprefix("file://") for u in dt.file_uris()]
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # footers only
+    indexed = 0
+    with _preparers(rows) as pool:
+        writer = _writer(idx, wait=600.0)
+        try:
+            writer.delete_all_documents()
+            if found is not None and dt is not None:
+                skip = without or set()
+                indexed = _index_files(lambda p: _add(writer, p, upsert=False, skip=skip), pool, found[0], files)
+                _set_state(writer, dt.version(), _table_id(found[1]))
+            writer.commit()
+            writer.garbage_collect_files()
+        except BaseException:
+            writer.rollback()
+            raise
+        finally:
+            _finish(root, idx, writer)
+    return {"indexed": indexed, "version": dt.version() if dt is not None else None, "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
 

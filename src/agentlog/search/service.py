@@ -14,6 +14,7 @@ import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any, Final
 
 from .index import catch_up
@@ -70,9 +71,15 @@ def _glob(pattern: str) -> str:
     return "(.*/)?" + out
 
 
-def _engine_query(q: Query) -> tuple[Any, bool]:
-    """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy), and
-    whether it ranks (False: filters only, newest first)."""
+Check = Callable[[list[str]], bool]
+"""Whether an event's indexed tokens, in order, hold the query's phrases (and not its excluded ones)."""
+
+
+def _engine_query(q: Query) -> tuple[Any, bool, Check | None]:
+    """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy),
+    whether it ranks (False: filters only, newest first), and the check its candidates must pass
+    when it has phrases or compounds (the index keeps no positions: their order is checked on
+    the event's text)."""
     import tantivy
 
     from ..query.timeexpr import TimeError, resolve
@@ -82,37 +89,37 @@ def _engine_query(q: Query) -> tuple[Any, bool]:
     an = analyzer()
     Q, Occur = tantivy.Query, tantivy.Occur
 
-    def tokens(term: Term) -> list[str]:
-        return [t for tok in term.tokens for t in an.analyze(tok)]
+    def folded(term: Term) -> Term:
+        return Term(tuple(t for tok in term.tokens for t in an.analyze(tok)), term.phrase, term.prefix)
+
+    def word(token: str, prefix: bool) -> Any:
+        return Q.regex_query(sc, "body", _regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
 
     def text_query(term: Term) -> Any:
-        toks = tokens(term)
-        if not toks:
-            return None
+        toks = term.tokens
         if len(toks) == 1:
-            if term.prefix:
-                return Q.regex_query(sc, "body", _regex_literal(toks[0]) + ".*")
-            return Q.term_query(sc, "body", toks[0])
-        seq = Q.phrase_prefix_query(sc, "body", list(toks)) if term.prefix else Q.phrase_query(sc, "body", list(toks))
+            return word(toks[0], term.prefix)
+        every = Q.boolean_query([(Occur.Must, word(t, term.prefix and i == len(toks) - 1)) for i, t in enumerate(toks)])
         if term.phrase:
-            return seq
-        joined = "".join(toks)  # the compound's other spellings (its parts joined are indexed too)
-        alt = Q.regex_query(sc, "body", _regex_literal(joined) + ".*") if term.prefix else Q.term_query(sc, "body", joined)
-        return Q.boolean_query([(Occur.Should, seq), (Occur.Should, alt)])
+            return every
+        # a compound: its parts (their order checked), or its parts joined (indexed for such names)
+        return Q.boolean_query([(Occur.Should, every), (Occur.Should, word("".join(toks), term.prefix))])
 
     def any_of(queries: list[Any]) -> Any:
         return queries[0] if len(queries) == 1 else Q.boolean_query([(Occur.Should, x) for x in queries])
 
     clauses: list[tuple[Any, Any]] = []
+    kept: list[list[Term]] = []
     for alternatives in q.clauses:
-        built = [x for x in map(text_query, alternatives) if x is not None]
-        if built:
-            clauses.append((Occur.Must, any_of(built)))
+        terms = [t for t in map(folded, alternatives) if t.tokens]
+        if terms:
+            kept.append(terms)
+            clauses.append((Occur.Must, any_of([text_query(t) for t in terms])))
     ranked = bool(clauses)
-    for term in q.excluded:
-        x = text_query(term)
-        if x is not None:
-            clauses.append((Occur.MustNot, x))
+    excluded = [t for t in map(folded, q.excluded) if t.tokens]
+    for term in excluded:
+        if len(term.tokens) == 1:  # a phrase or compound is excluded by the check
+            clauses.append((Occur.MustNot, text_query(term)))
     for name, values in q.filters.items():
         conds: list[Any] = []
         for v in values:
@@ -139,10 +146,66 @@ def _engine_query(q: Query) -> tuple[Any, bool]:
         if conds:  # a filter does not change a hit's rank
             clauses.append((Occur.Must, Q.const_score_query(any_of(conds), 0.0)))
     if not clauses or (q.clauses and not ranked):  # nothing, or only words too long to be indexed
-        return Q.empty_query(), ranked
+        return Q.empty_query(), ranked, None
     if not ranked:
         clauses.append((Occur.Must, Q.exists_query("t")))  # events only (not the index's own state)
-    return Q.boolean_query(clauses), ranked
+    check = None
+    if any(len(t.tokens) > 1 for alternatives in kept for t in alternatives) or any(len(t.tokens) > 1 for t in excluded):
+        def check(tokens: list[str]) -> bool:
+            return all(any(_holds(t, tokens) for t in alts) for alts in kept) and not any(
+                _holds(t, tokens) for t in excluded)
+    return Q.boolean_query(clauses), ranked, check
+
+
+def _holds(term: Term, tokens: list[str]) -> bool:
+    """Whether ``tokens`` (an event's, in order) hold ``term``: its tokens adjacent and in order
+    (or, for a compound, its parts joined)."""
+    want = term.tokens
+    last = len(want) - 1
+
+    def same(i: int, tok: str) -> bool:
+        return tok.startswith(want[i]) if term.prefix and i == last else tok == want[i]
+
+    if len(want) > 1 and not term.phrase:
+        joined = "".join(want)
+        if any(t.startswith(joined) if term.prefix else t == joined for t in tokens):
+            return True
+    for start in range(len(tokens) - last):
+        if all(same(i, tokens[start + i]) for i in range(len(want))):
+            return True
+    return False
+
+
+CHECKED_MAX: Final = 2000
+"""Candidates of a query with phrases whose text is read, at most (the best ranked first)."""
+
+
+def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset: int, check: Check,
+             frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
+    """The ``n`` best candidates after ``offset`` that pass ``check`` on their text, read from
+    their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates."""
+    from .index import analyzer
+    from .text import body
+
+    an = analyzer()
+    passed: list[tuple[float, Any]] = []
+    seen = 0
+    batch = max(64, 2 * (offset + n))
+    while True:
+        top = _top(searcher, query, ranked, batch, 0)
+        for score, addr in top[seen:]:
+            d = searcher.doc(addr)
+            log, at = d.get_first("log"), d.get_first("offset")
+            frame = frames.get((log, at))
+            if frame is None:
+                frame = frames[(log, at)] = _frame_text(root, log, at)
+            content = json.loads(frame["content"]) if frame.get("content") else None
+            if frame and check(an.analyze(body(frame.get("text"), content, d.get_all("paths"), d.get_first("tool")))):
+                passed.append((score, addr))
+        seen = len(top)
+        if len(passed) >= offset + n or len(top) < batch or batch >= CHECKED_MAX:
+            return passed[offset:offset + n]
+        batch = min(CHECKED_MAX, batch * 4)
 
 
 def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[tuple[float, Any]]:
@@ -181,11 +244,13 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     caught = catch_up(root) if catch else None
     fetch = (limit + 1) * (8 if outcome else 1)
     rows: list[tuple[Any, ...]] = []
+    frames: dict[tuple[str, int], dict[str, Any]] = {}
     searcher = _searcher(root)
     if searcher is not None:
         try:
-            query, ranked = _engine_query(q)
-            top = _top(searcher, query, ranked, fetch, offset)
+            query, ranked, check = _engine_query(q)
+            top = (_top(searcher, query, ranked, fetch, offset) if check is None
+                   else _checked(root, searcher, query, ranked, fetch, offset, check, frames))
         except QueryError:
             raise
         except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was
@@ -200,12 +265,12 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
                          json.dumps(paths) if paths else None, -float(score), d.get_first("log"),
                          d.get_first("offset")))
     if engine is not None or not rows:
-        hits = _hydrate(root, rows, q.terms, engine)
+        hits = _hydrate(root, rows, q.terms, engine, frames)
     else:
         from ..query.engine import Engine
 
         with Engine(root) as fresh:
-            hits = _hydrate(root, rows, q.terms, fresh)
+            hits = _hydrate(root, rows, q.terms, fresh, frames)
     if outcome:
         hits = [h for h in hits if h.attempt_outcome == outcome]
     more = len(hits) > limit
@@ -243,7 +308,8 @@ def _searcher(root: str) -> Any:
     return _READERS[key][0].searcher()
 
 
-def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None) -> list[Hit]:
+def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None,
+             frames: dict[tuple[str, int], dict[str, Any]] | None = None) -> list[Hit]:
     if not rows:
         return []
     from ..project.ids import derive, display
@@ -280,7 +346,8 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
     except EngineError:
         pass  # no projection yet: hits without their place
     for r in rows:  # the text for the snippet: from the hit's own frame (the index keeps none)
-        found[r[0]].update(_frame_text(root, r[9], r[10]))
+        frame = (frames or {}).get((r[9], r[10]))
+        found[r[0]].update(frame if frame is not None else _frame_text(root, r[9], r[10]))
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})

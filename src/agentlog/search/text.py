@@ -31,8 +31,9 @@ from typing import Any, Final
 MAX_CHARS: Final = 8_192
 """Characters of an event indexed (its first ones; a huge tool output is cut)."""
 _TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
-_COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/:]*[A-Za-z0-9]")
-"""A run that may be a compound (``parts`` decides: more than one part)."""
+_COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
+"""A run that may be a compound identifier (``parts`` decides: more than one part); paths and
+dotted names are split at ``/``, ``.`` and ``:`` into their identifiers."""
 _CAMEL: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
@@ -70,15 +71,19 @@ def body(text: str | None, content: Any, paths: list[str] | None, tool: str | No
     joined = "\n".join(pieces)
     extra = [e for e in map(_expansion, (c for c in dict.fromkeys(_COMPOUND.findall(joined))
                                          if not (c.isalnum() and (c.islower() or c.isupper() or c.isdigit()))))
-             if e]  # a plain word (one case, no separator) has no parts to add
+             if e]  # a plain word (one case, no separator) has nothing to add
     return joined + ("\n" + "\n".join(dict.fromkeys(extra[:2000])) if extra else "")
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _expansion(compound: str) -> str:
-    """``parse config parseconfig`` for ``ParseConfig`` (empty for a single word)."""
+    """What an identifier adds to the tokens the text already has (they are its pieces between
+    ``_`` and ``-``): its camelCase parts, when it has any (``ParseConfig`` → ``parse config``),
+    and its parts joined, when it has separators (``parse_config`` → ``parseconfig``)."""
     ps = parts(compound)
-    return " ".join(ps) + " " + "".join(ps) if len(ps) > 1 else ""
+    pieces = [p.lower() for p in _TOKEN.findall(compound)]
+    out = ps if ps != pieces else []
+    return " ".join(out + (["".join(ps)] if len(pieces) > 1 else []))
 
 
 # -- queries ---------------------------------------------------------------------------------------
