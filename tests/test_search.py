@@ -214,7 +214,7 @@ def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) 
     from agentlog.search.service import _engine_query, _searcher, _top
 
     try:
-        query, ranked, _check = _engine_query(q)
+        query, ranked, _check, _compounds = _engine_query(q)
     except QueryError:  # e.g. since:garbage
         return
     searcher = _searcher(searched)

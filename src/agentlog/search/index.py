@@ -156,11 +156,19 @@ def _writer(idx: tantivy.Index, *, wait: float = 0.0) -> tantivy.IndexWriter:
             time.sleep(0.1)
 
 
-def _finish(root: str, idx: tantivy.Index, writer: tantivy.IndexWriter) -> None:
-    """Wait for the writer's merges and release its lock, then keep the files private."""
-    writer.wait_merging_threads()
-    _private(index_path(root))
-    idx.reload()
+@contextlib.contextmanager
+def _held(root: str, idx: tantivy.Index, writer: tantivy.IndexWriter) -> Iterator[None]:
+    """Work with ``writer``: what it did not commit is rolled back on an error; then its merges
+    are waited for and its lock released, and the files are kept private."""
+    try:
+        yield
+    except BaseException:
+        writer.rollback()
+        raise
+    finally:
+        writer.wait_merging_threads()
+        _private(index_path(root))
+        idx.reload()
 
 
 def state(searcher: tantivy.Searcher) -> tuple[int | None, str | None]:
@@ -314,6 +322,12 @@ def _index_files(add: Adder, pool: Any, table_path: str, files: list[str]) -> in
     return n
 
 
+def _footer_rows(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
 def _rows_in(actions: list[dict[str, Any]]) -> int:
     total = 0
     for a in actions:
@@ -372,7 +386,7 @@ def catch_up(root: str) -> dict[str, Any]:
             writer = _writer(idx)
         except Busy:
             return {"indexed": 0, "version": done, "busy": True, "seconds": round(time.perf_counter() - started, 3)}
-        try:
+        with _held(root, idx, writer):
             idx.reload()  # what the lock's last holder committed
             done, _ = state(idx.searcher())
             upsert = idx.searcher().num_docs > 0
@@ -384,11 +398,6 @@ def catch_up(root: str) -> dict[str, Any]:
             if done is None or latest > done:
                 _set_state(writer, latest, table_id)
                 writer.commit()
-        except BaseException:
-            writer.rollback()
-            raise
-        finally:
-            _finish(root, idx, writer)
     return {"indexed": indexed, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
 
 
@@ -404,15 +413,13 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None) -> dict[s
     files: list[str] = []
     dt = None
     if found is not None:
-        import pyarrow.parquet as pq
-
         dt = DeltaTable(found[0])
         files = [u.removeprefix("file://") for u in dt.file_uris()]
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # footers only
+    rows = sum(_footer_rows(f) for f in files)
     indexed = 0
     with _preparers(rows) as pool:
         writer = _writer(idx, wait=600.0)
-        try:
+        with _held(root, idx, writer):
             writer.delete_all_documents()
             if found is not None and dt is not None:
                 skip = without or set()
@@ -420,11 +427,6 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None) -> dict[s
                 _set_state(writer, dt.version(), _table_id(found[1]))
             writer.commit()
             writer.garbage_collect_files()
-        except BaseException:
-            writer.rollback()
-            raise
-        finally:
-            _finish(root, idx, writer)
     return {"indexed": indexed, "version": dt.version() if dt is not None else None, "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -447,12 +449,10 @@ def forget(root: str, keys: set[tuple[str, int]]) -> int:
     if not found:
         return 0
     writer = _writer(idx, wait=600.0)
-    try:
+    with _held(root, idx, writer):
         for log, seq in keys:  # unfindable from this commit on, whatever happens to the rebuild
             writer.delete_documents_by_term("key", _key(log, seq))
         writer.commit()
-    finally:
-        _finish(root, idx, writer)
     rebuild(root, without=keys)
     return found
 

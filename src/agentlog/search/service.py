@@ -71,11 +71,12 @@ def _glob(pattern: str) -> str:
     return "(.*/)?" + out
 
 
-Check = Callable[[list[str]], bool]
-"""Whether an event's indexed tokens, in order, hold the query's phrases (and not its excluded ones)."""
+Check = Callable[[str], bool]
+"""Whether an event's indexed tokens, in order (each between two :data:`_SEP`), hold the query's
+phrases and compounds, and not its excluded ones."""
 
 
-def _engine_query(q: Query) -> tuple[Any, bool, Check | None]:
+def _engine_query(q: Query) -> tuple[Any, bool, Check | None, list[str]]:
     """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy),
     whether it ranks (False: filters only, newest first), and the check its candidates must pass
     when it has phrases or compounds (the index keeps no positions: their order is checked on
@@ -146,51 +147,48 @@ def _engine_query(q: Query) -> tuple[Any, bool, Check | None]:
         if conds:  # a filter does not change a hit's rank
             clauses.append((Occur.Must, Q.const_score_query(any_of(conds), 0.0)))
     if not clauses or (q.clauses and not ranked):  # nothing, or only words too long to be indexed
-        return Q.empty_query(), ranked, None
+        return Q.empty_query(), ranked, None, []
     if not ranked:
         clauses.append((Occur.Must, Q.exists_query("t")))  # events only (not the index's own state)
     check = None
-    if any(len(t.tokens) > 1 for alternatives in kept for t in alternatives) or any(len(t.tokens) > 1 for t in excluded):
-        def check(tokens: list[str]) -> bool:
+    compounds = ["".join(t.tokens) for t in [*(t for alts in kept for t in alts), *excluded] if len(t.tokens) > 1]
+    if compounds:
+        def check(tokens: str) -> bool:
             return all(any(_holds(t, tokens) for t in alts) for alts in kept) and not any(
                 _holds(t, tokens) for t in excluded)
-    return Q.boolean_query(clauses), ranked, check
+    return Q.boolean_query(clauses), ranked, check, compounds
 
 
-def _holds(term: Term, tokens: list[str]) -> bool:
-    """Whether ``tokens`` (an event's, in order) hold ``term``: its tokens adjacent and in order
-    (or, for a compound, its parts joined)."""
-    want = term.tokens
-    last = len(want) - 1
-
-    def same(i: int, tok: str) -> bool:
-        return tok.startswith(want[i]) if term.prefix and i == last else tok == want[i]
-
-    if len(want) > 1 and not term.phrase:
-        joined = "".join(want)
-        if any(t.startswith(joined) if term.prefix else t == joined for t in tokens):
-            return True
-    for start in range(len(tokens) - last):
-        if all(same(i, tokens[start + i]) for i in range(len(want))):
-            return True
-    return False
+_SEP: Final = "\x01"
 
 
-CHECKED_MAX: Final = 2000
-"""Candidates of a query with phrases whose text is read, at most (the best ranked first)."""
+def _holds(term: Term, tokens: str) -> bool:
+    """Whether ``tokens`` (an event's, in order, each between two :data:`_SEP`) hold ``term``:
+    its tokens adjacent and in order (or, for a compound, its parts joined)."""
+    end = "" if term.prefix else _SEP
+    if _SEP + _SEP.join(term.tokens) + end in tokens:
+        return True
+    return len(term.tokens) > 1 and not term.phrase and _SEP + "".join(term.tokens) + end in tokens
+
+
+CHECKED_MAX: Final = 256
+"""Candidates of a query with phrases whose text is read and checked, at most (the best ranked
+first): a phrase of common words found only in events ranked below them is not found."""
 
 
 def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset: int, check: Check,
-             frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
+             compounds: list[str], frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
     """The ``n`` best candidates after ``offset`` that pass ``check`` on their text, read from
-    their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates."""
+    their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates.
+    ``compounds``: the query's multi-token terms joined — when the text holds none, what its
+    identifiers add to the index cannot matter, and is not computed."""
     from .index import analyzer
-    from .text import body
+    from .text import additions, plain
 
     an = analyzer()
     passed: list[tuple[float, Any]] = []
     seen = 0
-    batch = max(64, 2 * (offset + n))
+    batch = max(32, 2 * (offset + n))
     while True:
         top = _top(searcher, query, ranked, batch, 0)
         for score, addr in top[seen:]:
@@ -199,8 +197,14 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
             frame = frames.get((log, at))
             if frame is None:
                 frame = frames[(log, at)] = _frame_text(root, log, at)
+            if not frame:
+                continue
             content = json.loads(frame["content"]) if frame.get("content") else None
-            if frame and check(an.analyze(body(frame.get("text"), content, d.get_all("paths"), d.get_first("tool")))):
+            text = plain(frame.get("text"), content, d.get_all("paths"), d.get_first("tool"))
+            lowered = text.lower()
+            if any(c in lowered for c in compounds):
+                text += "\n" + additions(text)
+            if check(_SEP + _SEP.join(an.analyze(text)) + _SEP):
                 passed.append((score, addr))
         seen = len(top)
         if len(passed) >= offset + n or len(top) < batch or batch >= CHECKED_MAX:
@@ -248,9 +252,9 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     searcher = _searcher(root)
     if searcher is not None:
         try:
-            query, ranked, check = _engine_query(q)
+            query, ranked, check, compounds = _engine_query(q)
             top = (_top(searcher, query, ranked, fetch, offset) if check is None
-                   else _checked(root, searcher, query, ranked, fetch, offset, check, frames))
+                   else _checked(root, searcher, query, ranked, fetch, offset, check, compounds, frames))
         except QueryError:
             raise
         except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was

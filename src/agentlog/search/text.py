@@ -1,24 +1,25 @@
-"""What the full-text index sees of an event, and how a query is turned into FTS5 syntax.
+"""What the full-text index sees of an event, and how a query is parsed into terms.
 
 **Indexed text.** An event's ``text`` (a prompt), every string inside its
 ``content`` (commands, tool input and output, assistant messages, errors), its
-paths and its tool name, up to :data:`MAX_CHARS` characters. SQLite's
-``unicode61`` tokenizer splits on every non-alphanumeric character, so
-``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
+paths and its tool name, up to :data:`MAX_CHARS` characters. The index's
+tokenizer (:func:`.index.analyzer`) splits on every non-alphanumeric
+character, so ``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
 ``agentlog.store.ingest`` are already findable by their parts. What it
 cannot see is a camelCase boundary, or the whole of a compound: so each
-compound identifier also adds, once, its parts and its parts joined
-(``ParseConfig`` → ``parse config parseconfig``; ``parse_config`` →
-``parseconfig``). Any spelling of a name then finds every other:
+identifier adds, once, what the tokens lack — its camelCase parts
+(``ParseConfig`` → ``parse config``) and its parts joined (``parse_config``
+→ ``parseconfig``). Any spelling of a name then finds every other:
 ``ParseConfig``, ``parse_config`` and ``parse-config`` are one name.
 
 **Queries** (:func:`parse_query`): words (all must match), ``"exact
 phrase"``, ``-excluded``, ``OR`` between two terms, a ``prefix*``, and the
 filters ``tool:``, ``kind:``, ``path:`` (a glob), ``project:``, ``session:``,
 ``since:`` and ``until:``. Every word is reduced to its tokens by the same
-rules as the text and each token quoted, so nothing a person types — quotes,
-parentheses, ``NEAR``, ``*``, column names — is FTS5 syntax unless the
-grammar above says so.
+rules as the text; the engine's query is built from those terms
+(:mod:`.service`), so nothing a person types — quotes, parentheses,
+``NEAR``, ``*``, field names — is engine syntax unless the grammar above
+says so.
 """
 
 from __future__ import annotations
@@ -60,19 +61,30 @@ def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) ->
             strings_of(v, out, budget, depth + 1)
 
 
-def body(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
-    """The indexed text of one event (see the module docstring)."""
+def plain(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
+    """An event's text as indexed, without what its identifiers add (:func:`body`)."""
     pieces: list[str] = []
     budget = [MAX_CHARS]
     for s in (tool, text, *(paths or [])):
         if s:
             strings_of(s, pieces, budget)
     strings_of(content, pieces, budget)
-    joined = "\n".join(pieces)
+    return "\n".join(pieces)
+
+
+def additions(joined: str) -> str:
+    """What the identifiers of ``joined`` add to its tokens (see the module docstring)."""
     extra = [e for e in map(_expansion, (c for c in dict.fromkeys(_COMPOUND.findall(joined))
                                          if not (c.isalnum() and (c.islower() or c.isupper() or c.isdigit()))))
              if e]  # a plain word (one case, no separator) has nothing to add
-    return joined + ("\n" + "\n".join(dict.fromkeys(extra[:2000])) if extra else "")
+    return "\n".join(dict.fromkeys(extra[:2000]))
+
+
+def body(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
+    """The indexed text of one event (see the module docstring)."""
+    joined = plain(text, content, paths, tool)
+    extra = additions(joined)
+    return joined + ("\n" + extra if extra else "")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -175,4 +187,4 @@ def parse_query(text: str, *, max_len: int = 2000) -> Query:
     return q
 
 
-__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "Term", "body", "parse_query", "parts"]
+__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "Term", "additions", "body", "parse_query", "parts", "plain"]
