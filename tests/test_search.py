@@ -214,7 +214,7 @@ def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) 
     from agentlog.search.service import _engine_query, _searcher, _top
 
     try:
-        query, ranked, _check, _compounds = _engine_query(q)
+        query, ranked, _check = _engine_query(q)
     except QueryError:  # e.g. since:garbage
         return
     searcher = _searcher(searched)
@@ -247,6 +247,20 @@ def test_hostile_queries_through_the_cli(tmp_path: Path) -> None:
         assert "Traceback" not in r.stderr
         if r.returncode == 0:
             assert isinstance(json.loads(r.stdout), list)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["parse", "config", "Parse", "Config", "ParseConfig", "parse_config", "flux", "x1",
+                                 " ", "-", "_", ".", "/", "\n", "(", "parseconfig"]), max_size=12),
+       st.sampled_from(['"parse config"', "parse_config", "ParseConfig", "config_parse", '"flux parse"', "parse_con*",
+                        'flux -"parse config"', '"config flux" OR parse-config']))
+def test_the_phrase_check_on_text_agrees_with_the_index_tokens(pieces: list[str], query: str) -> None:
+    from agentlog.search.service import _engine_query
+
+    text = "".join(pieces)
+    _query, _ranked, check = _engine_query(parse_query(query))
+    assert check is not None
+    assert check(text) == check.by_tokens(text)
 
 
 def test_parts() -> None:

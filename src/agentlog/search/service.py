@@ -14,7 +14,6 @@ import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from collections.abc import Callable
 from typing import Any, Final
 
 from .index import catch_up
@@ -71,12 +70,7 @@ def _glob(pattern: str) -> str:
     return "(.*/)?" + out
 
 
-Check = Callable[[str], bool]
-"""Whether an event's indexed tokens, in order (each between two :data:`_SEP`), hold the query's
-phrases and compounds, and not its excluded ones."""
-
-
-def _engine_query(q: Query) -> tuple[Any, bool, Check | None, list[str]]:
+def _engine_query(q: Query) -> tuple[Any, bool, Checker | None]:
     """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy),
     whether it ranks (False: filters only, newest first), and the check its candidates must pass
     when it has phrases or compounds (the index keeps no positions: their order is checked on
@@ -147,16 +141,11 @@ def _engine_query(q: Query) -> tuple[Any, bool, Check | None, list[str]]:
         if conds:  # a filter does not change a hit's rank
             clauses.append((Occur.Must, Q.const_score_query(any_of(conds), 0.0)))
     if not clauses or (q.clauses and not ranked):  # nothing, or only words too long to be indexed
-        return Q.empty_query(), ranked, None, []
+        return Q.empty_query(), ranked, None
     if not ranked:
         clauses.append((Occur.Must, Q.exists_query("t")))  # events only (not the index's own state)
-    check = None
-    compounds = ["".join(t.tokens) for t in [*(t for alts in kept for t in alts), *excluded] if len(t.tokens) > 1]
-    if compounds:
-        def check(tokens: str) -> bool:
-            return all(any(_holds(t, tokens) for t in alts) for alts in kept) and not any(
-                _holds(t, tokens) for t in excluded)
-    return Q.boolean_query(clauses), ranked, check, compounds
+    multi = any(len(t.tokens) > 1 for t in [*(t for alts in kept for t in alts), *excluded])
+    return Q.boolean_query(clauses), ranked, Checker(kept, excluded) if multi else None
 
 
 _SEP: Final = "\x01"
@@ -171,21 +160,65 @@ def _holds(term: Term, tokens: str) -> bool:
     return len(term.tokens) > 1 and not term.phrase and _SEP + "".join(term.tokens) + end in tokens
 
 
+def _pattern(term: Term) -> str:
+    """``term`` as a regular expression over an ASCII text in lower case: its tokens as whole
+    words, in order, separated by anything but a letter or digit (or its parts joined)."""
+    end = "" if term.prefix else "(?![a-z0-9])"
+
+    def word_start(token: str) -> str:  # the literal first (the regex engine then looks for it), then its start
+        return re.escape(token) + "(?<![a-z0-9]" + "." * len(token) + ")"
+
+    seq = word_start(term.tokens[0]) + "".join("[^a-z0-9]+" + re.escape(t) for t in term.tokens[1:]) + end
+    if len(term.tokens) > 1 and not term.phrase:
+        seq += "|" + word_start("".join(term.tokens)) + end
+    return seq
+
+
+class Checker:
+    """Whether an event's text holds a query's phrases and compounds in order (and not its
+    excluded ones), as its tokens and what its identifiers add (:func:`.text.additions`) say.
+    On an ASCII text where no term can come from what identifiers add (none of its terms'
+    tokens occur run together, or separated by ``_``/``-`` only), a regular expression over the
+    text says the same, much faster."""
+
+    def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
+        self.clauses, self.excluded = clauses, excluded
+        every = [*(t for alts in clauses for t in alts), *excluded]
+        self.loose = [re.compile("[_\\-]?".join(map(re.escape, t.tokens))) for t in every]
+        self.patterns = [[re.compile(_pattern(t)) for t in alts] for alts in clauses]
+        self.excluded_patterns = [re.compile(_pattern(t)) for t in excluded]
+
+    def __call__(self, text: str) -> bool:
+        lowered = text.lower()
+        if not text.isascii() or any(p.search(lowered) for p in self.loose):
+            return self.by_tokens(text)
+        return all(any(p.search(lowered) for p in alts) for alts in self.patterns) and not any(
+            p.search(lowered) for p in self.excluded_patterns)
+
+    def by_tokens(self, text: str) -> bool:
+        """The check on the text's tokens and, apart (no adjacency across them), each identifier's
+        additions."""
+        from .index import analyzer
+        from .text import additions
+
+        an = analyzer()
+        lines = [text, *additions(text).split("\n")]
+        tokens = _SEP + (_SEP * 2).join(_SEP.join(an.analyze(line)) for line in lines) + _SEP
+        return all(any(_holds(t, tokens) for t in alts) for alts in self.clauses) and not any(
+            _holds(t, tokens) for t in self.excluded)
+
+
 CHECKED_MAX: Final = 256
 """Candidates of a query with phrases whose text is read and checked, at most (the best ranked
 first): a phrase of common words found only in events ranked below them is not found."""
 
 
-def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset: int, check: Check,
-             compounds: list[str], frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
+def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset: int, check: Checker,
+             frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
     """The ``n`` best candidates after ``offset`` that pass ``check`` on their text, read from
-    their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates.
-    ``compounds``: the query's multi-token terms joined — when the text holds none, what its
-    identifiers add to the index cannot matter, and is not computed."""
-    from .index import analyzer
-    from .text import additions, plain
+    their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates."""
+    from .text import plain
 
-    an = analyzer()
     passed: list[tuple[float, Any]] = []
     seen = 0
     batch = max(32, 2 * (offset + n))
@@ -199,12 +232,8 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
                 frame = frames[(log, at)] = _frame_text(root, log, at)
             if not frame:
                 continue
-            content = json.loads(frame["content"]) if frame.get("content") else None
-            text = plain(frame.get("text"), content, d.get_all("paths"), d.get_first("tool"))
-            lowered = text.lower()
-            if any(c in lowered for c in compounds):
-                text += "\n" + additions(text)
-            if check(_SEP + _SEP.join(an.analyze(text)) + _SEP):
+            content = frame.get("value")
+            if check(plain(frame.get("text"), content, d.get_all("paths"), d.get_first("tool"))):
                 passed.append((score, addr))
         seen = len(top)
         if len(passed) >= offset + n or len(top) < batch or batch >= CHECKED_MAX:
@@ -252,9 +281,9 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     searcher = _searcher(root)
     if searcher is not None:
         try:
-            query, ranked, check, compounds = _engine_query(q)
+            query, ranked, check = _engine_query(q)
             top = (_top(searcher, query, ranked, fetch, offset) if check is None
-                   else _checked(root, searcher, query, ranked, fetch, offset, check, compounds, frames))
+                   else _checked(root, searcher, query, ranked, fetch, offset, check, frames))
         except QueryError:
             raise
         except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was
@@ -381,7 +410,7 @@ def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
         return {}
     content = ev.get("content")
     return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content),
-            "content": orjson.dumps(content).decode() if content is not None else None}
+            "content": orjson.dumps(content).decode() if content is not None else None, "value": content}
 
 
 def _prompt_of(content: Any) -> str | None:
