@@ -205,7 +205,10 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
 @given(st.one_of(st.text(max_size=200), st.sampled_from([
     '"unbalanced', 'a" OR "b', "NEAR(a b, 2)", "col:term", "* OR *", "-", "-a", "OR", "a OR", "(((", "^x",
     "body:secret", "a AND NOT b", "x" * 10_000, "\x00\x01\x1f", "'; DROP TABLE docs; --", '"" ""', "tool:", ":",
-])))
+    "path:<>~`!@#$%^&()=+[]{}|;,.rs a", "session:\\x a", "kind:[ a", "path:(?i).* a", "a* b*", "é* ß",
+]), st.builds(lambda f, v, w: f"{f}:{v} {w}", st.sampled_from(["path", "session", "kind", "tool", "project"]),
+              st.text(min_size=1, max_size=40).filter(lambda v: not any(c.isspace() or c == '"' for c in v)),
+              st.text(max_size=20))))
 def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) -> None:
     try:
         q = parse_query(query)

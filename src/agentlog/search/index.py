@@ -57,7 +57,7 @@ CODE_TOKENIZER: Final = "agentlog_code"
 LOWER_TOKENIZER: Final = "agentlog_lower"
 MAX_TOKEN_BYTES: Final = 80
 """Longer tokens are not indexed (base64 and minified blobs); a 64-hex digest still is."""
-HEAP_BYTES: Final = 192_000_000
+HEAP_BYTES: Final = 128_000_000
 """The writer's memory budget: it flushes a segment when its buffers reach it."""
 META: Final = "state"
 FIELDS: Final = ("event_id", "log", "seq", "offset", "t", "kind", "provider", "session", "tool", "project", "paths")

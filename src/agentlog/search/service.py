@@ -59,9 +59,14 @@ TIE_WINDOW: Final = 1000
 """When equally ranked hits run past a page's end, this many are read to put the newest first."""
 
 
+_REGEX_META: Final = frozenset("\\.+*?()|[]{}^$#&-~")
+"""The characters a tantivy (Rust) regex gives a meaning to; others must not be escaped (``\\<`` is
+an assertion there)."""
+
+
 def _regex_literal(text: str) -> str:
-    """``text`` matched literally in a tantivy regex (every ASCII non-alphanumeric escaped)."""
-    return "".join("\\" + c if c.isascii() and not c.isalnum() else c for c in text)
+    """``text`` matched literally in a tantivy regex."""
+    return "".join("\\" + c if c in _REGEX_META else c for c in text)
 
 
 def _glob(pattern: str) -> str:
