@@ -183,6 +183,25 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
     assert search(root, "target9").hits
 
 
+def test_a_search_while_the_writer_is_held_elsewhere_reads_what_is_committed(tmp_path: Path) -> None:
+    root = str(tmp_path / "home")
+    _tool(root, "s1", 1, "echo alphaqq", "alphaqq")
+    ingest(root)
+    assert search(root, "alphaqq").hits
+    _tool(root, "s1", 2, "echo betaqq", "betaqq")
+    ingest(root)
+    idx = index.open_index(root)
+    assert idx is not None
+    held = idx.writer(heap_size=15_000_000, num_threads=1)  # as the daemon's, indexing
+    try:
+        busy = search(root, "alphaqq")
+        assert busy.hits and busy.index and busy.index.get("busy")
+        assert not search(root, "betaqq").hits  # not committed yet
+    finally:
+        held.wait_merging_threads()  # the lock released
+    assert search(root, "betaqq").hits
+
+
 def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     from agentlog.log.purge import Selector
     from agentlog.store.purge import purge
