@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +120,9 @@ def test_code_aware_names_operators_filters_and_the_hit_s_place(tmp_path: Path) 
     assert all(h.kind == "prompt_submitted" for h in search(root, "flux kind:prompt_submitted").hits)
     assert search(root, "capac*").hits and not search(root, "capacz*").hits
     assert search(root, '"flux capacitor"').hits and not search(root, '"capacitor flux"').hits
+    assert not search(root, "config_parse").hits  # a compound's parts in its order only
+    assert not search(root, '"flux overheat"').hits  # adjacent only (the index keeps no positions)
+    assert not search(root, 'flux -"flux capacitor"').hits and search(root, 'flux -"capacitor flux"').hits
     with_error = {h.event_id for h in search(root, "KeyError", limit=50).hits}
     without = {h.event_id for h in search(root, "parse_config -KeyError", limit=50).hits}
     assert with_error and without and not (with_error & without)
@@ -149,15 +151,18 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
     assert index.check(root)["ok"]
 
     def dump() -> tuple[list[Any], list[Any]]:
-        con = index.connect(root)
-        try:
-            docs = sorted(con.execute("SELECT event_id, log, seq, kind, tool FROM docs").fetchall())
-            con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, 'fts', 'row')")
-            terms = sorted(con.execute("SELECT term, doc, cnt FROM vocab").fetchall())  # every term, how often
-            assert terms
-            return docs, terms
-        finally:
-            con.close()
+        import tantivy
+
+        idx = index.open_index(root, create=False)
+        assert idx is not None
+        idx.reload()
+        searcher = idx.searcher()
+        hits = searcher.search(tantivy.Query.exists_query("t"), 1000).hits
+        docs = sorted(tuple(searcher.doc(a).get_first(f) for f in ("event_id", "log", "seq", "kind", "tool"))
+                      for _, a in hits)
+        terms = sorted(searcher.terms_with_prefix("body", ""))  # every term, in how many events
+        assert terms and docs
+        return docs, terms
 
     incremental = dump()
     hits_before = [h.event_id for h in search(root, "target1 OR target2", limit=50).hits]
@@ -168,14 +173,33 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
     _tool(root, "s9", 1, "make target9", "built target9")
     ingest(root)
     code = ("import sys, os; sys.path.insert(0, sys.argv[2]); from agentlog.search import index as ix\n"
-            "orig = ix._insert\n"
-            "def boom(con, rows):\n    orig(con, rows); os._exit(9)\n"
-            "ix._insert = boom; ix.catch_up(sys.argv[1])")
+            "orig = ix._add\n"
+            "def boom(writer, rows, **kw):\n    orig(writer, rows, **kw); os._exit(9)\n"
+            "ix._add = boom; ix.catch_up(sys.argv[1])")
     r = subprocess.run([sys.executable, "-c", code, root, str(Path(index.__file__).parents[2])], timeout=120)
     assert r.returncode == 9
     report = index.check(root)  # it catches up first: the killed work is done again
     assert report["ok"] and report["indexed"] == report["stored"]
     assert search(root, "target9").hits
+
+
+def test_a_search_while_the_writer_is_held_elsewhere_reads_what_is_committed(tmp_path: Path) -> None:
+    root = str(tmp_path / "home")
+    _tool(root, "s1", 1, "echo alphaqq", "alphaqq")
+    ingest(root)
+    assert search(root, "alphaqq").hits
+    _tool(root, "s1", 2, "echo betaqq", "betaqq")
+    ingest(root)
+    idx = index.open_index(root)
+    assert idx is not None
+    held = idx.writer(heap_size=15_000_000, num_threads=1)  # as the daemon's, indexing
+    try:
+        busy = search(root, "alphaqq")
+        assert busy.hits and busy.index and busy.index.get("busy")
+        assert not search(root, "betaqq").hits  # not committed yet
+    finally:
+        held.wait_merging_threads()  # the lock released
+    assert search(root, "betaqq").hits
 
 
 def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
@@ -190,8 +214,9 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     purge(root, Selector(session="gone"))
     assert not search(root, "canaryqzxwvk").hits
     assert search(root, "keepmeplease").hits
-    data = b"".join(p.read_bytes() for p in Path(index.db_path(root)).parent.glob("search.sqlite3*"))
-    assert b"canaryqzxwvk" not in data  # not even as a term in the file
+    files = [p for p in Path(index.index_path(root)).iterdir() if p.is_file()]
+    assert files and all(p.stat().st_mode & 0o077 == 0 for p in files)  # private, like captured content
+    assert b"canaryqzxwvk" not in b"".join(p.read_bytes() for p in files)  # not even as a term in the files
     assert index.check(root)["ok"]
 
 
@@ -199,21 +224,38 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
 @given(st.one_of(st.text(max_size=200), st.sampled_from([
     '"unbalanced', 'a" OR "b', "NEAR(a b, 2)", "col:term", "* OR *", "-", "-a", "OR", "a OR", "(((", "^x",
     "body:secret", "a AND NOT b", "x" * 10_000, "\x00\x01\x1f", "'; DROP TABLE docs; --", '"" ""', "tool:", ":",
-])))
+    "path:<>~`!@#$%^&()=+[]{}|;,.rs a", "session:\\x a", "kind:[ a", "path:(?i).* a", "a* b*", "é* ß",
+]), st.builds(lambda f, v, w: f"{f}:{v} {w}", st.sampled_from(["path", "session", "kind", "tool", "project"]),
+              st.text(min_size=1, max_size=40).filter(lambda v: not any(c.isspace() or c == '"' for c in v)),
+              st.text(max_size=20))))
 def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) -> None:
     try:
         q = parse_query(query)
     except QueryError:
         return
-    con = sqlite3.connect(":memory:")
-    con.execute("CREATE VIRTUAL TABLE fts USING fts5(body, content='', tokenize='unicode61 remove_diacritics 2')")
-    if q.match:
-        con.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (q.match,)).fetchall()  # valid FTS5, always
+    from agentlog.search.service import _engine_query, _searcher, _top
+
+    try:
+        query, ranked, _check = _engine_query(q)
+    except QueryError:  # e.g. since:garbage
+        return
+    searcher = _searcher(searched)
+    assert searcher is not None
+    _top(searcher, query, ranked, 21, 0)  # a valid tantivy query, always
 
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("hostile"))
+    root = str(tmp_path_factory.mktemp("hostile"))
+    idx = index.open_index(root)
+    assert idx is not None
+    writer = idx.writer(heap_size=15_000_000, num_threads=1)
+    import tantivy
+
+    writer.add_document(tantivy.Document(body=["a b secret NEAR x"], t=[1], key=["k"], tool=["Bash"]))
+    writer.commit()
+    writer.wait_merging_threads()
+    return root
 
 
 def test_hostile_queries_through_the_cli(tmp_path: Path) -> None:
@@ -227,6 +269,20 @@ def test_hostile_queries_through_the_cli(tmp_path: Path) -> None:
         assert "Traceback" not in r.stderr
         if r.returncode == 0:
             assert isinstance(json.loads(r.stdout), list)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["parse", "config", "Parse", "Config", "ParseConfig", "parse_config", "flux", "x1",
+                                 " ", "-", "_", ".", "/", "\n", "(", "parseconfig"]), max_size=12),
+       st.sampled_from(['"parse config"', "parse_config", "ParseConfig", "config_parse", '"flux parse"', "parse_con*",
+                        'flux -"parse config"', '"config flux" OR parse-config']))
+def test_the_phrase_check_on_text_agrees_with_the_index_tokens(pieces: list[str], query: str) -> None:
+    from agentlog.search.service import _engine_query
+
+    text = "".join(pieces)
+    _query, _ranked, check = _engine_query(parse_query(query))
+    assert check is not None
+    assert check(text) == check.by_tokens(text)
 
 
 def test_parts() -> None:

@@ -36,14 +36,26 @@ from agentlog.search import index
 from agentlog.search.service import search
 from agentlog.query.engine import Engine
 root = sys.argv[2]
-con = index.connect(root)
-con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, 'fts', 'row')")
-terms = con.execute("SELECT term, doc FROM vocab WHERE length(term) >= 5 AND term GLOB '[a-z]*' ORDER BY doc DESC LIMIT 2000").fetchall()
+idx = index.open_index(root, create=False)
+idx.reload()
+searcher = idx.searcher()
+vocab = {}
+for first in "abcdefghijklmnopqrstuvwxyz":
+    for term, docs in searcher.terms_with_prefix("body", first):
+        if len(term) >= 5 and term.isascii() and term.isalpha():
+            vocab[term] = docs
+terms = sorted(vocab.items(), key=lambda kv: -kv[1])[:2000]
 common = terms[0][0]
 rare = next((t for t, d in reversed(terms) if d <= 5), terms[-1][0])
-lo, hi = con.execute("SELECT min(observed_at), max(observed_at) FROM docs").fetchone()
-tool = con.execute("SELECT tool FROM docs WHERE tool IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
-con.close()
+import tantivy
+def one(order):
+    hits = searcher.search(tantivy.Query.exists_query("t"), 1, count=False, order_by_field="t", order=order).hits
+    return searcher.doc(hits[0][1]).get_first("t")
+lo, hi = one(tantivy.Order.Asc), one(tantivy.Order.Desc)
+tools = {}
+for name in ("bash", "read", "edit", "grep", "write", "glob", "task", "webfetch"):
+    tools[name] = searcher.doc_freq("tool", name)
+tool = max(tools, key=tools.get)
 with Engine(root) as engine:
     prompt = engine.run("SELECT text FROM events WHERE kind = 'prompt_submitted' AND text IS NOT NULL LIMIT 1").rows
     words = [w for w in (prompt[0][0] if prompt else common).split() if w.isalpha()][:3]
@@ -84,7 +96,9 @@ def _du(path: str) -> int:
 
 def search(ctx: StepContext) -> dict[str, Any]:
     """Index build (events/s, MB/s, size, peak RSS) and ten query shapes' p50/p95, on the 200 k and full stores."""
-    from ..search.index import db_path
+    import shutil
+
+    from ..search.index import index_path
     from ..store.schema import events_path
     from .projection_steps import SRC, _child, built_root
 
@@ -94,12 +108,10 @@ def search(ctx: StepContext) -> dict[str, Any]:
     for size in sorted({s for s in (200_000, ctx.events) if s <= ctx.events}):
         root, _ = built_root(ctx, size)
         ctx.progress(f"indexing {size:,} events (a child process)")
-        for p in (db_path(root), db_path(root) + "-wal", db_path(root) + "-shm"):
-            if os.path.exists(p):
-                os.remove(p)
+        shutil.rmtree(index_path(root), ignore_errors=True)
         built = _child([sys.executable, "-c", _BUILD, SRC, root])
         b = json.loads(built["stdout"])
-        index_bytes = sum(os.path.getsize(p) for p in (db_path(root), db_path(root) + "-wal") if os.path.exists(p))
+        index_bytes = _du(index_path(root))
         store_bytes = _du(events_path(root))
         root_bytes = _du(root) + _du(os.path.realpath(os.path.join(root, "logs")))
         ctx.progress(f"querying {size:,} events: ten shapes × {RUNS}")

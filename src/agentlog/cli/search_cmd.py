@@ -36,7 +36,7 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     QUERY: words (all must match), "exact phrase", -excluded, a OR b, prefix*, and
     the filters tool:Bash kind:prompt_submitted path:src/*.rs project:NAME
     session:ID since:-2d until:DATE. parse_config, ParseConfig and parse-config
-    find each other. The index (state/search.sqlite3) follows the store: it is
+    find each other. The index (state/search/) follows the store: it is
     brought up to date first (the daemon keeps it current).
     """
     from ..search import index

@@ -1,80 +1,193 @@
-"""The full-text index: SQLite FTS5, derived from the store, kept up to date by its commits.
+"""The full-text index: tantivy, derived from the store, kept up to date by its commits.
 
-``state/search.sqlite3`` holds one row per indexed event in ``docs`` (its
-id, log, seq and byte offset in the log, time and the fields queries filter
-on — no text) and a *contentless* FTS5 table ``fts`` (``content=''``) keyed by
-the same rowid: the inverted index only, never a second copy of the text,
-which a hit reads back from its log frame (:mod:`.service`).
+``state/search/`` is a tantivy index with one document per event: its text
+*indexed, not stored* (``body``: postings with positions, for phrases), and
+the few fields a hit and the filters need — id, log position, time, kind,
+provider, session, tool, project, paths — never the text, which a hit reads
+back from its log frame (:mod:`.service`). One more document, ``meta:state``,
+holds the Delta version of the store the index has applied and the table's
+id: it is replaced in the same tantivy commit as the documents it accounts
+for, so the version and the index can never disagree.
 
 **Following the store.** The events table is a Delta table; every ingest is a
 commit whose JSON names the Parquet files it added. :func:`catch_up` reads the
 commits after the version it last applied, reads the added files' rows
 (``dataChange`` false — a compaction's rewrite — adds nothing new) and
-indexes the rows whose ``(log, seq)`` it has not, all of one run in one
-SQLite transaction with the new version: a crash leaves the index at the
-previous version, and the next catch-up does that work again (``INSERT OR
-IGNORE`` on the log position). A store dropped and rebuilt (another table id)
-or commits no longer on disk make it rebuild. The daemon catches up after
-each ingest, and every reader (the dashboard, MCP, ``agentlog search``)
-before answering.
+indexes them, replacing any document of the same log position (a file the
+store rewrote, a purge's survivors), then commits with the new version: a
+crash leaves the previous commit, and the next catch-up does the work again.
+A store dropped and rebuilt (another table id) or commits no longer on disk
+make it rebuild. The daemon catches up after each ingest, every reader before
+answering.
 
-**Purge.** :func:`forget` takes rows out of the index before the store deletes
-them: FTS5's contentless ``delete`` needs the text that was indexed, which
-the store still has then; the index is then optimised and vacuumed so the
-terms are gone from the file.
+**One writer.** tantivy allows one writer per index (a lock file). A
+catch-up that finds it held — the daemon is indexing — does nothing: the
+reader answers from what is committed (the daemon is about to commit the
+rest). :func:`rebuild` and :func:`forget` wait for the lock.
+
+**Purge.** :func:`forget` deletes the events' documents, then rebuilds the
+index without them: tantivy only marks a deleted document, and its terms
+stay in the segment's files until that is rewritten — a rebuild writes new
+segments and removes the old files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
-import sqlite3
+import shutil
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
-from ..paths import FILE_MODE, ensure_dir, state_dir
+from ..paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 from .text import body
 
-DB_FILE: Final = "search.sqlite3"
+if TYPE_CHECKING:
+    import tantivy
+
+INDEX_DIR: Final = "search"
+LEGACY_FILES: Final = ("search.sqlite3", "search.sqlite3-wal", "search.sqlite3-shm")
+"""The SQLite FTS5 index this one replaced (removed when this one is built)."""
 COLUMNS: Final = ("event_id", "kind", "provider", "provider_session_id", "tool_name", "project_name", "paths",
                   "observed_at", "log_provider", "log_key", "seq", "log_offset", "text", "event")
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS docs (
-  rowid INTEGER PRIMARY KEY, event_id TEXT NOT NULL, log TEXT NOT NULL, seq INTEGER NOT NULL, offset INTEGER,
-  observed_at INTEGER NOT NULL, kind TEXT, provider TEXT, session TEXT, tool TEXT, project TEXT, paths TEXT,
-  UNIQUE (log, seq)
-);
-CREATE INDEX IF NOT EXISTS docs_event ON docs(event_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, content='', tokenize='unicode61 remove_diacritics 2');
-"""
+CODE_TOKENIZER: Final = "agentlog_code"
+LOWER_TOKENIZER: Final = "agentlog_lower"
+MAX_TOKEN_BYTES: Final = 80
+"""Longer tokens are not indexed (base64 and minified blobs); a 64-hex digest still is."""
+HEAP_BYTES: Final = 128_000_000
+"""The writer's memory budget: it flushes a segment when its buffers reach it."""
+META: Final = "state"
+FIELDS: Final = ("event_id", "log", "seq", "offset", "t", "kind", "provider", "session", "tool", "project", "paths")
+"""The stored fields (none of them text an agent wrote, except a path)."""
 
 
-def db_path(root: str) -> str:
-    return os.path.join(state_dir(root), DB_FILE)
+def index_path(root: str) -> str:
+    return os.path.join(state_dir(root), INDEX_DIR)
 
 
-def connect(root: str, path: str | None = None) -> sqlite3.Connection:
-    p = path or db_path(root)
-    ensure_dir(os.path.dirname(p))
-    if not os.path.exists(p):
-        os.close(os.open(p, os.O_WRONLY | os.O_CREAT, FILE_MODE))
-    con = sqlite3.connect(p, timeout=30, isolation_level=None, check_same_thread=False)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("PRAGMA secure_delete=ON")  # freed pages are zeroed: purged terms do not linger
-    con.executescript(_SCHEMA)
-    return con
+@functools.cache
+def schema() -> tantivy.Schema:
+    """The index's fields (see the module docstring)."""
+    import tantivy
+
+    b = tantivy.SchemaBuilder()
+    # which documents hold a term and how often (BM25), not where: a phrase is checked on the hit's text
+    b.add_text_field("body", stored=False, tokenizer_name=CODE_TOKENIZER, index_option="freq")
+    b.add_text_field("key", stored=False, tokenizer_name="raw", index_option="basic")  # log + seq: upsert, delete
+    b.add_text_field("meta", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("event_id", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("log", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("seq", stored=True)
+    b.add_integer_field("offset", stored=True)
+    b.add_integer_field("t", stored=True, indexed=True, fast=True)  # µs since the epoch: ranges, recency
+    for name in ("kind", "provider", "session", "project"):
+        b.add_text_field(name, stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("tool", stored=True, tokenizer_name=LOWER_TOKENIZER, index_option="basic")
+    b.add_text_field("paths", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("m_version", stored=True)
+    b.add_text_field("m_table", stored=True, tokenizer_name="raw", index_option="basic")
+    return b.build()
 
 
-def _meta(con: sqlite3.Connection, key: str) -> str | None:
-    row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return str(row[0]) if row else None
+@functools.cache
+def analyzer() -> tantivy.TextAnalyzer:
+    """How ``body`` is tokenised: split on every non-alphanumeric character, lower case, ASCII
+    folded, tokens over :data:`MAX_TOKEN_BYTES` dropped (queries' tokens go through it too)."""
+    import tantivy
+
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
+            .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.ascii_fold()).build())
 
 
-def _set(con: sqlite3.Connection, key: str, value: Any) -> None:
-    con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, str(value)))
+def _register(idx: tantivy.Index) -> tantivy.Index:
+    import tantivy
+
+    idx.register_tokenizer(CODE_TOKENIZER, analyzer())
+    idx.register_tokenizer(LOWER_TOKENIZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw())
+                           .filter(tantivy.Filter.lowercase()).build())
+    return idx
+
+
+def open_index(root: str, *, create: bool = True) -> tantivy.Index | None:
+    """The index (created empty when there is none and ``create``); None if there is none."""
+    import tantivy
+
+    path = index_path(root)
+    if not os.path.isfile(os.path.join(path, "meta.json")):
+        if not create:
+            return None
+        ensure_dir(path)
+        for name in LEGACY_FILES:
+            try:
+                os.unlink(os.path.join(state_dir(root), name))
+            except FileNotFoundError:
+                pass
+        return _register(tantivy.Index(schema(), path=path, reuse=True))
+    return _register(tantivy.Index.open(path))
+
+
+def _private(path: str) -> None:
+    """The index's files readable by their owner only, like every captured content."""
+    os.chmod(path, DIR_MODE)
+    for name in os.listdir(path):
+        try:
+            os.chmod(os.path.join(path, name), FILE_MODE)
+        except FileNotFoundError:
+            pass  # a file the writer's garbage collection just removed
+
+
+class Busy(Exception):
+    """Another process holds the index's writer lock."""
+
+
+def _writer(idx: tantivy.Index, *, wait: float = 0.0) -> tantivy.IndexWriter:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return idx.writer(heap_size=HEAP_BYTES, num_threads=1)
+        except ValueError as e:
+            if "LockBusy" not in str(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise Busy(str(e)) from None
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def _held(root: str, idx: tantivy.Index, writer: tantivy.IndexWriter) -> Iterator[None]:
+    """Work with ``writer``: what it did not commit is rolled back on an error; then its merges
+    are waited for and its lock released, and the files are kept private."""
+    try:
+        yield
+    except BaseException:
+        writer.rollback()
+        raise
+    finally:
+        writer.wait_merging_threads()
+        _private(index_path(root))
+        idx.reload()
+
+
+def state(searcher: tantivy.Searcher) -> tuple[int | None, str | None]:
+    """The Delta version and table id the index has applied (None, None when new)."""
+    import tantivy
+
+    hits = searcher.search(tantivy.Query.term_query(schema(), "meta", META), 1).hits
+    if not hits:
+        return None, None
+    doc = searcher.doc(hits[0][1])
+    version, table = doc.get_first("m_version"), doc.get_first("m_table")
+    return (int(version) if version is not None else None), (str(table) if table is not None else None)
+
+
+def _set_state(writer: tantivy.IndexWriter, version: int, table_id: str | None) -> None:
+    import tantivy
+
+    writer.delete_documents_by_term("meta", META)
+    writer.add_document(tantivy.Document(meta=[META], m_version=[version], m_table=[table_id or ""]))
 
 
 # -- the store's commits ---------------------------------------------------------------------------
@@ -113,7 +226,7 @@ def _table_id(log: str) -> str | None:
 
 
 BATCH: Final = 1000
-"""Rows read, prepared and inserted together."""
+"""Rows read, prepared and indexed together."""
 PARALLEL_MIN_ROWS: Final = 20_000
 """At least this many rows to index: the texts are prepared by worker processes."""
 
@@ -130,51 +243,89 @@ def _batches(table_path: str, files: Iterable[str]) -> Iterator[list[dict[str, A
                 yield batch.to_pylist()
 
 
-def _prepare(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Each row as the ``docs`` values and its indexed text (in a worker process for big runs)."""
-    out = []
+Prepared = tuple[str, str, int, int | None, int, str | None, str | None, str | None, str | None, str | None,
+                 list[str], str]
+"""An event's stored fields (as :data:`FIELDS`) and its indexed text."""
+
+
+def _prepare(rows: list[dict[str, Any]]) -> list[Prepared]:
+    """Each row's fields and indexed text (in a worker process for big runs)."""
+    out: list[Prepared] = []
     for r in rows:
         observed = r["observed_at"]
         us = int(observed.timestamp() * 1_000_000) if hasattr(observed, "timestamp") else int(observed or 0)
-        paths = r.get("paths") or []
         out.append((r["event_id"], f"{r['log_provider']}/{r['log_key']}", int(r["seq"]), r.get("log_offset"), us,
                     r.get("kind"), r.get("provider"), r.get("provider_session_id"), r.get("tool_name"),
-                    r.get("project_name"), json.dumps(paths) if paths else None, _body_of(r)))
+                    r.get("project_name"), list(r.get("paths") or []), _body_of(r)))
     return out
 
 
-def _insert(con: sqlite3.Connection, prepared: list[tuple[Any, ...]]) -> int:
+def _key(log: str, seq: int) -> str:
+    return f"{log}\x00{seq}"
+
+
+def _add(writer: tantivy.IndexWriter, prepared: list[Prepared], *, upsert: bool, skip: set[tuple[str, int]]) -> int:
+    import tantivy
+
     n = 0
-    for *doc, text in prepared:
-        cur = con.execute("INSERT OR IGNORE INTO docs (event_id, log, seq, offset, observed_at, kind, provider, session, "
-                          "tool, project, paths) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", doc)
-        if cur.rowcount:
-            con.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, text))
-            n += 1
+    for p in prepared:
+        if (p[1], p[2]) in skip:
+            continue
+        key = _key(p[1], p[2])
+        if upsert:
+            writer.delete_documents_by_term("key", key)
+        fields: dict[str, Any] = {"body": [p[11]], "key": [key]}
+        for name, value in zip(FIELDS, p[:11]):
+            if value is not None and value != []:
+                fields[name] = value if isinstance(value, list) else [value]
+        writer.add_document(tantivy.Document(**fields))
+        n += 1
     return n
 
 
-def _index_files(con: sqlite3.Connection, table_path: str, files: list[str], rows_hint: int) -> int:
-    """Index the files' rows: prepared by two worker processes when there are many (a bounded
-    window of batches in flight), inserted here in order."""
+Adder = Callable[[list[Prepared]], int]
+
+
+@contextlib.contextmanager
+def _preparers(rows_hint: int) -> Iterator[Any]:
+    """Two worker processes to prepare the texts when there are many rows (else None). Made
+    before the writer is opened: they are forked while this process has no tantivy thread."""
     workers = min(2, os.cpu_count() or 1)
     if rows_hint < PARALLEL_MIN_ROWS or workers < 2:
-        return sum(_insert(con, _prepare(rows)) for rows in _batches(table_path, files))
+        yield None
+        return
     import multiprocessing
-    from collections import deque
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
-    n = 0
-    window: deque[Future[list[tuple[Any, ...]]]] = deque()
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        for rows in _batches(table_path, files):
-            window.append(pool.submit(_prepare, rows))
-            if len(window) >= 2 * workers:
-                n += _insert(con, window.popleft().result())
-        while window:
-            n += _insert(con, window.popleft().result())
+        pool.submit(os.getpid).result()  # with fork, every worker is started at the first task
+        yield pool
+
+
+def _index_files(add: Adder, pool: Any, table_path: str, files: list[str]) -> int:
+    """Index the files' rows: prepared by the ``pool``'s workers when there is one (a bounded
+    window of batches in flight), added here in order."""
+    if pool is None:
+        return sum(add(_prepare(rows)) for rows in _batches(table_path, files))
+    from collections import deque
+    from concurrent.futures import Future
+
+    n = 0
+    window: deque[Future[list[Prepared]]] = deque()
+    for rows in _batches(table_path, files):
+        window.append(pool.submit(_prepare, rows))
+        if len(window) >= 4:
+            n += add(window.popleft().result())
+    while window:
+        n += add(window.popleft().result())
     return n
+
+
+def _footer_rows(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
 
 
 def _rows_in(actions: list[dict[str, Any]]) -> int:
@@ -202,122 +353,126 @@ def _body_of(r: dict[str, Any]) -> str:
     return body(r.get("text"), content, r.get("paths"), r.get("tool_name"))
 
 
-def catch_up(root: str, *, con: sqlite3.Connection | None = None) -> dict[str, Any]:
-    """Index what the store committed since the index's version; what was done."""
+def catch_up(root: str) -> dict[str, Any]:
+    """Index what the store committed since the index's version; what was done (``busy`` when
+    another process holds the writer: the index is then left as that process commits it)."""
     started = time.perf_counter()
     found = _delta(root)
-    own = con is None
-    con = con or connect(root)
-    try:
-        if found is None:
-            return {"indexed": 0, "version": None, "seconds": 0.0}
-        table_path, log = found
-        latest = _latest_version(log)
-        done = _meta(con, "version")
-        table_id = _table_id(log)
-        if done is not None and (_meta(con, "table_id") != table_id or int(done) > latest):
-            return rebuild(root, con=con)
-        start = -1 if done is None else int(done)
-        if start >= latest:
-            return {"indexed": 0, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
-        indexed = 0
-        con.execute("BEGIN IMMEDIATE")
+    if found is None:
+        return {"indexed": 0, "version": None, "seconds": 0.0}
+    table_path, log = found
+    latest = _latest_version(log)
+    table_id = _table_id(log)
+    idx = open_index(root)
+    assert idx is not None
+    idx.reload()
+    done, done_table = state(idx.searcher())
+    if done is not None and (done_table != (table_id or "") or done > latest):
+        return rebuild(root)
+    start = -1 if done is None else done
+    if start >= latest:
+        return {"indexed": 0, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
+    plan: list[tuple[int, list[str]]] = []
+    rows = 0
+    for version in range(start + 1, latest + 1):
+        actions = _commit(log, version)
+        if actions is None:  # cleaned up: read the current snapshot instead
+            return rebuild(root)
+        adds = [a for a in actions if "add" in a and a["add"].get("dataChange", True)]
+        plan.append((version, [a["add"]["path"] for a in adds]))
+        rows += _rows_in(adds)
+    with _preparers(rows) as pool:
         try:
-            for version in range(start + 1, latest + 1):
-                actions = _commit(log, version)
-                if actions is None:  # cleaned up: read the current snapshot instead
-                    con.execute("ROLLBACK")
-                    return rebuild(root, con=con)
-                adds = [a for a in actions if "add" in a and a["add"].get("dataChange", True)]
-                indexed += _index_files(con, table_path, [a["add"]["path"] for a in adds], _rows_in(adds))
-            _set(con, "version", latest)
-            _set(con, "table_id", table_id)
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        return {"indexed": indexed, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
-    finally:
-        if own:
-            con.close()
+            writer = _writer(idx)
+        except Busy:
+            return {"indexed": 0, "version": done, "busy": True, "seconds": round(time.perf_counter() - started, 3)}
+        with _held(root, idx, writer):
+            idx.reload()  # what the lock's last holder committed
+            done, _ = state(idx.searcher())
+            upsert = idx.searcher().num_docs > 0
+            indexed = 0
+            for version, files in plan:
+                if done is None or version > done:
+                    indexed += _index_files(lambda p: _add(writer, p, upsert=upsert, skip=set()), pool, table_path,
+                                            files)
+            if done is None or latest > done:
+                _set_state(writer, latest, table_id)
+                writer.commit()
+    return {"indexed": indexed, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def rebuild(root: str, *, con: sqlite3.Connection | None = None) -> dict[str, Any]:
-    """Index the store's current snapshot from scratch."""
+def rebuild(root: str, *, without: set[tuple[str, int]] | None = None) -> dict[str, Any]:
+    """Index the store's current snapshot from scratch (``without`` these ``(log, seq)``), in one
+    commit: until it is made, readers see the previous index."""
     from deltalake import DeltaTable
 
     started = time.perf_counter()
-    own = con is None
-    con = con or connect(root)
-    try:
-        found = _delta(root)
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            con.execute("DELETE FROM docs")
-            con.execute("DELETE FROM meta")
-            con.execute("INSERT INTO fts(fts) VALUES ('delete-all')")
-            indexed = 0
-            if found is not None:
-                table_path, log = found
-                dt = DeltaTable(table_path)
-                import pyarrow.parquet as pq
-
-                files = [u.removeprefix("file://") for u in dt.file_uris()]
-                rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # footers only
-                indexed = _index_files(con, table_path, files, rows)
-                _set(con, "version", dt.version())
-                _set(con, "table_id", _table_id(log))
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        con.execute("INSERT INTO fts(fts) VALUES ('optimize')")
-        return {"indexed": indexed, "version": _meta(con, "version"), "rebuilt": True,
-                "seconds": round(time.perf_counter() - started, 3)}
-    finally:
-        if own:
-            con.close()
+    idx = open_index(root)
+    assert idx is not None
+    found = _delta(root)
+    files: list[str] = []
+    dt = None
+    if found is not None:
+        dt = DeltaTable(found[0])
+        files = [u.removeprefix("file://") for u in dt.file_uris()]
+    rows = sum(_footer_rows(f) for f in files)
+    indexed = 0
+    with _preparers(rows) as pool:
+        writer = _writer(idx, wait=600.0)
+        with _held(root, idx, writer):
+            writer.delete_all_documents()
+            if found is not None and dt is not None:
+                skip = without or set()
+                indexed = _index_files(lambda p: _add(writer, p, upsert=False, skip=skip), pool, found[0], files)
+                _set_state(writer, dt.version(), _table_id(found[1]))
+            writer.commit()
+            writer.garbage_collect_files()
+    return {"indexed": indexed, "version": dt.version() if dt is not None else None, "rebuilt": True,
+            "seconds": round(time.perf_counter() - started, 3)}
 
 
 def forget(root: str, keys: set[tuple[str, int]]) -> int:
-    """Take the events at these ``(log, seq)`` out of the index (before the store deletes them),
-    then optimise and vacuum so their terms are gone from the file. How many were indexed."""
-    if not keys or not os.path.exists(db_path(root)):
+    """Take the events at these ``(log, seq)`` out of the index (before the store deletes them):
+    their documents deleted, then the index rebuilt without them, so their terms are gone from
+    the files too. How many were indexed."""
+    import tantivy
+
+    if not keys or open_index(root, create=False) is None:
         return 0
-    con = connect(root)
-    try:
-        wanted = {}
-        for log, seq in keys:
-            row = con.execute("SELECT rowid FROM docs WHERE log = ? AND seq = ?", (log, seq)).fetchone()
-            if row:
-                wanted[(log, seq)] = int(row[0])
-        if not wanted:
-            return 0
-        import pyarrow.compute as pc  # type: ignore[import-untyped]
+    idx = open_index(root)
+    assert idx is not None
+    idx.reload()
+    searcher = idx.searcher()
+    sc = schema()
+    found = sum(1 for log, seq in keys
+                if searcher.search(tantivy.Query.term_query(sc, "key", _key(log, seq)), 1, count=False).hits)
+    if not found:
+        return 0
+    writer = _writer(idx, wait=600.0)
+    with _held(root, idx, writer):
+        for log, seq in keys:  # unfindable from this commit on, whatever happens to the rebuild
+            writer.delete_documents_by_term("key", _key(log, seq))
+        writer.commit()
+    rebuild(root, without=keys)
+    return found
 
-        from ..store.schema import events_dataset
 
-        dataset = events_dataset(root)
-        if dataset is None:
-            return 0
-        logs = sorted({log.split("/", 1)[1] for log, _ in wanted})
-        table = dataset.to_table(columns=list(COLUMNS), filter=pc.field("log_key").isin(logs)
-                                 & pc.field("seq").isin(sorted({s for _, s in wanted})))
-        con.execute("BEGIN IMMEDIATE")
-        for r in table.to_pylist():
-            rowid = wanted.get((f"{r['log_provider']}/{r['log_key']}", int(r["seq"])))
-            if rowid is not None:
-                con.execute("INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)", (rowid, _body_of(r)))
-                con.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
-        con.execute("COMMIT")
-        con.execute("INSERT INTO fts(fts) VALUES ('optimize')")
-        con.execute("VACUUM")  # a new file without the freed pages
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # and no copy of the old ones left in the WAL
-        return len(wanted)
-    finally:
-        con.close()
+def indexed_keys(root: str) -> set[tuple[str, int]]:
+    """Every indexed event's ``(log, seq)``."""
+    import tantivy
+
+    idx = open_index(root, create=False)
+    if idx is None:
+        return set()
+    idx.reload()
+    searcher = idx.searcher()
+    out: set[tuple[str, int]] = set()
+    query = tantivy.Query.exists_query("t")
+    hits = searcher.search(query, max(searcher.num_docs, 1), count=False).hits
+    for _, addr in hits:
+        doc = searcher.doc(addr)
+        out.add((str(doc.get_first("log")), int(doc.get_first("seq") or 0)))
+    return out
 
 
 def check(root: str) -> dict[str, Any]:
@@ -325,22 +480,23 @@ def check(root: str) -> dict[str, Any]:
     from ..store.schema import read_events
 
     catch_up(root)
-    con = connect(root)
     try:
-        indexed = {(r[0], int(r[1])) for r in con.execute("SELECT log, seq FROM docs")}
-        con.execute("INSERT INTO fts(fts) VALUES ('integrity-check')")  # raises when the index is damaged
-        integrity = True
-    except sqlite3.DatabaseError as e:
+        indexed = indexed_keys(root)
+    except ValueError as e:  # a damaged index: tantivy cannot open or read it
         return {"ok": False, "error": str(e)}
-    finally:
-        con.close()
     stored: set[tuple[str, int]] = set()
     if _delta(root) is not None:
         t = read_events(root, columns=["log_provider", "log_key", "seq"])
         stored = {(f"{p}/{k}", int(s)) for p, k, s in zip(*(t.column(c).to_pylist() for c in ("log_provider", "log_key",
                                                                                                 "seq")))}
-    return {"ok": indexed == stored and bool(integrity), "indexed": len(indexed), "stored": len(stored),
+    return {"ok": indexed == stored, "indexed": len(indexed), "stored": len(stored),
             "only_indexed": len(indexed - stored), "only_stored": len(stored - indexed)}
 
 
-__all__ = ["DB_FILE", "catch_up", "check", "connect", "db_path", "forget", "rebuild"]
+def remove(root: str) -> None:
+    """Delete the index (the next catch-up builds it again)."""
+    shutil.rmtree(index_path(root), ignore_errors=True)
+
+
+__all__ = ["INDEX_DIR", "Busy", "analyzer", "catch_up", "check", "forget", "index_path", "indexed_keys", "open_index",
+           "rebuild", "remove", "schema", "state"]

@@ -1,6 +1,6 @@
 """``agentlog search``: ranked hits, each with a highlighted snippet and where it belongs.
 
-Ranking is BM25 over the index (:mod:`.index`), newest first among equals.
+Ranking is BM25 over the index (:mod:`.index`, tantivy), newest first among equals.
 The page's events are then read back from the store — their text for the
 snippet (the index keeps none), and the session, turn and attempt each
 belongs to with that attempt's outcome and what superseded it — so "this
@@ -16,8 +16,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from .index import catch_up, connect
-from .text import QueryError, parse_query
+from .index import catch_up
+from .text import Query, QueryError, Term, parse_query
 
 SNIPPET: Final = 90
 """Characters either side of the first match in a snippet."""
@@ -55,42 +55,212 @@ class SearchResult:
         return asdict(self)
 
 
-def _filters_sql(filters: dict[str, list[str]]) -> tuple[list[str], list[Any]]:
-    from ..query.timeexpr import TimeError, resolve
+TIE_WINDOW: Final = 1000
+"""When equally ranked hits run past a page's end, this many are read to put the newest first."""
 
-    where: list[str] = []
-    args: list[Any] = []
-    for name, values in filters.items():
-        conds: list[str] = []
+
+_REGEX_META: Final = frozenset("\\.+*?()|[]{}^$#&-~")
+"""The characters a tantivy (Rust) regex gives a meaning to; others must not be escaped (``\\<`` is
+an assertion there)."""
+
+
+def _regex_literal(text: str) -> str:
+    """``text`` matched literally in a tantivy regex."""
+    return "".join("\\" + c if c in _REGEX_META else c for c in text)
+
+
+def _glob(pattern: str) -> str:
+    """A path glob (``*`` any characters, ``?`` one) as a tantivy regex matching a path's end."""
+    out = "".join(".*" if c == "*" else "." if c == "?" else _regex_literal(c) for c in pattern)
+    return "(.*/)?" + out
+
+
+def _engine_query(q: Query) -> tuple[Any, bool, Checker | None]:
+    """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy),
+    whether it ranks (False: filters only, newest first), and the check its candidates must pass
+    when it has phrases or compounds (the index keeps no positions: their order is checked on
+    the event's text)."""
+    import tantivy
+
+    from ..query.timeexpr import TimeError, resolve
+    from .index import analyzer, schema
+
+    sc = schema()
+    an = analyzer()
+    Q, Occur = tantivy.Query, tantivy.Occur
+
+    def folded(term: Term) -> Term:
+        return Term(tuple(t for tok in term.tokens for t in an.analyze(tok)), term.phrase, term.prefix)
+
+    def word(token: str, prefix: bool) -> Any:
+        return Q.regex_query(sc, "body", _regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
+
+    def text_query(term: Term) -> Any:
+        toks = term.tokens
+        if len(toks) == 1:
+            return word(toks[0], term.prefix)
+        every = Q.boolean_query([(Occur.Must, word(t, term.prefix and i == len(toks) - 1)) for i, t in enumerate(toks)])
+        if term.phrase:
+            return every
+        # a compound: its parts (their order checked), or its parts joined (indexed for such names)
+        return Q.boolean_query([(Occur.Should, every), (Occur.Should, word("".join(toks), term.prefix))])
+
+    def any_of(queries: list[Any]) -> Any:
+        return queries[0] if len(queries) == 1 else Q.boolean_query([(Occur.Should, x) for x in queries])
+
+    clauses: list[tuple[Any, Any]] = []
+    kept: list[list[Term]] = []
+    for alternatives in q.clauses:
+        terms = [t for t in map(folded, alternatives) if t.tokens]
+        if terms:
+            kept.append(terms)
+            clauses.append((Occur.Must, any_of([text_query(t) for t in terms])))
+    ranked = bool(clauses)
+    excluded = [t for t in map(folded, q.excluded) if t.tokens]
+    for term in excluded:
+        if len(term.tokens) == 1:  # a phrase or compound is excluded by the check
+            clauses.append((Occur.MustNot, text_query(term)))
+    for name, values in q.filters.items():
+        conds: list[Any] = []
         for v in values:
             if name == "tool":
-                conds.append("lower(d.tool) = lower(?)")
-                args.append(v)
+                conds.append(Q.term_query(sc, "tool", v.lower()))
             elif name == "kind":
-                conds.append("(d.kind = ? OR d.kind LIKE ? || '%')")
-                args += [v, {"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)]
+                conds += [Q.term_query(sc, "kind", v), Q.regex_query(
+                    sc, "kind", _regex_literal({"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)) + ".*")]
             elif name == "project":
-                conds.append("d.project = ?")
-                args.append(v)
+                conds.append(Q.term_query(sc, "project", v))
             elif name == "provider":
-                conds.append("d.provider = ?")
-                args.append(v.replace("-", "_"))
+                conds.append(Q.term_query(sc, "provider", v.replace("-", "_")))
             elif name == "session":
-                conds.append("(d.session = ? OR d.session LIKE ? || '%')")
-                args += [v, v]
+                conds.append(Q.regex_query(sc, "session", _regex_literal(v) + ".*"))
             elif name == "path":
-                conds.append("EXISTS (SELECT 1 FROM json_each(d.paths) p WHERE p.value GLOB ? OR p.value GLOB ?)")
-                args += [v, "*/" + v]
+                conds.append(Q.regex_query(sc, "paths", _glob(v)))
             elif name in ("since", "until"):
                 try:
                     us = resolve(v, time.time_ns() // 1000)
                 except TimeError as e:
                     raise QueryError(f"{name}: {e}") from None
-                conds.append("d.observed_at >= ?" if name == "since" else "d.observed_at < ?")
-                args.append(us)
-        if conds:
-            where.append("(" + " OR ".join(conds) + ")")
-    return where, args
+                conds.append(Q.range_query(sc, "t", tantivy.FieldType.Integer, lower_bound=us) if name == "since"
+                             else Q.range_query(sc, "t", tantivy.FieldType.Integer, upper_bound=us, include_upper=False))
+        if conds:  # a filter does not change a hit's rank
+            clauses.append((Occur.Must, Q.const_score_query(any_of(conds), 0.0)))
+    if not clauses or (q.clauses and not ranked):  # nothing, or only words too long to be indexed
+        return Q.empty_query(), ranked, None
+    if not ranked:
+        clauses.append((Occur.Must, Q.exists_query("t")))  # events only (not the index's own state)
+    multi = any(len(t.tokens) > 1 for t in [*(t for alts in kept for t in alts), *excluded])
+    return Q.boolean_query(clauses), ranked, Checker(kept, excluded) if multi else None
+
+
+_SEP: Final = "\x01"
+
+
+def _holds(term: Term, tokens: str) -> bool:
+    """Whether ``tokens`` (an event's, in order, each between two :data:`_SEP`) hold ``term``:
+    its tokens adjacent and in order (or, for a compound, its parts joined)."""
+    end = "" if term.prefix else _SEP
+    if _SEP + _SEP.join(term.tokens) + end in tokens:
+        return True
+    return len(term.tokens) > 1 and not term.phrase and _SEP + "".join(term.tokens) + end in tokens
+
+
+def _pattern(term: Term) -> str:
+    """``term`` as a regular expression over an ASCII text in lower case: its tokens as whole
+    words, in order, separated by anything but a letter or digit (or its parts joined)."""
+    end = "" if term.prefix else "(?![a-z0-9])"
+
+    def word_start(token: str) -> str:  # the literal first (the regex engine then looks for it), then its start
+        return re.escape(token) + "(?<![a-z0-9]" + "." * len(token) + ")"
+
+    seq = word_start(term.tokens[0]) + "".join("[^a-z0-9]+" + re.escape(t) for t in term.tokens[1:]) + end
+    if len(term.tokens) > 1 and not term.phrase:
+        seq += "|" + word_start("".join(term.tokens)) + end
+    return seq
+
+
+class Checker:
+    """Whether an event's text holds a query's phrases and compounds in order (and not its
+    excluded ones), as its tokens and what its identifiers add (:func:`.text.additions`) say.
+    On an ASCII text where no term can come from what identifiers add (none of its terms'
+    tokens occur run together, or separated by ``_``/``-`` only), a regular expression over the
+    text says the same, much faster."""
+
+    def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
+        self.clauses, self.excluded = clauses, excluded
+        every = [*(t for alts in clauses for t in alts), *excluded]
+        self.loose = [re.compile("[_\\-]?".join(map(re.escape, t.tokens))) for t in every]
+        self.patterns = [[re.compile(_pattern(t)) for t in alts] for alts in clauses]
+        self.excluded_patterns = [re.compile(_pattern(t)) for t in excluded]
+
+    def __call__(self, text: str) -> bool:
+        lowered = text.lower()
+        if not text.isascii() or any(p.search(lowered) for p in self.loose):
+            return self.by_tokens(text)
+        return all(any(p.search(lowered) for p in alts) for alts in self.patterns) and not any(
+            p.search(lowered) for p in self.excluded_patterns)
+
+    def by_tokens(self, text: str) -> bool:
+        """The check on the text's tokens and, apart (no adjacency across them), each identifier's
+        additions."""
+        from .index import analyzer
+        from .text import additions
+
+        an = analyzer()
+        lines = [text, *additions(text).split("\n")]
+        tokens = _SEP + (_SEP * 2).join(_SEP.join(an.analyze(line)) for line in lines) + _SEP
+        return all(any(_holds(t, tokens) for t in alts) for alts in self.clauses) and not any(
+            _holds(t, tokens) for t in self.excluded)
+
+
+CHECKED_MAX: Final = 256
+"""Candidates of a query with phrases whose text is read and checked, at most (the best ranked
+first): a phrase of common words found only in events ranked below them is not found."""
+
+
+def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset: int, check: Checker,
+             frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
+    """The ``n`` best candidates after ``offset`` that pass ``check`` on their text, read from
+    their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates."""
+    from .text import plain
+
+    passed: list[tuple[float, Any]] = []
+    seen = 0
+    batch = max(32, 2 * (offset + n))
+    while True:
+        top = _top(searcher, query, ranked, batch, 0)
+        for score, addr in top[seen:]:
+            d = searcher.doc(addr)
+            log, at = d.get_first("log"), d.get_first("offset")
+            frame = frames.get((log, at))
+            if frame is None:
+                frame = frames[(log, at)] = _frame_text(root, log, at)
+            if not frame:
+                continue
+            content = frame.get("value")
+            if check(plain(frame.get("text"), content, d.get_all("paths"), d.get_first("tool"))):
+                passed.append((score, addr))
+        seen = len(top)
+        if len(passed) >= offset + n or len(top) < batch or batch >= CHECKED_MAX:
+            return passed[offset:offset + n]
+        batch = min(CHECKED_MAX, batch * 4)
+
+
+def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[tuple[float, Any]]:
+    """The ``n`` best hits after ``offset``: by BM25, newest first among equals (by time alone
+    when the query only filters)."""
+    import tantivy
+
+    if not ranked:
+        return [(0.0, a) for _, a in searcher.search(query, n, count=False, order_by_field="t",
+                                                     order=tantivy.Order.Desc, offset=offset).hits]
+    end = offset + n
+    hits = searcher.search(query, end + 1, count=False).hits
+    if len(hits) > end and end and hits[end][0] == hits[end - 1][0]:  # equals run past the page
+        hits = searcher.search(query, max(4 * end, TIE_WINDOW), count=False).hits
+    times = searcher.fast_field_values("t", [a for _, a in hits])
+    ordered = sorted(zip(hits, times), key=lambda x: (-x[0][0], -(x[1] or 0)))
+    return [h for h, _ in ordered[offset:end]]
 
 
 def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: str | None = None,
@@ -110,64 +280,74 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
         except EngineError:
             pass
     caught = catch_up(root) if catch else None
-    where, args = _filters_sql(q.filters)
-    con = _reader(root)
-    want = limit + 1
-    fetch = want * (8 if outcome else 1)
-    try:
-        cols = "d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths"
-        if q.match and not where:
-            # FTS5 ranks and cuts the page itself (its rank column, BM25); docs are read for the page only
-            sql = (f"SELECT {cols}, f.rank, d.log, d.offset FROM (SELECT rowid, rank FROM fts WHERE fts MATCH ? "
-                   "ORDER BY rank LIMIT ? OFFSET ?) f JOIN docs d ON d.rowid = f.rowid ORDER BY f.rank, d.observed_at DESC")
-            params: list[Any] = [q.match, fetch, offset]
-        elif q.match:
-            sql = (f"SELECT {cols}, fts.rank, d.log, d.offset FROM fts JOIN docs d ON d.rowid = fts.rowid "
-                   "WHERE fts MATCH ? " + "".join(f" AND {w}" for w in where)
-                   + " ORDER BY fts.rank, d.observed_at DESC LIMIT ? OFFSET ?")
-            params = [q.match, *args, fetch, offset]
-        else:
-            sql = ("SELECT d.event_id, d.observed_at, d.kind, d.tool, d.provider, d.project, d.session, d.paths, 0.0, "
-                   "d.log, d.offset FROM docs d" + (" WHERE " + " AND ".join(where) if where else "")
-                   + " ORDER BY d.observed_at DESC LIMIT ? OFFSET ?")
-            params = [*args, fetch, offset]
+    fetch = (limit + 1) * (8 if outcome else 1)
+    rows: list[tuple[Any, ...]] = []
+    frames: dict[tuple[str, int], dict[str, Any]] = {}
+    searcher = _searcher(root)
+    if searcher is not None:
         try:
-            rows = con.execute(sql, params).fetchall()
-        except Exception as e:  # an FTS5 error on a query we built is a bug; say what it was
+            query, ranked, check = _engine_query(q)
+            top = (_top(searcher, query, ranked, fetch, offset) if check is None
+                   else _checked(root, searcher, query, ranked, fetch, offset, check, frames))
+        except QueryError:
+            raise
+        except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
             raise QueryError(f"the index refused the query: {e}") from None
-    finally:
-        pass
+        for score, addr in top:
+            d = searcher.doc(addr)
+            paths = d.get_all("paths")
+            rows.append((d.get_first("event_id"), d.get_first("t"), d.get_first("kind"), d.get_first("tool"),
+                         d.get_first("provider"), d.get_first("project"), d.get_first("session"),
+                         json.dumps(paths) if paths else None, -float(score), d.get_first("log"),
+                         d.get_first("offset")))
     if engine is not None or not rows:
-        hits = _hydrate(root, rows, q.terms, engine)
+        hits = _hydrate(root, rows, q.terms, engine, frames)
     else:
         from ..query.engine import Engine
 
         with Engine(root) as fresh:
-            hits = _hydrate(root, rows, q.terms, fresh)
+            hits = _hydrate(root, rows, q.terms, fresh, frames)
     if outcome:
         hits = [h for h in hits if h.attempt_outcome == outcome]
     more = len(hits) > limit
     return SearchResult(text, hits[:limit], more, round(time.perf_counter() - started, 4), caught)
 
 
-_READERS: dict[tuple[str, int], Any] = {}
+_READERS: dict[tuple[str, int], tuple[Any, tuple[int, int, int]]] = {}
 
 
-def _reader(root: str) -> Any:
-    """A read connection to the index, kept per process and thread (opening one costs milliseconds)."""
+def _searcher(root: str) -> Any:
+    """A searcher over the index's last commit (None when there is no index); the index is
+    kept open per process and thread, and reloaded when a commit changed it."""
     import os
     import threading
 
-    from .index import db_path
+    from .index import index_path, open_index
 
-    key = (os.path.abspath(db_path(root)), threading.get_ident())
-    con = _READERS.get(key)
-    if con is None or not os.path.exists(key[0]):
-        con = _READERS[key] = connect(root)
-    return con
+    path = os.path.abspath(index_path(root))
+    try:
+        st = os.stat(os.path.join(path, "meta.json"))
+    except FileNotFoundError:
+        return None
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    key = (path, threading.get_ident())
+    kept = _READERS.get(key)
+    if kept is None:
+        idx = open_index(root, create=False)
+        if idx is None:
+            return None
+        idx.reload()
+        _READERS[key] = (idx, stamp)
+    elif kept[1] != stamp:
+        kept[0].reload()
+        _READERS[key] = (kept[0], stamp)
+    return _READERS[key][0].searcher()
 
 
-def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None) -> list[Hit]:
+def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None,
+             frames: dict[tuple[str, int], dict[str, Any]] | None = None) -> list[Hit]:
     if not rows:
         return []
     from ..project.ids import derive, display
@@ -204,7 +384,8 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
     except EngineError:
         pass  # no projection yet: hits without their place
     for r in rows:  # the text for the snippet: from the hit's own frame (the index keeps none)
-        found[r[0]].update(_frame_text(root, r[9], r[10]))
+        frame = (frames or {}).get((r[9], r[10]))
+        found[r[0]].update(frame if frame is not None else _frame_text(root, r[9], r[10]))
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})
@@ -234,7 +415,7 @@ def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
         return {}
     content = ev.get("content")
     return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content),
-            "content": orjson.dumps(content).decode() if content is not None else None}
+            "content": orjson.dumps(content).decode() if content is not None else None, "value": content}
 
 
 def _prompt_of(content: Any) -> str | None:

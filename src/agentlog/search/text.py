@@ -1,24 +1,25 @@
-"""What the full-text index sees of an event, and how a query is turned into FTS5 syntax.
+"""What the full-text index sees of an event, and how a query is parsed into terms.
 
 **Indexed text.** An event's ``text`` (a prompt), every string inside its
 ``content`` (commands, tool input and output, assistant messages, errors), its
-paths and its tool name, up to :data:`MAX_CHARS` characters. SQLite's
-``unicode61`` tokenizer splits on every non-alphanumeric character, so
-``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
+paths and its tool name, up to :data:`MAX_CHARS` characters. The index's
+tokenizer (:func:`.index.analyzer`) splits on every non-alphanumeric
+character, so ``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
 ``agentlog.store.ingest`` are already findable by their parts. What it
 cannot see is a camelCase boundary, or the whole of a compound: so each
-compound identifier also adds, once, its parts and its parts joined
-(``ParseConfig`` → ``parse config parseconfig``; ``parse_config`` →
-``parseconfig``). Any spelling of a name then finds every other:
+identifier adds, once, what the tokens lack — its camelCase parts
+(``ParseConfig`` → ``parse config``) and its parts joined (``parse_config``
+→ ``parseconfig``). Any spelling of a name then finds every other:
 ``ParseConfig``, ``parse_config`` and ``parse-config`` are one name.
 
 **Queries** (:func:`parse_query`): words (all must match), ``"exact
 phrase"``, ``-excluded``, ``OR`` between two terms, a ``prefix*``, and the
 filters ``tool:``, ``kind:``, ``path:`` (a glob), ``project:``, ``session:``,
 ``since:`` and ``until:``. Every word is reduced to its tokens by the same
-rules as the text and each token quoted, so nothing a person types — quotes,
-parentheses, ``NEAR``, ``*``, column names — is FTS5 syntax unless the
-grammar above says so.
+rules as the text; the engine's query is built from those terms
+(:mod:`.service`), so nothing a person types — quotes, parentheses,
+``NEAR``, ``*``, field names — is engine syntax unless the grammar above
+says so.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from typing import Any, Final
 MAX_CHARS: Final = 8_192
 """Characters of an event indexed (its first ones; a huge tool output is cut)."""
 _TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
-_COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-/:]*[A-Za-z0-9]")
-"""A run that may be a compound (``parts`` decides: more than one part)."""
+_COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
+"""A run that may be a compound identifier (``parts`` decides: more than one part); paths and
+dotted names are split at ``/``, ``.`` and ``:`` into their identifiers."""
 _CAMEL: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
@@ -59,26 +61,41 @@ def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) ->
             strings_of(v, out, budget, depth + 1)
 
 
-def body(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
-    """The indexed text of one event (see the module docstring)."""
+def plain(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
+    """An event's text as indexed, without what its identifiers add (:func:`body`)."""
     pieces: list[str] = []
     budget = [MAX_CHARS]
     for s in (tool, text, *(paths or [])):
         if s:
             strings_of(s, pieces, budget)
     strings_of(content, pieces, budget)
-    joined = "\n".join(pieces)
+    return "\n".join(pieces)
+
+
+def additions(joined: str) -> str:
+    """What the identifiers of ``joined`` add to its tokens (see the module docstring)."""
     extra = [e for e in map(_expansion, (c for c in dict.fromkeys(_COMPOUND.findall(joined))
                                          if not (c.isalnum() and (c.islower() or c.isupper() or c.isdigit()))))
-             if e]  # a plain word (one case, no separator) has no parts to add
-    return joined + ("\n" + "\n".join(dict.fromkeys(extra[:2000])) if extra else "")
+             if e]  # a plain word (one case, no separator) has nothing to add
+    return "\n".join(dict.fromkeys(extra[:2000]))
+
+
+def body(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
+    """The indexed text of one event (see the module docstring)."""
+    joined = plain(text, content, paths, tool)
+    extra = additions(joined)
+    return joined + ("\n" + extra if extra else "")
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _expansion(compound: str) -> str:
-    """``parse config parseconfig`` for ``ParseConfig`` (empty for a single word)."""
+    """What an identifier adds to the tokens the text already has (they are its pieces between
+    ``_`` and ``-``): its camelCase parts, when it has any (``ParseConfig`` → ``parse config``),
+    and its parts joined, when it has separators (``parse_config`` → ``parseconfig``)."""
     ps = parts(compound)
-    return " ".join(ps) + " " + "".join(ps) if len(ps) > 1 else ""
+    pieces = [p.lower() for p in _TOKEN.findall(compound)]
+    out = ps if ps != pieces else []
+    return " ".join(out + (["".join(ps)] if len(pieces) > 1 else []))
 
 
 # -- queries ---------------------------------------------------------------------------------------
@@ -90,10 +107,23 @@ class QueryError(ValueError):
     """A query that cannot be run (the message says why)."""
 
 
+@dataclass(frozen=True)
+class Term:
+    """One word or phrase of a query: its tokens, in order."""
+
+    tokens: tuple[str, ...]
+    phrase: bool = False
+    """The tokens in order, adjacent (a quoted phrase)."""
+    prefix: bool = False
+    """The last token is a prefix (``pars*``)."""
+
+
 @dataclass
 class Query:
-    match: str
-    """The FTS5 MATCH expression (every term quoted)."""
+    clauses: list[list[Term]] = field(default_factory=list)
+    """What a hit must match: every clause, each by one of its terms (``a OR b`` is one clause)."""
+    excluded: list[Term] = field(default_factory=list)
+    """What a hit must not match."""
     filters: dict[str, list[str]] = field(default_factory=dict)
     terms: list[str] = field(default_factory=list)
     """The positive tokens (for highlighting)."""
@@ -102,40 +132,28 @@ class Query:
 _WORD: Final = re.compile(r'(-?)(?:(\w+):)?"([^"]*)"?|(\S+)')
 
 
-def _quote(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
-def _term(raw: str, phrase: bool) -> tuple[str, list[str]] | None:
-    """One FTS5 term for a word or phrase, or None when it holds no token."""
+def _term(raw: str, phrase: bool) -> Term | None:
+    """The term of a word or phrase, or None when it holds no token."""
     prefix = raw.endswith("*") and not phrase
     tokens = parts(raw.rstrip("*")) if not phrase else [p for w in raw.split() for p in parts(w)]
     if not tokens:
         return None
-    if len(tokens) == 1:
-        return _quote(tokens[0]) + (" *" if prefix else ""), tokens
-    # a compound (or a phrase): its tokens in order; the joined form matches the other spellings
-    seq = " ".join(tokens)
-    inner = _quote(seq) + (" *" if prefix else "")
-    if phrase:
-        return inner, tokens
-    return f"({inner} OR {_quote(''.join(tokens))})", tokens
+    return Term(tuple(tokens), phrase=phrase, prefix=prefix)
 
 
 def parse_query(text: str, *, max_len: int = 2000) -> Query:
-    """``text`` as an FTS5 expression and filters; raises :class:`QueryError`."""
+    """``text`` as terms and filters (nothing of it is passed to the engine as syntax);
+    raises :class:`QueryError`."""
     if not isinstance(text, str):
         raise QueryError("a query is text")
     text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)[:max_len]
-    positive: list[str] = []
-    negative: list[str] = []
-    q = Query(match="")
+    q = Query()
     pending_or = False
     for m in _WORD.finditer(text):
         neg, field_name, phrase, bare = m.group(1), m.group(2), m.group(3), m.group(4)
         if bare is not None:
             if bare == "OR":
-                pending_or = bool(positive)
+                pending_or = bool(q.clauses)
                 continue
             neg = "-" if bare.startswith("-") and len(bare) > 1 else ""
             bare = bare[1:] if neg else bare
@@ -151,25 +169,22 @@ def parse_query(text: str, *, max_len: int = 2000) -> Query:
             got = _term(phrase, phrase=True)
         if got is None:
             continue
-        term, tokens = got
         if neg:
-            negative.append(term)
+            q.excluded.append(got)
         else:
-            if pending_or and positive:
-                positive[-1] = f"({positive[-1]} OR {term})"
+            if pending_or and q.clauses:
+                q.clauses[-1].append(got)
             else:
-                positive.append(term)
+                q.clauses.append([got])
             whole = (bare if bare is not None else phrase).strip().rstrip("*")
-            q.terms.extend(([whole] if whole and len(tokens) > 1 else []) + tokens)  # the word as typed, then its parts
+            q.terms.extend(([whole] if whole and len(got.tokens) > 1 else []) + list(got.tokens))  # as typed, then parts
         pending_or = False
-    if not positive:
-        if negative:
+    if not q.clauses:
+        if q.excluded:
             raise QueryError("a query needs at least one word to look for, not only exclusions")
         if not q.filters:
             raise QueryError("nothing to search for: give words, a \"phrase\" or a filter such as tool:Bash")
-        return q
-    q.match = " AND ".join(positive) + "".join(f" NOT {t}" for t in negative)
     return q
 
 
-__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "body", "parse_query", "parts"]
+__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "Term", "additions", "body", "parse_query", "parts", "plain"]
