@@ -290,3 +290,26 @@ def test_parts() -> None:
     assert parts("parse_config") == ["parse", "config"]
     assert parts("HTTPServerError") == ["http", "server", "error"]
     assert parts("src/app.rs") == ["src", "app", "rs"]
+
+
+def test_an_index_behind_a_compacted_and_vacuumed_store_catches_up_from_its_snapshot(tmp_path: Path) -> None:
+    """Files a commit added may be compacted into others and deleted before the index reads them
+    (the daemon compacts hourly; a store indexed for the first time): the index reads the snapshot."""
+    from agentlog.store.compact import compact
+
+    root = str(tmp_path / "home")
+    _tool(root, "s0", 1, "make alpha0", "built alpha0")
+    ingest(root)
+    index.catch_up(root)
+    for i in range(1, 4):
+        _tool(root, f"s{i}", 1, f"make alpha{i}", f"built alpha{i}")
+        ingest(root)  # three commits the index has not read ...
+    report = compact(root, grace_hours=0)  # ... whose files are rewritten and deleted
+    assert report.files_vacuumed > 0
+    caught = index.catch_up(root)
+    assert caught.get("rebuilt") and index.check(root)["ok"]
+    assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8
+    # never indexed: built from the snapshot, not by replaying every commit
+    index.remove(root)
+    assert index.catch_up(root).get("rebuilt")
+    assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8

@@ -367,18 +367,23 @@ def catch_up(root: str) -> dict[str, Any]:
     assert idx is not None
     idx.reload()
     done, done_table = state(idx.searcher())
-    if done is not None and (done_table != (table_id or "") or done > latest):
-        return rebuild(root)
-    start = -1 if done is None else done
-    if start >= latest:
+    if done is None or done_table != (table_id or "") or done > latest:
+        # never indexed (the snapshot holds every row in the fewest files), or another table
+        return _rebuild_unless_busy(root, done, started)
+    if done >= latest:
         return {"indexed": 0, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
+    from urllib.parse import unquote
+
     plan: list[tuple[int, list[str]]] = []
     rows = 0
-    for version in range(start + 1, latest + 1):
+    for version in range(done + 1, latest + 1):
         actions = _commit(log, version)
-        if actions is None:  # cleaned up: read the current snapshot instead
-            return rebuild(root)
-        adds = [a for a in actions if "add" in a and a["add"].get("dataChange", True)]
+        adds = [a for a in (actions or []) if "add" in a and a["add"].get("dataChange", True)]
+        if actions is None or not all(os.path.exists(os.path.join(table_path, unquote(a["add"]["path"])))
+                                      for a in adds):
+            # the commit cleaned up, or its files compacted into others and vacuumed since:
+            # the rows are in the current snapshot
+            return _rebuild_unless_busy(root, done, started)
         plan.append((version, [a["add"]["path"] for a in adds]))
         rows += _rows_in(adds)
     with _preparers(rows) as pool:
@@ -401,9 +406,18 @@ def catch_up(root: str) -> dict[str, Any]:
     return {"indexed": indexed, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def rebuild(root: str, *, without: set[tuple[str, int]] | None = None) -> dict[str, Any]:
+def _rebuild_unless_busy(root: str, done: int | None, started: float) -> dict[str, Any]:
+    """:func:`rebuild`, or ``busy`` (the index as it is) when another process holds the writer."""
+    try:
+        return rebuild(root, wait=0.0)
+    except Busy:
+        return {"indexed": 0, "version": done, "busy": True, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def rebuild(root: str, *, without: set[tuple[str, int]] | None = None, wait: float = 600.0) -> dict[str, Any]:
     """Index the store's current snapshot from scratch (``without`` these ``(log, seq)``), in one
-    commit: until it is made, readers see the previous index."""
+    commit: until it is made, readers see the previous index. Waits ``wait`` seconds at most
+    for another writer (then raises :class:`Busy`)."""
     from deltalake import DeltaTable
 
     started = time.perf_counter()
@@ -418,7 +432,7 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None) -> dict[s
     rows = sum(_footer_rows(f) for f in files)
     indexed = 0
     with _preparers(rows) as pool:
-        writer = _writer(idx, wait=600.0)
+        writer = _writer(idx, wait=wait)
         with _held(root, idx, writer):
             writer.delete_all_documents()
             if found is not None and dt is not None:
