@@ -332,3 +332,44 @@ def test_the_server_compacts_a_store_of_small_files_when_no_daemon_runs(agentlog
     with Engine(root) as engine:
         assert sorted(r[0] for r in engine.run("SELECT text FROM events WHERE kind = 'prompt_submitted'").rows) == \
             [f"prompt number {i}" for i in range(6)]
+
+
+def test_the_server_indexes_in_the_background_and_a_search_meanwhile_says_so(agentlog_home: Path) -> None:
+    from agentlog.search import index
+    from agentlog.search.service import search
+    from agentlog.store.ingest import ingest
+    from agentlog.web.data import Source
+    from agentlog.web.live import Feed
+    from import_support import record_prompt
+
+    root = str(agentlog_home)
+    record_prompt(root, "s-bg", "zebraquartz appears here")
+    ingest(root)
+    assert index.open_index(root, create=False) is None  # never indexed
+    feed = Feed(Source(root, catch_up=False))
+    feed.start()
+    try:
+        assert feed.indexer is not None
+        feed.indexer.join(timeout=120)
+    finally:
+        feed.stop()
+    assert feed.errors == 0
+    assert [h.kind for h in search(root, "zebraquartz", catch=False).hits] == ["prompt_submitted"]
+
+    # another process writing the index: the page answers from what is committed, says so, and
+    # the answer is not remembered past the index's next commit
+    record_prompt(root, "s-bg2", "yakquartz arrives later")
+    guard = Guard(port=8765)
+    idx = index.open_index(root)
+    assert idx is not None
+    with _signed_in(create_app(root, guard, live=False), guard) as c:
+        held = idx.writer(heap_size=15_000_000, num_threads=1)
+        try:
+            page = c.get("/search?q=yakquartz")
+            assert page.status_code == 200 and "being brought up to date" in page.text
+            assert "yakquartz arrives" not in page.text
+        finally:
+            held.wait_merging_threads()  # released
+        page = c.get("/search?q=yakquartz")
+        assert "being brought up to date" not in page.text and "yakquartz" in page.text
+        assert c.get("/api/search?q=yakquartz").json()["hits"]

@@ -318,6 +318,19 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
 _READERS: dict[tuple[str, int], tuple[Any, tuple[int, int, int]]] = {}
 
 
+def index_stamp(root: str) -> tuple[int, int, int] | None:
+    """What changes when the index commits (its ``meta.json``); None without an index."""
+    import os
+
+    from .index import index_path
+
+    try:
+        st = os.stat(os.path.join(os.path.abspath(index_path(root)), "meta.json"))
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def _searcher(root: str) -> Any:
     """A searcher over the index's last commit (None when there is no index); the index is
     kept open per process and thread, and reloaded when a commit changed it."""
@@ -327,11 +340,9 @@ def _searcher(root: str) -> Any:
     from .index import index_path, open_index
 
     path = os.path.abspath(index_path(root))
-    try:
-        st = os.stat(os.path.join(path, "meta.json"))
-    except FileNotFoundError:
+    stamp = index_stamp(root)
+    if stamp is None:
         return None
-    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
     key = (path, threading.get_ident())
     kept = _READERS.get(key)
     if kept is None:

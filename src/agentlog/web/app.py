@@ -84,11 +84,12 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         except ValueError:
             return 0
 
-    def read(fn: Callable[[Any], Any], key: str | None = None) -> Any:
-        """``fn(engine)`` in a thread; with ``key``, remembered until the store changes."""
+    def read(fn: Callable[[Any], Any], key: str | None = None, keep: Callable[[Any], bool] | None = None) -> Any:
+        """``fn(engine)`` in a thread; with ``key``, remembered until the store changes (unless
+        ``keep`` refuses the answer)."""
         if key is None:
             return run_in_threadpool(source.read, fn)
-        return run_in_threadpool(source.read_cached, key, fn)
+        return run_in_threadpool(source.read_cached, key, fn, keep)
 
     def key_of(request: Request) -> str:
         path = request.url.path.removeprefix("/api")
@@ -156,8 +157,13 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         from ..search.text import QueryError as SearchQueryError
 
         try:
+            from ..search.service import index_stamp
+
+            # remembered per store version and per index commit (the index may catch up on its own)
             out = dict(await read(lambda e: data.search_events(root, e, q, page=page_no(request), filters=filters,
-                                                               outcome=outcome), key_of(request)))
+                                                               outcome=outcome),
+                                  f"{key_of(request)}#{index_stamp(root)}",
+                                  keep=lambda r: not r.get("indexing")))
         except SearchQueryError as e:
             out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
                    "outcome": outcome}

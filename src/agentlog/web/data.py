@@ -78,9 +78,10 @@ class Source:
                 self._stamp = stamp
             return fn(self._engine)
 
-    def read_cached(self, key: str, fn: Callable[[Engine], T]) -> T:
+    def read_cached(self, key: str, fn: Callable[[Engine], T], keep: Callable[[T], bool] | None = None) -> T:
         """:meth:`read`, remembered until the store or the projection changes (a page asked
-        again over the same data is answered from memory; at most :data:`CACHE` answers)."""
+        again over the same data is answered from memory; at most :data:`CACHE` answers);
+        an answer ``keep`` refuses is not remembered."""
         with self._lock:
             if self.catch_up:
                 self.bring_up_to_date()
@@ -88,6 +89,8 @@ class Source:
             if hit is not None:
                 return hit  # type: ignore[no-any-return]
             value = self.read(fn)  # the engine is (re)opened at the current stamp
+            if keep is not None and not keep(value):
+                return value
             self._cache[(key, self._stamp)] = value
             while len(self._cache) > CACHE:
                 self._cache.popitem(last=False)
@@ -278,7 +281,9 @@ def search_events(root: str, engine: Engine, text: str, *, page: int = 0, filter
         d = dict(h.__dict__)
         d["parts"] = _marked(h.snippet, h.marks)
         hits.append(d)
-    return {"hits": hits, "page": page, "more": res.more, "query": text, "filters": filters or {}, "outcome": outcome}
+    indexing = bool((res.index or {}).get("busy"))  # another process is writing the index: it may be behind
+    return {"hits": hits, "page": page, "more": res.more, "query": text, "filters": filters or {}, "outcome": outcome,
+            "indexing": indexing}
 
 
 def _marked(snippet: str, marks: list[tuple[int, int]]) -> list[tuple[str, bool]]:

@@ -9,7 +9,9 @@ the daemon would do; harmless when the daemon runs) and, while no daemon
 runs, does the daemon's upkeep too every :data:`UPKEEP_S` (sealing idle
 logs, retention, compaction — small files from frequent ingests are what
 makes every page slower), in its own low-priority thread, the first time a
-minute after start. Each change becomes a
+minute after start; at start it also brings the full-text index up to date in
+the background (a store never indexed takes minutes: a search meanwhile
+answers from what the index holds and says so). Each change becomes a
 numbered message (``events``, ``store``, ``memory``) kept in a ring of
 :data:`CAP`; a client that reconnects with ``Last-Event-ID`` gets what it
 missed, or ``resync`` when that is older than the ring holds. The stream
@@ -86,6 +88,7 @@ class Feed:
         self._stamps: dict[str, Any] = {}
         self.errors = 0
         self.upkeep_runs = 0
+        self.indexer: threading.Thread | None = None
         self._upkeep: threading.Thread | None = None
         self._upkeep_at = time.monotonic() + UPKEEP_FIRST_S
 
@@ -152,6 +155,20 @@ class Feed:
         self.check()  # the first look only sets the baseline
         self._thread = threading.Thread(target=self._run, name="agentlog-live", daemon=True)
         self._thread.start()
+        self.indexer = threading.Thread(target=self._index, name="agentlog-index", daemon=True)
+        self.indexer.start()
+
+    def _index(self) -> None:
+        """The full-text index brought up to date once, at a low priority (then searches and the
+        daemon keep it so)."""
+        from ..search.index import catch_up
+        from ..store.daemon import lower_priority
+
+        lower_priority()
+        try:
+            catch_up(self.source.root)
+        except Exception:  # noqa: BLE001 - a search catches up itself later
+            self.errors += 1
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
