@@ -313,3 +313,39 @@ def test_an_index_behind_a_compacted_and_vacuumed_store_catches_up_from_its_snap
     index.remove(root)
     assert index.catch_up(root).get("rebuilt")
     assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8
+
+
+def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading only the projection files of the hits' sessions places every hit (session, turn,
+    attempt, outcome, what superseded it) exactly as the views do."""
+    from agentlog.project import persist
+    from agentlog.project.persist import refresh
+
+    if not FIXTURES.is_dir():
+        pytest.skip("no fixtures")
+    root = str(tmp_path / "home")
+    import_paths(root, ["claude-code"], [str(FIXTURES)])
+    for i in range(3):  # hook sessions with failures, and a later refresh: a second session part
+        _tool(root, f"p{i}", 1, f"pytest tests/test_place{i}.py", f"FAILED test_place{i} placeholder")
+        ingest(root)
+        refresh(root)
+    queries = ["placeholder", "the", "error OR failed", "tool:Bash", "kind:prompt_submitted"]
+    read: list[Any] = []
+    real = persist.session_files
+
+    def spy(*a: Any, **k: Any) -> Any:
+        read.append(real(*a, **k))
+        return read[-1]
+
+    monkeypatch.setattr(persist, "session_files", spy)
+    fast = {q: [dict(h.__dict__) for h in search(root, q, limit=60).hits] for q in queries}
+    assert read and all(r is not None for r in read)  # every search placed its hits from the parts
+    assert any(h["attempt_id"] for hs in fast.values() for h in hs)
+    assert any(h["turn_id"] and not h["attempt_id"] for hs in fast.values() for h in hs)
+    monkeypatch.setattr(persist, "session_files", lambda *a, **k: None)  # the views, as before
+    slow = {q: [dict(h.__dict__) for h in search(root, q, limit=60).hits] for q in queries}
+    for q in queries:
+        for a, b in zip(fast[q], slow[q]):
+            a.pop("seconds", None), b.pop("seconds", None)
+        assert fast[q] == slow[q], q

@@ -1231,6 +1231,40 @@ class TableSource:
     """(absolute path, stale group keys)."""
 
 
+def session_files(root: str, manifest: Manifest, keys: Iterable[str], table: str) -> list[str] | None:
+    """The files holding the current rows of these sessions (keys ``provider \x1f provider session
+    id``) in ``table`` — a ``session`` family table (``tool_calls``, ``turns_base`` …) or an
+    ``asession`` one (``turns_overlay``, ``attempts_overlay`` …) — as absolute paths, each once: what
+    a reader of a few sessions reads instead of every part. None when a key is not in the index
+    (the caller reads the views)."""
+    family = "session" if table in SESSION_TABLES else "asession" if table in SESSION_FAMILY else None
+    if family is None:
+        raise ValueError(f"{table} is not stored per session")
+    directory = os.path.abspath(projection_dir(root))
+    index = _FILE_CACHE.get(_cache_key(directory, manifest.files.get("index") or ""))
+    if index is None:
+        if not manifest.files.get("index"):
+            return None
+        _read_index(directory, manifest.files["index"])
+        index = _FILE_CACHE[_cache_key(directory, manifest.files["index"])]
+    sessions = index["sessions"]
+    out: list[str] = []
+    for key in keys:
+        entry = sessions.get(key)
+        if entry is None:
+            return None
+        tag = entry[2] if family == "session" else entry[5]
+        try:
+            name = manifest.part(family, tag)["files"].get(table)
+        except KeyError:
+            return None
+        if name:  # None: the part holds no row of this table
+            path = os.path.join(directory, name)
+            if path not in out:
+                out.append(path)
+    return out
+
+
 def sources(root: str, manifest: Manifest | None = None) -> dict[str, TableSource]:
     """Every stored table's files as of ``manifest`` (default: the current one)."""
     directory = os.path.abspath(projection_dir(root))

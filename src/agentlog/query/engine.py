@@ -331,6 +331,11 @@ class Engine:
             raise QueryError(f"{kind} statements are not allowed: the engine is read-only (SELECT or EXPLAIN)",
                              "refused")
 
+    def internal(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Rows of a statement agentlog wrote itself (never a user's text): no check, no view
+        created for it, no watchdog — e.g. a ``read_parquet`` of files the projection names."""
+        return self._con.execute(sql, params or []).fetchall()
+
     def run(self, sql: str, params: list[Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
             max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
         """Run one read-only statement (``?`` placeholders bound to ``params``).

@@ -378,7 +378,12 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
 
     try:
         with contextlib.nullcontext(engine) if engine is not None else Engine(root) as eng:
-            if sessions:  # one round trip: each hit's tool call or turn, and its attempt's outcome
+            placed_fast = _place_from_parts(root, eng, rows, ids, sessions) if sessions else None
+            if placed_fast is not None:
+                for place in placed_fast:
+                    if place["event_id"] in found:
+                        found[place["event_id"]].update({k: v for k, v in place.items() if k != "event_id"})
+            elif sessions:  # one round trip: each hit's tool call or turn, and its attempt's outcome
                 placed = q(
                     f"WITH c AS (SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM tool_calls "
                     f"  WHERE session_id IN ({marks(sessions)}) AND (start_event_id IN ({marks(ids)}) "
@@ -411,6 +416,61 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
             attempt_outcome=f.get("outcome"),
             superseded_by=display("attempt", f["superseded_by"]) if f.get("superseded_by") else None,
             paths=json.loads(paths) if paths else []))
+    return out
+
+
+def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: list[str],
+                     sessions: list[str]) -> list[dict[str, Any]] | None:
+    """Each hit's session, turn, attempt and that attempt's outcome, read from only the projection
+    files that hold the hits' sessions (the projection's index says which; the views read every
+    part, and at 1.45 M events that is most of a search's time). None when that cannot be told
+    (no projection, a session not in it): the caller reads the views."""
+    from ..project.persist import session_files
+
+    manifest = getattr(eng, "manifest", None)
+    if manifest is None:
+        return None
+    keys = sorted({f"{r[4]}\x1f{r[6] or 'unknown'}" for r in rows if r[4]})
+    calls = session_files(root, manifest, keys, "tool_calls")
+    turns = session_files(root, manifest, keys, "turns_base")
+    overlays = session_files(root, manifest, keys, "attempts_overlay")
+    if calls is None or turns is None or overlays is None:
+        return None
+
+    def marks(values: list[Any]) -> str:
+        return ", ".join("?" for _ in values)
+
+    def files(paths: list[str]) -> str:
+        return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+    out: list[dict[str, Any]] = []
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    wanted_ids = set(ids)
+    if calls:
+        for start, end, sid, turn, attempt in eng.internal(
+                f"SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM read_parquet({files(calls)}) "
+                f"WHERE session_id IN ({marks(sessions)}) AND (start_event_id IN ({marks(ids)}) "
+                f"OR end_event_id IN ({marks(ids)}))", [*sessions, *ids, *ids]):
+            for event_id in (start, end):
+                if event_id in wanted_ids:
+                    place = {"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": attempt,
+                             "outcome": None, "superseded_by": None}
+                    out.append(place)
+                    if attempt:
+                        attempts.setdefault(attempt, []).append(place)
+    if turns:
+        for event_id, sid, turn in eng.internal(
+                f"SELECT prompt_event_id, session_id, turn_id FROM read_parquet({files(turns)}) "
+                f"WHERE session_id IN ({marks(sessions)}) AND prompt_event_id IN ({marks(ids)})", [*sessions, *ids]):
+            out.append({"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": None,
+                        "outcome": None, "superseded_by": None})
+    if attempts and overlays:
+        wanted = sorted(attempts)
+        for attempt, outcome, superseded_by in eng.internal(
+                f"SELECT attempt_id, outcome, superseded_by FROM read_parquet({files(overlays)}) "
+                f"WHERE session_id IN ({marks(sessions)}) AND attempt_id IN ({marks(wanted)})", [*sessions, *wanted]):
+            for place in attempts.get(attempt, []):
+                place.update(outcome=outcome, superseded_by=superseded_by)
     return out
 
 
