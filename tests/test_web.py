@@ -373,3 +373,24 @@ def test_the_server_indexes_in_the_background_and_a_search_meanwhile_says_so(age
         page = c.get("/search?q=yakquartz")
         assert "being brought up to date" not in page.text and "yakquartz" in page.text
         assert c.get("/api/search?q=yakquartz").json()["hits"]
+
+
+def test_catching_up_is_skipped_while_neither_the_logs_nor_the_store_change(agentlog_home: Path) -> None:
+    from agentlog.store.ingest import ingest
+    from agentlog.web.data import Source
+    from import_support import record_prompt
+
+    root = str(agentlog_home)
+    record_prompt(root, "s-q", "first prompt")
+    source = Source(root, min_interval_s=0.0)
+    first = source.bring_up_to_date()
+    assert first is not None and first["ingest"]["events"] == 1
+    assert source.bring_up_to_date() is None  # nothing changed: not even a no-op ingest
+    record_prompt(root, "s-q", "second prompt")  # a hook appends
+    again = source.bring_up_to_date()
+    assert again is not None and again["ingest"]["events"] == 1
+    record_prompt(root, "s-other", "third prompt")
+    ingest(root)  # another process ingests: the store changed, the projection is refreshed here
+    after = source.bring_up_to_date()
+    assert after is not None and after["ingest"]["events"] == 0
+    assert source.read(lambda e: e.run("SELECT count(*) FROM turns").rows[0][0]) == 3

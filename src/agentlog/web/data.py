@@ -29,6 +29,32 @@ CACHE: Final = 256
 T = TypeVar("T")
 
 
+def tree_stamp(path: str) -> tuple[int, int, int]:
+    """(files, total size, newest mtime) of the files under ``path`` (two levels: provider/log)."""
+    files = size = newest = 0
+    try:
+        top = list(os.scandir(path))
+    except OSError:
+        return (0, 0, 0)
+    for d in top:
+        if not d.is_dir(follow_symlinks=False):
+            continue
+        try:
+            entries = list(os.scandir(d.path))
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith((".jsonl", ".head")):
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                files += 1
+                size += st.st_size
+                newest = max(newest, st.st_mtime_ns)
+    return (files, size, newest)
+
+
 class Source:
     """A data root as the dashboard reads it (see the module docstring)."""
 
@@ -40,6 +66,8 @@ class Source:
         self._engine: Engine | None = None
         self._stamp: tuple[Any, ...] | None = None
         self._caught = 0.0
+        self._quiet: tuple[Any, ...] | None = None
+        """The logs' stamp before the last catch-up and the store's after it."""
         self._cache: OrderedDict[tuple[str, Any], Any] = OrderedDict()
 
     def _store_stamp(self) -> tuple[Any, ...]:
@@ -58,12 +86,22 @@ class Source:
 
     def bring_up_to_date(self) -> dict[str, Any] | None:
         """Ingest what the logs hold beyond the store and refresh the projection
-        (what the daemon does; harmless when it runs too). None when done too recently."""
+        (what the daemon does; harmless when it runs too). None when done too recently, or
+        when neither the logs nor the store changed since the last time (a no-op ingest
+        still reads every log's end: ~0.3 s at 1.45 M events; this look costs a directory
+        listing)."""
+        from ..paths import logs_dir
+
         with self._lock:
             if time.monotonic() - self._caught < self.min_interval_s:
                 return None
             self._caught = time.monotonic()
-            return bring_up_to_date(self.root)
+            logs = tree_stamp(logs_dir(self.root))  # before: what is appended meanwhile is seen next time
+            if self._quiet is not None and self._quiet == (logs, self._store_stamp()):
+                return None
+            done = bring_up_to_date(self.root)
+            self._quiet = (logs, self._store_stamp())
+            return done
 
     def read(self, fn: Callable[[Engine], T]) -> T:
         """``fn(engine)`` on a current engine, under the lock."""

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-from .data import Source
+from .data import Source, tree_stamp
 
 INTERVAL_S: Final = 0.4
 CAP: Final = 500
@@ -46,32 +46,6 @@ class Change:
 
     def sse(self) -> bytes:
         return b"id: %d\nevent: %s\ndata: %s\n\n" % (self.id, self.type.encode(), orjson.dumps(self.data))
-
-
-def _tree_stamp(path: str) -> tuple[int, int, int]:
-    """(files, total size, newest mtime) of the files under ``path`` (two levels: provider/log)."""
-    files = size = newest = 0
-    try:
-        top = list(os.scandir(path))
-    except OSError:
-        return (0, 0, 0)
-    for d in top:
-        if not d.is_dir(follow_symlinks=False):
-            continue
-        try:
-            entries = list(os.scandir(d.path))
-        except OSError:
-            continue
-        for e in entries:
-            if e.name.endswith((".jsonl", ".head")):
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                files += 1
-                size += st.st_size
-                newest = max(newest, st.st_mtime_ns)
-    return (files, size, newest)
 
 
 class Feed:
@@ -123,7 +97,7 @@ class Feed:
 
         root = self.source.root
         out: list[Change] = []
-        logs = _tree_stamp(logs_dir(root))
+        logs = tree_stamp(logs_dir(root))
         if self._stamps.get("logs") not in (None, logs):
             try:
                 caught = self.source.bring_up_to_date()
