@@ -106,3 +106,13 @@ def test_mcp_help(tmp_path: Path) -> None:
 
     r = subprocess.run([sys.executable, "-m", "agentlog", "mcp", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "memory_propose" in r.stdout
+
+
+def test_a_statement_s_rows_keep_to_the_row_budget(home: str) -> None:
+    from agentlog import mcp_tools
+
+    _, everything = mcp_tools.query(home, statement="SHOW ATTEMPTS", max_rows=1000)
+    assert len(everything["rows"]) > 1 and everything["truncated"] is False
+    text, one = mcp_tools.query(home, statement="SHOW ATTEMPTS", max_rows=1)
+    assert len(one["rows"]) == 1 and one["truncated"] is True
+    assert one["rows"][0] == everything["rows"][0]

@@ -108,12 +108,13 @@ def _aql(root: str, statement: str, max_rows: int, max_chars: int) -> tuple[str,
             res = execute(engine, statement, max_rows=max_rows)
         except ValueError as e:
             raise ToolError(str(e)) from None
+        every = res.records()  # a statement such as STATE answers every row: the budget applies here too
         records = [{k: (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in r.items()}
-                   for r in res.records()]
+                   for r in every[:max_rows]]
         text = "\n".join([*(res.notes or []), _lines(records, tuple(res.columns))])
         return _fit(f"{UNTRUSTED}\n{statement}\n{text}", max_chars), {
             "statement": statement, "columns": res.columns, "rows": records, "notes": res.notes,
-            "truncated": res.truncated}
+            "truncated": bool(res.truncated) or len(every) > max_rows}
 
     return _engine_call(root, run)  # type: ignore[no-any-return]
 
