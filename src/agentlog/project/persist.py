@@ -236,14 +236,20 @@ def _write_facts(directory: str, name: str, facts: dict[str, SessionResult]) -> 
     return name
 
 
-def _read_index(directory: str, name: str | None) -> Index:
-    if not name:
-        return Index()
+def _index_data(directory: str, name: str) -> dict[str, Any]:
+    """``index-G.json`` as parsed (kept per process; callers must not change it)."""
     key = _cache_key(directory, name)
-    cached = _FILE_CACHE.get(key)
+    cached: dict[str, Any] | None = _FILE_CACHE.get(key)
     if cached is None:
         with open(os.path.join(directory, name), "rb") as fh:
             cached = _FILE_CACHE[key] = _no_gc_loads(fh.read())
+    return cached
+
+
+def _read_index(directory: str, name: str | None) -> Index:
+    if not name:
+        return Index()
+    cached = _index_data(directory, name)
     # entries are copied: a refresh edits them in place, and the cache must keep what the file says
     return Index(sessions={k: list(v) for k, v in cached["sessions"].items()},
                  projects={k: list(v) for k, v in cached["projects"].items()})
@@ -1240,14 +1246,10 @@ def session_files(root: str, manifest: Manifest, keys: Iterable[str], table: str
     family = "session" if table in SESSION_TABLES else "asession" if table in SESSION_FAMILY else None
     if family is None:
         raise ValueError(f"{table} is not stored per session")
+    if not manifest.files.get("index"):
+        return None
     directory = os.path.abspath(projection_dir(root))
-    index = _FILE_CACHE.get(_cache_key(directory, manifest.files.get("index") or ""))
-    if index is None:
-        if not manifest.files.get("index"):
-            return None
-        _read_index(directory, manifest.files["index"])
-        index = _FILE_CACHE[_cache_key(directory, manifest.files["index"])]
-    sessions = index["sessions"]
+    sessions = _index_data(directory, manifest.files["index"])["sessions"]
     out: list[str] = []
     for key in keys:
         entry = sessions.get(key)

@@ -133,11 +133,11 @@ def _parts_sql(columns: str, source: Any, first_part: int) -> str:
     """A SELECT over a stored table's files that skips each file's stale groups (listed
     in ``_stale`` under part numbers from ``first_part`` on, one per file with any)."""
     clean = [path for path, stale in source.files if not stale]
-    branches = [f"SELECT {columns} FROM read_parquet({_sql_list(clean)})"] if clean else []
+    branches = [f"SELECT {columns} FROM read_parquet({sql_list(clean)})"] if clean else []
     part = first_part
     for path, stale in source.files:
         if stale:
-            branches.append(f"SELECT {columns} FROM read_parquet({_sql_list([path])}) "
+            branches.append(f"SELECT {columns} FROM read_parquet({sql_list([path])}) "
                             f"WHERE coalesce({source.group_column}, '') NOT IN "
                             f"(SELECT key FROM _stale WHERE part = {part})")
             part += 1
@@ -188,7 +188,7 @@ def _sanitize(message: str, statement: str) -> str:
     return "".join(out)
 
 
-def _sql_list(values: list[str]) -> str:
+def sql_list(values: list[str]) -> str:
     """A SQL list literal of strings (quotes doubled)."""
     return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
 
@@ -263,7 +263,7 @@ class Engine:
             for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0).items():
                 self._views[view] = (partial(self._con.execute, sql), deps)
         if allowed:
-            self._con.execute(f"SET allowed_directories = {_sql_list(allowed)}")
+            self._con.execute(f"SET allowed_directories = {sql_list(allowed)}")
         self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         self._con.execute("SET TimeZone = 'UTC'")
         self._con.execute("SET enable_external_access = false")
@@ -279,7 +279,7 @@ class Engine:
         # DuckDB's own Parquet reader (twice as fast as scanning a pyarrow dataset);
         # external access is off, so only the allowed directories are readable.
         columns = ", ".join(f.name for f in EVENTS_SCHEMA)
-        self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({_sql_list(files)}, "
+        self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({sql_list(files)}, "
                           "hive_partitioning = true, hive_types = {'observed_date': DATE})")
 
     def _create(self, name: str) -> None:

@@ -373,9 +373,6 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
         res = eng.run(sql, params, max_rows=10_000)
         return [dict(zip(res.columns, r)) for r in res.rows]
 
-    def marks(values: list[Any]) -> str:
-        return ", ".join("?" for _ in values)
-
     try:
         with contextlib.nullcontext(engine) if engine is not None else Engine(root) as eng:
             placed_fast = _place_from_parts(root, eng, rows, ids, sessions) if sessions else None
@@ -386,11 +383,11 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
             elif sessions:  # one round trip: each hit's tool call or turn, and its attempt's outcome
                 placed = q(
                     f"WITH c AS (SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM tool_calls "
-                    f"  WHERE session_id IN ({marks(sessions)}) AND (start_event_id IN ({marks(ids)}) "
-                    f"  OR end_event_id IN ({marks(ids)}))), "
+                    f"  WHERE session_id IN ({_marks(sessions)}) AND (start_event_id IN ({_marks(ids)}) "
+                    f"  OR end_event_id IN ({_marks(ids)}))), "
                     f"p AS (SELECT unnest([c.start_event_id, c.end_event_id]) AS event_id, c.session_id, c.turn_id, "
                     f"  c.attempt_id FROM c UNION ALL SELECT prompt_event_id, session_id, turn_id, NULL FROM turns "
-                    f"  WHERE session_id IN ({marks(sessions)}) AND prompt_event_id IN ({marks(ids)})) "
+                    f"  WHERE session_id IN ({_marks(sessions)}) AND prompt_event_id IN ({_marks(ids)})) "
                     "SELECT p.event_id, p.session_id, p.turn_id, p.attempt_id, a.outcome, a.superseded_by FROM p "
                     "LEFT JOIN attempts a ON a.attempt_id = p.attempt_id",
                     [*sessions, *ids, *ids, *sessions, *ids])
@@ -419,6 +416,11 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
     return out
 
 
+def _marks(values: list[Any]) -> str:
+    """One ``?`` per value, comma-separated."""
+    return ", ".join("?" for _ in values)
+
+
 def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: list[str],
                      sessions: list[str]) -> list[dict[str, Any]] | None:
     """Each hit's session, turn, attempt and that attempt's outcome, read from only the projection
@@ -426,6 +428,7 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: lis
     part, and at 1.45 M events that is most of a search's time). None when that cannot be told
     (no projection, a session not in it): the caller reads the views."""
     from ..project.persist import session_files
+    from ..query.engine import sql_list
 
     manifest = getattr(eng, "manifest", None)
     if manifest is None:
@@ -437,20 +440,14 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: lis
     if calls is None or turns is None or overlays is None:
         return None
 
-    def marks(values: list[Any]) -> str:
-        return ", ".join("?" for _ in values)
-
-    def files(paths: list[str]) -> str:
-        return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
-
     out: list[dict[str, Any]] = []
     attempts: dict[str, list[dict[str, Any]]] = {}
     wanted_ids = set(ids)
     if calls:
         for start, end, sid, turn, attempt in eng.internal(
-                f"SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM read_parquet({files(calls)}) "
-                f"WHERE session_id IN ({marks(sessions)}) AND (start_event_id IN ({marks(ids)}) "
-                f"OR end_event_id IN ({marks(ids)}))", [*sessions, *ids, *ids]):
+                f"SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM read_parquet({sql_list(calls)}) "
+                f"WHERE session_id IN ({_marks(sessions)}) AND (start_event_id IN ({_marks(ids)}) "
+                f"OR end_event_id IN ({_marks(ids)}))", [*sessions, *ids, *ids]):
             for event_id in (start, end):
                 if event_id in wanted_ids:
                     place = {"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": attempt,
@@ -460,15 +457,15 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: lis
                         attempts.setdefault(attempt, []).append(place)
     if turns:
         for event_id, sid, turn in eng.internal(
-                f"SELECT prompt_event_id, session_id, turn_id FROM read_parquet({files(turns)}) "
-                f"WHERE session_id IN ({marks(sessions)}) AND prompt_event_id IN ({marks(ids)})", [*sessions, *ids]):
+                f"SELECT prompt_event_id, session_id, turn_id FROM read_parquet({sql_list(turns)}) "
+                f"WHERE session_id IN ({_marks(sessions)}) AND prompt_event_id IN ({_marks(ids)})", [*sessions, *ids]):
             out.append({"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": None,
                         "outcome": None, "superseded_by": None})
     if attempts and overlays:
         wanted = sorted(attempts)
         for attempt, outcome, superseded_by in eng.internal(
-                f"SELECT attempt_id, outcome, superseded_by FROM read_parquet({files(overlays)}) "
-                f"WHERE session_id IN ({marks(sessions)}) AND attempt_id IN ({marks(wanted)})", [*sessions, *wanted]):
+                f"SELECT attempt_id, outcome, superseded_by FROM read_parquet({sql_list(overlays)}) "
+                f"WHERE session_id IN ({_marks(sessions)}) AND attempt_id IN ({_marks(wanted)})", [*sessions, *wanted]):
             for place in attempts.get(attempt, []):
                 place.update(outcome=outcome, superseded_by=superseded_by)
     return out
