@@ -68,7 +68,14 @@ def test_bad_dates_are_refused_and_fts_syntax_is_text(agentlog_home: Path, mems:
         S.search(str(agentlog_home), "updated:>yesterday")
     for q in ('tests OR ruff', 'NEAR(tests ruff)', 'tests AND NOT ruff', '"unbalanced', 'tests -ruff', "col:umn"):
         assert isinstance(S.search(str(agentlog_home), q), list)
-    assert ids(agentlog_home, "tests OR ruff") == set()  # OR is a word here, not an operator
+    t, r = mems["tests"].id, mems["ruff"].id
+    # the free text is event search's language: OR, -exclusion, phrases, prefixes; the rest is text
+    assert ids(agentlog_home, "tests OR ruff") == {t, r}
+    assert ids(agentlog_home, "make -ruff") == {t}
+    assert ids(agentlog_home, "kind:convention -ruff") == set()
+    assert ids(agentlog_home, "kind:procedure -ruff") == {t}
+    assert ids(agentlog_home, 'NEAR(tests ruff)') == set()
+    assert ids(agentlog_home, 'tests AND NOT ruff') == set()
 
 
 def test_ranking_is_relevance_times_confidence(agentlog_home: Path) -> None:
@@ -96,8 +103,8 @@ def test_effective_confidence_in_sql_equals_the_python_formula(c: float, kind: s
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE memories (confidence REAL, kind TEXT, last_confirmed_at INTEGER, created_at INTEGER)")
     con.execute("INSERT INTO memories VALUES (?, ?, ?, ?)", (c, kind, anchor if confirmed else None, created))
-    effective, threshold = _effective_sql(con, now)
-    got, under = con.execute(f"SELECT {effective}, {threshold} FROM memories").fetchone()
+    effective, threshold = _effective_sql(con)
+    got, under = con.execute(f"SELECT {effective}, {threshold} FROM memories", {"now": now}).fetchone()
     base = anchor if confirmed else created
     assert got == (conf.effective(c, kind, base, now) if kind in conf.DECAY else c)
     assert under == conf.DECAY.get(kind, (0.0, 0.0))[1]

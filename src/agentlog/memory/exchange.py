@@ -144,17 +144,19 @@ def _manifest(src: str) -> dict[str, Any]:
 def restore(root: str, src: str) -> int:
     """The export's events appended to an empty memory; how many."""
     from ..log.writer import SessionLog
-    from .store import _durability, _locked, _parse_all, catch_up
+    from .store import _applied, _durability, _fold, _locked, _log_stamp, _parse_all, catch_up
 
     manifest = _manifest(src)
     with open(os.path.join(src, "events.ndjson"), "rb") as fh:
         lines = [line for line in fh.read().split(b"\n") if line.strip()]
     if len(lines) != manifest.get("events"):
         raise ExchangeError(f"{src}: events.ndjson holds {len(lines)} events, the manifest says {manifest.get('events')}")
+    parsed: list[Any] = []
     for at in range(0, len(lines), 1000):  # a thousand parsed per call (a call per line costs more than parsing)
         chunk = lines[at:at + 1000]
         try:
             events = _parse_all(chunk)
+            parsed += events
         except ValueError:
             bad = next(i for i, line in enumerate(chunk, at + 1) if not _is_json(line))
             raise ExchangeError(f"{src}: events.ndjson line {bad} is not JSON") from None
@@ -168,11 +170,18 @@ def restore(root: str, src: str) -> int:
         # as every memory write (the durability setting), hashed as bulk writers hash (OpenSSL)
         log = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root),
                          hasher=hashlib.sha256)
+        before = os.path.getsize(log_path(root)) if os.path.exists(log_path(root)) else 0
+        end, repaired = 0, False
         for i in range(0, len(lines), 10_000):
-            log.append(lines[i:i + 10_000])
+            res = log.append(lines[i:i + 10_000])
+            end, repaired = end + res.written, repaired or bool(res.gaps)
         con = connect(root)
         try:
-            catch_up(root, con)
+            if repaired or before or _applied(con):  # the log held more than these frames: read it back
+                catch_up(root, con)
+            else:  # exactly these frames, from an empty log: fold what was parsed above, as a replay would
+                path = os.path.abspath(log_path(root))
+                _fold(con, ((end, ev) for ev in parsed), path, _log_stamp(path))
         finally:
             con.close()
     return len(lines)

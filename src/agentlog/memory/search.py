@@ -1,8 +1,10 @@
 """``agentlog memory search``: free text and operators.
 
-A query is words and ``"exact phrases"`` (all must match, through FTS5; a
-trailing ``*`` is a prefix; FTS syntax in the text cannot change the query)
-and operators:
+The free text is the query language of event search (:mod:`agentlog.search.text`,
+the same code-aware tokenisation): words (all must match), ``"exact phrases"``,
+``-excluded``, ``a OR b``, a ``prefix*``; it runs on the memory's tantivy index
+(:mod:`.text_index`), caught up with the read model first, and nothing typed is
+engine syntax. The operators:
 
 =======================  ===================================================
 ``kind:pitfall``         of that kind
@@ -18,7 +20,7 @@ and operators:
 ``status:active``        any attribute of any kind equal to the value
 =======================  ===================================================
 
-A word with a colon whose name is none of these (``http://…``) is text.
+A word with a colon whose name is none of these (``http://…``, ``tool:x``) is text.
 Matches are ranked by BM25 times effective confidence (by effective confidence
 alone with no text), and only the returned page is read whole.
 """
@@ -35,37 +37,38 @@ from typing import Any, Final
 from .model import SCHEMAS, InvalidMemory
 
 ATTRIBUTE_NAMES: Final = frozenset(a.name for schema in SCHEMAS.values() for a in schema)
-_TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
+_TOKEN: Final = re.compile(r'(-?(?:\w+:)?"[^"]*"?)|(\S+)')
 _COMPARE: Final = re.compile(r"^confidence(>=|<=|>|<)([0-9]*\.?[0-9]+)$")
 
 
 @dataclass
 class Query:
-    """A parsed query: FTS terms and SQL conditions (with their parameters), and the
-    conditions only Python can check (on effective confidence)."""
+    """A parsed query: its free text (words, phrases and exclusions as typed, for
+    :func:`agentlog.search.text.parse_query`), SQL conditions (with their parameters), and
+    the conditions only Python can check (on effective confidence)."""
 
-    terms: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
     where: list[str] = field(default_factory=list)
     args: list[Any] = field(default_factory=list)
     stale: bool | None = None
     confidence: list[tuple[str, float]] = field(default_factory=list)
     archived: bool = False
 
-    def fts(self) -> str:
-        return " ".join(self.terms)
+    def free_text(self) -> Any:
+        """The free text parsed as event search parses it (None when there is none)."""
+        from ..search.text import Query as TextQuery, QueryError, parse_query
 
-
-def _term(word: str, phrase: bool = False) -> str | None:
-    if phrase:
-        text = " ".join(re.findall(r"\w+", word, flags=re.UNICODE))
-        return f'"{text}"' if text else None
-    prefix = word.endswith("*")
-    parts = re.findall(r"\w+", word.rstrip("*"), flags=re.UNICODE)
-    if not parts:
-        return None
-    if len(parts) > 1:  # `parse_config.py` → the phrase of its parts
-        return '"' + " ".join(parts) + '"' + ("*" if prefix else "")
-    return f'"{parts[0]}"' + ("*" if prefix else "")
+        joined = " ".join(self.text)
+        if not joined.strip():
+            return None
+        try:
+            return parse_query(joined)
+        except QueryError:  # only exclusions (beside operators): every memory but those
+            bare = " ".join(w[1:] for w in self.text if w.startswith("-") and len(w) > 1)
+            try:
+                return TextQuery(excluded=[t for alts in parse_query(bare).clauses for t in alts]) if bare else None
+            except QueryError:
+                return None
 
 
 def _time_us(text: str) -> tuple[int, int]:
@@ -85,12 +88,12 @@ def _time_us(text: str) -> tuple[int, int]:
 
 
 def parse(text: str) -> Query:
+    from ..search.text import FILTERS
+
     q = Query()
     for m in _TOKEN.finditer(text):
-        if m.group(1) is not None:
-            t = _term(m.group(1), phrase=True)
-            if t:
-                q.terms.append(t)
+        if m.group(1) is not None:  # a phrase (excluded, or after a name: text all the same)
+            q.text.append(m.group(1))
             continue
         word = m.group(2)
         low = word.lower()
@@ -152,16 +155,18 @@ def parse(text: str) -> Query:
                 q.where.append("EXISTS (SELECT 1 FROM json_each(memories.attributes, '$.' || ?) WHERE value = ?)")
                 q.args += [name, value]
                 continue
-        t = _term(word)
-        if t:
-            q.terms.append(t)
+        if sep and name.lstrip("-") in FILTERS:  # an event filter's name is text here: its words, in order
+            word = ("-" if name.startswith("-") else "") + '"' + word.lstrip("-").replace('"', " ") + '"'
+        q.text.append(word)
     return q
 
 
-def _effective_sql(con: sqlite3.Connection, now_us: int) -> tuple[str, str]:
-    """SQL for a memory's effective confidence at ``now_us`` and for its kind's staleness
-    threshold — :func:`agentlog.memory.confidence.effective` in SQL (the same
-    operations in the same order), so ranking 1,000 matches costs no Python call per row."""
+def _effective_sql(con: sqlite3.Connection) -> tuple[str, str]:
+    """SQL for a memory's effective confidence at the time bound as ``:now`` and for its kind's
+    staleness threshold — :func:`agentlog.memory.confidence.effective` in SQL (the same
+    operations in the same order), so ranking 1,000 matches costs no Python call per row.
+    The text is the same at every call (the time is a parameter): SQLite's statement cache
+    keeps the statement prepared."""
     import math
 
     from . import confidence as conf
@@ -175,41 +180,62 @@ def _effective_sql(con: sqlite3.Connection, now_us: int) -> tuple[str, str]:
     threshold = "CASE memories.kind " + " ".join(f"WHEN '{k}' THEN {th!r}" for k, (_, th) in sorted(conf.DECAY.items())) \
         + " ELSE 0.0 END"
     anchor = "coalesce(memories.last_confirmed_at, memories.created_at)"
-    effective = (f"coalesce(memories.confidence * pow(2.0, -max(({int(now_us)} - {anchor}) / {float(conf.US_PER_DAY)!r}, "
+    effective = (f"coalesce(memories.confidence * pow(2.0, -max((:now - {anchor}) / {float(conf.US_PER_DAY)!r}, "
                  f"0.0) / {half_life}), memories.confidence)")
     return effective, threshold
 
 
 def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
-        now_us: int | None = None) -> list[tuple[Any, float]]:
-    """The page of memories matching ``text``: (memory, score), best first. Ranking and
-    the confidence conditions are computed in SQL; only the page's rows are read whole."""
+        now_us: int | None = None, root: str | None = None) -> list[tuple[Any, float]]:
+    """The page of memories matching ``text``: (memory, score), best first. The free text is
+    matched by the text index of ``root`` (caught up with ``con`` first); ranking and the
+    confidence conditions are computed in SQL; only the page's rows are read whole."""
     from .service import _COLUMNS, _row
 
     q = parse(text)
     now = now_us if now_us is not None else time.time_ns() // 1000
-    effective, threshold = _effective_sql(con, now)
+    effective, threshold = _effective_sql(con)
     where = ["memories.deleted = 0", *q.where] + ([] if q.archived else ["memories.archived = 0"])
-    args: list[Any] = list(q.args)
+    args: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
+    pending = list(q.args)
+
+    def bind(value: Any) -> str:
+        name = f"p{len(args)}"
+        args[name] = value
+        return ":" + name
+
+    for i, cond in enumerate(where):  # the operators' ``?`` as named parameters, in order
+        while "?" in cond:
+            cond = cond.replace("?", bind(pending.pop(0)), 1)
+        where[i] = cond
     if q.stale is not None:
-        where.append(f"({effective} < {threshold}) = ?")
-        args.append(int(q.stale))
+        where.append(f"({effective} < {threshold}) = {bind(int(q.stale))}")
     for op, v in q.confidence:
-        where.append(f"{effective} {op} ?")
-        args.append(v)
-    cols = ", ".join(f"memories.{c}" for c in _COLUMNS)
-    if q.terms:
-        source = "memory_fts JOIN memories ON memories.rowid = memory_fts.rowid"
-        where.insert(0, "memory_fts MATCH ?")
-        args.insert(0, q.fts())
-        relevance = "-bm25(memory_fts)"
+        where.append(f"{effective} {op} {bind(v)}")
+    free = q.free_text()
+    if free is not None:
+        import json
+
+        from . import text_index
+
+        if root is None:
+            raise ValueError("a free-text memory search needs the data root (its text index)")
+        found = text_index.matches(root, con, free)
+        if not found:
+            return []
+        # the matches as one JSON array of [row, relevance], bound as a parameter
+        source = "json_each(:hits) AS hit JOIN memories ON memories.rowid = json_extract(hit.value, '$[0]')"
+        args["hits"] = json.dumps(found)
+        relevance = "json_extract(hit.value, '$[1]')"
     else:
         source, relevance = "memories", "1.0"
+    cols = ", ".join(f"memories.{c}" for c in _COLUMNS)
     # ranked on the row ids alone (the sorter carries three values per match, not every column),
     # then the page's rows read whole
     page = (f"SELECT memories.rowid AS r, {relevance} * max({effective}, 0.01) AS score, memories.updated_at AS u, "
-            f"memories.id AS i FROM {source} WHERE {' AND '.join(where)} ORDER BY score DESC, u DESC, i LIMIT ? OFFSET ?")
+            f"memories.id AS i FROM {source} WHERE {' AND '.join(where)} ORDER BY score DESC, u DESC, i "
+            f"LIMIT :limit OFFSET :offset")
     sql = (f"SELECT {cols}, page.score FROM ({page}) AS page JOIN memories ON memories.rowid = page.r "
            f"ORDER BY page.score DESC, page.u DESC, page.i")
-    rows = con.execute(sql, [*args, limit, offset]).fetchall()
+    rows = con.execute(sql, args).fetchall()
     return [(_row(r[:-1], now), float(r[-1])) for r in rows]

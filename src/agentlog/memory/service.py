@@ -268,7 +268,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0,
 
     con = connect(root)
     try:
-        return language.run(con, text, limit=limit, offset=offset, now_us=now_us)
+        return language.run(con, text, limit=limit, offset=offset, now_us=now_us, root=root)
     finally:
         con.close()
 

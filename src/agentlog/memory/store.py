@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Final, Iterable, Iterator
@@ -40,10 +41,12 @@ PROVIDER: Final = "agentlog"
 LOG_KEY: Final = "memory"
 DB_FILE: Final = "memory.sqlite3"
 LOCK_FILE: Final = "memory.lock"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""The read model's layout (``PRAGMA user_version``); a file of another is rebuilt from the log
+(1: text in an FTS5 table, now in the tantivy index of :mod:`.text_index`)."""
 
 _SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memories (
   id TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL, slug TEXT NOT NULL,
   content TEXT NOT NULL, attributes TEXT NOT NULL, tags TEXT NOT NULL, confidence REAL NOT NULL,
@@ -61,11 +64,11 @@ CREATE INDEX IF NOT EXISTS evidence_value ON evidence(value);
 CREATE TABLE IF NOT EXISTS links (
   source TEXT NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (source, relation, target)
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(id UNINDEXED, title, content, attributes, tags);
+CREATE TABLE IF NOT EXISTS text_queue (memory_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS history (
   memory_id TEXT NOT NULL, n INTEGER NOT NULL, version INTEGER NOT NULL, change TEXT NOT NULL, actor TEXT NOT NULL,
   at INTEGER NOT NULL, proposal_id TEXT, PRIMARY KEY (memory_id, n)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS proposals (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, actor TEXT NOT NULL, title TEXT NOT NULL, note TEXT,
   changes TEXT NOT NULL, bases TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
@@ -99,13 +102,27 @@ def db_path(root: str) -> str:
     return os.path.join(state_dir(root), DB_FILE)
 
 
+_HELD = threading.local()
+"""The lock files this thread holds (``_locked`` is re-entrant within a thread: a read model
+of an older layout is rebuilt where it is opened, which may be under the lock)."""
+
+
 @contextmanager
 def _locked(root: str) -> Iterator[None]:
     ensure_dir(state_dir(root))
-    fd = os.open(os.path.join(state_dir(root), LOCK_FILE), os.O_RDWR | os.O_CREAT, FILE_MODE)
+    path = os.path.abspath(os.path.join(state_dir(root), LOCK_FILE))
+    held: set[str] = _HELD.__dict__.setdefault("paths", set())
+    if path in held:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        held.add(path)
+        try:
+            yield
+        finally:
+            held.discard(path)
     finally:
         os.close(fd)
 
@@ -139,8 +156,6 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
     """The read model (created when missing), 0600. Without ``path``, the connection
     this process (thread) keeps open for the data root: opening one, with the schema
     checked, costs more than most reads."""
-    import threading
-
     shared = path is None
     path = path or db_path(root)
     key = (os.path.abspath(path), threading.get_ident())
@@ -153,7 +168,19 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
         os.chmod(path, FILE_MODE)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
-    con.executescript(_SCHEMA)
+    if con.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        if con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:  # an older layout: rebuilt from the log
+            con.close() if not isinstance(con, _Shared) else con.really_close()
+            with _locked(root):
+                if path == db_path(root):
+                    _rebuild_locked(root)
+                else:
+                    os.remove(path)
+            return connect(root, None if shared else path)
+        # the layout, its version and the read model's generation (the text index follows one
+        # generation: a rebuilt file is another), in one transaction
+        con.executescript("BEGIN IMMEDIATE;" + _SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};"
+                          f"INSERT OR IGNORE INTO meta VALUES ('generation', '{uuid7()}'); COMMIT;")
     if shared:
         assert isinstance(con, _Shared)
         _OPEN[key] = con
@@ -242,8 +269,8 @@ def _fold(con: sqlite3.Connection, pending: Iterable[tuple[int, dict[str, Any]]]
             if ev:
                 _apply(con, ev, indexed)
                 n += 1
-        for mid in sorted(indexed):
-            _fts(con, mid)
+        if indexed:  # the text index (.text_index) takes them from here when it is next searched
+            con.executemany("INSERT INTO text_queue VALUES (?)", [(m,) for m in sorted(indexed)])
         con.execute("INSERT INTO meta VALUES ('log_offset', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(end),))
         con.execute("COMMIT")
@@ -353,8 +380,12 @@ def rebuild(root: str) -> int:
 
 
 def _rebuild_locked(root: str) -> int:
-    """:func:`rebuild` for a caller that holds the lock (a fresh database file replaces the old one)."""
+    """:func:`rebuild` for a caller that holds the lock (a fresh database file replaces the old
+    one; the text index is deleted with it and built again from the new one: new files)."""
+    from . import text_index
+
     _forget(root)
+    text_index.remove(root)
     path = db_path(root)
     tmp = path + ".rebuild"
     for p in (tmp, tmp + "-wal", tmp + "-shm"):
@@ -370,48 +401,26 @@ def _rebuild_locked(root: str) -> int:
         if os.path.exists(p):
             os.remove(p)
     os.replace(tmp, path)
+    text_index.catch_up(root, connect(root))  # built again now, not by the next search
     return n
 
 
 def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the read model, sorted (what replay and live updates must agree on)."""
     return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-            for t in ("memories", "evidence", "links", "proposals", "history")} | {
-        "fts": sorted(con.execute("SELECT id, title, content, attributes, tags FROM memory_fts").fetchall())}
+            for t in ("memories", "evidence", "links", "proposals", "history")}
 
 
 # -- applying events (the fold) ---------------------------------------------------------------
 
 
-def _fts(con: sqlite3.Connection, mid: str) -> None:
-    """The memory's text in the index, under its row's rowid (an indexed key: finding
-    it by the unindexed ``id`` column would scan the whole index on every change).
-
-    The fold does not call it per event: it notes the memories it changed and
-    :func:`catch_up` indexes each once, after the last event — the index holds a
-    memory's current row only, so the rows are the same, and a replay of 2,000
-    events over 1,000 memories tokenises 1,000 texts instead of 2,000."""
-    row = con.execute("SELECT rowid, title, content, attributes, tags, deleted FROM memories WHERE id = ?",
-                      (mid,)).fetchone()
-    if row is None:
-        return
-    con.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
-    if row[5]:
-        return
-    attrs = " ".join(str(v) if not isinstance(v, list) else " ".join(map(str, v))
-                     for v in json.loads(row[3]).values())
-    con.execute("INSERT INTO memory_fts (rowid, id, title, content, attributes, tags) VALUES (?, ?, ?, ?, ?, ?)",
-                (row[0], mid, row[1], row[2], attrs, " ".join(json.loads(row[4]))))
-
-
 def _drop_row(con: sqlite3.Connection, mid: str) -> None:
-    """A memory's rows gone, its text from the index first."""
-    con.execute("DELETE FROM memory_fts WHERE rowid IN (SELECT rowid FROM memories WHERE id = ?)", (mid,))
+    """A memory's row gone (the fold queues its id for the text index)."""
     con.execute("DELETE FROM memories WHERE id = ?", (mid,))
 
 
 def _apply(con: sqlite3.Connection, ev: dict[str, Any], indexed: set[str]) -> None:
-    """Fold one event; the memories whose text changed go to ``indexed`` (see :func:`_fts`)."""
+    """Fold one event; the memories whose text changed go to ``indexed`` (queued for the text index)."""
     name = str(ev.get("provider_event_name"))
     a = ev.get("attrs") or {}
     c = ev.get("content") or {}
@@ -514,6 +523,7 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
             _restore(con, other, snap, indexed)
             _history(con, other, int(snap["memory"]["version"]), "restated", actor, at, None)
         _history(con, mid, version, "purged", actor, at, proposal_id)
+        indexed.add(mid)
         return
     elif name == "memory_deleted":
         con.execute("UPDATE memories SET deleted = 1 WHERE id = ?", (mid,))
@@ -522,7 +532,8 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
         return  # a kind of memory event this version does not know: kept in the log, not folded
     con.execute("UPDATE memories SET version = ?, updated_at = ? WHERE id = ?", (version, at, mid))
     _history(con, mid, version, name.removeprefix("memory_"), actor, at, proposal_id)
-    indexed.add(mid)
+    if name in ("memory_edited", "memory_deleted"):  # its text changed, or leaves the index
+        indexed.add(mid)
 
 
 def verify(root: str) -> dict[str, Any]:
