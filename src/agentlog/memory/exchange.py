@@ -56,8 +56,44 @@ def _toml(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} as TOML")  # pragma: no cover
 
 
-def _front_matter(m: dict[str, Any]) -> str:
-    return "".join(f"{_key(k)} = {_toml(m[k])}\n" for k in sorted(m) if m[k] is not None)
+@functools.lru_cache(maxsize=4096)
+def _toml_of_json(text: str) -> str:
+    """A JSON column of the read model as TOML (the same few attribute sets, tag lists, lifetimes
+    and visibilities come back on many memories: each is converted once)."""
+    return _toml(json.loads(text))
+
+
+_STR: Final = json.encoder.encode_basestring
+"""``json.dumps(s, ensure_ascii=False)`` of a string, without the encoder around it."""
+
+
+def _scalar(v: Any) -> str:
+    """:func:`_toml` of a string, number or boolean (the front matter's own fields)."""
+    if isinstance(v, str):
+        return str(_STR(v))
+    return _toml(v)
+
+
+def _memory_file(r: tuple[Any, ...], evidence: list[str], links: list[list[str]]) -> str:
+    """A memory's file (``r``: the row in :data:`_EXPORTED` order): TOML front matter of all its
+    fields — keys in sorted order, written out here (one format string per key), a None left
+    out — then its content."""
+    (mid, kind, title, slug, content, attributes, tags, confidence, author, created_at, updated_at, confirmed,
+     lifetime, visibility, archived, pinned, version) = r
+    lines = [f"archived = {'true' if archived else 'false'}\n", f"attributes = {_toml_of_json(attributes)}\n",
+             f"author = {_STR(author)}\n", f"confidence = {confidence!r}\n", f"created_at = {created_at!r}\n",
+             "evidence = [" + ", ".join(_toml_of_json(e) for e in evidence) + "]\n", f"id = {_STR(mid)}\n",
+             f"kind = {_STR(kind)}\n", f"last_confirmed_at = {confirmed!r}\n" if confirmed is not None else "",
+             f"lifetime = {_toml_of_json(lifetime)}\n",
+             "links = [" + ", ".join(f"{{ relation = {_STR(rel)}, target = {_STR(t)} }}" for rel, t in links) + "]\n",
+             f"pinned = {'true' if pinned else 'false'}\n", f"slug = {_STR(slug)}\n", f"tags = {_toml_of_json(tags)}\n",
+             f"title = {_STR(title)}\n", f"updated_at = {updated_at!r}\n", f"version = {version!r}\n",
+             f"visibility = {_toml_of_json(visibility)}\n"]
+    return "+++\n" + "".join(lines) + "+++\n\n" + (content or "") + "\n"
+
+
+_EXPORTED: Final = ("id", "kind", "title", "slug", "content", "attributes", "tags", "confidence", "author", "created_at",
+                    "updated_at", "last_confirmed_at", "lifetime", "visibility", "archived", "pinned", "version")
 
 
 def _event_lines(root: str) -> list[bytes]:
@@ -76,45 +112,60 @@ def _write(path: str, data: bytes) -> None:
         fh.write(data)
 
 
-def export(root: str, out_dir: str) -> dict[str, Any]:
-    """Write the memory to ``out_dir`` (replacing a previous export there)."""
-    import shutil
+def _write_if_changed(path: str, data: bytes, dirs: set[str]) -> None:
+    """``data`` at ``path`` unless the file already holds exactly it (a re-export then leaves
+    unchanged files alone: their times too)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(data) + 1) == data:
+                return
+    except FileNotFoundError:
+        d = os.path.dirname(path)
+        if d not in dirs:
+            os.makedirs(d, exist_ok=True)
+            dirs.add(d)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
+
+def export(root: str, out_dir: str) -> dict[str, Any]:
+    """Write the memory to ``out_dir`` (replacing a previous export there: files that did not
+    change are left as they are, files of memories gone are removed)."""
     from .store import catch_up, _locked
 
     with _locked(root):
         con = connect(root)
         try:
             catch_up(root, con)
-            cols = [d[1] for d in con.execute("PRAGMA table_info(memories)")]
-            rows = [dict(zip(cols, r)) for r in con.execute("SELECT * FROM memories WHERE deleted = 0 ORDER BY id")]
-            evidence: dict[str, list[dict[str, Any]]] = {}
+            rows = con.execute(f"SELECT {', '.join(_EXPORTED)} FROM memories WHERE deleted = 0 ORDER BY id").fetchall()
+            evidence: dict[str, list[str]] = {}
             for mid, ref in con.execute("SELECT memory_id, ref FROM evidence ORDER BY memory_id, seq"):
-                evidence.setdefault(mid, []).append(json.loads(ref))
+                evidence.setdefault(mid, []).append(ref)
             links: dict[str, list[list[str]]] = {}
             for src, rel, target in con.execute("SELECT source, relation, target FROM links ORDER BY 1, 2, 3"):
                 links.setdefault(src, []).append([rel, target])
             events = _event_lines(root)
         finally:
             con.close()
-    for sub in ("memories",):
-        shutil.rmtree(os.path.join(out_dir, sub), ignore_errors=True)
+    base = os.path.join(out_dir, "memories")
+    before = {os.path.relpath(os.path.join(d, f), out_dir) for d, _, fs in os.walk(base) for f in fs}
+    dirs: set[str] = set()
     files: dict[str, str] = {}
     for r in rows:
-        front = {k: r[k] for k in ("id", "kind", "title", "slug", "confidence", "author", "created_at", "updated_at",
-                                   "last_confirmed_at", "version")}
-        for k in ("attributes", "tags", "lifetime", "visibility"):
-            front[k] = json.loads(r[k])
-        front["lifetime"] = {k: v for k, v in front["lifetime"].items() if v is not None}
-        front["archived"], front["pinned"] = bool(r["archived"]), bool(r["pinned"])
-        front["evidence"] = evidence.get(r["id"], [])
-        front["links"] = [{"relation": rel, "target": t} for rel, t in links.get(r["id"], [])]
-        # the content, then always one newline (taken off again on import)
-        body = "+++\n" + _front_matter(front) + "+++\n\n" + (r["content"] or "") + "\n"
-        rel_path = f"memories/{r['kind']}/{r['slug']}.md"
-        data = body.encode("utf-8")
-        _write(os.path.join(out_dir, rel_path), data)
+        rel_path = f"memories/{r[1]}/{r[3]}.md"
+        data = _memory_file(r, evidence.get(r[0], []), links.get(r[0], [])).encode("utf-8")
+        _write_if_changed(os.path.join(out_dir, rel_path), data, dirs)
         files[rel_path] = hashlib.sha256(data).hexdigest()
+    for gone in sorted(before - set(files)):
+        os.remove(os.path.join(out_dir, gone))
+    for d, _, _ in sorted(os.walk(base, topdown=False), reverse=True):  # (deepest first)
+        if not os.listdir(d):
+            os.rmdir(d)
     ndjson = b"".join(e + b"\n" for e in events)
     _write(os.path.join(out_dir, "events.ndjson"), ndjson)
     files["events.ndjson"] = hashlib.sha256(ndjson).hexdigest()

@@ -269,8 +269,8 @@ def _fold(con: sqlite3.Connection, pending: Iterable[tuple[int, dict[str, Any]]]
             if ev:
                 _apply(con, ev, indexed)
                 n += 1
-        if indexed:  # the text index (.text_index) takes them from here when it is next searched
-            con.executemany("INSERT INTO text_queue VALUES (?)", [(m,) for m in sorted(indexed)])
+        for mid in sorted(indexed):  # the text index (.text_index) takes them from here when it is next searched
+            con.execute("INSERT INTO text_queue VALUES (?)", (mid,))
         con.execute("INSERT INTO meta VALUES ('log_offset', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(end),))
         con.execute("COMMIT")
@@ -339,11 +339,23 @@ def _durability(root: str) -> str:
     ``synchronous=NORMAL`` gives (engram's setting): safe when a process dies, not
     when the machine loses power."""
     from ..config import ConfigError, load
+    from ..paths import config_file
 
     try:
-        return str(load(root)["durability"])
-    except ConfigError:
-        return "strict"
+        st = os.stat(config_file(root))
+        stamp: tuple[int, ...] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = ()
+    key = (root, os.environ.get("AGENTLOG_DURABILITY", ""), stamp)
+    if key not in _DURABILITY:  # (read once per setting and file version: every write asks)
+        try:
+            _DURABILITY[key] = str(load(root)["durability"])
+        except ConfigError:
+            _DURABILITY[key] = "strict"
+    return _DURABILITY[key]
+
+
+_DURABILITY: dict[tuple[str, str, tuple[int, ...]], str] = {}
 
 
 def snapshot(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
@@ -472,8 +484,7 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
               c: dict[str, Any], indexed: set[str], proposal_id: str | None = None) -> None:
     a = {"actor": actor}
     if name == "memory_created":
-        if con.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchone():
-            _drop_row(con, mid)  # (a replayed creation of an id that exists: the new one wins)
+        con.execute("DELETE FROM memories WHERE id = ?", (mid,))  # (a replayed creation of an id that exists: the new one wins)
         con.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
                     (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
                      json.dumps(c.get("tags", [])), float(c["confidence"]), a.get("actor", ""), at, at,
