@@ -214,7 +214,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
         where.append(f"{effective} {op} {bind(v)}")
     free = q.free_text()
     if free is not None:
-        import json
+        import orjson
 
         from . import text_index
 
@@ -225,7 +225,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
             return []
         # the matches as one JSON array of [row, relevance], bound as a parameter
         source = "json_each(:hits) AS hit JOIN memories ON memories.rowid = json_extract(hit.value, '$[0]')"
-        args["hits"] = json.dumps(found)
+        args["hits"] = orjson.dumps(found).decode()
         relevance = "json_extract(hit.value, '$[1]')"
     else:
         source, relevance = "memories", "1.0"

@@ -484,8 +484,8 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
               c: dict[str, Any], indexed: set[str], proposal_id: str | None = None) -> None:
     a = {"actor": actor}
     if name == "memory_created":
-        con.execute("DELETE FROM memories WHERE id = ?", (mid,))  # (a replayed creation of an id that exists: the new one wins)
-        con.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
+        # (a replayed creation of an id that exists: the new one wins, as a row deleted and inserted)
+        con.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
                     (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
                      json.dumps(c.get("tags", [])), float(c["confidence"]), a.get("actor", ""), at, at,
                      json.dumps(c.get("lifetime", {"policy": "standard", "until": None})),
@@ -496,18 +496,17 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
         _history(con, mid, version, "created", actor, at, proposal_id)  # (the row has its version and time)
         indexed.add(mid)
         return
-    elif name == "memory_edited":
-        sets: dict[str, Any] = {k: c[k] for k in ("title", "slug", "content") if k in c}
+    sets: dict[str, Any] = {}  # the row's columns the event changes, with its version and time: one UPDATE
+    if name == "memory_edited":
+        sets.update((k, c[k]) for k in ("title", "slug", "content") if k in c)
         if "attributes" in c:
             sets["attributes"] = json.dumps(c["attributes"])
         if "tags" in c:
             sets["tags"] = json.dumps(c["tags"])
-        for k, v in sets.items():
-            con.execute(f"UPDATE memories SET {k} = ? WHERE id = ?", (v, mid))  # k from a fixed list
     elif name in ("memory_confirmed", "memory_contradicted"):
-        con.execute("UPDATE memories SET confidence = ? WHERE id = ?", (float(c["confidence"]), mid))
+        sets["confidence"] = float(c["confidence"])
         if name == "memory_confirmed":
-            con.execute("UPDATE memories SET last_confirmed_at = ? WHERE id = ?", (at, mid))
+            sets["last_confirmed_at"] = at
     elif name == "memory_evidence_added":
         seq = con.execute("SELECT coalesce(max(seq) + 1, 0) FROM evidence WHERE memory_id = ?", (mid,)).fetchone()[0]
         ref = c["evidence"]
@@ -518,9 +517,9 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
     elif name == "memory_unlinked":
         con.execute("DELETE FROM links WHERE source = ? AND relation = ? AND target = ?", (mid, c["relation"], c["target"]))
     elif name in ("memory_archived", "memory_restored"):
-        con.execute("UPDATE memories SET archived = ? WHERE id = ?", (int(name == "memory_archived"), mid))
+        sets["archived"] = int(name == "memory_archived")
     elif name == "memory_pinned":
-        con.execute("UPDATE memories SET pinned = ? WHERE id = ?", (int(bool(c.get("pinned"))), mid))
+        sets["pinned"] = int(bool(c.get("pinned")))
     elif name == "memory_purged":
         # the memory's content is gone from the log (memory/purge.py): its rows go, and the other
         # memories its purged proposal frames changed are restored exactly as they were
@@ -537,11 +536,13 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
         indexed.add(mid)
         return
     elif name == "memory_deleted":
-        con.execute("UPDATE memories SET deleted = 1 WHERE id = ?", (mid,))
+        sets["deleted"] = 1
         con.execute("DELETE FROM links WHERE source = ?", (mid,))
     else:
         return  # a kind of memory event this version does not know: kept in the log, not folded
-    con.execute("UPDATE memories SET version = ?, updated_at = ? WHERE id = ?", (version, at, mid))
+    sets.update(version=version, updated_at=at)
+    con.execute(f"UPDATE memories SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",  # keys: a fixed list
+                (*sets.values(), mid))
     _history(con, mid, version, name.removeprefix("memory_"), actor, at, proposal_id)
     if name in ("memory_edited", "memory_deleted"):  # its text changed, or leaves the index
         indexed.add(mid)

@@ -252,7 +252,6 @@ def engine_query(q: Query) -> tantivy.Query | None:
     import tantivy
 
     from ..search.index import analyzer
-    from ..search.service import _regex_literal
     from ..search.text import Term
 
     sc = schema()
@@ -263,7 +262,7 @@ def engine_query(q: Query) -> tantivy.Query | None:
         return Term(tuple(t for tok in term.tokens for t in an.analyze(tok)), term.phrase, term.prefix)
 
     def word(token: str, prefix: bool) -> Any:
-        return Q.regex_query(sc, "body", _regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
+        return _prefix_query(token) if prefix else Q.term_query(sc, "body", token)
 
     def text_query(term: Term) -> Any:
         toks: list[str | tuple[int, str]] = list(term.tokens)
@@ -291,6 +290,17 @@ def engine_query(q: Query) -> tantivy.Query | None:
     return Q.boolean_query(clauses)
 
 
+@functools.lru_cache(maxsize=256)
+def _prefix_query(token: str) -> tantivy.Query:
+    """The words of the index that start with ``token`` (a regex query: its automaton is built
+    once per process, as building it costs more than running it on a memory's index)."""
+    import tantivy
+
+    from ..search.service import _regex_literal
+
+    return tantivy.Query.regex_query(schema(), "body", _regex_literal(token) + ".*")
+
+
 def matches(root: str, con: sqlite3.Connection, q: Query) -> list[tuple[int, float]] | None:
     """Every memory matching the free text ``q``: (its row in the read model, BM25), after
     catching the index up with ``con``; None when ``q`` can match nothing."""
@@ -303,7 +313,7 @@ def matches(root: str, con: sqlite3.Connection, q: Query) -> list[tuple[int, flo
     if not hits:
         return []
     rows = searcher.fast_field_values("row", [a for _, a in hits])
-    return [(int(r), float(s)) for (s, _), r in zip(hits, rows) if r is not None]
+    return [(r, s) for (s, _), r in zip(hits, rows) if r is not None]
 
 
 def check(root: str, con: sqlite3.Connection) -> dict[str, Any]:
