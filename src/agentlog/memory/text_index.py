@@ -35,7 +35,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ..paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 
@@ -313,7 +313,7 @@ def matches(root: str, con: sqlite3.Connection, q: Query) -> list[tuple[int, flo
     if not hits:
         return []
     rows = searcher.fast_field_values("row", [a for _, a in hits])
-    return [(r, s) for (s, _), r in zip(hits, rows) if r is not None]
+    return cast(list[tuple[int, float]], [(r, s) for (s, _), r in zip(hits, rows) if r is not None])  # (ints: "row")
 
 
 def check(root: str, con: sqlite3.Connection) -> dict[str, Any]:
