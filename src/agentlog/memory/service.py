@@ -152,8 +152,22 @@ def create(root: str, kind: str, title: str, *, content: str = "", attributes: d
         "confidence": conf.prior(actor), "evidence": refs, "lifetime": validate_lifetime(lifetime, until),
         "visibility": validate_visibility(visibility, allowed_actors),
     }
-    write(root, [new_event("memory_created", mid, 1, actor, body)], {mid: None})
-    return get(root, mid)
+    ev = new_event("memory_created", mid, 1, actor, body)
+    write(root, [ev], {mid: None})
+    return _as_created(ev)
+
+
+def _as_created(ev: dict[str, Any]) -> Memory:
+    """The memory a ``memory_created`` event just written and folded made: its row as the fold
+    wrote it (:func:`.store.created_row`) read as :func:`get` reads it — without asking the
+    read model again (a test holds the two equal)."""
+    from .store import created_row
+
+    a, c = ev["attrs"], ev["content"]
+    m = _row(created_row(a["memory_id"], int(a["version"]), str(a["actor"]), int(ev["observed_at"]), c), _now())
+    m.evidence = [json.loads(json.dumps(r, sort_keys=True)) for r in c.get("evidence", [])]
+    m.links = []
+    return m
 
 
 def edit(root: str, ident: str, *, expected_version: int | None = None, actor: str = "person",

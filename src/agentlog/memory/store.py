@@ -55,7 +55,6 @@ CREATE TABLE IF NOT EXISTS memories (
   pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memories_slug ON memories(slug);
-CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind);
 CREATE TABLE IF NOT EXISTS evidence (
   memory_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL, ref TEXT NOT NULL,
   added_at INTEGER NOT NULL, PRIMARY KEY (memory_id, seq)
@@ -480,16 +479,19 @@ def _history(con: sqlite3.Connection, mid: str, version: int, change: str, actor
                 (mid, version, change, actor, at, proposal_id, mid))
 
 
+def created_row(mid: str, version: int, actor: str, at: int, c: dict[str, Any]) -> tuple[Any, ...]:
+    """The ``memories`` row a ``memory_created`` event (content ``c``) makes, in column order."""
+    return (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
+            json.dumps(c.get("tags", [])), float(c["confidence"]), actor, at, at, None,
+            json.dumps(c.get("lifetime", {"policy": "standard", "until": None})),
+            json.dumps(c.get("visibility", {"visibility": "shared", "allowed_actors": []})), 0, 0, 0, version)
+
+
 def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor: str, at: int,
               c: dict[str, Any], indexed: set[str], proposal_id: str | None = None) -> None:
-    a = {"actor": actor}
     if name == "memory_created":
         # (a replayed creation of an id that exists: the new one wins, as a row deleted and inserted)
-        con.execute("INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, ?)",
-                    (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
-                     json.dumps(c.get("tags", [])), float(c["confidence"]), a.get("actor", ""), at, at,
-                     json.dumps(c.get("lifetime", {"policy": "standard", "until": None})),
-                     json.dumps(c.get("visibility", {"visibility": "shared", "allowed_actors": []})), version))
+        con.execute(f"INSERT OR REPLACE INTO memories VALUES ({', '.join('?' * 18)})", created_row(mid, version, actor, at, c))
         for i, ref in enumerate(c.get("evidence", [])):
             con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)",
                         (mid, i, ref["type"], ref["value"], json.dumps(ref, sort_keys=True), at))
