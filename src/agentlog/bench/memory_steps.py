@@ -202,7 +202,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
                 "marked relaxed (durability = relaxed: flushing left to the OS, as engram's SQLite WAL with "
                 "synchronous=NORMAL does — the like-for-like row for engram's figures). Append = a memory created; tag "
                 "update = an edit of its tags; search p95 is the worst of five shapes (" + ", ".join(SEARCHES) +
-                "), 20 runs each; search after a write = an edit, then a search that finds it (the text index is caught up: one '
+                "), 20 runs each; search after a write = an edit, then a search that finds it (the text index is caught up: one "
                 "tantivy commit), 20 times; proposals edit one memory, 30 of them, each merged and undone. Targets at engram's "
                 "scale: append ≤ 0.5 ms, rebuild ≤ 0.5 s, verify ≤ 0.5 s, search p95 ≤ 5 ms, open and merge ≤ 1 ms, "
                 "undo ≤ 5 ms, export ≤ 150 ms, restore ≤ 150 ms.",
