@@ -27,6 +27,7 @@ alone with no text), and only the returned page is read whole.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
@@ -169,12 +170,17 @@ def _effective_sql(con: sqlite3.Connection) -> tuple[str, str]:
     keeps the statement prepared."""
     import math
 
-    from . import confidence as conf
-
     try:
         con.execute("SELECT pow(2.0, 1.0)")
     except sqlite3.OperationalError:  # an SQLite built without its math functions
         con.create_function("pow", 2, math.pow, deterministic=True)
+    return _effective_text()
+
+
+@functools.cache
+def _effective_text() -> tuple[str, str]:
+    from . import confidence as conf
+
     half_life = "CASE memories.kind " + " ".join(f"WHEN '{k}' THEN {hl!r}" for k, (hl, _) in sorted(conf.DECAY.items())) \
         + " END"
     threshold = "CASE memories.kind " + " ".join(f"WHEN '{k}' THEN {th!r}" for k, (_, th) in sorted(conf.DECAY.items())) \
@@ -223,10 +229,10 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
         found = text_index.matches(root, con, free)
         if not found:
             return []
-        # the matches as one JSON array of [row, relevance], bound as a parameter
-        source = "json_each(:hits) AS hit JOIN memories ON memories.rowid = json_extract(hit.value, '$[0]')"
-        args["hits"] = orjson.dumps(found).decode()
-        relevance = "json_extract(hit.value, '$[1]')"
+        # the matches as one JSON object {row: relevance}, bound as a parameter
+        source = "json_each(:hits) AS hit CROSS JOIN memories ON memories.rowid = CAST(hit.key AS INTEGER)"  # (hits first)
+        args["hits"] = orjson.dumps(found, option=orjson.OPT_NON_STR_KEYS).decode()
+        relevance = "hit.value"
     else:
         source, relevance = "memories", "1.0"
     cols = ", ".join(f"memories.{c}" for c in _COLUMNS)

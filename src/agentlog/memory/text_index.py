@@ -301,8 +301,8 @@ def _prefix_query(token: str) -> tantivy.Query:
     return tantivy.Query.regex_query(schema(), "body", _regex_literal(token) + ".*")
 
 
-def matches(root: str, con: sqlite3.Connection, q: Query) -> list[tuple[int, float]] | None:
-    """Every memory matching the free text ``q``: (its row in the read model, BM25), after
+def matches(root: str, con: sqlite3.Connection, q: Query) -> dict[int, float] | None:
+    """Every memory matching the free text ``q``: its row in the read model → BM25, after
     catching the index up with ``con``; None when ``q`` can match nothing."""
     query = engine_query(q)
     if query is None:
@@ -311,9 +311,11 @@ def matches(root: str, con: sqlite3.Connection, q: Query) -> list[tuple[int, flo
     searcher = _index(root).searcher()
     hits = searcher.search(query, max(searcher.num_docs, 1), count=False).hits
     if not hits:
-        return []
+        return {}
     rows = searcher.fast_field_values("row", [a for _, a in hits])
-    return cast(list[tuple[int, float]], [(r, s) for (s, _), r in zip(hits, rows) if r is not None])  # (ints: "row")
+    found = dict(zip(rows, (s for s, _ in hits)))
+    found.pop(None, None)  # (no document of this index lacks a row; a segment of another schema could)
+    return cast(dict[int, float], found)
 
 
 def check(root: str, con: sqlite3.Connection) -> dict[str, Any]:
