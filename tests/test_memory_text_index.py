@@ -39,6 +39,19 @@ def test_a_search_right_after_a_write_finds_it_and_not_what_it_replaced(agentlog
     assert ids(root, "valkey") == {b.id}
     con = store.connect(root)
     assert text_index.check(root, con)["ok"]
+    assert store.verify(root)["text_index"] == {"ok": True, "indexed": 1, "memories": 1, "only_indexed": 0,
+                                                "only_memories": 0}
+    # a document the read model does not have (as a bug or a stale copy would leave): verify says so
+    import tantivy
+
+    idx = text_index._index(root)
+    w = idx.writer(heap_size=text_index.HEAP_BYTES, num_threads=1)
+    w.add_document(tantivy.Document(id=["ghost"], row=[999_999], body=["ghost"]))
+    w.commit()
+    w.wait_merging_threads()
+    del w
+    v = store.verify(root)
+    assert not v["ok"] and v["text_index"]["only_indexed"] == 1
 
 
 def test_the_query_language_is_event_searchs(agentlog_home: Path) -> None:

@@ -552,14 +552,18 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
 
 def verify(root: str) -> dict[str, Any]:
     """The live read model compared with a replay of the log into a scratch database:
-    ``ok``, the rows compared, and per table the rows only one side has."""
+    ``ok``, the rows compared, and per table the rows only one side has; and the text
+    index compared with the read model (``text_index``: memories only one side has)."""
     import tempfile
+
+    from . import text_index
 
     with _locked(root):
         con = connect(root)
         try:
             catch_up(root, con)
             live = dump(con)
+            text = text_index.check(root, con)
         finally:
             con.close()
         with tempfile.TemporaryDirectory(prefix="agentlog-memory-verify-") as scratch:
@@ -574,4 +578,5 @@ def verify(root: str) -> dict[str, Any]:
         a, b = set(map(repr, live[table])), set(map(repr, replayed[table]))
         if a != b:
             diff[table] = {"only_live": len(a - b), "only_replayed": len(b - a)}
-    return {"ok": not diff, "rows": sum(len(v) for v in live.values()), "differences": diff}
+    return {"ok": not diff and text["ok"], "rows": sum(len(v) for v in live.values()), "differences": diff,
+            "text_index": text}
