@@ -169,7 +169,10 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
     con.execute("PRAGMA synchronous=NORMAL")
     if con.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         if con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:  # an older layout: rebuilt from the log
-            con.close() if not isinstance(con, _Shared) else con.really_close()
+            if isinstance(con, _Shared):
+                con.really_close()
+            else:
+                con.close()
             with _locked(root):
                 if path == db_path(root):
                     _rebuild_locked(root)
