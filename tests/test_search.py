@@ -315,6 +315,19 @@ def test_an_index_behind_a_compacted_and_vacuumed_store_catches_up_from_its_snap
     assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8
 
 
+def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """What each call of ``module.name`` returns, from now on, in the list returned."""
+    seen: list[Any] = []
+    real = getattr(module, name)
+
+    def spy(*a: Any, **k: Any) -> Any:
+        seen.append(real(*a, **k))
+        return seen[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
 def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading only the projection files of the hits' sessions places every hit (session, turn,
@@ -331,14 +344,7 @@ def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         ingest(root)
         refresh(root)
     queries = ["placeholder", "the", "error OR failed", "tool:Bash", "kind:prompt_submitted"]
-    read: list[Any] = []
-    real = persist.session_files
-
-    def spy(*a: Any, **k: Any) -> Any:
-        read.append(real(*a, **k))
-        return read[-1]
-
-    monkeypatch.setattr(persist, "session_files", spy)
+    read = _spy(monkeypatch, persist, "session_files")
     fast = {q: [dict(h.__dict__) for h in search(root, q, limit=60).hits] for q in queries}
     assert read and all(r is not None for r in read)  # every search placed its hits from the parts
     assert any(h["attempt_id"] for hs in fast.values() for h in hs)
@@ -349,3 +355,35 @@ def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         for a, b in zip(fast[q], slow[q]):
             a.pop("seconds", None), b.pop("seconds", None)
         assert fast[q] == slow[q], q
+
+
+def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catching up makes one sidecar per session part and overlay file; a projection that moves on
+    gets new ones (the old removed); a search finds its hits' places in them, one small lookup per
+    part, and a sidecar lost meanwhile is made again."""
+    from agentlog.project.persist import refresh
+    from agentlog.search import places
+
+    root = str(tmp_path / "home")
+    _tool(root, "q0", 1, "pytest tests/test_side0.py", "FAILED test_side0 sidecarword")
+    ingest(root)
+    refresh(root)
+    index.catch_up(root)
+    before = set(os.listdir(places.places_dir(root)))
+    assert before and all(n.endswith(".parquet") for n in before)
+    assert all(os.stat(os.path.join(places.places_dir(root), n)).st_mode & 0o077 == 0 for n in before)
+    _tool(root, "q1", 1, "pytest tests/test_side1.py", "FAILED test_side1 sidecarword")
+    ingest(root)
+    refresh(root, full=True)
+    index.catch_up(root)
+    after = set(os.listdir(places.places_dir(root)))
+    assert after and after != before  # the old parts' sidecars removed, the new ones made
+    looked = _spy(monkeypatch, places, "lookup")
+    hits = search(root, "sidecarword", limit=10).hits
+    assert {h.session_id for h in hits} and all(h.turn_id and h.attempt_id and h.attempt_outcome for h in hits)
+    assert looked and all(rows for rows in looked)
+    places.remove(root)  # lost: a search makes what it needs again
+    again = search(root, "sidecarword", limit=10).hits
+    assert [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in again] == \
+        [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in hits]

@@ -373,6 +373,7 @@ def catch_up(root: str) -> dict[str, Any]:
         # never indexed (the snapshot holds every row in the fewest files), or another table
         return _rebuild_unless_busy(root, done, started)
     if done >= latest:
+        _prepare_places(root)
         return {"indexed": 0, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
     from urllib.parse import unquote
 
@@ -405,7 +406,19 @@ def catch_up(root: str) -> dict[str, Any]:
             if done is None or latest > done:
                 _set_state(writer, latest, table_id)
                 writer.commit()
+    _prepare_places(root)
     return {"indexed": indexed, "version": latest, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _prepare_places(root: str) -> None:
+    """The hits' place sidecars of the current projection (:mod:`.places`); a failure leaves
+    searches to make them, or to read the projection's views."""
+    from . import places
+
+    try:
+        places.prepare(root)
+    except (OSError, ValueError):
+        pass
 
 
 def _rebuild_unless_busy(root: str, done: int | None, started: float) -> dict[str, Any]:
@@ -443,6 +456,7 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None, wait: flo
                 _set_state(writer, dt.version(), _table_id(found[1]))
             writer.commit()
             writer.garbage_collect_files()
+    _prepare_places(root)
     return {"indexed": indexed, "version": dt.version() if dt is not None else None, "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -510,8 +524,11 @@ def check(root: str) -> dict[str, Any]:
 
 
 def remove(root: str) -> None:
-    """Delete the index (the next catch-up builds it again)."""
+    """Delete the index and its place sidecars (the next catch-up builds them again)."""
+    from . import places
+
     shutil.rmtree(index_path(root), ignore_errors=True)
+    places.remove(root)
 
 
 __all__ = ["INDEX_DIR", "Busy", "analyzer", "catch_up", "check", "forget", "index_path", "indexed_keys", "open_index",

@@ -423,51 +423,61 @@ def _marks(values: list[Any]) -> str:
 
 def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: list[str],
                      sessions: list[str]) -> list[dict[str, Any]] | None:
-    """Each hit's session, turn, attempt and that attempt's outcome, read from only the projection
-    files that hold the hits' sessions (the projection's index says which; the views read every
-    part, and at 1.45 M events that is most of a search's time). None when that cannot be told
-    (no projection, a session not in it): the caller reads the views."""
+    """Each hit's session, turn, attempt and that attempt's outcome, looked up by its event id in
+    the sidecars (:mod:`.places`) of only the projection files that hold the hit's session (the
+    projection's index says which). A row counts only from its session's current file and with
+    its session's id. None when that cannot be told (no projection, a session not in it, a file
+    gone meanwhile): the caller reads the views."""
+    from ..project.ids import derive
     from ..project.persist import session_files
-    from ..query.engine import sql_list
+    from . import places
 
     manifest = getattr(eng, "manifest", None)
     if manifest is None:
         return None
-    keys = sorted({f"{r[4]}\x1f{r[6] or 'unknown'}" for r in rows if r[4]})
-    calls = session_files(root, manifest, keys, "tool_calls")
-    turns = session_files(root, manifest, keys, "turns_base")
-    overlays = session_files(root, manifest, keys, "attempts_overlay")
-    if calls is None or turns is None or overlays is None:
-        return None
-
+    # per session part (its tool calls' and turns' files): the ids to look up in it, each id's session
+    wanted: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    key_of: dict[str, str] = {}  # session id → its key
+    for r in rows:
+        if not r[4]:
+            continue
+        key = f"{r[4]}\x1f{r[6] or 'unknown'}"
+        sid = derive("session", r[4], r[6] or "unknown")
+        key_of[sid] = key
+        calls = session_files(root, manifest, [key], "tool_calls")
+        turns = session_files(root, manifest, [key], "turns_base")
+        if calls is None or turns is None:
+            return None
+        parts = tuple([*((f, "tool_calls") for f in calls), *((f, "turns_base") for f in turns)])
+        if parts:
+            wanted.setdefault(parts, {})[r[0]] = sid
     out: list[dict[str, Any]] = []
     attempts: dict[str, list[dict[str, Any]]] = {}
-    wanted_ids = set(ids)
-    if calls:
-        for start, end, sid, turn, attempt in eng.internal(
-                f"SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM read_parquet({sql_list(calls)}) "
-                f"WHERE session_id IN ({_marks(sessions)}) AND (start_event_id IN ({_marks(ids)}) "
-                f"OR end_event_id IN ({_marks(ids)}))", [*sessions, *ids, *ids]):
-            for event_id in (start, end):
-                if event_id in wanted_ids:
-                    place = {"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": attempt,
-                             "outcome": None, "superseded_by": None}
-                    out.append(place)
-                    if attempt:
-                        attempts.setdefault(attempt, []).append(place)
-    if turns:
-        for event_id, sid, turn in eng.internal(
-                f"SELECT prompt_event_id, session_id, turn_id FROM read_parquet({sql_list(turns)}) "
-                f"WHERE session_id IN ({_marks(sessions)}) AND prompt_event_id IN ({_marks(ids)})", [*sessions, *ids]):
-            out.append({"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": None,
-                        "outcome": None, "superseded_by": None})
-    if attempts and overlays:
-        wanted = sorted(attempts)
-        for attempt, outcome, superseded_by in eng.internal(
-                f"SELECT attempt_id, outcome, superseded_by FROM read_parquet({sql_list(overlays)}) "
-                f"WHERE session_id IN ({_marks(sessions)}) AND attempt_id IN ({_marks(wanted)})", [*sessions, *wanted]):
-            for place in attempts.get(attempt, []):
-                place.update(outcome=outcome, superseded_by=superseded_by)
+    try:
+        for parts, of in sorted(wanted.items()):
+            for row in places.lookup(root, parts, sorted(of)):
+                if row["session_id"] != of.get(row["key"]):
+                    continue
+                place = {"event_id": row["key"], "session_id": row["session_id"], "turn_id": row["turn_id"],
+                         "attempt_id": row.get("attempt_id"), "outcome": None, "superseded_by": None}
+                out.append(place)
+                if place["attempt_id"]:
+                    attempts.setdefault(place["attempt_id"], []).append(place)
+        overlays: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        for attempt, placed in attempts.items():
+            sid = placed[0]["session_id"]
+            files = session_files(root, manifest, [key_of[sid]], "attempts_overlay")
+            if files is None:
+                return None
+            for f in files:
+                overlays.setdefault(((f, "attempts_overlay"),), {})[attempt] = sid
+        for parts, of in sorted(overlays.items()):
+            for row in places.lookup(root, parts, sorted(of)):
+                if row["session_id"] == of.get(row["key"]):
+                    for place in attempts.get(row["key"], []):
+                        place.update(outcome=row["outcome"], superseded_by=row["superseded_by"])
+    except (FileNotFoundError, OSError):
+        return None  # the projection moved on while this was read
     return out
 
 
