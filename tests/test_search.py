@@ -371,7 +371,7 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     refresh(root)
     index.catch_up(root)
     before = set(os.listdir(places.places_dir(root)))
-    assert before and all(n.endswith(".parquet") for n in before)
+    assert before and all(n.endswith(".arrow") for n in before)
     assert all(os.stat(os.path.join(places.places_dir(root), n)).st_mode & 0o077 == 0 for n in before)
     _tool(root, "q1", 1, "pytest tests/test_side1.py", "FAILED test_side1 sidecarword")
     ingest(root)

@@ -8,8 +8,9 @@ columns of ids (at 1.45 M events, most of a search's time).
 
 So for each part file a search reads, a *sidecar* is kept in ``state/search-places/``: the
 part's rows as ``key`` (an event id, or an attempt id for the overlay) → the few columns a hit
-needs, sorted by key, in row groups of :data:`GROUP_ROWS`. The footer's min/max per row group
-then says which one group can hold a key: a lookup of 20 keys reads at most 20 small groups.
+needs, sorted by key, in Arrow IPC batches of :data:`GROUP_ROWS` rows (zstd; the file memory-mapped).
+Each batch's first and last key, kept in the schema's metadata, say which batch can hold a key:
+a lookup of 20 keys decompresses at most 20 small batches.
 
 A sidecar is derived from one part file alone, and named after that file's name, size and
 modification time: a part the projection writes again gets another sidecar, so a sidecar is
@@ -27,11 +28,15 @@ import os
 import threading
 from typing import Any, Final
 
+import orjson
+
 from ..paths import FILE_MODE, ensure_dir, state_dir
 
 DIR: Final = "search-places"
-GROUP_ROWS: Final = 2048
-"""Rows per row group of a sidecar: one group is what a lookup of one key reads."""
+GROUP_ROWS: Final = 256
+"""Rows per batch of a sidecar: one batch is what a lookup of one key reads."""
+RANGES: Final = "agentlog.key_ranges"
+"""The schema metadata holding each batch's first and last key."""
 TABLES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "tool_calls": (("start_event_id", "end_event_id"), ("session_id", "turn_id", "attempt_id")),
     "turns_base": (("prompt_event_id",), ("session_id", "turn_id")),
@@ -54,13 +59,14 @@ def _sidecar_name(parts: Parts) -> str:
     for part, table in parts:
         st = os.stat(part)
         h.update(f"{os.path.basename(part)}\0{table}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return f"{os.path.basename(parts[0][0]).removesuffix('.parquet')}-{h.hexdigest()[:16]}.parquet"
+    return f"{os.path.basename(parts[0][0]).removesuffix('.parquet')}-{h.hexdigest()[:16]}.arrow"
 
 
 def build(root: str, parts: Parts) -> str:
     """The sidecar of ``parts``, written if missing; its path."""
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.ipc  # type: ignore[import-untyped]  # noqa: F401
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     directory = places_dir(root)
@@ -76,47 +82,48 @@ def build(root: str, parts: Parts) -> str:
             piece = pa.table({"key": t.column(k), **{c: t.column(c) if c in values else pa.nulls(t.num_rows, pa.string())
                                                      for c in columns}})
             pieces.append(piece.filter(pc.is_valid(piece.column("key"))))
-    out = pa.concat_tables(pieces).sort_by([("key", "ascending")])
+    out = pa.concat_tables(pieces).sort_by([("key", "ascending")]).combine_chunks()
+    batches = out.to_batches(max_chunksize=GROUP_ROWS)
+    ranges = [(b.column(0)[0].as_py(), b.column(0)[b.num_rows - 1].as_py()) for b in batches if b.num_rows]
+    schema = out.schema.with_metadata({RANGES: orjson.dumps(ranges)})
     ensure_dir(directory)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    pq.write_table(out, tmp, compression="zstd", compression_level=1, row_group_size=GROUP_ROWS,
-                   write_page_index=False)
-    os.chmod(tmp, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "wb") as fh, pa.ipc.new_file(fh, schema,
+                                                    options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        for b in batches:
+            if b.num_rows:
+                w.write_batch(b)
     os.replace(tmp, path)
     return path
 
 
 class _Sidecar:
-    """An open sidecar and each row group's key range."""
+    """An open sidecar (memory-mapped) and each batch's key range."""
 
     def __init__(self, path: str) -> None:
-        import pyarrow.parquet as pq
+        import pyarrow as pa
 
-        self.file = pq.ParquetFile(path)
-        md = self.file.metadata
-        col = md.schema.names.index("key")
-        self.mins: list[str] = []
-        self.maxs: list[str] = []
-        for g in range(md.num_row_groups):
-            st = md.row_group(g).column(col).statistics
-            lo, hi = (st.min, st.max) if st is not None and st.has_min_max else ("", "\U0010ffff")
-            self.mins.append(lo.decode() if isinstance(lo, bytes) else str(lo))
-            self.maxs.append(hi.decode() if isinstance(hi, bytes) else str(hi))
+        self.file = pa.ipc.open_file(pa.memory_map(path))
+        ranges = orjson.loads((self.file.schema.metadata or {}).get(RANGES.encode(), b"[]"))
+        self.mins = [lo for lo, _ in ranges]
+        self.maxs = [hi for _, hi in ranges]
 
     def groups(self, key: str) -> range:
-        """The row groups whose range holds ``key`` (sorted keys: one, or a few when it repeats)."""
+        """The batches whose range holds ``key`` (sorted keys: one, or a few when it repeats)."""
         return range(bisect.bisect_left(self.maxs, key), bisect.bisect_right(self.mins, key))
 
     def find(self, keys: list[str]) -> list[dict[str, Any]]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        groups = sorted({g for k in keys for g in self.groups(k)})
-        if not groups:
-            return []
-        t = self.file.read_row_groups(groups)
-        t = t.filter(pc.is_in(t.column("key"), value_set=pa.array(keys, pa.string())))
-        return t.to_pylist()  # type: ignore[no-any-return]
+        out: list[dict[str, Any]] = []
+        wanted = set(keys)
+        for g in sorted({g for k in keys for g in self.groups(k)}):
+            batch = self.file.get_batch(g)
+            names = batch.schema.names
+            cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            for i, key in enumerate(cols[0]):
+                if key in wanted:
+                    out.append({n: c[i] for n, c in zip(names, cols)})
+        return out
 
 
 _OPEN: dict[str, _Sidecar] = {}

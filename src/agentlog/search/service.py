@@ -183,13 +183,13 @@ class Checker:
     """Whether an event's text holds a query's phrases and compounds in order (and not its
     excluded ones), as its tokens and what its identifiers add (:func:`.text.additions`) say.
     On an ASCII text where no term can come from what identifiers add (none of its terms'
-    tokens occur run together, or separated by ``_``/``-`` only), a regular expression over the
+    tokens occur run together, or separated by ``_``s and ``-``s only), a regular expression over the
     text says the same, much faster."""
 
     def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
         self.clauses, self.excluded = clauses, excluded
         every = [*(t for alts in clauses for t in alts), *excluded]
-        self.loose = [re.compile("[_\\-]?".join(map(re.escape, t.tokens))) for t in every]
+        self.loose = [re.compile("[_\\-]*".join(map(re.escape, t.tokens))) for t in every]
         self.patterns = [[re.compile(_pattern(t)) for t in alts] for alts in clauses]
         self.excluded_patterns = [re.compile(_pattern(t)) for t in excluded]
 
@@ -225,25 +225,21 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
     from .text import plain
 
     passed: list[tuple[float, Any]] = []
-    seen = 0
-    batch = max(32, 2 * (offset + n))
-    while True:
-        top = _top(searcher, query, ranked, batch, 0)
-        for score, addr in top[seen:]:
-            d = searcher.doc(addr)
-            log, at = d.get_first("log"), d.get_first("offset")
-            frame = frames.get((log, at))
-            if frame is None:
-                frame = frames[(log, at)] = _frame_text(root, log, at)
-            if not frame:
-                continue
-            content = frame.get("value")
-            if check(plain(frame.get("text"), content, d.get_all("paths"), d.get_first("tool"))):
-                passed.append((score, addr))
-        seen = len(top)
-        if len(passed) >= offset + n or len(top) < batch or batch >= CHECKED_MAX:
-            return passed[offset:offset + n]
-        batch = min(CHECKED_MAX, batch * 4)
+    # one search for every candidate that may be checked (tantivy's cost is in matching, about
+    # the same for 32 best or 256), read and checked best first until the page is full
+    for score, addr in _top(searcher, query, ranked, max(CHECKED_MAX, 2 * (offset + n)), 0):
+        d = searcher.doc(addr)
+        log, at = d.get_first("log"), d.get_first("offset")
+        frame = frames.get((log, at))
+        if frame is None:
+            frame = frames[(log, at)] = _frame_text(root, log, at)
+        if not frame:
+            continue
+        if check(plain(frame.get("text"), frame.get("value"), d.get_all("paths"), d.get_first("tool"))):
+            passed.append((score, addr))
+            if len(passed) >= offset + n:
+                break
+    return passed[offset:offset + n]
 
 
 def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[tuple[float, Any]]:
@@ -255,9 +251,9 @@ def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[t
         return [(0.0, a) for _, a in searcher.search(query, n, count=False, order_by_field="t",
                                                      order=tantivy.Order.Desc, offset=offset).hits]
     end = offset + n
-    hits = searcher.search(query, end + 1, count=False).hits
-    if len(hits) > end and end and hits[end][0] == hits[end - 1][0]:  # equals run past the page
-        hits = searcher.search(query, max(4 * end, TIE_WINDOW), count=False).hits
+    # equally ranked hits are put newest first: read enough that a run of equals past the page's
+    # end is whole (up to TIE_WINDOW), in one search (matching, not the page's size, is its cost)
+    hits = searcher.search(query, max(4 * end, TIE_WINDOW), count=False).hits
     times = searcher.fast_field_values("t", [a for _, a in hits])
     ordered = sorted(zip(hits, times), key=lambda x: (-x[0][0], -(x[1] or 0)))
     return [h for h, _ in ordered[offset:end]]
