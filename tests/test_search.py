@@ -387,3 +387,13 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     again = search(root, "sidecarword", limit=10).hits
     assert [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in again] == \
         [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in hits]
+
+
+def test_a_hook_s_text_becomes_searchable_while_the_daemon_runs(tmp_path: Path) -> None:
+    """With the daemon running, a prompt's new word is found by a search that does no catch-up of
+    its own (the daemon ingested and indexed it). No time asserted but a generous timeout; the
+    bench reports the seconds."""
+    from agentlog.bench.search_steps import hook_to_hit
+
+    out = hook_to_hit(str(tmp_path / "home"), 2, timeout=60.0)
+    assert len(out) == 2 and all(o["searchable_secs"] is not None for o in out), out
