@@ -211,9 +211,24 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     _tool(root, "kept", 1, "echo keepmeplease", "keepmeplease printed")
     ingest(root)
     assert search(root, "canaryqzxwvk").hits
+    _tool(root, "later", 1, "echo laterword", "laterword printed")  # another segment, not rewritten
+    ingest(root)
+    assert search(root, "laterword").hits
+
+    def terms(prefix: str) -> list[Any]:
+        idx = index.open_index(root, create=False)
+        assert idx is not None
+        idx.reload()
+        return list(idx.searcher().terms_with_prefix("body", prefix))
+
+    assert terms("canaryqzxwvk")  # in the term dictionary, to start with
     purge(root, Selector(session="gone"))
+    # before any search (whose catch-up re-indexes what the store rewrote): its segment rewritten,
+    # the term is gone from the dictionary, not only its documents
+    assert not terms("canaryqzxwvk")
+    assert index._LAST_FORGET["readded"] >= 2  # the segment's other events, indexed again
     assert not search(root, "canaryqzxwvk").hits
-    assert search(root, "keepmeplease").hits
+    assert search(root, "keepmeplease").hits and search(root, "laterword").hits
     files = [p for p in Path(index.index_path(root)).iterdir() if p.is_file()]
     assert files and all(p.stat().st_mode & 0o077 == 0 for p in files)  # private, like captured content
     assert b"canaryqzxwvk" not in b"".join(p.read_bytes() for p in files)  # not even as a term in the files

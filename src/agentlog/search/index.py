@@ -25,10 +25,11 @@ catch-up that finds it held — the daemon is indexing — does nothing: the
 reader answers from what is committed (the daemon is about to commit the
 rest). :func:`rebuild` and :func:`forget` wait for the lock.
 
-**Purge.** :func:`forget` deletes the events' documents, then rebuilds the
-index without them: tantivy only marks a deleted document, and its terms
-stay in the segment's files until that is rewritten — a rebuild writes new
-segments and removes the old files.
+**Purge.** :func:`forget` deletes the events' documents and rewrites the
+segments that held them: tantivy only marks a deleted document, and its terms
+stay in the segment's files until that is rewritten. Every other document of
+those segments is deleted too and indexed again from the store, in the same
+commit; a segment with no document left is dropped, and its files removed.
 """
 
 from __future__ import annotations
@@ -462,29 +463,119 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None, wait: flo
 
 
 def forget(root: str, keys: set[tuple[str, int]]) -> int:
-    """Take the events at these ``(log, seq)`` out of the index (before the store deletes them):
-    their documents deleted, then the index rebuilt without them, so their terms are gone from
-    the files too. How many were indexed."""
-    import tantivy
+    """Take the events at these ``(log, seq)`` out of the index (before the store deletes them),
+    their terms gone from the files too; how many were indexed.
 
+    tantivy only marks a deleted document: its terms stay in its segment's files until the
+    segment is rewritten, and a commit drops a segment none of whose documents is left. So the
+    segments holding these events are rewritten, and only those: every document of theirs is
+    deleted by its key, the others read again from the store and added (a new segment), in one
+    commit, and the old files removed. A purge of recent events touches the small, recent
+    segments; one in the oldest, largest segment re-indexes that segment's events (still less
+    than a :func:`rebuild`)."""
     if not keys or open_index(root, create=False) is None:
         return 0
     idx = open_index(root)
     assert idx is not None
+    started = time.perf_counter()
     idx.reload()
-    searcher = idx.searcher()
-    sc = schema()
-    found = sum(1 for log, seq in keys
-                if searcher.search(tantivy.Query.term_query(sc, "key", _key(log, seq)), 1, count=False).hits)
-    if not found:
+    plan = _plan(idx.searcher(), keys)
+    if not plan[0]:
         return 0
-    writer = _writer(idx, wait=600.0)
-    with _held(root, idx, writer):
-        for log, seq in keys:  # unfindable from this commit on, whatever happens to the rebuild
-            writer.delete_documents_by_term("key", _key(log, seq))
-        writer.commit()
-    rebuild(root, without=keys)
+    with _preparers(len(plan[2])) as pool:  # forked before the writer (and its threads) exists
+        writer = _writer(idx, wait=600.0)
+        with _held(root, idx, writer):
+            idx.reload()  # what the lock's last holder committed
+            searcher = idx.searcher()
+            if _layout(searcher) != plan[3]:  # another writer committed meanwhile
+                plan = _plan(searcher, keys)
+            found, segments, others, _ = plan
+            version, table = state(searcher)
+            for log, seq in keys | others:
+                writer.delete_documents_by_term("key", _key(log, seq))
+            readded = _readd(root, writer, others, pool)
+            if version is not None:
+                _set_state(writer, version, table)  # its document may be in a rewritten segment
+            writer.commit()
+            writer.garbage_collect_files()
+    _LAST_FORGET.update(found=found, segments=len(segments), readded=readded,
+                        seconds=round(time.perf_counter() - started, 3))
     return found
+
+
+def _layout(searcher: tantivy.Searcher) -> tuple[int, int]:
+    return searcher.num_segments, searcher.num_docs
+
+
+def _plan(searcher: tantivy.Searcher, keys: set[tuple[str, int]]) -> tuple[
+        int, set[int], set[tuple[str, int]], tuple[int, int]]:
+    """How many of ``keys`` are indexed, the segments holding them, the other events of those
+    segments, and the layout this was told from."""
+    import tantivy
+
+    sc = schema()
+    segments: set[int] = set()
+    found = 0
+    for log, seq in keys:
+        hits = searcher.search(tantivy.Query.term_query(sc, "key", _key(log, seq)), 1, count=False).hits
+        if hits:
+            found += 1
+            segments.add(hits[0][1].segment_ord)
+    others = _segment_keys(searcher, segments) - keys if found else set()
+    return found, segments, others, _layout(searcher)
+
+
+_LAST_FORGET: dict[str, Any] = {}
+"""What the last :func:`forget` of this process did (for the purge benchmark)."""
+PAGE: Final = 100_000
+"""Documents listed at a time when a segment's are collected."""
+
+
+def _segment_keys(searcher: tantivy.Searcher, segments: set[int]) -> set[tuple[str, int]]:
+    """The ``(log, seq)`` of every event document in these segments."""
+    import tantivy
+
+    out: set[tuple[str, int]] = set()
+    query = tantivy.Query.exists_query("t")
+    offset = 0
+    while True:
+        hits = searcher.search(query, PAGE, count=False, offset=offset).hits
+        for _, addr in hits:
+            if addr.segment_ord in segments:
+                doc = searcher.doc(addr)
+                out.add((str(doc.get_first("log")), int(doc.get_first("seq") or 0)))
+        if len(hits) < PAGE:
+            return out
+        offset += PAGE
+
+
+def _readd(root: str, writer: tantivy.IndexWriter, wanted: set[tuple[str, int]], pool: Any) -> int:
+    """Index again the store's rows at these ``(log, seq)``: only the files, and in them the row
+    groups, that hold one are read in full."""
+    if not wanted:
+        return 0
+    from deltalake import DeltaTable
+    import pyarrow.parquet as pq
+
+    found = _delta(root)
+    if found is None:
+        return 0
+    files = [u.removeprefix("file://") for u in DeltaTable(found[0]).file_uris()]
+    n = 0
+    for path in files:
+        with pq.ParquetFile(path) as f:
+            for g in range(f.metadata.num_row_groups):
+                ids = f.read_row_group(g, columns=["log_provider", "log_key", "seq"])
+                hit = [i for i, (p, k, q) in enumerate(zip(*(ids.column(c).to_pylist() for c in
+                                                              ("log_provider", "log_key", "seq"))))
+                       if (f"{p}/{k}", int(q)) in wanted]
+                if not hit:
+                    continue
+                rows = f.read_row_group(g, columns=list(COLUMNS)).take(hit).to_pylist()
+                chunks = [rows[i:i + BATCH] for i in range(0, len(rows), BATCH)]
+                for prepared in (map(_prepare, chunks) if pool is None else pool.map(_prepare, chunks)):
+                    n += _add(writer, prepared, upsert=False, skip=set())
+    return n
 
 
 def indexed_keys(root: str) -> set[tuple[str, int]]:
