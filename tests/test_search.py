@@ -226,7 +226,7 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     # before any search (whose catch-up re-indexes what the store rewrote): its segment rewritten,
     # the term is gone from the dictionary, not only its documents
     assert not terms("canaryqzxwvk")
-    assert index._LAST_FORGET["readded"] >= 2  # the segment's other events, indexed again
+    assert index._LAST_FORGET["readded"] >= 2 and not index._LAST_FORGET["rebuilt"]  # its other events, again
     assert not search(root, "canaryqzxwvk").hits
     assert search(root, "keepmeplease").hits and search(root, "laterword").hits
     files = [p for p in Path(index.index_path(root)).iterdir() if p.is_file()]
@@ -412,3 +412,26 @@ def test_a_hook_s_text_becomes_searchable_while_the_daemon_runs(tmp_path: Path) 
 
     out = hook_to_hit(str(tmp_path / "home"), 2, timeout=60.0)
     assert len(out) == 2 and all(o["searchable_secs"] is not None for o in out), out
+
+
+def test_a_purge_in_a_large_segment_rebuilds_the_index_without_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the segments holding the purged events hold more than REWRITE_MAX events, the index is
+    rebuilt without them instead (as before): the term is gone, the rest still found."""
+    from agentlog.log.purge import Selector
+    from agentlog.store.purge import purge
+
+    root = str(tmp_path / "home")
+    _tool(root, "gone", 1, "echo canarybigseg", "canarybigseg printed")
+    _tool(root, "kept", 1, "echo keptbigseg", "keptbigseg printed")
+    ingest(root)
+    assert search(root, "canarybigseg").hits
+    monkeypatch.setattr(index, "REWRITE_MAX", 1)
+    purge(root, Selector(session="gone"))
+    assert index._LAST_FORGET["rebuilt"] is True
+    idx = index.open_index(root, create=False)
+    assert idx is not None
+    idx.reload()
+    assert not list(idx.searcher().terms_with_prefix("body", "canarybigseg"))
+    assert not search(root, "canarybigseg").hits and search(root, "keptbigseg").hits
+    assert index.check(root)["ok"]

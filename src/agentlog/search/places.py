@@ -79,8 +79,8 @@ def build(root: str, parts: Parts) -> str:
         keys, values = TABLES[table]
         t = pq.read_table(part, columns=list(dict.fromkeys([*keys, *values])))
         for k in keys:
-            piece = pa.table({"key": t.column(k), **{c: t.column(c) if c in values else pa.nulls(t.num_rows, pa.string())
-                                                     for c in columns}})
+            piece = pa.table({"key": t.column(k), **{
+                c: t.column(c) if c in values else pa.nulls(t.num_rows, pa.string()) for c in columns}})
             pieces.append(piece.filter(pc.is_valid(piece.column("key"))))
     out = pa.concat_tables(pieces).sort_by([("key", "ascending")]).combine_chunks()
     batches = out.to_batches(max_chunksize=GROUP_ROWS)
