@@ -6,18 +6,22 @@ attempt's overlay row its outcome. Those parts are Parquet files of one row grou
 thousands of rows, sorted by session, so finding 20 event ids in them reads and compares whole
 columns of ids (at 1.45 M events, most of a search's time).
 
-So for each part file a search reads, a *sidecar* is kept in ``state/search-places/``: the
-part's rows as ``key`` (an event id, or an attempt id for the overlay) → the few columns a hit
-needs, sorted by key, in Arrow IPC batches of :data:`GROUP_ROWS` rows (zstd; the file memory-mapped).
-Each batch's first and last key, kept in the schema's metadata, say which batch can hold a key:
-a lookup of 20 keys decompresses at most 20 small batches.
+So for each session part (its ``tool_calls`` and ``turns_base`` files together) and each
+overlay file a *sidecar* is kept in ``state/search-places/``: their rows as ``key`` (an event
+id, or an attempt id for the overlay) → the few columns a hit needs, sorted by key, in Arrow
+IPC batches of :data:`GROUP_ROWS` rows (zstd; the file memory-mapped). Each batch's first and
+last key, kept in the schema's metadata, say which batch can hold a key: a lookup of 20 keys
+decompresses at most 20 small batches.
 
-A sidecar is derived from one part file alone, and named after that file's name, size and
-modification time: a part the projection writes again gets another sidecar, so a sidecar is
-never stale; ones whose part is gone are removed (:func:`prepare`). Sidecars are made when the
-index is built or caught up (:func:`prepare`), and by a search that finds one missing.
-Everything here is an optimisation: the caller reads the projection's views when a lookup
-cannot answer.
+A sidecar is derived from its projection files alone, and named after their names, sizes and
+modification times: files the projection writes again get another sidecar, so a sidecar is
+never stale; those not of the current projection are removed (:func:`prepare`). Sidecars are
+made when the index is built or caught up and after the daemon's projection refresh
+(:func:`prepare`), and by a search that finds one missing. Everything here is an
+optimisation: the caller reads the projection's views when a lookup cannot answer.
+
+Cost: a refresh's new part files get new sidecars; making all of them for the 1.45 M-event
+bench store (17 sidecars, 38 MiB, 2.2 % of the store's compressed events) took 1.5–2.5 s.
 """
 
 from __future__ import annotations
