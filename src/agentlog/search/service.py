@@ -371,7 +371,7 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
 
     try:
         with contextlib.nullcontext(engine) if engine is not None else Engine(root) as eng:
-            placed_fast = _place_from_parts(root, eng, rows, ids, sessions) if sessions else None
+            placed_fast = _place_from_parts(root, eng, rows) if sessions else None
             if placed_fast is not None:
                 for place in placed_fast:
                     if place["event_id"] in found:
@@ -417,8 +417,7 @@ def _marks(values: list[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: list[str],
-                     sessions: list[str]) -> list[dict[str, Any]] | None:
+def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]] | None:
     """Each hit's session, turn, attempt and that attempt's outcome, looked up by its event id in
     the sidecars (:mod:`.places`) of only the projection files that hold the hit's session (the
     projection's index says which). A row counts only from its session's current file and with
