@@ -398,7 +398,7 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})
-        snippet, spans = _snippet(f.get("text"), f.get("content"), terms)
+        snippet, spans = _snippet(f.get("text"), f.get("value"), terms)
         sid = f.get("session_id") or (derive("session", provider, session or "unknown") if provider else None)
         turn = f.get("turn_id")
         out.append(Hit(
@@ -477,25 +477,22 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[
 
 
 def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
-    """``text`` and ``content`` (as JSON text) of the event at ``offset`` of ``log`` (a purged or
+    """``text`` and ``value`` (its content) of the event at ``offset`` of ``log`` (a purged or
     missing frame: nothing)."""
-    import orjson
-
     from ..log.lookup import event_at
 
     ev = event_at(root, log, offset)
     if ev is None:
         return {}
     content = ev.get("content")
-    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content),
-            "content": orjson.dumps(content).decode() if content is not None else None, "value": content}
+    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content), "value": content}
 
 
 def _prompt_of(content: Any) -> str | None:
     return content.get("prompt") if isinstance(content, dict) and isinstance(content.get("prompt"), str) else None
 
 
-def _snippet(text: str | None, content: str | None, terms: list[str]) -> tuple[str, list[tuple[int, int]]]:
+def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, list[tuple[int, int]]]:
     """A window of the event's text around the first term, and where the terms are in it."""
     source = " ".join(s for s in (text, _content_text(content)) if s)
     source = re.sub(r"\s+", " ", source)
@@ -511,17 +508,14 @@ def _snippet(text: str | None, content: str | None, terms: list[str]) -> tuple[s
     return window, spans
 
 
-def _content_text(content: str | None) -> str:
-    if not content:
+def _content_text(content: Any) -> str:
+    """The strings inside an event's content (a JSON value), the first 20,000 characters."""
+    if content is None:
         return ""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return content
     from .text import strings_of
 
     out: list[str] = []
-    strings_of(value, out, [20_000])
+    strings_of(content, out, [20_000])
     return " ".join(out)
 
 
