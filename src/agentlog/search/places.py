@@ -21,7 +21,7 @@ made when the index is built or caught up and after the daemon's projection refr
 optimisation: the caller reads the projection's views when a lookup cannot answer.
 
 Cost: a refresh's new part files get new sidecars; making all of them for the 1.45 M-event
-bench store (17 sidecars, 38 MiB, 2.2 % of the store's compressed events) took 1.5–2.5 s.
+bench store (17 sidecars, 37–38 MiB, 2.3 % of its compacted events) took 1.5–2.5 s.
 """
 
 from __future__ import annotations
