@@ -211,9 +211,24 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     _tool(root, "kept", 1, "echo keepmeplease", "keepmeplease printed")
     ingest(root)
     assert search(root, "canaryqzxwvk").hits
+    _tool(root, "later", 1, "echo laterword", "laterword printed")  # another segment, not rewritten
+    ingest(root)
+    assert search(root, "laterword").hits
+
+    def terms(prefix: str) -> list[Any]:
+        idx = index.open_index(root, create=False)
+        assert idx is not None
+        idx.reload()
+        return list(idx.searcher().terms_with_prefix("body", prefix))
+
+    assert terms("canaryqzxwvk")  # in the term dictionary, to start with
     purge(root, Selector(session="gone"))
+    # before any search (whose catch-up re-indexes what the store rewrote): its segment rewritten,
+    # the term is gone from the dictionary, not only its documents
+    assert not terms("canaryqzxwvk")
+    assert index._LAST_FORGET["readded"] >= 2 and not index._LAST_FORGET["rebuilt"]  # its other events, again
     assert not search(root, "canaryqzxwvk").hits
-    assert search(root, "keepmeplease").hits
+    assert search(root, "keepmeplease").hits and search(root, "laterword").hits
     files = [p for p in Path(index.index_path(root)).iterdir() if p.is_file()]
     assert files and all(p.stat().st_mode & 0o077 == 0 for p in files)  # private, like captured content
     assert b"canaryqzxwvk" not in b"".join(p.read_bytes() for p in files)  # not even as a term in the files
@@ -315,6 +330,19 @@ def test_an_index_behind_a_compacted_and_vacuumed_store_catches_up_from_its_snap
     assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8
 
 
+def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """What each call of ``module.name`` returns, from now on, in the list returned."""
+    seen: list[Any] = []
+    real = getattr(module, name)
+
+    def spy(*a: Any, **k: Any) -> Any:
+        seen.append(real(*a, **k))
+        return seen[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
 def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading only the projection files of the hits' sessions places every hit (session, turn,
@@ -331,14 +359,7 @@ def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         ingest(root)
         refresh(root)
     queries = ["placeholder", "the", "error OR failed", "tool:Bash", "kind:prompt_submitted"]
-    read: list[Any] = []
-    real = persist.session_files
-
-    def spy(*a: Any, **k: Any) -> Any:
-        read.append(real(*a, **k))
-        return read[-1]
-
-    monkeypatch.setattr(persist, "session_files", spy)
+    read = _spy(monkeypatch, persist, "session_files")
     fast = {q: [dict(h.__dict__) for h in search(root, q, limit=60).hits] for q in queries}
     assert read and all(r is not None for r in read)  # every search placed its hits from the parts
     assert any(h["attempt_id"] for hs in fast.values() for h in hs)
@@ -349,3 +370,68 @@ def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         for a, b in zip(fast[q], slow[q]):
             a.pop("seconds", None), b.pop("seconds", None)
         assert fast[q] == slow[q], q
+
+
+def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catching up makes one sidecar per session part and overlay file; a projection that moves on
+    gets new ones (the old removed); a search finds its hits' places in them, one small lookup per
+    part, and a sidecar lost meanwhile is made again."""
+    from agentlog.project.persist import refresh
+    from agentlog.search import places
+
+    root = str(tmp_path / "home")
+    _tool(root, "q0", 1, "pytest tests/test_side0.py", "FAILED test_side0 sidecarword")
+    ingest(root)
+    refresh(root)
+    index.catch_up(root)
+    before = set(os.listdir(places.places_dir(root)))
+    assert before and all(n.endswith(".arrow") for n in before)
+    assert all(os.stat(os.path.join(places.places_dir(root), n)).st_mode & 0o077 == 0 for n in before)
+    _tool(root, "q1", 1, "pytest tests/test_side1.py", "FAILED test_side1 sidecarword")
+    ingest(root)
+    refresh(root, full=True)
+    index.catch_up(root)
+    after = set(os.listdir(places.places_dir(root)))
+    assert after and after != before  # the old parts' sidecars removed, the new ones made
+    looked = _spy(monkeypatch, places, "lookup")
+    hits = search(root, "sidecarword", limit=10).hits
+    assert {h.session_id for h in hits} and all(h.turn_id and h.attempt_id and h.attempt_outcome for h in hits)
+    assert looked and all(rows for rows in looked)
+    places.remove(root)  # lost: a search makes what it needs again
+    again = search(root, "sidecarword", limit=10).hits
+    assert [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in again] == \
+        [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in hits]
+
+
+def test_a_hook_s_text_becomes_searchable_while_the_daemon_runs(tmp_path: Path) -> None:
+    """With the daemon running, a prompt's new word is found by a search that does no catch-up of
+    its own (the daemon ingested and indexed it). No time asserted but a generous timeout; the
+    bench reports the seconds."""
+    from agentlog.bench.search_steps import hook_to_hit
+
+    out = hook_to_hit(str(tmp_path / "home"), 2, timeout=60.0)
+    assert len(out) == 2 and all(o["searchable_secs"] is not None for o in out), out
+
+
+def test_a_purge_in_a_large_segment_rebuilds_the_index_without_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the segments holding the purged events hold more than REWRITE_MAX events, the index is
+    rebuilt without them instead (as before): the term is gone, the rest still found."""
+    from agentlog.log.purge import Selector
+    from agentlog.store.purge import purge
+
+    root = str(tmp_path / "home")
+    _tool(root, "gone", 1, "echo canarybigseg", "canarybigseg printed")
+    _tool(root, "kept", 1, "echo keptbigseg", "keptbigseg printed")
+    ingest(root)
+    assert search(root, "canarybigseg").hits
+    monkeypatch.setattr(index, "REWRITE_MAX", 1)
+    purge(root, Selector(session="gone"))
+    assert index._LAST_FORGET["rebuilt"] is True
+    idx = index.open_index(root, create=False)
+    assert idx is not None
+    idx.reload()
+    assert not list(idx.searcher().terms_with_prefix("body", "canarybigseg"))
+    assert not search(root, "canarybigseg").hits and search(root, "keptbigseg").hits
+    assert index.check(root)["ok"]

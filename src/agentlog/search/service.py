@@ -183,13 +183,13 @@ class Checker:
     """Whether an event's text holds a query's phrases and compounds in order (and not its
     excluded ones), as its tokens and what its identifiers add (:func:`.text.additions`) say.
     On an ASCII text where no term can come from what identifiers add (none of its terms'
-    tokens occur run together, or separated by ``_``/``-`` only), a regular expression over the
+    tokens occur run together, or separated by ``_``s and ``-``s only), a regular expression over the
     text says the same, much faster."""
 
     def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
         self.clauses, self.excluded = clauses, excluded
         every = [*(t for alts in clauses for t in alts), *excluded]
-        self.loose = [re.compile("[_\\-]?".join(map(re.escape, t.tokens))) for t in every]
+        self.loose = [re.compile("[_\\-]*".join(map(re.escape, t.tokens))) for t in every]
         self.patterns = [[re.compile(_pattern(t)) for t in alts] for alts in clauses]
         self.excluded_patterns = [re.compile(_pattern(t)) for t in excluded]
 
@@ -225,25 +225,21 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
     from .text import plain
 
     passed: list[tuple[float, Any]] = []
-    seen = 0
-    batch = max(32, 2 * (offset + n))
-    while True:
-        top = _top(searcher, query, ranked, batch, 0)
-        for score, addr in top[seen:]:
-            d = searcher.doc(addr)
-            log, at = d.get_first("log"), d.get_first("offset")
-            frame = frames.get((log, at))
-            if frame is None:
-                frame = frames[(log, at)] = _frame_text(root, log, at)
-            if not frame:
-                continue
-            content = frame.get("value")
-            if check(plain(frame.get("text"), content, d.get_all("paths"), d.get_first("tool"))):
-                passed.append((score, addr))
-        seen = len(top)
-        if len(passed) >= offset + n or len(top) < batch or batch >= CHECKED_MAX:
-            return passed[offset:offset + n]
-        batch = min(CHECKED_MAX, batch * 4)
+    # one search for every candidate that may be checked (tantivy's cost is in matching, about
+    # the same for 32 best or 256), read and checked best first until the page is full
+    for score, addr in _top(searcher, query, ranked, max(CHECKED_MAX, 2 * (offset + n)), 0):
+        d = searcher.doc(addr)
+        log, at = d.get_first("log"), d.get_first("offset")
+        frame = frames.get((log, at))
+        if frame is None:
+            frame = frames[(log, at)] = _frame_text(root, log, at)
+        if not frame:
+            continue
+        if check(plain(frame.get("text"), frame.get("value"), d.get_all("paths"), d.get_first("tool"))):
+            passed.append((score, addr))
+            if len(passed) >= offset + n:
+                break
+    return passed[offset:offset + n]
 
 
 def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[tuple[float, Any]]:
@@ -255,9 +251,9 @@ def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[t
         return [(0.0, a) for _, a in searcher.search(query, n, count=False, order_by_field="t",
                                                      order=tantivy.Order.Desc, offset=offset).hits]
     end = offset + n
-    hits = searcher.search(query, end + 1, count=False).hits
-    if len(hits) > end and end and hits[end][0] == hits[end - 1][0]:  # equals run past the page
-        hits = searcher.search(query, max(4 * end, TIE_WINDOW), count=False).hits
+    # equally ranked hits are put newest first: read enough that a run of equals past the page's
+    # end is whole (up to TIE_WINDOW), in one search (matching, not the page's size, is its cost)
+    hits = searcher.search(query, max(4 * end, TIE_WINDOW), count=False).hits
     times = searcher.fast_field_values("t", [a for _, a in hits])
     ordered = sorted(zip(hits, times), key=lambda x: (-x[0][0], -(x[1] or 0)))
     return [h for h, _ in ordered[offset:end]]
@@ -375,7 +371,7 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
 
     try:
         with contextlib.nullcontext(engine) if engine is not None else Engine(root) as eng:
-            placed_fast = _place_from_parts(root, eng, rows, ids, sessions) if sessions else None
+            placed_fast = _place_from_parts(root, eng, rows) if sessions else None
             if placed_fast is not None:
                 for place in placed_fast:
                     if place["event_id"] in found:
@@ -402,7 +398,7 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})
-        snippet, spans = _snippet(f.get("text"), f.get("content"), terms)
+        snippet, spans = _snippet(f.get("text"), f.get("value"), terms)
         sid = f.get("session_id") or (derive("session", provider, session or "unknown") if provider else None)
         turn = f.get("turn_id")
         out.append(Hit(
@@ -421,76 +417,82 @@ def _marks(values: list[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]], ids: list[str],
-                     sessions: list[str]) -> list[dict[str, Any]] | None:
-    """Each hit's session, turn, attempt and that attempt's outcome, read from only the projection
-    files that hold the hits' sessions (the projection's index says which; the views read every
-    part, and at 1.45 M events that is most of a search's time). None when that cannot be told
-    (no projection, a session not in it): the caller reads the views."""
+def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]] | None:
+    """Each hit's session, turn, attempt and that attempt's outcome, looked up by its event id in
+    the sidecars (:mod:`.places`) of only the projection files that hold the hit's session (the
+    projection's index says which). A row counts only from its session's current file and with
+    its session's id. None when that cannot be told (no projection, a session not in it, a file
+    gone meanwhile): the caller reads the views."""
+    from ..project.ids import derive
     from ..project.persist import session_files
-    from ..query.engine import sql_list
+    from . import places
 
     manifest = getattr(eng, "manifest", None)
     if manifest is None:
         return None
-    keys = sorted({f"{r[4]}\x1f{r[6] or 'unknown'}" for r in rows if r[4]})
-    calls = session_files(root, manifest, keys, "tool_calls")
-    turns = session_files(root, manifest, keys, "turns_base")
-    overlays = session_files(root, manifest, keys, "attempts_overlay")
-    if calls is None or turns is None or overlays is None:
-        return None
-
+    # per session part (its tool calls' and turns' files): the ids to look up in it, each id's session
+    wanted: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    key_of: dict[str, str] = {}  # session id → its key
+    for r in rows:
+        if not r[4]:
+            continue
+        key = f"{r[4]}\x1f{r[6] or 'unknown'}"
+        sid = derive("session", r[4], r[6] or "unknown")
+        key_of[sid] = key
+        calls = session_files(root, manifest, [key], "tool_calls")
+        turns = session_files(root, manifest, [key], "turns_base")
+        if calls is None or turns is None:
+            return None
+        parts = tuple([*((f, "tool_calls") for f in calls), *((f, "turns_base") for f in turns)])
+        if parts:
+            wanted.setdefault(parts, {})[r[0]] = sid
     out: list[dict[str, Any]] = []
     attempts: dict[str, list[dict[str, Any]]] = {}
-    wanted_ids = set(ids)
-    if calls:
-        for start, end, sid, turn, attempt in eng.internal(
-                f"SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM read_parquet({sql_list(calls)}) "
-                f"WHERE session_id IN ({_marks(sessions)}) AND (start_event_id IN ({_marks(ids)}) "
-                f"OR end_event_id IN ({_marks(ids)}))", [*sessions, *ids, *ids]):
-            for event_id in (start, end):
-                if event_id in wanted_ids:
-                    place = {"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": attempt,
-                             "outcome": None, "superseded_by": None}
-                    out.append(place)
-                    if attempt:
-                        attempts.setdefault(attempt, []).append(place)
-    if turns:
-        for event_id, sid, turn in eng.internal(
-                f"SELECT prompt_event_id, session_id, turn_id FROM read_parquet({sql_list(turns)}) "
-                f"WHERE session_id IN ({_marks(sessions)}) AND prompt_event_id IN ({_marks(ids)})", [*sessions, *ids]):
-            out.append({"event_id": event_id, "session_id": sid, "turn_id": turn, "attempt_id": None,
-                        "outcome": None, "superseded_by": None})
-    if attempts and overlays:
-        wanted = sorted(attempts)
-        for attempt, outcome, superseded_by in eng.internal(
-                f"SELECT attempt_id, outcome, superseded_by FROM read_parquet({sql_list(overlays)}) "
-                f"WHERE session_id IN ({_marks(sessions)}) AND attempt_id IN ({_marks(wanted)})", [*sessions, *wanted]):
-            for place in attempts.get(attempt, []):
-                place.update(outcome=outcome, superseded_by=superseded_by)
+    try:
+        for parts, of in sorted(wanted.items()):
+            for row in places.lookup(root, parts, sorted(of)):
+                if row["session_id"] != of.get(row["key"]):
+                    continue
+                place = {"event_id": row["key"], "session_id": row["session_id"], "turn_id": row["turn_id"],
+                         "attempt_id": row.get("attempt_id"), "outcome": None, "superseded_by": None}
+                out.append(place)
+                if place["attempt_id"]:
+                    attempts.setdefault(place["attempt_id"], []).append(place)
+        overlays: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        for attempt, placed in attempts.items():
+            sid = placed[0]["session_id"]
+            files = session_files(root, manifest, [key_of[sid]], "attempts_overlay")
+            if files is None:
+                return None
+            for f in files:
+                overlays.setdefault(((f, "attempts_overlay"),), {})[attempt] = sid
+        for parts, of in sorted(overlays.items()):
+            for row in places.lookup(root, parts, sorted(of)):
+                if row["session_id"] == of.get(row["key"]):
+                    for place in attempts.get(row["key"], []):
+                        place.update(outcome=row["outcome"], superseded_by=row["superseded_by"])
+    except (FileNotFoundError, OSError):
+        return None  # the projection moved on while this was read
     return out
 
 
 def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
-    """``text`` and ``content`` (as JSON text) of the event at ``offset`` of ``log`` (a purged or
+    """``text`` and ``value`` (its content) of the event at ``offset`` of ``log`` (a purged or
     missing frame: nothing)."""
-    import orjson
-
     from ..log.lookup import event_at
 
     ev = event_at(root, log, offset)
     if ev is None:
         return {}
     content = ev.get("content")
-    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content),
-            "content": orjson.dumps(content).decode() if content is not None else None, "value": content}
+    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content), "value": content}
 
 
 def _prompt_of(content: Any) -> str | None:
     return content.get("prompt") if isinstance(content, dict) and isinstance(content.get("prompt"), str) else None
 
 
-def _snippet(text: str | None, content: str | None, terms: list[str]) -> tuple[str, list[tuple[int, int]]]:
+def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, list[tuple[int, int]]]:
     """A window of the event's text around the first term, and where the terms are in it."""
     source = " ".join(s for s in (text, _content_text(content)) if s)
     source = re.sub(r"\s+", " ", source)
@@ -506,17 +508,14 @@ def _snippet(text: str | None, content: str | None, terms: list[str]) -> tuple[s
     return window, spans
 
 
-def _content_text(content: str | None) -> str:
-    if not content:
+def _content_text(content: Any) -> str:
+    """The strings inside an event's content (a JSON value), the first 20,000 characters."""
+    if content is None:
         return ""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return content
     from .text import strings_of
 
     out: list[str] = []
-    strings_of(value, out, [20_000])
+    strings_of(content, out, [20_000])
     return " ".join(out)
 
 

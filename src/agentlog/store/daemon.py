@@ -209,6 +209,18 @@ def _project(root: str) -> None:
         return
     if r.mode != "none":
         _log(root, f"projection {r.mode}: {r.sessions_rebuilt} sessions in {r.seconds:.2f} s")
+        _places(root)
+
+
+def _places(root: str) -> None:
+    """The search hits' place sidecars of the projection just written (``search/places.py``), so
+    a search does not make them."""
+    from ..search.places import prepare
+
+    try:
+        prepare(root)
+    except Exception as e:  # an optimisation: a failure must not stop capture's ingest
+        _log(root, f"search place sidecars failed: {type(e).__name__}: {e}")
 
 
 @dataclass
