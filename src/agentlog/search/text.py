@@ -91,11 +91,14 @@ def body(text: str | None, content: Any, paths: list[str] | None, tool: str | No
 def _expansion(compound: str) -> str:
     """What an identifier adds to the tokens the text already has (they are its pieces between
     ``_`` and ``-``): its camelCase parts, when it has any (``ParseConfig`` → ``parse config``),
-    and its parts joined, when it has separators (``parse_config`` → ``parseconfig``)."""
+    and its parts joined, when it has separators (``parse_config`` → ``parseconfig``), each on a
+    line of its own."""
     ps = parts(compound)
     pieces = [p.lower() for p in _TOKEN.findall(compound)]
-    out = ps if ps != pieces else []
-    return " ".join(out + (["".join(ps)] if len(pieces) > 1 else []))
+    out = " ".join(ps) if ps != pieces else ""
+    whole = "".join(ps) if len(pieces) > 1 else ""
+    # on lines of their own: no phrase may run from the parts into the joined form
+    return "\n".join(x for x in (out, whole) if x)
 
 
 # -- queries ---------------------------------------------------------------------------------------
