@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from .. import __version__
 from ..capture.adapters import common as c
+from ..capture.project import attach_project
 
 #: problems a parser reports per file, at most
 MAX_PROBLEMS: Final = 200
@@ -151,13 +152,17 @@ def event_id_for(*parts: Any, at_us: int) -> str:
     """A deterministic UUIDv7-shaped id: the millisecond of ``at_us`` and 74 bits of
     a hash of ``parts``. The same record imported twice, from any copy of the
     file, gets the same id."""
-    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass"), digest_size=10).digest()
+    h = _blake2b("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass"), digest_size=10).digest()
     rand = int.from_bytes(h, "big")
     ms = max(0, at_us) // 1000
-    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | (0x7 << 76) | (((rand >> 64) & 0x0FFF) << 64) | (0b10 << 62) \
-        | (rand & 0x3FFF_FFFF_FFFF_FFFF)
+    # 48 bits of milliseconds, version 7, 12 bits of the hash, variant 0b10, 62 bits of it
+    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | 0x7000_0000_0000_0000_0000 | (((rand >> 64) & 0x0FFF) << 64) \
+        | 0x8000_0000_0000_0000 | (rand & 0x3FFF_FFFF_FFFF_FFFF)
     s = f"{value:032x}"
     return f"{s[:8]}-{s[8:12]}-{s[12:16]}-{s[16:20]}-{s[20:]}"
+
+
+_blake2b = hashlib.blake2b
 
 
 def merge_key(provider: str, session_id: str | None, kind: str, item: str | None) -> str:
@@ -181,6 +186,8 @@ def raw_line(data: bytes) -> dict[str, str]:
 
 
 _PROJECTS: dict[str, dict[str, Any] | None] = {}
+#: the optional wire keys after the session's (common.WIRE_OPTIONAL) that an event's partial form gives
+_FROM_PARTIAL: Final = c.WIRE_OPTIONAL[3:]
 
 
 def _project(cwd: str) -> dict[str, Any] | None:
@@ -213,27 +220,32 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     here: the runner redacts each batch before anything is written
     (:func:`agentlog.capture.secret_gate.redact_events`, which runs the
     redactor only where a batch pre-check says it could find something)."""
-    from ..capture.project import attach_project
-
     kind = str(partial.get("kind") or "unknown")
-    key = merge_key(parser.provider, session_id, kind, item)
+    provider = parser.provider
+    key = "\x1f".join((provider, session_id or "", kind, item or ""))  # merge_key()
     out: dict[str, Any] = {
-        "event_id": event_id_for(parser.source, key, line.lineno if item is None else "", index if item is None else "",
-                                 at_us=observed_at),
+        "event_id": event_id_for(parser.source, key, line.lineno, index, at_us=observed_at) if item is None
+        else event_id_for(parser.source, key, "", "", at_us=observed_at),
         "schema_version": 1,
         "kind": kind,
-        "provider": parser.provider,
+        "provider": provider,
         "provider_event_name": str(partial.get("provider_event_name") or ""),
         "observed_at": observed_at,
         "captured_at": captured_at if captured_at is not None else observed_at,
         "capture_mode": "full",
         "agentlog_version": __version__,
     }
-    c.put_optional(out, {
-        "provider_version": version, "provider_session_id": session_id, "provider_turn_id": turn_id,
-        "agent": partial.get("agent"), "tool": partial.get("tool"), "paths": partial.get("paths"),
-        "outcome": partial.get("outcome"), "duration_ms": partial.get("duration_ms"),
-    })
+    # the optional wire keys in their order (as common.put_optional puts them)
+    if version is not None:
+        out["provider_version"] = version
+    if session_id is not None:
+        out["provider_session_id"] = session_id
+    if turn_id is not None:
+        out["provider_turn_id"] = turn_id
+    for name in _FROM_PARTIAL:
+        value = partial.get(name)
+        if value is not None and value != [] and value != {}:
+            out[name] = value
     if cwd:
         project = _project(cwd)
         attach_project(out, dict(project) if project is not None else None, cwd)
