@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .. import __version__
 from ..capture.adapters import common as c
@@ -41,9 +41,8 @@ MAX_PROBLEMS: Final = 200
 MAX_CARRIED: Final = 2000
 
 
-@dataclass(frozen=True)
-class SourceLine:
-    """One line of a transcript file."""
+class SourceLine(NamedTuple):
+    """One line of a transcript file (a named tuple: one is made per line read)."""
 
     path: str
     lineno: int
@@ -152,17 +151,18 @@ def event_id_for(*parts: Any, at_us: int) -> str:
     """A deterministic UUIDv7-shaped id: the millisecond of ``at_us`` and 74 bits of
     a hash of ``parts``. The same record imported twice, from any copy of the
     file, gets the same id."""
-    h = _blake2b("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass"), digest_size=10).digest()
-    rand = int.from_bytes(h, "big")
-    ms = max(0, at_us) // 1000
-    # 48 bits of milliseconds, version 7, 12 bits of the hash, variant 0b10, 62 bits of it
-    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | 0x7000_0000_0000_0000_0000 | (((rand >> 64) & 0x0FFF) << 64) \
-        | 0x8000_0000_0000_0000 | (rand & 0x3FFF_FFFF_FFFF_FFFF)
-    s = f"{value:032x}"
-    return f"{s[:8]}-{s[8:12]}-{s[12:16]}-{s[16:20]}-{s[20:]}"
+    b2 = _BLAKE2B_10.copy()  # a copy of a fresh state: cheaper than making one (its parameters parsed)
+    b2.update("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass"))
+    h = b2.hexdigest()  # 80 bits: 20 hex digits
+    ms = f"{(max(0, at_us) // 1000) & 0xFFFF_FFFF_FFFF:012x}"
+    # 48 bits of milliseconds, version 7, 12 bits of the hash (its first 16 less the top 4),
+    # variant 0b10 over the top 2 of its last 64 bits, the other 62
+    return f"{ms[:8]}-{ms[8:]}-7{h[1:4]}-{_VARIANT[h[4]]}{h[5:8]}-{h[8:]}"
 
 
-_blake2b = hashlib.blake2b
+_BLAKE2B_10: Final = hashlib.blake2b(digest_size=10)
+#: a hex digit with its top two bits made ``10``
+_VARIANT: Final = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
 
 
 def merge_key(provider: str, session_id: str | None, kind: str, item: str | None) -> str:
