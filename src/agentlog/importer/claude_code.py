@@ -182,8 +182,8 @@ class ClaudeCodeParser(Parser):
                 attrs["is_subagent"] = True
         # the counts are part of the item: a response imported while it was still being
         # written, then again complete, gives two events; the usage table keeps the last
-        item = ":".join(str(attrs[k]) for k in ("message_id", "input_tokens", "output_tokens", "cache_read_tokens",
-                                                "cache_write_tokens"))
+        item = (f"{attrs['message_id']}:{attrs['input_tokens']}:{attrs['output_tokens']}:{attrs['cache_read_tokens']}:"
+                f"{attrs['cache_write_tokens']}")
         return [build_event(self, c.finish(ev), line, session_id=session, observed_at=at, item=item,
                             version=version, cwd=cwd)]
 

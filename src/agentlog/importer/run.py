@@ -289,6 +289,31 @@ class Known:
         elif key:
             self.keys.add(key)
 
+    def take(self, ev: dict[str, Any], key: str | None) -> bool:
+        """:meth:`has` then, when it was not there, :meth:`add` (an imported event:
+        ``ev["attrs"]`` says ``reconstructed``); whether it was new."""
+        event_id = ev["event_id"]
+        if event_id in self.ids:
+            return False
+        timed = self._timed(ev, key)
+        if timed is not None:
+            times = self.times.get(timed, ())
+            if times:
+                if ev["attrs"].get("time_estimated") is True:
+                    return False  # a transcript without times (Cursor): the same text is enough
+                at = ev["observed_at"]
+                if any(abs(at - t) <= WINDOW_US for t in times):
+                    return False
+        elif key:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+        self.ids.add(str(event_id))
+        if timed is not None and ev["attrs"].get("reconstructed") is not True:
+            at = ev.get("observed_at")
+            self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
+        return True
+
     def has(self, ev: dict[str, Any], key: str | None) -> bool:
         if ev["event_id"] in self.ids:
             return True
@@ -393,11 +418,9 @@ class _Sink:
             for ev, blob, report in triples:
                 if session_id is not None and session_id not in report.sessions:
                     report.sessions.append(session_id)
-                key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
-                if held.has(ev, key):
+                if not held.take(ev, ev["attrs"].get("merge_key") or hook_merge_key(ev)):
                     report.duplicates += 1
                     continue
-                held.add(ev, key)
                 report.events += 1
                 fresh.append(blob)
             if fresh and not self.dry_run:
