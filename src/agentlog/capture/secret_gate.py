@@ -176,6 +176,10 @@ def redact_serialized(events: list[dict[str, Any]], fields: tuple[str, ...] = ("
         attrs = ev.get("attrs")
         if not isinstance(attrs, dict):
             attrs = ev["attrs"] = {}
+        for field in fields:  # a value given already serialised (importer.base.RawLine): its plain form
+            plain = getattr(ev.get(field), "plain", None)
+            if callable(plain):
+                ev[field] = plain()
         for field, clean in zip(fields, redact_into(attrs, *(ev.get(f) for f in fields)), strict=True):
             if clean is not None:
                 ev[field] = clean

@@ -31,6 +31,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+import orjson
+
 from .. import __version__
 from ..capture.adapters import common as c
 from ..capture.project import attach_project
@@ -51,6 +53,9 @@ class SourceLine(NamedTuple):
     """Byte offset of the line's first byte."""
     data: bytes
     """The line without its newline."""
+    json: bool = False
+    """``data`` parsed as JSON as it is (the runner says so): valid UTF-8, and no
+    control character but the blanks JSON allows between tokens."""
 
 
 @dataclass
@@ -178,11 +183,35 @@ def text_digest(text: str) -> str:
     return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def raw_line(data: bytes) -> dict[str, str]:
+def raw_line(data: bytes, parsed: bool = False) -> dict[str, Any]:
+    """``raw`` of a line: ``{"line": text}``, or ``{"line_b64": …}`` when it is not UTF-8.
+
+    ``parsed`` (the line parsed as JSON as it is): a line that is not ASCII and has
+    no tab or carriage return is given as a :class:`RawLine`, its text already
+    written as a JSON string — the bytes orjson would write for it, made without
+    decoding the line to a string and encoding it back."""
+    if parsed and not data.isascii() and b"\t" not in data and b"\r" not in data:
+        return RawLine(data)
     try:
         return {"line": data.decode("utf-8")}
     except UnicodeDecodeError:
         return {"line_b64": base64.b64encode(data).decode("ascii")}
+
+
+class RawLine(dict):  # type: ignore[type-arg]
+    """``{"line": <the line's JSON string>}`` for orjson (an ``orjson.Fragment``),
+    made from a valid UTF-8 line without control characters: in JSON text only
+    ``\\`` and ``"`` then need escaping, as orjson escapes them. :meth:`plain` is
+    the ordinary form, for anything that reads the text (the redactor)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(line=orjson.Fragment(b'"' + data.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'))
+        self.data = data
+
+    def plain(self) -> dict[str, str]:
+        return {"line": self.data.decode("utf-8")}
 
 
 _PROJECTS: dict[str, dict[str, Any] | None] = {}
@@ -265,9 +294,9 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     if content:
         out["content"] = content
     if with_raw:
-        out["raw"] = raw_line(line.data)
+        out["raw"] = raw_line(line.data, line.json)
     return out
 
 
-__all__ = ["NOT_JSON", "ParseStats", "Parser", "SourceLine", "build_event", "c", "event_id_for", "merge_key",
+__all__ = ["NOT_JSON", "ParseStats", "Parser", "RawLine", "SourceLine", "build_event", "c", "event_id_for", "merge_key",
            "raw_line", "text_digest"]

@@ -219,6 +219,18 @@ def _document(parser: Parser, path: str, size: int) -> Any:
         return None
 
 
+_INEXACT: Final = object()
+
+
+def _parse_exact(data: bytes) -> Any:
+    """``data`` parsed as JSON as it is; None for a blank line; :data:`_INEXACT`
+    when that fails (:func:`parse_json` then tries harder)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None if not data.strip() else _INEXACT
+
+
 def parse_json(data: bytes) -> Any:
     """A line as JSON: None for a blank line, :data:`NOT_JSON` when it is not JSON
     (undecodable bytes are replaced before a second try)."""
@@ -484,7 +496,11 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
                                      f"line longer than {MAX_LINE >> 20} MiB skipped")
                 continue
             report.lines += 1
-            record = parse_json(line.data)
+            record = _parse_exact(line.data)
+            if record is _INEXACT:
+                record = parse_json(line.data)
+            elif not line.data.isascii():
+                line = line._replace(json=True)  # its raw text can be written without decoding it
             if record is None:
                 continue
             out.add(report, parser.feed(line, record))
