@@ -160,3 +160,58 @@ def test_attemptdb_needs_a_file(agentlog_home: Path) -> None:
 
     r = CliRunner().invoke(cli, ["import", "attemptdb"])
     assert r.exit_code == 2 and "name the file" in r.output
+
+
+SESSION = "454a41e5-90f7-5286-b08b-ea2d1f7f806b"  # attemptdb's SessionId for (claude_code, abc), its test vector
+
+
+def test_attemptdb_session_and_event_retractions_become_ours_and_apply(agentlog_home: Path, tmp_path: Path) -> None:
+    from agentlog.project.ids import derive
+    from agentlog.query.engine import open_current
+
+    assert derive("session", "claude_code", "abc") == SESSION  # the same derivation: the ids name the same session
+    meta = {"provider": "attemptdb", "provider_event_name": "Retraction", "kind": "retraction"}
+    rows = [
+        _attemptdb_event(1, "prompt_submitted", provider_event_name="UserPromptSubmit",
+                         content={"prompt": "fix the button"}),
+        _attemptdb_event(2, "tool_call_failed", tool={"name": "Bash", "category": "shell", "call_id": "toolu_1"},
+                         outcome={"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
+        _attemptdb_event(3, **meta, attrs={"target_type": "event", "target": "ev_0190a8f0-0000-7000-8000-000000000002",
+                                           "reason": "test", "note_chars": 9}, content={"note": "a dry run"}),
+        _attemptdb_event(4, **meta, attrs={"target_type": "session", "target": f"ses_{SESSION}",
+                                           "reason": "benchmark"}),
+        # positional ids (attempt, turn) and short ids are not translated
+        _attemptdb_event(5, **meta, attrs={"target_type": "attempt", "reason": "duplicate",
+                                           "target": "att_" + derive("attempt", SESSION, "1", "0")}),
+        _attemptdb_event(6, "correction", provider="attemptdb", provider_event_name="Correction",
+                         attrs={"correction_type": "attempt_outcome", "outcome": "succeeded",
+                                "target": "att_" + derive("attempt", SESSION, "1", "0")}),
+        _attemptdb_event(7, **meta, attrs={"target_type": "session", "target": f"ses_{SESSION[:8]}", "reason": "test"}),
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    report = import_paths(str(agentlog_home), ["attemptdb"], [str(path)])
+    assert report.totals()["events"] == 7 and report.totals()["problems"] == 0
+    events = {e["event_id"]: e for e in _log_events(agentlog_home)}
+    ev_retraction, ses_retraction = events[rows[2]["event_id"]], events[rows[3]["event_id"]]
+    for e in (ev_retraction, ses_retraction):
+        assert (e["kind"], e["provider"], e["provider_session_id"], e["provider_event_name"]) == \
+            ("retraction", "agentlog", "meta", "Retraction")
+        assert e["attrs"]["attemptdb_kind"] == "retraction" and e["attrs"]["reconstructed"] is True
+    assert ev_retraction["attrs"]["target"] == "ev_0190a8f0-0000-7000-8000-000000000002"
+    assert ev_retraction["attrs"]["note_chars"] == 9 and ev_retraction["content"] == {"note": "a dry run"}
+    assert (ses_retraction["attrs"]["target_type"], ses_retraction["attrs"]["reason"]) == ("session", "benchmark")
+    for r in rows[4:]:
+        kept = events[r["event_id"]]
+        assert kept["kind"] == "unknown" and kept["attrs"]["attemptdb_kind"] == r["kind"]
+    # the projection applies them: the event and the session are retracted
+    engine, _ = open_current(str(agentlog_home))
+    with engine:
+        got = engine.run("SELECT target_type, target, matched FROM retractions ORDER BY target_type")
+        sessions = engine.run("SELECT provider, retracted FROM sessions WHERE session_id = ?", [SESSION])
+    assert [tuple(r) for r in got.rows] == [("event", "0190a8f0-0000-7000-8000-000000000002", True),
+                                             ("session", SESSION, True)]
+    assert [tuple(r) for r in sessions.rows] == [("claude_code", True)]
+    # importing again adds nothing
+    (agentlog_home / "state" / "import.json").unlink()
+    assert import_paths(str(agentlog_home), ["attemptdb"], [str(path)]).totals()["events"] == 0

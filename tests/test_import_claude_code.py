@@ -405,3 +405,44 @@ def test_secrets_in_a_transcript_reach_no_file(agentlog_home: Path, tmp_path: Pa
     logged = _log_events(agentlog_home)
     assert sum(e["attrs"].get("redactions", 0) for e in logged) >= 5
     assert any("[REDACTED:github_token]" in json.dumps(e.get("content")) for e in logged)
+
+
+def test_non_ascii_lines_keep_their_text_in_raw_and_their_secrets_redacted(agentlog_home: Path, tmp_path: Path) -> None:
+    """A line that is not ASCII has its raw text written without being decoded
+    (``base.RawLine``): byte for byte the text, quotes and backslashes escaped as
+    orjson escapes them; one the gate flags is redacted like any other."""
+    gh = "ghp_" + "R" * 36
+    sid = "s-utf8"
+
+    def line(i: int, text: str, sep: str = "") -> bytes:
+        rec = {"type": "user", "sessionId": sid, "uuid": f"u{i}", "timestamp": f"2026-11-01T10:00:0{i}Z",
+               "cwd": str(tmp_path), "message": {"role": "user", "content": text}}
+        return json.dumps(rec, ensure_ascii=False).replace(", ", "," + sep, 1).encode() + b"\n"
+
+    texts = ['café "quoted" \\ back\\slash ✓ 😀', f"déjà vu: use {gh} now", "tab ünd carriage"]
+    path = tmp_path / "projects" / "-work-u" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True)
+    body = line(1, texts[0]) + line(2, texts[1]) + line(3, texts[2], sep="\t")
+    path.write_bytes(body)
+    assert import_paths(str(agentlog_home), ["claude-code"], [str(path)]).totals()["events"] == 3
+    logged = {e["attrs"]["source_line"]: e for e in _log_events(agentlog_home)}
+    originals = body.decode("utf-8").splitlines()
+    assert logged[1]["raw"] == {"line": originals[0]} and logged[3]["raw"] == {"line": originals[2]}
+    assert gh not in json.dumps(logged[2]) and "[REDACTED:github_token]" in logged[2]["raw"]["line"]
+    assert logged[2]["raw"]["line"].startswith('{"type": "user"') and "déjà vu" in logged[2]["raw"]["line"]
+    for dirpath, _dirs, names in os.walk(agentlog_home):
+        for name in names:
+            assert gh.encode() not in (Path(dirpath) / name).read_bytes(), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_raw_line_written_without_decoding_is_what_orjson_writes(text: str) -> None:
+    import orjson
+
+    from agentlog.importer.base import raw_line
+
+    data = orjson.dumps({"text": text, "n": [1, "\\\"x"]})  # a line that parses as JSON as it is
+    raw = raw_line(data, parsed=True)
+    assert orjson.dumps({"raw": raw}) == orjson.dumps({"raw": {"line": data.decode("utf-8")}})
+    assert raw_line(data) == {"line": data.decode("utf-8")}

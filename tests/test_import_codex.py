@@ -449,3 +449,51 @@ def test_random_shapes_never_raise(lines: list[tuple[str, str, dict[str, Any], b
 def test_non_absolute_cwd_gets_no_project(cwd: str) -> None:
     _, events = parse(jsonl(line("session_meta", {"id": "s", "cwd": cwd})))
     assert "project" not in events[0] and events[0]["attrs"]["cwd"] == cwd
+
+
+# -- event_msg item_completed ------------------------------------------------------------
+# The shape, from the Codex source (openai/codex, codex-rs/protocol/src/protocol.rs and
+# items.rs): ``EventMsg::ItemCompleted(ItemCompletedEvent { thread_id, turn_id, item })``,
+# ``item`` a ``TurnItem`` tagged by ``type`` with the variant's name (``Plan`` is
+# ``PlanItem { id, text }``, ``AgentMessage`` is ``{ id, content: [{type: Text, text}] }`` …);
+# a rollout line wraps it as ``{"timestamp", "type": "event_msg", "payload": {"type":
+# "item_completed", …}}``. Codex's rollout policy (core/src/rollout/policy.rs) writes it
+# only for a Plan: the other items are the response items and legacy events already there.
+
+ITEMS = jsonl(
+    line("session_meta", {"id": "s-9", "cwd": "/nonexistent/p", "cli_version": "0.77.0"}),
+    line("turn_context", {"turn_id": "t-9", "cwd": "/nonexistent/p", "model": "gpt-5.2-codex"}),
+    line("event_msg", {"type": "user_message", "message": "plan the refactor"}),
+    line("response_item", {"type": "message", "role": "assistant", "id": "msg_9",
+                           "content": [{"type": "output_text", "text": "Here is the plan."}]}),
+    line("event_msg", {"type": "agent_message", "message": "Here is the plan."}),
+    line("event_msg", {"type": "item_completed", "thread_id": "s-9", "turn_id": "t-9",
+                       "item": {"type": "AgentMessage", "id": "msg_9",
+                                "content": [{"type": "Text", "text": "Here is the plan."}]}}),
+    line("event_msg", {"type": "item_completed", "thread_id": "s-9", "turn_id": "t-9",
+                       "item": {"type": "Plan", "id": "plan-1", "text": "1. split run.py\n2. test it"}}),
+    line("event_msg", {"type": "item_completed", "thread_id": "s-9", "turn_id": "t-9",
+                       "item": {"type": "Plan", "id": "plan-1", "text": "1. split run.py\n2. test it"}}),
+    line("event_msg", {"type": "item_completed", "thread_id": "s-9", "turn_id": "t-9",
+                       "item": {"type": "Hologram", "id": "h-1"}}),
+    line("event_msg", {"type": "item_completed", "thread_id": "s-9", "turn_id": "t-9", "item": "Plan"}),
+)
+
+
+def test_item_completed_plan_is_a_notification_and_mirrored_items_are_not_counted_twice() -> None:
+    parser, events = parse(ITEMS)
+    assert_valid([e for e in events if e["attrs"]["source_line"] != 8])  # line 8 repeats line 7
+    by_line = {e["attrs"]["source_line"]: e for e in events}
+    # the assistant's text once (its response item and event), not a third time from item_completed
+    assert [e["kind"] for e in events if e["kind"] == "agent_message"] == ["agent_message"]
+    assert 6 not in by_line
+    plan = by_line[7]
+    assert plan["kind"] == "notification" and plan["attrs"]["notification_type"] == "plan"
+    assert plan["content"]["message"] == "1. split run.py\n2. test it"
+    assert plan["provider_event_name"] == "rollout:event_msg:item_completed:Plan"
+    assert plan["attrs"]["merge_key"].endswith("\x1fplan:plan-1") and plan["provider_turn_id"] == "t-9"
+    # the same plan written twice is one event (same id)
+    assert by_line[8]["event_id"] == plan["event_id"]
+    assert by_line[9]["kind"] == "unknown" and by_line[9]["attrs"]["payload_type"] == "item_completed:Hologram"
+    assert parser.stats.unknown == {("0.77.0", "event_msg:item_completed:Hologram"): 1}
+    assert [p[1:] for p in parser.stats.problems] == [(10, "item_completed: item without a type")]

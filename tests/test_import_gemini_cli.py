@@ -398,3 +398,33 @@ def test_a_single_document_chat_imports_through_the_runner(tmp_path: Path) -> No
     assert f.problem_count == 0 and f.lines == 1
     assert f.events == 4  # session start, prompt, message, its usage
     assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
+
+
+def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
+    """The rule (docs/import.md, "Gemini CLI: a message written again"): across
+    imports, an agent message written again with the same id and time keeps the
+    version imported first; new token counts are a new usage event (the usage view
+    keeps the last); a call's completion is recorded when it comes."""
+    from agentlog.importer.run import import_paths
+    from import_support import log_events
+
+    chats = tmp_path / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    chat = chats / "session-2026-01-02T03-04-s1.jsonl"
+    running = call("c1", "run_shell_command", {"command": "ls"}, status="executing", output=None)
+    chat.write_bytes(jsonl(META, user("u1", "list the files"), gemini("g1", "Listing", calls=[running])))
+    root = tmp_path / "home"
+    first = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    assert first.totals()["events"] == 5  # session start, prompt, message, call started, usage
+    done = call("c1", "run_shell_command", {"command": "ls"})
+    with chat.open("ab") as fh:  # Gemini writes the message again: more text, the call finished, new counts
+        fh.write(jsonl(gemini("g1", "Listing the files: a b", calls=[done],
+                              tokens={"input": 10, "output": 9, "cached": 0, "total": 19})))
+    again = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    events = log_events(root)
+    messages = [e for e in events if e["kind"] == "agent_message"]
+    assert [m["content"]["message"] for m in messages] == ["Listing"]  # the first version stays
+    assert [e["kind"] for e in events if e["kind"].startswith("tool_call")] == ["tool_call_started",
+                                                                                 "tool_call_finished"]
+    assert [e["attrs"]["output_tokens"] for e in events if e["kind"] == "usage"] == [2, 9]
+    assert again.totals()["events"] == 2 and again.totals()["duplicates"] == 2

@@ -55,12 +55,16 @@ def might_hold_secrets(texts: Sequence[str] | Sequence[bytes]) -> list[bool]:
     run the redactor."""
     if not texts:
         return []
+    if isinstance(texts[0], bytes):
+        flags = [False] * len(texts)
+        for i in _gate([(t, 0) for t in texts]):  # type: ignore[misc]
+            flags[i] = True
+        return flags
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-    binary = isinstance(texts[0], bytes)
     try:
-        array = pa.array(texts, pa.large_binary() if binary else pa.large_string())
+        array = pa.array(texts, pa.large_string())
     except (UnicodeEncodeError, pa.ArrowInvalid, pa.ArrowTypeError):
         # a lone surrogate somewhere: run the redactor on those, gate the others
         flags = [True] * len(texts)
@@ -71,6 +75,30 @@ def might_hold_secrets(texts: Sequence[str] | Sequence[bytes]) -> list[bool]:
     return [bool(x) for x in pc.match_substring_regex(array, PATTERN).to_pylist()]
 
 
+def _gate(parts: Sequence[tuple[bytes, int]]) -> list[int]:
+    """The indices of the texts ``blob[start:]`` of ``parts`` that :data:`PATTERN`
+    matches. The texts are copied once, side by side, into the one buffer the
+    Arrow array reads (no slice of a blob is made, nor a Python object per text
+    on the way back)."""
+    import array
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = array.array("q", [0])
+    end = 0
+    for blob, start in parts:
+        end += len(blob) - start
+        offsets.append(end)
+    data = b"".join([memoryview(blob)[start:] if start else blob for blob, start in parts])
+    texts = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(parts),
+                                             [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    hits = pc.match_substring_regex(texts, PATTERN)
+    if not pc.any(hits).as_py():
+        return []
+    return pc.indices_nonzero(hits).to_pylist()  # type: ignore[no-any-return]
+
+
 def _encodable(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -79,17 +107,19 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _redactable_part(ev: dict[str, Any], blob: bytes, marks: list[tuple[str, bytes]]) -> bytes | None:
-    """The end of ``blob`` (``ev`` serialised) that holds all of its ``fields`` (see
-    :func:`redact_serialized`), or None when they hold nothing the redactor could change."""
+def _redactable_start(ev: dict[str, Any], blob: bytes, marks: list[tuple[str, bytes]]) -> int:
+    """Where the end of ``blob`` (``ev`` serialised) that holds all of its ``fields``
+    starts (see :func:`redact_serialized`); -1 when they hold nothing the redactor
+    could change."""
     start = len(blob)
     for field, mark in marks:
         if ev.get(field):
             at = blob.find(mark)
             if at < 0 or blob.startswith(mark[1:], 1):  # the field is the first key: read it all
-                return blob
-            start = min(start, at)
-    return blob[start:] if start < len(blob) else None
+                return 0
+            if at < start:
+                start = at
+    return start if start < len(blob) else -1
 
 
 def redact_serialized(events: list[dict[str, Any]], fields: tuple[str, ...] = ("content", "raw")) -> list[bytes]:
@@ -123,27 +153,33 @@ def redact_serialized(events: list[dict[str, Any]], fields: tuple[str, ...] = ("
     marks = [(field, b"," + orjson.dumps(field) + b":") for field in fields]
     blobs: list[bytes] = []
     unsure: list[int] = []
-    texts: list[bytes] = []
+    parts: list[tuple[bytes, int]] = []
     gated: list[int] = []
+    dumps = orjson.dumps
     for i, ev in enumerate(events):
         try:
-            blob = orjson.dumps(ev)
+            blob = dumps(ev)
         except TypeError:
             blobs.append(b"")
             unsure.append(i)
             continue
         blobs.append(blob)
-        part = _redactable_part(ev, blob, marks)
-        if part is not None:
-            texts.append(part)
+        start = _redactable_start(ev, blob, marks)
+        if start >= 0:
+            parts.append((blob, start))
             gated.append(i)
     flagged = set(unsure)
-    flagged.update(i for i, f in zip(gated, might_hold_secrets(texts), strict=True) if f)
+    if parts:
+        flagged.update(gated[j] for j in _gate(parts))
     for i in sorted(flagged):
         ev = events[i]
         attrs = ev.get("attrs")
         if not isinstance(attrs, dict):
             attrs = ev["attrs"] = {}
+        for field in fields:  # a value given already serialised (importer.base.RawLine): its plain form
+            plain = getattr(ev.get(field), "plain", None)
+            if callable(plain):
+                ev[field] = plain()
         for field, clean in zip(fields, redact_into(attrs, *(ev.get(f) for f in fields)), strict=True):
             if clean is not None:
                 ev[field] = clean

@@ -7,9 +7,27 @@ from each PortablePath's ``repo_relative`` else ``original``; ``repo_remote``
 → ``project.remote``; capture modes other than ``metadata_only`` → ``full``).
 The event keeps its id (so importing twice, or an event also in our log, is
 one event); attemptdb's own ids (``session_id``, ``device_id``,
-``source_seq``, ``hlc``) go to ``attrs.attemptdb``. Its corrections and
-retractions name targets by attemptdb's derived ids, which are not ours: they
-are kept as ``unknown`` events (``attrs.attemptdb_kind``), not applied.
+``source_seq``, ``hlc``) go to ``attrs.attemptdb``.
+
+Its corrections and retractions name their targets by attemptdb's display ids
+(``reference/attemptdb.md`` §3.3, §3.6), derived as our projection derives
+its own (same namespace and names, ``project/ids.py``):
+
+- a **retraction of a session** (``ses_…``: derived from the provider and the
+  provider's session id, both kept) or **of an event** (``ev_…``: the event
+  keeps its id) names the same thing here, so it becomes our retraction
+  (provider ``agentlog``, session ``meta``, as ``agentlog retract`` writes it;
+  attemptdb's id kept) and the projection applies it;
+- a **correction** (its target an attempt ``att_…`` or a turn ``trn_…``) and a
+  **retraction of an attempt** are kept as ``unknown`` events
+  (``attrs.attemptdb_kind``) and not applied: attempt and turn ids are
+  positional (the session, the turn's index, the attempt's index in it), so the
+  same id names the attempt at that position in *our* projection — the same
+  one only if our turn and attempt segmentation of the same events agrees with
+  attemptdb's projector version, which nothing here can check (and our session
+  may hold events attemptdb did not see: hooks, transcripts). Applied to the
+  wrong attempt it would silently rewrite another outcome. A target given by
+  a short id (``ses_1234abcd``) is kept the same way (it names nothing for sure).
 
 **nd7** (``agentlog import nd7 DIR``: ``<state>/sessions/<id>/events.ndjson``,
 ``shared/reference/nd7.md`` §3): every frame's BLAKE3 seal and its link to the
@@ -71,18 +89,15 @@ class AttemptdbParser(Parser):
 
         kind = str(r["kind"])
         attrs: dict[str, Any] = dict(r.get("attrs") or {})
+        if kind == "retraction" and _translatable(attrs):
+            return self._retraction(line, r, attrs)
         if kind in _META_KINDS or kind not in EVENT_KINDS:
             attrs["attemptdb_kind"] = kind
             if kind not in EVENT_KINDS:
                 self.stats.unknown_record(str(r.get("adapter_version") or ""), kind)
             kind = "unknown"
-        attrs["attemptdb"] = {k: r[k] for k in ("session_id", "device_id", "source_seq", "hlc", "span_id",
-                                                 "parent_span_id", "adapter_version", "hook_version")
-                              if r.get(k) not in (None, "", 0)}
-        attrs["reconstructed"] = True
-        attrs["reconstructed_from"] = self.source
-        attrs["source_file"] = line.path
-        attrs["source_line"] = line.lineno
+        self._provenance(attrs, line, r, ("session_id", "device_id", "source_seq", "hlc", "span_id",
+                                           "parent_span_id", "adapter_version", "hook_version"))
         observed = int(r["observed_at"])
         ev: dict[str, Any] = {
             "event_id": str(r["event_id"]),
@@ -137,6 +152,60 @@ class AttemptdbParser(Parser):
                 ev["content"] = r["content"]
             ev["raw"] = raw_line(line.data)
         return {k: ev[k] for k in _WIRE_KEYS if k in ev}
+
+
+    def _provenance(self, attrs: dict[str, Any], line: SourceLine, r: dict[str, Any], keys: tuple[str, ...]) -> None:
+        """attemptdb's own ids (``keys`` of the record) and where the event was read."""
+        attrs["attemptdb"] = {k: r[k] for k in keys if r.get(k) not in (None, "", 0)}
+        attrs["reconstructed"] = True
+        attrs["reconstructed_from"] = self.source
+        attrs["source_file"] = line.path
+        attrs["source_line"] = line.lineno
+
+    def _retraction(self, line: SourceLine, r: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+        """attemptdb's retraction of a session or an event as ours (what ``agentlog
+        retract`` writes: provider ``agentlog``, session ``meta``), keeping its id.
+        The target stays as it is: attemptdb derives a session id from the provider and
+        the provider's session id exactly as our projection does (``project/ids.py``),
+        and an imported event keeps attemptdb's id, so ``ses_…``/``ev_…`` names the
+        same session or event here."""
+        from ..project.meta_events import META_PROVIDER, META_SESSION, REASONS
+
+        reason = theirs.get("reason")
+        attrs: dict[str, Any] = {"target_type": theirs["target_type"], "target": theirs["target"],
+                                 "reason": reason if reason in REASONS else "other"}
+        if isinstance(theirs.get("note_chars"), int):
+            attrs["note_chars"] = theirs["note_chars"]
+        attrs["attemptdb_kind"] = "retraction"
+        self._provenance(attrs, line, r, ("session_id", "device_id", "source_seq", "hlc", "provider",
+                                           "provider_session_id", "adapter_version"))
+        observed = int(r["observed_at"])
+        ev: dict[str, Any] = {
+            "event_id": str(r["event_id"]), "schema_version": 1, "kind": "retraction", "provider": META_PROVIDER,
+            "provider_event_name": "Retraction", "observed_at": observed,
+            "captured_at": int(r.get("captured_at") or observed),
+            "capture_mode": _MODES.get(str(r.get("capture_mode")), "full"), "agentlog_version": __version__,
+            "provider_session_id": META_SESSION, "attrs": attrs,
+        }
+        if ev["capture_mode"] == "full":
+            content = r.get("content")
+            if isinstance(content, dict) and isinstance(content.get("note"), str):
+                ev["content"] = {"note": content["note"]}
+            ev["raw"] = raw_line(line.data)
+        return ev
+
+
+#: a whole display id of a session or an event (a short one names nothing for sure)
+_WHOLE_TARGET: Final = re.compile(r"(ses|ev)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _translatable(attrs: dict[str, Any]) -> bool:
+    """A retraction whose target means the same here: a session or an event named by
+    its whole id (attempts are not: see the module docstring)."""
+    target = attrs.get("target")
+    tt = attrs.get("target_type")
+    return isinstance(target, str) and tt in ("session", "event") and _WHOLE_TARGET.fullmatch(target) is not None \
+        and target.startswith("ses_" if tt == "session" else "ev_")
 
 
 def split_sealed(line: bytes) -> tuple[bytes, str] | None:

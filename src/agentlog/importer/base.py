@@ -29,10 +29,13 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
+
+import orjson
 
 from .. import __version__
 from ..capture.adapters import common as c
+from ..capture.project import attach_project
 
 #: problems a parser reports per file, at most
 MAX_PROBLEMS: Final = 200
@@ -40,9 +43,8 @@ MAX_PROBLEMS: Final = 200
 MAX_CARRIED: Final = 2000
 
 
-@dataclass(frozen=True)
-class SourceLine:
-    """One line of a transcript file."""
+class SourceLine(NamedTuple):
+    """One line of a transcript file (a named tuple: one is made per line read)."""
 
     path: str
     lineno: int
@@ -51,6 +53,9 @@ class SourceLine:
     """Byte offset of the line's first byte."""
     data: bytes
     """The line without its newline."""
+    json: bool = False
+    """``data`` parsed as JSON as it is (the runner says so): valid UTF-8, and no
+    control character but the blanks JSON allows between tokens."""
 
 
 @dataclass
@@ -151,13 +156,18 @@ def event_id_for(*parts: Any, at_us: int) -> str:
     """A deterministic UUIDv7-shaped id: the millisecond of ``at_us`` and 74 bits of
     a hash of ``parts``. The same record imported twice, from any copy of the
     file, gets the same id."""
-    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass"), digest_size=10).digest()
-    rand = int.from_bytes(h, "big")
-    ms = max(0, at_us) // 1000
-    value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | (0x7 << 76) | (((rand >> 64) & 0x0FFF) << 64) | (0b10 << 62) \
-        | (rand & 0x3FFF_FFFF_FFFF_FFFF)
-    s = f"{value:032x}"
-    return f"{s[:8]}-{s[8:12]}-{s[12:16]}-{s[16:20]}-{s[20:]}"
+    b2 = _BLAKE2B_10.copy()  # a copy of a fresh state: cheaper than making one (its parameters parsed)
+    b2.update("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass"))
+    h = b2.hexdigest()  # 80 bits: 20 hex digits
+    ms = f"{(max(0, at_us) // 1000) & 0xFFFF_FFFF_FFFF:012x}"
+    # 48 bits of milliseconds, version 7, 12 bits of the hash (its first 16 less the top 4),
+    # variant 0b10 over the top 2 of its last 64 bits, the other 62
+    return f"{ms[:8]}-{ms[8:]}-7{h[1:4]}-{_VARIANT[h[4]]}{h[5:8]}-{h[8:]}"
+
+
+_BLAKE2B_10: Final = hashlib.blake2b(digest_size=10)
+#: a hex digit with its top two bits made ``10``
+_VARIANT: Final = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
 
 
 def merge_key(provider: str, session_id: str | None, kind: str, item: str | None) -> str:
@@ -173,14 +183,40 @@ def text_digest(text: str) -> str:
     return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def raw_line(data: bytes) -> dict[str, str]:
+def raw_line(data: bytes, parsed: bool = False) -> dict[str, Any]:
+    """``raw`` of a line: ``{"line": text}``, or ``{"line_b64": …}`` when it is not UTF-8.
+
+    ``parsed`` (the line parsed as JSON as it is): a line that is not ASCII and has
+    no tab or carriage return is given as a :class:`RawLine`, its text already
+    written as a JSON string — the bytes orjson would write for it, made without
+    decoding the line to a string and encoding it back."""
+    if parsed and not data.isascii() and b"\t" not in data and b"\r" not in data:
+        return RawLine(data)
     try:
         return {"line": data.decode("utf-8")}
     except UnicodeDecodeError:
         return {"line_b64": base64.b64encode(data).decode("ascii")}
 
 
+class RawLine(dict):  # type: ignore[type-arg]
+    """``{"line": <the line's JSON string>}`` for orjson (an ``orjson.Fragment``),
+    made from a valid UTF-8 line without control characters: in JSON text only
+    ``\\`` and ``"`` then need escaping, as orjson escapes them. :meth:`plain` is
+    the ordinary form, for anything that reads the text (the redactor)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(line=orjson.Fragment(b'"' + data.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'))
+        self.data = data
+
+    def plain(self) -> dict[str, str]:
+        return {"line": self.data.decode("utf-8")}
+
+
 _PROJECTS: dict[str, dict[str, Any] | None] = {}
+#: the optional wire keys after the session's (common.WIRE_OPTIONAL) that an event's partial form gives
+_FROM_PARTIAL: Final = c.WIRE_OPTIONAL[3:]
 
 
 def _project(cwd: str) -> dict[str, Any] | None:
@@ -213,27 +249,32 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     here: the runner redacts each batch before anything is written
     (:func:`agentlog.capture.secret_gate.redact_events`, which runs the
     redactor only where a batch pre-check says it could find something)."""
-    from ..capture.project import attach_project
-
     kind = str(partial.get("kind") or "unknown")
-    key = merge_key(parser.provider, session_id, kind, item)
+    provider = parser.provider
+    key = "\x1f".join((provider, session_id or "", kind, item or ""))  # merge_key()
     out: dict[str, Any] = {
-        "event_id": event_id_for(parser.source, key, line.lineno if item is None else "", index if item is None else "",
-                                 at_us=observed_at),
+        "event_id": event_id_for(parser.source, key, line.lineno, index, at_us=observed_at) if item is None
+        else event_id_for(parser.source, key, "", "", at_us=observed_at),
         "schema_version": 1,
         "kind": kind,
-        "provider": parser.provider,
+        "provider": provider,
         "provider_event_name": str(partial.get("provider_event_name") or ""),
         "observed_at": observed_at,
         "captured_at": captured_at if captured_at is not None else observed_at,
         "capture_mode": "full",
         "agentlog_version": __version__,
     }
-    c.put_optional(out, {
-        "provider_version": version, "provider_session_id": session_id, "provider_turn_id": turn_id,
-        "agent": partial.get("agent"), "tool": partial.get("tool"), "paths": partial.get("paths"),
-        "outcome": partial.get("outcome"), "duration_ms": partial.get("duration_ms"),
-    })
+    # the optional wire keys in their order (as common.put_optional puts them)
+    if version is not None:
+        out["provider_version"] = version
+    if session_id is not None:
+        out["provider_session_id"] = session_id
+    if turn_id is not None:
+        out["provider_turn_id"] = turn_id
+    for name in _FROM_PARTIAL:
+        value = partial.get(name)
+        if value is not None and value != [] and value != {}:
+            out[name] = value
     if cwd:
         project = _project(cwd)
         attach_project(out, dict(project) if project is not None else None, cwd)
@@ -253,9 +294,9 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     if content:
         out["content"] = content
     if with_raw:
-        out["raw"] = raw_line(line.data)
+        out["raw"] = raw_line(line.data, line.json)
     return out
 
 
-__all__ = ["NOT_JSON", "ParseStats", "Parser", "SourceLine", "build_event", "c", "event_id_for", "merge_key",
+__all__ = ["NOT_JSON", "ParseStats", "Parser", "RawLine", "SourceLine", "build_event", "c", "event_id_for", "merge_key",
            "raw_line", "text_digest"]

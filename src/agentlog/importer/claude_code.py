@@ -99,7 +99,9 @@ class ClaudeCodeParser(Parser):
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         super().__init__(path, session_hint)
-        self.calls: dict[str, tuple[str, Any]] = {}
+        # tool-use id → (name, input, the facts of the input: see _input_facts); a resumed import
+        # carries (name, input) only
+        self.calls: dict[str, Any] = {}
         self.nested_seen: set[str] = set()
         self.file_agent = None
         stem = path.rsplit("/", 1)[-1]
@@ -180,10 +182,32 @@ class ClaudeCodeParser(Parser):
                 attrs["is_subagent"] = True
         # the counts are part of the item: a response imported while it was still being
         # written, then again complete, gives two events; the usage table keeps the last
-        item = ":".join(str(attrs[k]) for k in ("message_id", "input_tokens", "output_tokens", "cache_read_tokens",
-                                                "cache_write_tokens"))
+        item = (f"{attrs['message_id']}:{attrs['input_tokens']}:{attrs['output_tokens']}:{attrs['cache_read_tokens']}:"
+                f"{attrs['cache_write_tokens']}")
         return [build_event(self, c.finish(ev), line, session_id=session, observed_at=at, item=item,
                             version=version, cwd=cwd)]
+
+
+#: what :func:`common.input_facts` added to an event: its attrs, content and paths
+Facts = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...], tuple[str, ...]]
+
+
+def _input_facts(ev: dict[str, Any], name: str, tid: str, tool_input: Any, facts: Facts | None) -> Facts | None:
+    """``tool`` and the input's facts (:func:`common.input_facts`) on a new event ``ev``
+    of a call; returns what the facts added. ``facts`` — what the call's
+    ``tool_use`` got — is put as is on its result's event instead of being worked
+    out again from the same input: both events start alike (a named tool, nothing
+    else), so the keys come in the same order."""
+    category = c.set_tool(ev, name, tid) or "other"
+    attrs, content, paths = ev["attrs"], ev["content"], ev["paths"]
+    fresh = not attrs and not content and not paths
+    if facts is not None and fresh:
+        attrs.update(facts[0])
+        content.update(facts[1])
+        paths.extend(facts[2])
+        return facts
+    c.input_facts(ev, tool_input, category, name)
+    return (tuple(attrs.items()), tuple(content.items()), tuple(paths)) if fresh else None
 
 
 class _Context:
@@ -276,28 +300,26 @@ class _Context:
     def _result(self, block: dict[str, Any]) -> dict[str, Any]:
         tid = c.text(block.get("tool_use_id")) or ""
         known = self.p.calls.pop(tid, None)
-        name, tool_input = known if known is not None else ("unknown", None)
+        name, tool_input = (known[0], known[1]) if known is not None else ("unknown", None)
+        facts = known[2] if known is not None and len(known) > 2 else None
         text = _block_text(block.get("content"))
         result = self.rec.get("toolUseResult")
         if block.get("is_error") is True:
             if text.startswith(REJECTED):
                 ev = c.new_event("permission_denied", "transcript:tool_result")
-                category = c.set_tool(ev, name, tid) or "other"
-                c.input_facts(ev, tool_input, category, name)
+                _input_facts(ev, name, tid, tool_input, facts)
                 ev["outcome"] = {"status": "denied"}
                 ev["content"]["reason"] = text
             else:
                 ev = c.new_event("tool_call_failed", "transcript:tool_result")
-                category = c.set_tool(ev, name, tid) or "other"
-                c.input_facts(ev, tool_input, category, name)
+                _input_facts(ev, name, tid, tool_input, facts)
                 err = text
                 if err.startswith("<tool_use_error>") and err.endswith("</tool_use_error>"):
                     err = err[len("<tool_use_error>"):-len("</tool_use_error>")]
                 c.set_failure(ev, err)
         else:
             ev = c.new_event("tool_call_finished", "transcript:tool_result")
-            category = c.set_tool(ev, name, tid) or "other"
-            c.input_facts(ev, tool_input, category, name)
+            _input_facts(ev, name, tid, tool_input, facts)
             c.set_tool_output(ev, result if result is not None else text)
             code = c.response_exit_code(result)
             ev["outcome"] = {"status": "success"}
@@ -346,10 +368,8 @@ class _Context:
                 tool_input = block.get("input")
                 if len(self.p.calls) >= MAX_OPEN_CALLS:
                     self.p.calls.pop(next(iter(self.p.calls)))
-                self.p.calls[tid] = (name, tool_input)
                 ev = c.new_event("tool_call_started", "transcript:tool_use")
-                category = c.set_tool(ev, name, tid) or "other"
-                c.input_facts(ev, tool_input, category, name)
+                self.p.calls[tid] = (name, tool_input, _input_facts(ev, name, tid, tool_input, None))
                 out.append(self.emit(ev, tid or None))
             elif kind == "text":
                 raw_text = block.get("text")

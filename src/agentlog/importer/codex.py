@@ -31,6 +31,11 @@ line (modern: ``type`` / ``payload.type``)            event
 ``event_msg`` ``token_count``                         ``usage`` (the response's counts)
 ``compacted``, ``event_msg`` ``context_compacted``    one ``compaction_finished`` (paired)
 ``thread_rolled_back``, review mode, ``error`` …      ``notification``
+``event_msg`` ``item_completed``, item ``Plan``       ``notification`` (``notification_type`` plan,
+                                                      the plan's text); items that mirror other
+                                                      lines (messages, reasoning, tool calls …):
+                                                      nothing (counted); other item types:
+                                                      ``unknown``
 ``reasoning``, ``ghost_snapshot``, ``compaction``     nothing (counted)
 items, ``agent_reasoning*``, state markers
 anything else                                         ``unknown`` (``attrs.record_type``), counted
@@ -68,6 +73,11 @@ _SHELL_TOOLS: Final = frozenset(("shell_command",))
 _SKIPPED_ITEMS: Final = frozenset(("reasoning", "ghost_snapshot", "compaction"))
 _SKIPPED_EVENTS: Final = frozenset(("agent_reasoning", "agent_reasoning_raw_content",
                                     "agent_reasoning_section_break"))
+#: completed turn items whose content the rollout's other lines already give
+_MIRRORED_ITEMS: Final = frozenset(("UserMessage", "HookPrompt", "AgentMessage", "Reasoning", "CommandExecution",
+                                    "DynamicToolCall", "CollabAgentToolCall", "SubAgentActivity", "WebSearch",
+                                    "ImageView", "ImageGeneration", "FileChange", "McpToolCall",
+                                    "ContextCompaction"))
 _NOTIFY_EVENTS: Final = frozenset(("thread_rolled_back", "entered_review_mode", "exited_review_mode",
                                    "undo_completed", "error", "warning", "stream_error"))
 _USAGE_KEYS: Final = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens",
@@ -316,7 +326,33 @@ class CodexParser(Parser):
             return [(ev, None)]
         if ptype in _SKIPPED_EVENTS:
             return []
+        if ptype == "item_completed":
+            return self._item_completed(line, p, name)
         return self._unknown(name, "event_msg", ptype)
+
+    def _item_completed(self, line: SourceLine, p: dict[str, Any], name: str) -> _Built:
+        """A completed turn item (``ItemCompletedEvent``: ``thread_id``, ``turn_id``, ``item``
+        tagged by its ``type``). Codex writes one to a rollout only for an item that no
+        other line gives — a ``Plan`` (the text of a proposed plan); the items it mirrors
+        (messages, reasoning, tool calls) come from the ``response_item`` and legacy
+        ``event_msg`` lines of the turn, so they give nothing here (counted)."""
+        item = p.get("item")
+        itype = item.get("type") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(itype, str) or not itype:
+            self.stats.problem(line, "item_completed: item without a type")
+            return []
+        if itype == "Plan":
+            ev = c.new_event("notification", f"{name}:Plan")
+            ev["attrs"]["notification_type"] = "plan"
+            text = item.get("text")
+            if isinstance(text, str):
+                ev["content"]["message"] = text
+                ev["attrs"]["message_chars"] = len(text)
+            item_id = c.text(item.get("id"))
+            return [(ev, f"plan:{item_id}" if item_id else None)]
+        if itype in _MIRRORED_ITEMS:
+            return []
+        return self._unknown(name, "event_msg", f"item_completed:{itype}")
 
     def _usage(self, p: dict[str, Any], name: str) -> _Built:
         """The running total kept in ``self.usage``; a ``usage`` event for the response

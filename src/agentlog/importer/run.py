@@ -219,6 +219,18 @@ def _document(parser: Parser, path: str, size: int) -> Any:
         return None
 
 
+_INEXACT: Final = object()
+
+
+def _parse_exact(data: bytes) -> Any:
+    """``data`` parsed as JSON as it is; None for a blank line; :data:`_INEXACT`
+    when that fails (:func:`parse_json` then tries harder)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None if not data.strip() else _INEXACT
+
+
 def parse_json(data: bytes) -> Any:
     """A line as JSON: None for a blank line, :data:`NOT_JSON` when it is not JSON
     (undecodable bytes are replaced before a second try)."""
@@ -288,6 +300,31 @@ class Known:
                 self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
         elif key:
             self.keys.add(key)
+
+    def take(self, ev: dict[str, Any], key: str | None) -> bool:
+        """:meth:`has` then, when it was not there, :meth:`add` (an imported event:
+        ``ev["attrs"]`` says ``reconstructed``); whether it was new."""
+        event_id = ev["event_id"]
+        if event_id in self.ids:
+            return False
+        timed = self._timed(ev, key)
+        if timed is not None:
+            times = self.times.get(timed, ())
+            if times:
+                if ev["attrs"].get("time_estimated") is True:
+                    return False  # a transcript without times (Cursor): the same text is enough
+                at = ev["observed_at"]
+                if any(abs(at - t) <= WINDOW_US for t in times):
+                    return False
+        elif key:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+        self.ids.add(str(event_id))
+        if timed is not None and ev["attrs"].get("reconstructed") is not True:
+            at = ev.get("observed_at")
+            self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
+        return True
 
     def has(self, ev: dict[str, Any], key: str | None) -> bool:
         if ev["event_id"] in self.ids:
@@ -393,11 +430,9 @@ class _Sink:
             for ev, blob, report in triples:
                 if session_id is not None and session_id not in report.sessions:
                     report.sessions.append(session_id)
-                key = ev["attrs"].get("merge_key") or hook_merge_key(ev)
-                if held.has(ev, key):
+                if not held.take(ev, ev["attrs"].get("merge_key") or hook_merge_key(ev)):
                     report.duplicates += 1
                     continue
-                held.add(ev, key)
                 report.events += 1
                 fresh.append(blob)
             if fresh and not self.dry_run:
@@ -461,7 +496,11 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
                                      f"line longer than {MAX_LINE >> 20} MiB skipped")
                 continue
             report.lines += 1
-            record = parse_json(line.data)
+            record = _parse_exact(line.data)
+            if record is _INEXACT:
+                record = parse_json(line.data)
+            elif not line.data.isascii():
+                line = line._replace(json=True)  # its raw text can be written without decoding it
             if record is None:
                 continue
             out.add(report, parser.feed(line, record))

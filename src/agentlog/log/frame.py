@@ -49,7 +49,7 @@ else:
             from hashlib import sha256
 
 __all__ = [
-    "sha256", "genesis", "seal", "parse_envelope", "parse_seq", "event_bytes", "FrameError",
+    "sha256", "genesis", "seal", "seal_parts", "parse_envelope", "parse_seq", "event_bytes", "FrameError",
     "PURGED_MARK", "is_purged", "parse_purged", "parse_any", "purged_line",
 ]
 
@@ -79,9 +79,18 @@ def seal(seq: int, prev: str, event_json: bytes, hasher: Any = None) -> tuple[by
 
     ``hasher`` is a SHA-256 constructor: bulk writers (an import) pass
     ``hashlib.sha256``, several times faster per byte than the built-in one."""
-    body = b"".join((PREFIX, prev.encode("ascii"), SEQ_MARK, str(seq).encode("ascii"), EVENT_MARK, event_json))
-    digest = (hasher or sha256)(body).hexdigest()
-    return b"".join((body, HASH_MARK, digest.encode("ascii"), SUFFIX)), digest
+    parts, digest = seal_parts(seq, prev, event_json, hasher)
+    return b"".join(parts), digest
+
+
+def seal_parts(seq: int, prev: str, event_json: bytes, hasher: Any = None) -> tuple[tuple[bytes, ...], str]:
+    """:func:`seal`'s line as the pieces to join (a bulk writer joins a whole batch's
+    at once; the event is hashed where it is, not copied into a body first)."""
+    head = b"".join((PREFIX, prev.encode("ascii"), SEQ_MARK, str(seq).encode("ascii"), EVENT_MARK))
+    h = (hasher or sha256)(head)
+    h.update(event_json)
+    digest = h.hexdigest()
+    return (head, event_json, HASH_MARK, digest.encode("ascii"), SUFFIX), digest
 
 
 class FrameError(ValueError):

@@ -48,7 +48,8 @@ from .. import __version__
 from ..fastjson import dumps_bytes
 from ..ids import uuid7
 from ..paths import FILE_MODE, ensure_dir, fsync_path
-from .frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, FrameError, genesis, parse_any, parse_seq, seal, sha256
+from .frame import (HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER, FrameError, genesis, parse_any, parse_seq,
+                    seal_parts, sha256)
 from .layout import head_path, log_path, read_trailer, sealed_segments
 
 TYPE_CHECKING = False
@@ -160,21 +161,22 @@ class SessionLog:
             prev = tip.hash if tip is not None else genesis(self.provider, self.key)
             frames: list[bytes] = [self._gap_event(g) for g in result.gaps]
             frames.extend(events)
-            lines: list[bytes] = []
+            parts: list[bytes] = []
             for ev in frames:
-                line, digest = seal(seq, prev, ev, self.hasher)
-                lines.append(line)
+                line, digest = seal_parts(seq, prev, ev, self.hasher)
+                parts += line
                 result.seqs.append(seq)
                 result.hashes.append(digest)
-                offset += len(line)
-                result.written += len(line)
+                size = len(line[0]) + len(ev) + TRAILER
+                offset += size
+                result.written += size
                 prev = digest
                 seq += 1
             if self._split_pause:
-                for line in lines:
-                    self._write(fd, line)
-            elif lines:
-                _write_all(fd, lines[0] if len(lines) == 1 else b"".join(lines))  # a torn tail is repaired as ever
+                for i in range(0, len(parts), 5):
+                    self._write(fd, b"".join(parts[i:i + 5]))
+            elif parts:
+                _write_all(fd, b"".join(parts))  # one copy of the batch; a torn tail is repaired as ever
             if frames:
                 self._sync(fd)
                 self._write_head(head_fd, Tip(seq - 1, prev, offset))

@@ -107,6 +107,8 @@ def as_dict(v: Any) -> dict[str, Any]:
 
 
 def utf8_len(s: str) -> int:
+    if s.isascii():  # a flag of the string: no need to encode it to know
+        return len(s)
     return len(s.encode("utf-8", "surrogatepass"))
 
 
@@ -114,9 +116,12 @@ def _has_float(v: Any) -> bool:
     if isinstance(v, float):
         return True
     if isinstance(v, dict):
-        return any(_has_float(x) for x in v.values() if not isinstance(x, (str, int)))
-    if isinstance(v, (list, tuple)):
-        return any(_has_float(x) for x in v if not isinstance(x, (str, int)))
+        v = v.values()
+    elif not isinstance(v, (list, tuple)):
+        return False
+    for x in v:
+        if not isinstance(x, (str, int)) and _has_float(x):
+            return True
     return False
 
 
@@ -310,7 +315,8 @@ def _utc_time(s: str, n: int) -> int | None:
     clock = s[11:13] + s[14:16] + s[17:19]
     if not (clock.isdigit() and clock.isascii()):
         return None
-    hour, minute, second = int(clock[:2]), int(clock[2:4]), int(clock[4:])
+    hour, rest = divmod(int(clock), 10000)
+    minute, second = divmod(rest, 100)
     if hour > 23 or minute > 59 or second > 60:
         return None
     micro = 0
