@@ -251,15 +251,12 @@ def engine_query(q: Query) -> tantivy.Query | None:
     built from its terms; None when it names no term the index could hold."""
     import tantivy
 
-    from ..search.index import analyzer
+    from ..search.index import fold_term
     from ..search.text import Term
 
     sc = schema()
-    an = analyzer()
     Q, Occur = tantivy.Query, tantivy.Occur
 
-    def folded(term: Term) -> Term:
-        return Term(tuple(t for tok in term.tokens for t in an.analyze(tok)), term.phrase, term.prefix)
 
     def word(token: str, prefix: bool) -> Any:
         return _prefix_query(token) if prefix else Q.term_query(sc, "body", token)
@@ -276,12 +273,12 @@ def engine_query(q: Query) -> tantivy.Query | None:
 
     clauses: list[tuple[Any, Any]] = []
     for alternatives in q.clauses:
-        terms = [t for t in map(folded, alternatives) if t.tokens]
+        terms = [t for t in map(fold_term, alternatives) if t.tokens]
         if not terms:
             return None  # a word too long to be indexed matches nothing
         alts = [text_query(t) for t in terms]
         clauses.append((Occur.Must, alts[0] if len(alts) == 1 else Q.boolean_query([(Occur.Should, a) for a in alts])))
-    excluded = [text_query(t) for t in map(folded, q.excluded) if t.tokens]
+    excluded = [text_query(t) for t in map(fold_term, q.excluded) if t.tokens]
     if not clauses:
         if not excluded:
             return None

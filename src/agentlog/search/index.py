@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from ..paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
-from .text import body
+from .text import Term, body
 
 if TYPE_CHECKING:
     import tantivy
@@ -93,6 +93,12 @@ def schema() -> tantivy.Schema:
     b.add_integer_field("m_version", stored=True)
     b.add_text_field("m_table", stored=True, tokenizer_name="raw", index_option="basic")
     return b.build()
+
+
+def fold_term(term: Term) -> Term:
+    """``term`` with its tokens as the index holds them (each through :func:`analyzer`)."""
+    an = analyzer()
+    return Term(tuple(t for tok in term.tokens for t in an.analyze(tok)), term.phrase, term.prefix)
 
 
 @functools.cache

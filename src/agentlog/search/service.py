@@ -83,14 +83,11 @@ def _engine_query(q: Query) -> tuple[Any, bool, Checker | None]:
     import tantivy
 
     from ..query.timeexpr import TimeError, resolve
-    from .index import analyzer, schema
+    from .index import fold_term, schema
 
     sc = schema()
-    an = analyzer()
     Q, Occur = tantivy.Query, tantivy.Occur
 
-    def folded(term: Term) -> Term:
-        return Term(tuple(t for tok in term.tokens for t in an.analyze(tok)), term.phrase, term.prefix)
 
     def word(token: str, prefix: bool) -> Any:
         return Q.regex_query(sc, "body", _regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
@@ -111,12 +108,12 @@ def _engine_query(q: Query) -> tuple[Any, bool, Checker | None]:
     clauses: list[tuple[Any, Any]] = []
     kept: list[list[Term]] = []
     for alternatives in q.clauses:
-        terms = [t for t in map(folded, alternatives) if t.tokens]
+        terms = [t for t in map(fold_term, alternatives) if t.tokens]
         if terms:
             kept.append(terms)
             clauses.append((Occur.Must, any_of([text_query(t) for t in terms])))
     ranked = bool(clauses)
-    excluded = [t for t in map(folded, q.excluded) if t.tokens]
+    excluded = [t for t in map(fold_term, q.excluded) if t.tokens]
     for term in excluded:
         if len(term.tokens) == 1:  # a phrase or compound is excluded by the check
             clauses.append((Occur.MustNot, text_query(term)))
