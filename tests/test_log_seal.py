@@ -40,7 +40,7 @@ from agentlog.log.layout import (
     sealed_segments,
 )
 from agentlog.log.seal import SealResult, seal_idle, seal_log
-from agentlog.log.segments import line_ending_at, list_segments, logical_size, read_from
+from agentlog.log.segments import line_at, line_ending_at, list_segments, logical_size, read_from
 from agentlog.log.verify import verify_log
 from agentlog.log.writer import SessionLog, parse_head
 
@@ -182,7 +182,7 @@ def test_property_read_from_equals_the_unsealed_log(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, ops: list, points: list[float]
 ) -> None:
     """Random appends and seals (segments cut into many small zstd frames);
-    from any offset, read_from returns exactly the unsealed concatenation."""
+    from any offset, read_from returns exactly the unsealed concatenation; line_at, each frame."""
     monkeypatch.setattr(seal_mod, "ZFRAME_TARGET", 700)
     root = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
     try:
@@ -202,6 +202,10 @@ def test_property_read_from_equals_the_unsealed_log(
                 assert line_ending_at(lg.path, off) == full[full.rfind(b"\n", 0, off - 1) + 1 : off]
             else:
                 assert line_ending_at(lg.path, off) == b""
+        # every frame, read alone from where it starts (small chunks: lines span them)
+        starts = [0, *(i + 1 for i in range(len(full) - 1) if full[i] == 0x0A)] if full else []
+        for s0 in starts:
+            assert line_at(lg.path, s0, chunk=64) == full[s0 : full.index(b"\n", s0) + 1]
         if lg.n:
             r = verify_log(lg.path)
             assert r.status == "intact", r

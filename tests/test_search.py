@@ -300,6 +300,21 @@ def test_the_phrase_check_on_text_agrees_with_the_index_tokens(pieces: list[str]
     assert check(text) == check.by_tokens(text)
 
 
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["parse", "config", "Parse", "Config", "ParseConfig", "parse_config", "flux", "détail",
+                                 "Détail", "dÉtailParse", "ünïcode", "é", "Ω", " ", "-", "_", ".", "\n", "parseconfig",
+                                 "detail"]), max_size=12),
+       st.sampled_from(['"parse config"', "parse_config", '"detail parse"', "detail_parse", '"flux parse"',
+                        "parse_con*", 'flux -"parse config"', '"config detail" OR parse-config', '"tail parse"']))
+def test_the_check_on_a_text_that_is_not_ascii_agrees_with_the_index_tokens(pieces: list[str], query: str) -> None:
+    from agentlog.search.service import _engine_query
+
+    text = "".join(pieces)
+    _query, _ranked, check = _engine_query(parse_query(query))
+    assert check is not None
+    assert check(text) == check.by_tokens(text)
+
+
 def test_parts() -> None:
     assert parts("ParseConfig") == ["parse", "config"]
     assert parts("parse_config") == ["parse", "config"]

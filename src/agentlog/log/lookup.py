@@ -18,25 +18,15 @@ def event_at(root: str, log: str, offset: int | None) -> dict[str, Any] | None:
 
     from .frame import event_bytes, is_purged
     from .layout import log_path
-    from .segments import SegmentError, read_from
+    from .segments import SegmentError, line_at
 
     if offset is None:
         return None
     provider, _, key = log.partition("/")
-    parts: list[bytes] = []
     try:
-        chunks = read_from(log_path(root, provider, key), int(offset), chunk=64 << 10)
-        try:
-            for _off, data in chunks:  # up to the frame's newline only
-                nl = data.find(b"\n")
-                parts.append(data if nl < 0 else data[: nl + 1])
-                if nl >= 0:
-                    break
-        finally:
-            getattr(chunks, "close", lambda: None)()  # a generator: release the log now
+        line = line_at(log_path(root, provider, key), int(offset))
     except (OSError, SegmentError):
         return None
-    line = b"".join(parts)
     if not line.endswith(b"\n") or is_purged(line[:128]):
         return None
     try:

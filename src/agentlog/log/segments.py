@@ -311,6 +311,45 @@ def read_from(log_file: str, logical_offset: int, chunk: int = 8 << 20) -> Itera
                 off += len(data)
 
 
+def line_at(log_file: str, logical_offset: int, chunk: int = 16 << 10) -> bytes:
+    """The line (a frame, with its newline) that starts at ``logical_offset``; what there is
+    up to the end when no newline follows (a frame being written). :func:`read_from` for one
+    line: the state is read once and the active file read under one shared lock."""
+    parts: list[bytes] = []
+    with _Active(log_file) as active:
+        active.lock()
+        try:
+            active.refresh()
+            base = active.base
+            if logical_offset >= base:
+                if active.fd is None:
+                    return b""
+                pos = active.skip + logical_offset - base
+                while True:
+                    data = os.pread(active.fd, chunk, pos)
+                    nl = data.find(b"\n")
+                    if nl >= 0:
+                        parts.append(data[: nl + 1])
+                        return b"".join(parts)
+                    if not data:
+                        return b"".join(parts)
+                    parts.append(data)
+                    pos += len(data)
+        finally:
+            active.unlock()
+    # sealed segments never change: no lock needed to read them (a frame never spans two)
+    for ref in active.sealed:
+        if ref.base <= logical_offset < ref.end:
+            for data in iter_sealed(ref.path, ref.end - ref.base, logical_offset - ref.base, chunk):
+                nl = data.find(b"\n")
+                if nl >= 0:
+                    parts.append(data[: nl + 1])
+                    break
+                parts.append(data)
+            return b"".join(parts)
+    raise SegmentError(f"{log_file}: no sealed segment holds logical byte {logical_offset}")
+
+
 def line_ending_at(log_file: str, logical_offset: int) -> bytes:
     """The complete frame line (with its newline) whose newline is the byte
     just before ``logical_offset``; b"" if that byte is not a newline."""
@@ -388,6 +427,7 @@ __all__ = [
     "list_segments",
     "logical_size",
     "read_from",
+    "line_at",
 ]
 
 

@@ -181,7 +181,8 @@ class Checker:
     excluded ones), as its tokens and what its identifiers add (:func:`.text.additions`) say.
     On an ASCII text where no term can come from what identifiers add (none of its terms'
     tokens occur run together, or separated by ``_``s and ``-``s only), a regular expression over the
-    text says the same, much faster."""
+    text says the same, much faster; on any other such text, its own tokens (identifiers are ASCII
+    runs: one that adds a term holds that term's tokens in such a run)."""
 
     def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
         self.clauses, self.excluded = clauses, excluded
@@ -192,8 +193,12 @@ class Checker:
 
     def __call__(self, text: str) -> bool:
         lowered = text.lower()
-        if not text.isascii() or any(p.search(lowered) for p in self.loose):
+        if any(p.search(lowered) for p in self.loose):
             return self.by_tokens(text)
+        if not text.isascii():
+            # no identifier can add a term (each would hold the term's tokens in a loose run):
+            # the text's own tokens decide, as the expression does on an ASCII text
+            return self._holds_all(_SEP + _SEP.join(_analyzer().analyze(text)) + _SEP)
         return all(any(p.search(lowered) for p in alts) for alts in self.patterns) and not any(
             p.search(lowered) for p in self.excluded_patterns)
 
@@ -205,9 +210,17 @@ class Checker:
 
         an = analyzer()
         lines = [text, *additions(text).split("\n")]
-        tokens = _SEP + (_SEP * 2).join(_SEP.join(an.analyze(line)) for line in lines) + _SEP
+        return self._holds_all(_SEP + (_SEP * 2).join(_SEP.join(an.analyze(line)) for line in lines) + _SEP)
+
+    def _holds_all(self, tokens: str) -> bool:
         return all(any(_holds(t, tokens) for t in alts) for alts in self.clauses) and not any(
             _holds(t, tokens) for t in self.excluded)
+
+
+def _analyzer() -> Any:
+    from .index import analyzer
+
+    return analyzer()
 
 
 CHECKED_MAX: Final = 256
