@@ -196,9 +196,11 @@ class Checker:
         if any(p.search(lowered) for p in self.loose):
             return self.by_tokens(text)
         if not text.isascii():
+            from .index import analyzer
+
             # no identifier can add a term (each would hold the term's tokens in a loose run):
             # the text's own tokens decide, as the expression does on an ASCII text
-            return self._holds_all(_SEP + _SEP.join(_analyzer().analyze(text)) + _SEP)
+            return self._holds_all(_SEP + _SEP.join(analyzer().analyze(text)) + _SEP)
         return all(any(p.search(lowered) for p in alts) for alts in self.patterns) and not any(
             p.search(lowered) for p in self.excluded_patterns)
 
@@ -215,12 +217,6 @@ class Checker:
     def _holds_all(self, tokens: str) -> bool:
         return all(any(_holds(t, tokens) for t in alts) for alts in self.clauses) and not any(
             _holds(t, tokens) for t in self.excluded)
-
-
-def _analyzer() -> Any:
-    from .index import analyzer
-
-    return analyzer()
 
 
 CHECKED_MAX: Final = 256
