@@ -69,10 +69,12 @@ class Memory:
         return dict(self.__dict__)
 
 
-def _row(row: tuple[Any, ...], now_us: int) -> Memory:
+def _row(row: tuple[Any, ...], now_us: int, decoded: bool = False) -> Memory:
+    """``decoded``: the row's JSON columns are given as their values (:func:`_as_created`)."""
     d = dict(zip(_COLUMNS, row))
-    for k in ("attributes", "tags", "lifetime", "visibility"):
-        d[k] = json.loads(d[k])
+    if not decoded:
+        for k in ("attributes", "tags", "lifetime", "visibility"):
+            d[k] = json.loads(d[k])
     for k in ("archived", "pinned", "deleted"):
         d[k] = bool(d[k])
     m = Memory(**d)
@@ -153,21 +155,27 @@ def create(root: str, kind: str, title: str, *, content: str = "", attributes: d
         "visibility": validate_visibility(visibility, allowed_actors),
     }
     ev = new_event("memory_created", mid, 1, actor, body)
-    write(root, [ev], {mid: None})
-    return _as_created(ev)
+    (folded,) = write(root, [ev], {mid: None})
+    return _as_created(folded)
 
 
 def _as_created(ev: dict[str, Any]) -> Memory:
     """The memory a ``memory_created`` event just written and folded made: its row as the fold
     wrote it (:func:`.store.created_row`) read as :func:`get` reads it — without asking the
-    read model again (a test holds the two equal)."""
+    read model again (a test holds the two equal). ``ev`` as folded (parsed from the bytes
+    written), so its JSON columns are their values already: decoding their text gives the same."""
     from .store import created_row
 
     a, c = ev["attrs"], ev["content"]
-    m = _row(created_row(a["memory_id"], int(a["version"]), str(a["actor"]), int(ev["observed_at"]), c), _now())
+    row = created_row(a["memory_id"], int(a["version"]), str(a["actor"]), int(ev["observed_at"]), c, _same)
+    m = _row(row, _now(), decoded=True)
     m.evidence = [json.loads(json.dumps(r, sort_keys=True)) for r in c.get("evidence", [])]
     m.links = []
     return m
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def edit(root: str, ident: str, *, expected_version: int | None = None, actor: str = "person",

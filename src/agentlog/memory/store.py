@@ -31,11 +31,14 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Final, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, Iterator
 
 from .. import __version__
 from ..ids import uuid7
 from ..paths import FILE_MODE, ensure_dir, state_dir
+
+if TYPE_CHECKING:
+    from ..log.writer import SessionLog
 
 PROVIDER: Final = "agentlog"
 LOG_KEY: Final = "memory"
@@ -103,27 +106,55 @@ def db_path(root: str) -> str:
 
 _HELD = threading.local()
 """The lock files this thread holds (``_locked`` is re-entrant within a thread: a read model
-of an older layout is rebuilt where it is opened, which may be under the lock)."""
+of an older layout is rebuilt where it is opened, which may be under the lock), and the lock
+files it keeps open (``fds``)."""
+
+
+class _LockFile:
+    """A lock file this thread keeps open between writes (an ``open`` and a ``close`` per write
+    cost more than the ``flock``). Its own open file description per thread and per process: a
+    ``flock`` excludes other descriptions only, so one shared by threads, or inherited by a
+    forked child, would not exclude them. Closed when the thread's state goes."""
+
+    __slots__ = ("fd", "pid")
+
+    def __init__(self, path: str) -> None:
+        self.pid = os.getpid()
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+
+    def usable(self) -> bool:
+        """Still this process's, and still the file at its path (not unlinked since)."""
+        return self.pid == os.getpid() and os.fstat(self.fd).st_nlink > 0
+
+    def __del__(self) -> None:
+        if self.pid == os.getpid():
+            os.close(self.fd)
+
+
+@functools.lru_cache(maxsize=64)
+def _lock_path(root: str) -> str:
+    return os.path.abspath(os.path.join(state_dir(root), LOCK_FILE))
 
 
 @contextmanager
 def _locked(root: str) -> Iterator[None]:
-    ensure_dir(state_dir(root))
-    path = os.path.abspath(os.path.join(state_dir(root), LOCK_FILE))
+    path = _lock_path(root)
     held: set[str] = _HELD.__dict__.setdefault("paths", set())
     if path in held:
         yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    files: dict[str, _LockFile] = _HELD.__dict__.setdefault("fds", {})
+    lock = files.get(path)
+    if lock is None or not lock.usable():
+        ensure_dir(state_dir(root))
+        lock = files[path] = _LockFile(path)
+    fcntl.flock(lock.fd, fcntl.LOCK_EX)
+    held.add(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        held.add(path)
-        try:
-            yield
-        finally:
-            held.discard(path)
+        yield
     finally:
-        os.close(fd)
+        held.discard(path)
+        fcntl.flock(lock.fd, fcntl.LOCK_UN)
 
 
 class _Shared(sqlite3.Connection):
@@ -242,29 +273,36 @@ def _log_stamp(path: str) -> tuple[int, int]:
 
 def catch_up(root: str, con: sqlite3.Connection) -> int:
     """Apply the log's events the read model has not; how many."""
-    start = _applied(con)
     path = os.path.abspath(log_path(root))
+    start = _applied(con)
     stamp = _log_stamp(path)
     if _SEEN.get(path) == (*stamp, start) and isinstance(con, _Shared):
         return 0
-    pending = _log_events(log_path(root), start)
+    return _fold_from(con, path, start, stamp)
+
+
+def _fold_from(con: sqlite3.Connection, path: str, start: int, stamp: tuple[int, int], own: bool = True) -> int:
+    """Fold the log's frames from ``start`` (see :func:`_fold`); how many events."""
+    pending = _log_events(path, start)
     first = next(pending, None)
     if first is None:
-        if isinstance(con, _Shared):
+        if own and isinstance(con, _Shared):
             _SEEN[path] = (*stamp, start)
         return 0
-    return _fold(con, itertools.chain((first,), pending), path, stamp)
+    return _fold(con, itertools.chain((first,), pending), path, stamp, own)
 
 
 def _fold(con: sqlite3.Connection, pending: Iterable[tuple[int, dict[str, Any]]], path: str,
-          stamp: tuple[int, int]) -> int:
+          stamp: tuple[int, int], own: bool = True) -> int:
     """Apply ``pending`` ((log offset after it, event) in log order, at least one; read as it is
     applied, so a replay holds a thousand parsed events at a time, not the whole log) in one
     transaction; how many. ``stamp``: the log's (size, mtime) before it was read, remembered
-    with the offset reached (a later stamp could cover frames appended meanwhile, unread)."""
+    with the offset reached (a later stamp could cover frames appended meanwhile, unread).
+    ``own=False``: inside the caller's transaction, which commits and remembers the stamp."""
     n = 0
     end = -1
-    con.execute("BEGIN IMMEDIATE")
+    if own:
+        con.execute("BEGIN IMMEDIATE")
     try:
         indexed: set[str] = set()  # the memories whose text goes to the index, once each, at the end
         for end, ev in pending:
@@ -275,11 +313,13 @@ def _fold(con: sqlite3.Connection, pending: Iterable[tuple[int, dict[str, Any]]]
             con.execute("INSERT INTO text_queue VALUES (?)", (mid,))
         con.execute("INSERT INTO meta VALUES ('log_offset', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(end),))
-        con.execute("COMMIT")
+        if own:
+            con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        if own:
+            con.execute("ROLLBACK")
         raise
-    if isinstance(con, _Shared):
+    if own and isinstance(con, _Shared):
         _SEEN[path] = (*stamp, end)
     return n
 
@@ -297,42 +337,91 @@ def new_event(name: str, memory_id: str, version: int, actor: str, content: dict
             "agentlog_version": __version__, "provider_session_id": LOG_KEY, "attrs": a, "content": clean}
 
 
-def write(root: str, events: list[dict[str, Any]], expected: dict[str, int | None]) -> None:
+def write(root: str, events: list[dict[str, Any]], expected: dict[str, int | None]) -> list[dict[str, Any]]:
     """Append ``events`` if every memory in ``expected`` is still at that version
-    (``None``: must not exist yet); else raise :class:`VersionConflict` and write nothing."""
-    transact(root, lambda con: (events, expected))
+    (``None``: must not exist yet); else raise :class:`VersionConflict` and write nothing.
+    The events as folded: parsed back from the bytes written, as a replay reads them."""
+    return transact(root, lambda con: (events, expected))
 
 
 def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[str, Any]], dict[str, int | None]]]
              ) -> list[dict[str, Any]]:
     """Under the lock and on a current read model: ``decide(con)`` gives the events to
     append and the versions they are based on; those are checked (a stale one raises
-    :class:`VersionConflict`, nothing written), the events appended and applied."""
+    :class:`VersionConflict`, nothing written), the events appended and applied; the
+    events as folded (parsed back from the bytes written).
+
+    One SQLite transaction from the first read to the fold (``BEGIN IMMEDIATE``: no other
+    connection writes the read model meanwhile — the text index's catch-up, which is not
+    under this lock, waits), so each read in it takes no lock of its own. A catch-up
+    (frames a crashed writer left unapplied) goes into the same transaction; when the
+    write is refused, it is rolled back with it and done again by the next write."""
     from ..fastjson import dumps_bytes
-    from ..log.writer import SessionLog
 
     with _locked(root):
         con = connect(root)
+        path = os.path.abspath(log_path(root))
+        con.execute("BEGIN IMMEDIATE")
         try:
-            catch_up(root, con)
+            start = _applied(con)
+            stamp = _log_stamp(path)
+            if (_SEEN.get(path) != (*stamp, start) or not isinstance(con, _Shared)) and \
+                    _fold_from(con, path, start, stamp, own=False):
+                start = _applied(con)
             events, expected = decide(con)
             for mid, version in expected.items():
                 row = con.execute("SELECT version FROM memories WHERE id = ? AND deleted = 0", (mid,)).fetchone()
                 actual = row[0] if row else None
                 if actual != version:
                     raise VersionConflict(mid, -1 if version is None else version, actual)
+            folded: list[dict[str, Any]] = []
             if events:
-                start = _applied(con)  # the log's end: caught up above, under the lock
                 blobs = [dumps_bytes(e) for e in events]
-                res = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root)).append(blobs)
+                res = _writer(root).append(blobs)
+                folded = _parse_all(blobs)
+                stamp = _log_stamp(path)
                 if res.gaps:  # the writer repaired the log first: read back what it holds
-                    catch_up(root, con)
+                    _fold_from(con, path, start, stamp, own=False)
                 else:  # exactly these frames follow: fold their bytes (as a replay parses them) without reading them
-                    path = os.path.abspath(log_path(root))  # (no other write can append: the lock is held)
-                    _fold(con, [(start + res.written, ev) for ev in _parse_all(blobs)], path, _log_stamp(path))
-            return events
+                    # (no other write can append: the lock is held)
+                    _fold(con, [(start + res.written, ev) for ev in folded], path, stamp, own=False)
+                start = _applied(con)
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
         finally:
             con.close()
+        if isinstance(con, _Shared):
+            _SEEN[path] = (*stamp, start)
+        return folded
+
+
+def _writer(root: str) -> SessionLog:
+    """The memory log's writer with the ``durability`` setting (kept per setting and version of
+    ``config.toml``: every write asks)."""
+    from ..log.writer import SessionLog
+
+    key = (root, os.environ.get("AGENTLOG_DURABILITY", ""), os.environ.get("AGENTLOG_FAULT_SPLIT_WRITE_MS", ""),
+           _config_stamp(root))
+    got = _WRITERS.get(key)
+    if got is None:
+        got = _WRITERS[key] = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root))
+    return got
+
+
+_WRITERS: dict[tuple[str, str, str, tuple[int, ...]], SessionLog] = {}
+
+
+def _config_stamp(root: str) -> tuple[int, ...]:
+    from ..paths import config_file
+
+    try:
+        st = os.stat(config_file(root))
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return ()
 
 
 def _durability(root: str) -> str:
@@ -341,15 +430,9 @@ def _durability(root: str) -> str:
     ``synchronous=NORMAL`` gives (engram's setting): safe when a process dies, not
     when the machine loses power."""
     from ..config import ConfigError, load
-    from ..paths import config_file
 
-    try:
-        st = os.stat(config_file(root))
-        stamp: tuple[int, ...] = (st.st_ino, st.st_size, st.st_mtime_ns)
-    except OSError:
-        stamp = ()
-    key = (root, os.environ.get("AGENTLOG_DURABILITY", ""), stamp)
-    if key not in _DURABILITY:  # (read once per setting and file version: every write asks)
+    key = (root, os.environ.get("AGENTLOG_DURABILITY", ""), _config_stamp(root))
+    if key not in _DURABILITY:  # (read once per setting and file version)
         try:
             _DURABILITY[key] = str(load(root)["durability"])
         except ConfigError:
@@ -482,12 +565,14 @@ def _history(con: sqlite3.Connection, mid: str, version: int, change: str, actor
                 (mid, version, change, actor, at, proposal_id, mid))
 
 
-def created_row(mid: str, version: int, actor: str, at: int, c: dict[str, Any]) -> tuple[Any, ...]:
-    """The ``memories`` row a ``memory_created`` event (content ``c``) makes, in column order."""
-    return (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), json.dumps(c.get("attributes", {})),
-            json.dumps(c.get("tags", [])), float(c["confidence"]), actor, at, at, None,
-            json.dumps(c.get("lifetime", {"policy": "standard", "until": None})),
-            json.dumps(c.get("visibility", {"visibility": "shared", "allowed_actors": []})), 0, 0, 0, version)
+def created_row(mid: str, version: int, actor: str, at: int, c: dict[str, Any],
+                encode: Callable[[Any], Any] = json.dumps) -> tuple[Any, ...]:
+    """The ``memories`` row a ``memory_created`` event (content ``c``) makes, in column order
+    (its JSON columns through ``encode``)."""
+    return (mid, c["kind"], c["title"], c["slug"], c.get("content", ""), encode(c.get("attributes", {})),
+            encode(c.get("tags", [])), float(c["confidence"]), actor, at, at, None,
+            encode(c.get("lifetime", {"policy": "standard", "until": None})),
+            encode(c.get("visibility", {"visibility": "shared", "allowed_actors": []})), 0, 0, 0, version)
 
 
 def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor: str, at: int,
