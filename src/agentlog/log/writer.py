@@ -60,6 +60,7 @@ DURABILITY_MODES = ("strict", "relaxed")
 _HEAD_PREFIX = "v1 "
 _NUM_WIDTH = 20  # digits of a 64-bit number: every head has the same length
 HEAD_SIZE = len(_HEAD_PREFIX) + _NUM_WIDTH + 1 + 64 + 1 + _NUM_WIDTH + 1
+_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 class Tip:
@@ -92,7 +93,7 @@ def parse_head(data: bytes) -> Tip:
     if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
         raise ValueError("head is not 'v1 <seq> <hash> <size>'")
     h = parts[1]
-    if len(h) != 64 or any(c not in "0123456789abcdef" for c in h):
+    if len(h) != 64 or not _HEX_DIGITS.issuperset(h):
         raise ValueError("head hash is not 64 lower-case hex digits")
     return Tip(int(parts[0]), h, int(parts[2]))
 
@@ -335,7 +336,7 @@ class SessionLog:
         if meta is None or meta.get("last_seq") != last.last_seq:
             return None
         digest = meta.get("last_hash")
-        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        if not isinstance(digest, str) or len(digest) != 64 or not _HEX_DIGITS.issuperset(digest):
             return None
         return Tip(last.last_seq, digest, 0)
 

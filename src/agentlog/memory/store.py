@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, Iterator
 
 from .. import __version__
 from ..ids import uuid7
-from ..paths import FILE_MODE, ensure_dir, state_dir
+from ..paths import FILE_MODE, config_file, ensure_dir, state_dir
 
 if TYPE_CHECKING:
     from ..log.writer import SessionLog
@@ -250,6 +250,8 @@ def _parse_all(bodies: list[bytes]) -> list[Any]:
     """Each of ``bodies`` parsed, in one call; one by one (raising as ``json.loads`` does
     on the bad one) when they are not one JSON value each."""
     try:
+        if len(bodies) == 1:  # (a write's one event)
+            return [json.loads(bodies[0])]
         values = json.loads(b"[" + b",".join(bodies) + b"]")
         if len(values) == len(bodies):
             return list(values)
@@ -401,12 +403,12 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
 def _writer(root: str) -> SessionLog:
     """The memory log's writer with the ``durability`` setting (kept per setting and version of
     ``config.toml``: every write asks)."""
-    from ..log.writer import SessionLog
-
     key = (root, os.environ.get("AGENTLOG_DURABILITY", ""), os.environ.get("AGENTLOG_FAULT_SPLIT_WRITE_MS", ""),
            _config_stamp(root))
     got = _WRITERS.get(key)
     if got is None:
+        from ..log.writer import SessionLog
+
         got = _WRITERS[key] = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root))
     return got
 
@@ -415,8 +417,6 @@ _WRITERS: dict[tuple[str, str, str, tuple[int, ...]], SessionLog] = {}
 
 
 def _config_stamp(root: str) -> tuple[int, ...]:
-    from ..paths import config_file
-
     try:
         st = os.stat(config_file(root))
         return (st.st_ino, st.st_size, st.st_mtime_ns)
