@@ -151,6 +151,136 @@ def test_concurrent_writers_one_memory_one_wins_different_memories_all_succeed(a
     assert _dump(root) == live
 
 
+def test_threads_of_one_process_write_as_processes_do(agentlog_home: Path) -> None:
+    """Each thread keeps its own lock file open (``flock`` excludes other open files only) and
+    its own connection: threads of one process serialise as processes do."""
+    import threading
+
+    root = str(agentlog_home)
+    m = S.create(root, "fact", "contested", attributes={"statement": "x"})
+    for round_ in range(3):
+        version = S.get(root, m.id).version
+        outcomes: list[str] = []
+        barrier = threading.Barrier(4)
+
+        def confirm() -> None:
+            barrier.wait()
+            try:
+                S.confirm(root, m.id, expected_version=version)
+                outcomes.append("won")
+            except store.VersionConflict:
+                outcomes.append("conflict")
+
+        threads = [threading.Thread(target=confirm) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(outcomes) == ["conflict", "conflict", "conflict", "won"], round_
+        assert S.get(root, m.id).version == version + 1
+
+    def create(k: int) -> None:
+        for i in range(15):
+            S.create(root, "fact", f"thread{k} {i}", attributes={"statement": "x"})
+
+    threads = [threading.Thread(target=create, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(S.list_memories(root, limit=1000)) == 1 + 45
+    _assert_at_the_logs_end(root)
+    live = _dump(root)
+    store.rebuild(root)
+    assert _dump(root) == live
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+@pytest.mark.parametrize("fork_holding", [False, True])
+def test_a_forked_child_does_not_share_its_parents_lock(agentlog_home: Path, fork_holding: bool) -> None:
+    """A child inherits the parent's open lock file — the same open file, which its ``flock``
+    would not exclude — and, forked under the lock, the parent's note that it holds it: the
+    child opens its own and waits for the parent."""
+    import select
+
+    root = str(agentlog_home)
+    S.create(root, "fact", "before the fork", attributes={"statement": "x"})  # the lock file is open now
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+
+    def child() -> None:  # pragma: no cover - runs in the child
+        try:
+            os.read(go_r, 1)
+            with store._locked(root):
+                os.write(done_w, b"locked")
+        finally:
+            os._exit(0)
+
+    pid = -1
+    if not fork_holding:
+        pid = os.fork()
+        if pid == 0:
+            child()
+    with store._locked(root):
+        if fork_holding:
+            pid = os.fork()
+            if pid == 0:
+                child()
+        os.write(go_w, b"g")
+        assert select.select([done_r], [], [], 0.5)[0] == []  # the child waits while the parent holds it
+    assert select.select([done_r], [], [], 30)[0] and os.read(done_r, 16) == b"locked"
+    assert os.waitpid(pid, 0)[1] == 0
+    for fd in (go_r, go_w, done_r, done_w):
+        os.close(fd)
+
+
+def test_a_lock_file_removed_is_opened_again(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    S.create(root, "fact", "first", attributes={"statement": "x"})
+    lock = os.path.join(root, "state", store.LOCK_FILE)
+    os.remove(lock)
+    m = S.create(root, "fact", "second", attributes={"statement": "x"})
+    assert os.path.exists(lock) and S.get(root, m.id).title == "second"
+
+
+def test_a_refused_write_writes_nothing_and_keeps_what_it_caught_up(agentlog_home: Path) -> None:
+    """The write is one SQLite transaction: a conflict rolls back nothing the log holds (a
+    catch-up of frames another writer left unapplied is kept) and leaves none open."""
+    from agentlog.fastjson import dumps_bytes
+    from agentlog.log.writer import SessionLog
+
+    root = str(agentlog_home)
+    m = S.create(root, "fact", "first", attributes={"statement": "x"})
+    ev = store.new_event("memory_confirmed", m.id, 2, "person", {"confidence": 0.99})
+    SessionLog(root, store.PROVIDER, store.LOG_KEY, session_id=store.LOG_KEY).append([dumps_bytes(ev)])
+    size = os.path.getsize(store.log_path(root))
+    with pytest.raises(store.VersionConflict):
+        S.edit(root, m.id, title="stale", expected_version=1)
+    assert os.path.getsize(store.log_path(root)) == size
+    assert not store.connect(root).in_transaction
+    got = S.get(root, m.id)
+    assert (got.version, got.confidence, got.title) == (2, 0.99, "first")
+    _assert_at_the_logs_end(root)
+
+
+def test_a_changed_durability_setting_takes_effect_at_the_next_write(agentlog_home: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's writer is kept per setting: a change of ``config.toml`` or of the variable
+    gives the next write a writer with the new one."""
+    root = str(agentlog_home)
+    monkeypatch.delenv("AGENTLOG_DURABILITY", raising=False)
+    S.create(root, "fact", "first", attributes={"statement": "x"})
+    assert store._writer(root).durability == "strict"
+    monkeypatch.setenv("AGENTLOG_DURABILITY", "relaxed")
+    assert store._writer(root).durability == "relaxed"
+    monkeypatch.delenv("AGENTLOG_DURABILITY")
+    with open(os.path.join(root, "config.toml"), "a") as f:
+        f.write('\ndurability = "relaxed"\n')
+    assert store._writer(root).durability == "relaxed"
+    S.create(root, "fact", "second", attributes={"statement": "y"})
+    _assert_at_the_logs_end(root)
+
+
 def test_an_event_appended_but_not_applied_is_applied_by_the_next_write(agentlog_home: Path) -> None:
     """A crash between appending and updating SQLite loses nothing."""
     from agentlog.fastjson import dumps_bytes

@@ -105,9 +105,10 @@ def db_path(root: str) -> str:
 
 
 _HELD = threading.local()
-"""The lock files this thread holds (``_locked`` is re-entrant within a thread: a read model
-of an older layout is rebuilt where it is opened, which may be under the lock), and the lock
-files it keeps open (``fds``)."""
+"""The lock files this thread holds (``paths``: ``_locked`` is re-entrant within a thread, as a
+read model of an older layout is rebuilt where it is opened, which may be under the lock), the
+lock files it keeps open (``fds``), and the process they belong to (``pid``: a child forked by
+this thread inherits this state, and holds none of it)."""
 
 
 class _LockFile:
@@ -139,11 +140,15 @@ def _lock_path(root: str) -> str:
 @contextmanager
 def _locked(root: str) -> Iterator[None]:
     path = _lock_path(root)
-    held: set[str] = _HELD.__dict__.setdefault("paths", set())
+    state = _HELD.__dict__
+    if state.get("pid") != os.getpid():  # a forked child: nothing held, nothing open of its own
+        state.clear()
+        state["pid"] = os.getpid()
+    held: set[str] = state.setdefault("paths", set())
     if path in held:
         yield
         return
-    files: dict[str, _LockFile] = _HELD.__dict__.setdefault("fds", {})
+    files: dict[str, _LockFile] = state.setdefault("fds", {})
     lock = files.get(path)
     if lock is None or not lock.usable():
         ensure_dir(state_dir(root))
@@ -356,20 +361,22 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
     One SQLite transaction from the first read to the fold (``BEGIN IMMEDIATE``: no other
     connection writes the read model meanwhile — the text index's catch-up, which is not
     under this lock, waits), so each read in it takes no lock of its own. A catch-up
-    (frames a crashed writer left unapplied) goes into the same transaction; when the
-    write is refused, it is rolled back with it and done again by the next write."""
+    (frames a crashed writer left unapplied) goes into the same transaction and is kept
+    (committed) when the write is refused or fails before its own fold."""
     from ..fastjson import dumps_bytes
 
     with _locked(root):
         con = connect(root)
         path = os.path.abspath(log_path(root))
         con.execute("BEGIN IMMEDIATE")
+        keep = False  # whether what the transaction holds so far is worth committing on an error
         try:
             start = _applied(con)
             stamp = _log_stamp(path)
             if (_SEEN.get(path) != (*stamp, start) or not isinstance(con, _Shared)) and \
                     _fold_from(con, path, start, stamp, own=False):
                 start = _applied(con)
+                keep = True
             events, expected = decide(con)
             for mid, version in expected.items():
                 row = con.execute("SELECT version FROM memories WHERE id = ? AND deleted = 0", (mid,)).fetchone()
@@ -382,16 +389,18 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
                 res = _writer(root).append(blobs)
                 folded = _parse_all(blobs)
                 stamp = _log_stamp(path)
+                keep = False  # (a fold cut short is rolled back; the next write applies the frames)
                 if res.gaps:  # the writer repaired the log first: read back what it holds
                     _fold_from(con, path, start, stamp, own=False)
+                    start = _applied(con)
                 else:  # exactly these frames follow: fold their bytes (as a replay parses them) without reading them
                     # (no other write can append: the lock is held)
-                    _fold(con, [(start + res.written, ev) for ev in folded], path, stamp, own=False)
-                start = _applied(con)
+                    start += res.written
+                    _fold(con, [(start, ev) for ev in folded], path, stamp, own=False)
             con.execute("COMMIT")
         except BaseException:
             if con.in_transaction:
-                con.execute("ROLLBACK")
+                con.execute("COMMIT" if keep else "ROLLBACK")
             raise
         finally:
             con.close()
@@ -575,11 +584,14 @@ def created_row(mid: str, version: int, actor: str, at: int, c: dict[str, Any],
             encode(c.get("visibility", {"visibility": "shared", "allowed_actors": []})), 0, 0, 0, version)
 
 
+_CREATE: Final = f"INSERT OR REPLACE INTO memories VALUES ({', '.join('?' * 18)})"
+
+
 def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor: str, at: int,
               c: dict[str, Any], indexed: set[str], proposal_id: str | None = None) -> None:
     if name == "memory_created":
         # (a replayed creation of an id that exists: the new one wins, as a row deleted and inserted)
-        con.execute(f"INSERT OR REPLACE INTO memories VALUES ({', '.join('?' * 18)})", created_row(mid, version, actor, at, c))
+        con.execute(_CREATE, created_row(mid, version, actor, at, c))
         for i, ref in enumerate(c.get("evidence", [])):
             con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)",
                         (mid, i, ref["type"], ref["value"], json.dumps(ref, sort_keys=True), at))
