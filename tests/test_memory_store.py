@@ -243,6 +243,14 @@ def test_a_lock_file_removed_is_opened_again(agentlog_home: Path) -> None:
     assert os.path.exists(lock) and S.get(root, m.id).title == "second"
 
 
+def test_a_process_writing_to_many_roots_keeps_a_few_lock_files_open(tmp_path: Path) -> None:
+    roots = [str(tmp_path / f"root{k}") for k in range(store._OPEN_LOCKS + 4)]
+    for root in roots + roots[:2]:
+        S.create(root, "fact", "one", attributes={"statement": "x"})
+    assert len(store._HELD.fds) == store._OPEN_LOCKS
+    assert [len(S.list_memories(root)) for root in roots] == [2, 2] + [1] * (len(roots) - 2)
+
+
 def test_a_refused_write_writes_nothing_and_keeps_what_it_caught_up(agentlog_home: Path) -> None:
     """The write is one SQLite transaction: a conflict rolls back nothing the log holds (a
     catch-up of frames another writer left unapplied is kept) and leaves none open."""

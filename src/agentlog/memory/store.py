@@ -5,14 +5,14 @@ Every change is an event (kind ``memory``, ``provider_event_name`` says which:
 ``logs/agentlog/memory.jsonl`` through the same log library as the hooks, so
 ``agentlog verify`` checks it and ingest puts it in the ``events`` table (the
 projection never reads it). The read model is ``state/memory.sqlite3``: one
-row per memory, its evidence, its links, an FTS5 index of its text, and the
-log offset it has applied.
+row per memory, its evidence, its links, the queue of memories whose text the
+index (:mod:`.text_index`) has to take, and the log offset it has applied.
 
 A write takes ``state/memory.lock``, applies whatever the log holds beyond the
 read model (another process that crashed between appending and applying),
 checks each memory's version against what the writer based its change on
 (optimistic concurrency: a stale version is refused, nothing written),
-appends the events and applies them in one SQLite transaction. So the process
+appends the events and applies them — all in one SQLite transaction. So the process
 that wrote reads its write, and two processes writing one memory at once
 serialise: one wins, the other gets :class:`VersionConflict`.
 
@@ -127,9 +127,12 @@ class _LockFile:
         """Still this process's, and still the file at its path (not unlinked since)."""
         return self.pid == os.getpid() and os.fstat(self.fd).st_nlink > 0
 
-    def __del__(self) -> None:
-        if self.pid == os.getpid():
-            os.close(self.fd)
+    def __del__(self, _getpid: Callable[[], int] = os.getpid, _close: Callable[[int], None] = os.close) -> None:
+        if self.pid == _getpid():  # (the functions bound here: this may run late in the interpreter's exit)
+            _close(self.fd)
+
+
+_OPEN_LOCKS: Final = 8
 
 
 @functools.lru_cache(maxsize=64)
@@ -152,6 +155,8 @@ def _locked(root: str) -> Iterator[None]:
     lock = files.get(path)
     if lock is None or not lock.usable():
         ensure_dir(state_dir(root))
+        for other in [p for p in files if p not in held and p != path][:max(0, len(files) - _OPEN_LOCKS + 1)]:
+            del files[other]  # (a process that writes to many data roots keeps a few open, not all)
         lock = files[path] = _LockFile(path)
     fcntl.flock(lock.fd, fcntl.LOCK_EX)
     held.add(path)
