@@ -4,6 +4,7 @@ recovery, redaction, search that cannot be injected, evidence that must exist.""
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import subprocess
@@ -287,6 +288,39 @@ def test_a_changed_durability_setting_takes_effect_at_the_next_write(agentlog_ho
     assert store._writer(root).durability == "relaxed"
     S.create(root, "fact", "second", attributes={"statement": "y"})
     _assert_at_the_logs_end(root)
+
+
+_TEXT = st.text(st.characters(whitelist_categories=("L", "N", "P", "Zs")), min_size=1, max_size=40).filter(str.strip)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(title=_TEXT, content=st.text(max_size=60), tags=st.lists(_TEXT, max_size=4),
+       steps=st.lists(_TEXT, min_size=1, max_size=3), evidence=st.lists(st.one_of(
+           st.builds(lambda q: {"type": "quote", "value": q}, _TEXT),
+           st.builds(lambda p, a, b: {"type": "file", "path": p, "line_start": a, "line_end": a + b},
+                     _TEXT, st.integers(1, 99), st.integers(0, 9))), max_size=2),
+       lifetime=st.sampled_from(["permanent", "standard", "ephemeral"]),
+       visibility=st.sampled_from(["shared", "private"]))
+def test_the_created_memory_is_the_memory_read_back(agentlog_home: Path, title: str, content: str, tags: list[str],
+                                                     steps: list[str], evidence: list[dict[str, Any]], lifetime: str,
+                                                     visibility: str) -> None:
+    """``create`` returns the memory built from its event as folded, without reading it back:
+    the memory ``get`` reads (but for the effective confidence, which is of another instant)."""
+    root = str(agentlog_home)
+    made = S.create(root, "procedure", title, content=content, tags=tags, evidence=evidence,
+                    attributes={"goal": title, "steps": steps}, lifetime=lifetime, visibility=visibility).to_dict()
+    read = S.get(root, made["id"]).to_dict()
+    assert abs(made.pop("effective_confidence") - read.pop("effective_confidence")) < 1e-6
+    assert made == read and json.dumps(made) == json.dumps(read)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                    max_leaves=12))
+def test_a_json_column_reads_as_json_reads_it(value: Any) -> None:
+    text = json.dumps(value)
+    assert S._loads(text) == json.loads(text) and json.dumps(S._loads(text)) == text
+    assert math.isnan(S._loads(json.dumps({"n": float("nan")}))["n"])  # what strict JSON refuses, json reads
 
 
 def test_an_event_appended_but_not_applied_is_applied_by_the_next_write(agentlog_home: Path) -> None:

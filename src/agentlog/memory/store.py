@@ -423,6 +423,8 @@ def _writer(root: str) -> SessionLog:
     if got is None:
         from ..log.writer import SessionLog
 
+        if len(_WRITERS) >= 64:  # (old settings, other data roots)
+            _WRITERS.clear()
         got = _WRITERS[key] = SessionLog(root, PROVIDER, LOG_KEY, session_id=LOG_KEY, durability=_durability(root))
     return got
 
