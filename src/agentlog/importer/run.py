@@ -167,19 +167,28 @@ def save_state(root: str, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _head_digest(path: str, size: int) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.blake2b(fh.read(min(size, HEAD_BYTES)), digest_size=16).hexdigest()
+def _head_digest(path: str, size: int, read: bytes = b"") -> str:
+    """A digest of the file's first ``size`` bytes (at most :data:`HEAD_BYTES`): of
+    ``read`` (the file's first bytes, as the import read them) when it holds them,
+    else read again."""
+    size = min(size, HEAD_BYTES)
+    if len(read) < size:
+        with open(path, "rb") as fh:
+            read = fh.read(size)
+    return hashlib.blake2b(read[:size], digest_size=16).hexdigest()
 
 
 # -- reading lines, bounded -----------------------------------------------------------------
 
 
 def iter_lines(path: str, start: int, first_lineno: int,
-               on_bytes: Callable[[int], None] | None = None) -> Iterator[tuple[SourceLine | None, int]]:
+               on_bytes: Callable[[int], None] | None = None,
+               head: list[bytes] | None = None) -> Iterator[tuple[SourceLine | None, int]]:
     """``(line, end offset)`` of each complete line from ``start``; a line longer
     than :data:`MAX_LINE` gives ``(None, end)`` (skipped). The incomplete last line
-    is not given."""
+    is not given. ``head``, when read from the start: the file's first
+    :data:`HEAD_BYTES` are appended to it (for the offsets' digest, without
+    reading them again)."""
     lineno = first_lineno
     offset = start
     with open(path, "rb") as fh:
@@ -188,6 +197,8 @@ def iter_lines(path: str, start: int, first_lineno: int,
         skipping = False
         while True:
             chunk = fh.read(CHUNK)
+            if head is not None and not head and start == 0:  # the first read
+                head.append(chunk[:HEAD_BYTES])
             if not chunk:
                 # a last line without its newline: taken when it is a whole JSON value
                 # (a finished file), left for the next import when not (still being written)
@@ -479,7 +490,7 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     if isinstance(entry, dict):
         same = entry.get("ino") == st.st_ino and entry.get("dev") == st.st_dev \
             and isinstance(entry.get("offset"), int) and entry["offset"] <= st.st_size \
-            and entry.get("head") == _head_digest(path, min(int(entry.get("offset") or 0), HEAD_BYTES))
+            and entry.get("head") == _head_digest(path, int(entry.get("offset") or 0))
         if same:
             start, first_line = int(entry["offset"]), int(entry.get("lines") or 0)
             report.mode = "unchanged" if start == st.st_size else "grown"
@@ -499,8 +510,9 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             on_bytes(st.st_size)
         report.lines = 1
         end = st.st_size
+    head: list[bytes] = []
     try:
-        for line, line_end in (iter_lines(path, start, first_line, on_bytes) if document is None else ()):
+        for line, line_end in (iter_lines(path, start, first_line, on_bytes, head) if document is None else ()):
             end = line_end
             if line is None:
                 report.lines += 1
@@ -532,18 +544,11 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
         _note_unknown(root, parser.provider, stats.unknown, stats.unknown_fields)
     if not dry_run and report.error is None:
         state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
-                        "head": _head_digest(path, min(end, HEAD_BYTES)), "provider": parser.provider,
+                        "head": _head_digest(path, end, head[0] if head else b""), "provider": parser.provider,
                         "imported_at": int(time.time()),
                         # open calls' inputs are content: redacted like everything written
                         "carry": redact_value(parser.carry())[0]}
     return report
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def _group_key(agent: str, path: str) -> str:
@@ -609,8 +614,10 @@ def _preload() -> None:
     import pyarrow.compute  # type: ignore[import-untyped]  # noqa: F401
 
 
-def _chunks(groups: list[list[tuple[str, str]]], size: int) -> list[list[list[tuple[str, str]]]]:
-    """Consecutive groups, about ``size`` bytes of files per chunk (a group is never split)."""
+def _chunks(groups: list[list[tuple[str, str]]], size: int,
+            sizes: dict[str, int]) -> list[list[list[tuple[str, str]]]]:
+    """Consecutive groups, about ``size`` bytes of files (``sizes``) per chunk (a group
+    is never split)."""
     out: list[list[list[tuple[str, str]]]] = []
     taken = size
     for files in groups:
@@ -618,7 +625,7 @@ def _chunks(groups: list[list[tuple[str, str]]], size: int) -> list[list[list[tu
             out.append([])
             taken = 0
         out[-1].append(files)
-        taken += sum(_size(f) for _, f in files)
+        taken += sum(sizes.get(f, 0) for _, f in files)
     return out
 
 
@@ -648,12 +655,13 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
         agent = AGENTS[name]
         for f in find_files(agent, paths or agent.default_roots(), since_s, as_given=bool(paths)):
             plan.append((agent, f))
-    total = 0
+    sizes: dict[str, int] = {}  # stat-ed once: the plan, the chunks and the progress use them
     for _, f in plan:
         try:
-            total += os.stat(f).st_size
+            sizes[f] = os.stat(f).st_size
         except OSError:
             pass
+    total = sum(sizes.values())
     state = load_state(root)
     groups: dict[str, list[tuple[str, str]]] = {}
     for agent, f in plan:
@@ -675,7 +683,7 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
     work = list(groups.values())
     if workers is None:
         workers = min(2, os.cpu_count() or 1) if total >= PARALLEL_MIN_BYTES and len(work) > 1 else 1
-    chunks = _chunks(work, chunk_bytes(total, workers))
+    chunks = _chunks(work, chunk_bytes(total, workers), sizes)
     if workers > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -690,7 +698,7 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
             for fut in as_completed(futures):
                 chunk = futures[fut]
                 reports, updates = fut.result()
-                finished(reports, updates, sum(_size(f) for files in chunk for _, f in files), chunk[-1][-1][1])
+                finished(reports, updates, sum(sizes.get(f, 0) for files in chunk for _, f in files), chunk[-1][-1][1])
     else:
         for chunk in chunks:
             def tick(n: int, chunk: list[list[tuple[str, str]]] = chunk) -> None:
@@ -698,7 +706,7 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
                     progress(chunk[0][0][1], done + n, total)
 
             reports, updates = _import_groups(root, chunk, state, dry_run, tick)
-            finished(reports, updates, sum(_size(f) for files in chunk for _, f in files), chunk[-1][-1][1])
+            finished(reports, updates, sum(sizes.get(f, 0) for files in chunk for _, f in files), chunk[-1][-1][1])
     if not dry_run:
         save_state(root, state)
     report.seconds = time.perf_counter() - started
