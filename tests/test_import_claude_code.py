@@ -446,3 +446,27 @@ def test_raw_line_written_without_decoding_is_what_orjson_writes(text: str) -> N
     raw = raw_line(data, parsed=True)
     assert orjson.dumps({"raw": raw}) == orjson.dumps({"raw": {"line": data.decode("utf-8")}})
     assert raw_line(data) == {"line": data.decode("utf-8")}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=6), tail=st.integers(0, 200))
+def test_the_head_digest_of_the_bytes_read_is_the_digest_of_the_file_read_again(
+        sizes: list[int], tail: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The offsets' digest of a file's first bytes, made from what the import read, is
+    the one made by reading them again: importing again finds the file unchanged (or,
+    with its incomplete last line left, grown — not replaced)."""
+    import hashlib
+
+    from agentlog.importer.run import HEAD_BYTES, load_state
+
+    work = tmp_path_factory.mktemp("head")
+    root, path = work / "home", work / "s.jsonl"
+    lines = [json.dumps({"type": "user", "sessionId": "s-h", "timestamp": "2026-11-01T10:00:00Z",
+                         "message": {"role": "user", "content": "x" * n}}).encode() + b"\n" for n in sizes]
+    path.write_bytes(b"".join(lines) + b'{"type": "user", "sessionId"' [:tail % 28])  # an incomplete last line
+    import_paths(str(root), ["claude-code"], [str(path)], workers=1)
+    entry = load_state(str(root))[os.path.abspath(path)]
+    first = path.read_bytes()[: min(entry["offset"], HEAD_BYTES)]
+    assert entry["head"] == hashlib.blake2b(first, digest_size=16).hexdigest()
+    again = import_paths(str(root), ["claude-code"], [str(path)], workers=1)
+    assert again.files[0].mode == ("unchanged" if tail % 28 == 0 else "grown") and again.files[0].events == 0

@@ -160,3 +160,30 @@ def test_redact_serialized_finds_the_fields_wherever_their_keys_are(event: dict[
 def test_redact_serialized_does_not_gate_events_without_content_or_raw() -> None:
     events: list[dict[str, object]] = [{"attrs": {"note": SECRET}, "content": {}}, {"tool": {"input": SECRET}}]
     assert [orjson.loads(b) for b in redact_serialized(events)] == events  # the redactor never reads those fields
+
+
+def _first_key_start(ev: dict[str, object], blob: bytes, marks: list[tuple[str, bytes]]) -> int:
+    """The part's start as first written: every field's key searched through the whole blob."""
+    start = len(blob)
+    for field, mark in marks:
+        if ev.get(field):
+            at = blob.find(mark)
+            if at < 0 or blob.startswith(mark[1:], 1):
+                return 0
+            start = min(start, at)
+    return start if start < len(blob) else -1
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(wire_events())
+def test_the_part_found_with_bounded_searches_is_the_part_found_searching_everything(
+        event: dict[str, object]) -> None:
+    """A field's key is looked for only before the earliest key found so far: the same start."""
+    from agentlog.capture.secret_gate import _redactable_start
+
+    marks = [(field, b"," + orjson.dumps(field) + b":") for field in ("content", "raw")]
+    try:
+        blob = orjson.dumps(event)
+    except TypeError:
+        return
+    assert _redactable_start(event, blob, marks) == _first_key_start(event, blob, marks)

@@ -114,11 +114,17 @@ def _redactable_start(ev: dict[str, Any], blob: bytes, marks: list[tuple[str, by
     start = len(blob)
     for field, mark in marks:
         if ev.get(field):
-            at = blob.find(mark)
-            if at < 0 or blob.startswith(mark[1:], 1):  # the field is the first key: read it all
+            if blob.startswith(mark[1:], 1):  # the field is the first key: read it all
                 return 0
-            if at < start:
-                start = at
+            # a key found after the earliest so far changes nothing: the search stops there
+            # (content's key is found before raw's, and raw's is then looked for before it only,
+            # not through all of content)
+            at = blob.find(mark, 0, start + len(mark) - 1)
+            if at < 0:
+                if start < len(blob):
+                    continue  # its key is after ``start``: its value is in the part already
+                return 0
+            start = at
     return start if start < len(blob) else -1
 
 

@@ -273,7 +273,8 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
         out["provider_turn_id"] = turn_id
     for name in _FROM_PARTIAL:
         value = partial.get(name)
-        if value is not None and value != [] and value != {}:
+        # what common.put_optional keeps (not None, [] or {}), without making a [] and a {} to compare with
+        if value is not None and (value or not isinstance(value, (list, dict))):
             out[name] = value
     if cwd:
         project = _project(cwd)
