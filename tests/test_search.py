@@ -345,6 +345,32 @@ def test_an_index_behind_a_compacted_and_vacuumed_store_catches_up_from_its_snap
     assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8
 
 
+def test_an_index_of_an_older_schema_is_rebuilt(tmp_path: Path) -> None:
+    """An index written by a version with other fields (here: the schema before event ids and
+    times stopped being indexed terms) is not read; the next catch-up rebuilds it."""
+    import tantivy
+
+    root = str(tmp_path / "home")
+    _tool(root, "s0", 1, "make oldschema", "built oldschema")
+    ingest(root)
+    index.catch_up(root)
+    assert search(root, "oldschema").hits
+    shutil.rmtree(index.index_path(root))
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("event_id", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("t", stored=True, indexed=True, fast=True)
+    os.makedirs(index.index_path(root))
+    old = tantivy.Index(b.build(), path=index.index_path(root))
+    writer = old.writer(15_000_000, 1)
+    writer.add_document(tantivy.Document(event_id=["x"], t=[1]))
+    writer.commit()
+    writer.wait_merging_threads()
+    assert index.open_index(root, create=False) is None  # a reader does not use it
+    assert not search(root, "oldschema", catch=False).hits
+    assert index.catch_up(root).get("rebuilt") and index.check(root)["ok"]
+    assert [h.event_id for h in search(root, "oldschema").hits]
+
+
 def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
     """What each call of ``module.name`` returns, from now on, in the list returned."""
     seen: list[Any] = []

@@ -81,11 +81,15 @@ def schema() -> tantivy.Schema:
     b.add_text_field("body", stored=False, tokenizer_name=CODE_TOKENIZER, index_option="freq")
     b.add_text_field("key", stored=False, tokenizer_name="raw", index_option="basic")  # log + seq: upsert, delete
     b.add_text_field("meta", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_text_field("event_id", stored=True, tokenizer_name="raw", index_option="basic")
+    # stored, not indexed: nothing looks an event up by its id (a term per event, random: ~1/6
+    # of the term dictionary)
+    b.add_bytes_field("event_id", stored=True, indexed=False)
     b.add_text_field("log", stored=True, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("seq", stored=True)
     b.add_integer_field("offset", stored=True)
-    b.add_integer_field("t", stored=True, indexed=True, fast=True)  # µs since the epoch: ranges, recency
+    # µs since the epoch, a fast field only: ranges, recency and "events only" read its column (as
+    # indexed terms it held one term per event, read by nothing)
+    b.add_integer_field("t", fast=True)
     for name in ("kind", "provider", "session", "project"):
         b.add_text_field(name, stored=True, tokenizer_name="raw", index_option="basic")
     b.add_text_field("tool", stored=True, tokenizer_name=LOWER_TOKENIZER, index_option="basic")
@@ -121,21 +125,26 @@ def _register(idx: tantivy.Index) -> tantivy.Index:
 
 
 def open_index(root: str, *, create: bool = True) -> tantivy.Index | None:
-    """The index (created empty when there is none and ``create``); None if there is none."""
+    """The index (created empty when there is none and ``create``); None if there is none. An
+    index of another schema (an older version's) counts as none: with ``create`` its files are
+    removed and an empty one made (the next catch-up then rebuilds it from the store)."""
     import tantivy
 
     path = index_path(root)
-    if not os.path.isfile(os.path.join(path, "meta.json")):
+    if os.path.isfile(os.path.join(path, "meta.json")):
+        idx = tantivy.Index.open(path)
+        if idx.schema == schema():
+            return _register(idx)
         if not create:
             return None
-        ensure_dir(path)
-        for name in LEGACY_FILES:
-            try:
-                os.unlink(os.path.join(state_dir(root), name))
-            except FileNotFoundError:
-                pass
-        return _register(tantivy.Index(schema(), path=path, reuse=True))
-    return _register(tantivy.Index.open(path))
+        shutil.rmtree(path, ignore_errors=True)
+    ensure_dir(path)
+    for name in LEGACY_FILES:
+        try:
+            os.unlink(os.path.join(state_dir(root), name))
+        except FileNotFoundError:
+            pass
+    return _register(tantivy.Index(schema(), path=path, reuse=True))
 
 
 def _private(path: str) -> None:
@@ -287,6 +296,7 @@ def _add(writer: tantivy.IndexWriter, prepared: list[Prepared], *, upsert: bool,
         for name, value in zip(FIELDS, p[:11]):
             if value is not None and value != []:
                 fields[name] = value if isinstance(value, list) else [value]
+        fields["event_id"] = [p[0].encode()]
         writer.add_document(tantivy.Document(**fields))
         n += 1
     return n

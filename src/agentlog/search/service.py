@@ -297,10 +297,11 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise QueryError(f"the index refused the query: {e}") from None
-        for score, addr in top:
+        times = searcher.fast_field_values("t", [a for _, a in top])
+        for (score, addr), us in zip(top, times):
             d = searcher.doc(addr)
             paths = d.get_all("paths")
-            rows.append((d.get_first("event_id"), d.get_first("t"), d.get_first("kind"), d.get_first("tool"),
+            rows.append((bytes(d.get_first("event_id")).decode(), us, d.get_first("kind"), d.get_first("tool"),
                          d.get_first("provider"), d.get_first("project"), d.get_first("session"),
                          json.dumps(paths) if paths else None, -float(score), d.get_first("log"),
                          d.get_first("offset")))
