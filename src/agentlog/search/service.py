@@ -241,7 +241,7 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
             frame = frames[(log, at)] = _frame_text(root, log, at)
         if not frame:
             continue
-        if check(plain(frame.get("text"), frame.get("value"), d.get_all("paths"), d.get_first("tool"))):
+        if check(plain(frame.get("text"), frame.get("value"), frame["paths"], frame["tool"])):
             passed.append((score, addr))
             if len(passed) >= offset + n:
                 break
@@ -299,12 +299,17 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
             raise QueryError(f"the index refused the query: {e}") from None
         times = searcher.fast_field_values("t", [a for _, a in top])
         for (score, addr), us in zip(top, times):
+            # the index stores only where the event is: the rest is its frame's (read for the snippet)
             d = searcher.doc(addr)
-            paths = d.get_all("paths")
-            rows.append((bytes(d.get_first("event_id")).decode(), us, d.get_first("kind"), d.get_first("tool"),
-                         d.get_first("provider"), d.get_first("project"), d.get_first("session"),
-                         json.dumps(paths) if paths else None, -float(score), d.get_first("log"),
-                         d.get_first("offset")))
+            log, at = d.get_first("log"), d.get_first("offset")
+            frame = frames.get((log, at))
+            if frame is None:
+                frame = frames[(log, at)] = _frame_text(root, log, at)
+            if not frame:
+                continue  # its frame purged or gone: nothing to show (the index is about to lose it)
+            rows.append((frame["event_id"], us, frame["kind"], frame["tool"], frame["provider"], frame["project"],
+                         frame["session"], json.dumps(frame["paths"]) if frame["paths"] else None, -float(score),
+                         log, at))
     if engine is not None or not rows:
         hits = _hydrate(root, rows, q.terms, engine, frames)
     else:
@@ -401,7 +406,8 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
         pass  # no projection yet: hits without their place
     for r in rows:  # the text for the snippet: from the hit's own frame (the index keeps none)
         frame = (frames or {}).get((r[9], r[10]))
-        found[r[0]].update(frame if frame is not None else _frame_text(root, r[9], r[10]))
+        frame = frame if frame is not None else _frame_text(root, r[9], r[10])
+        found[r[0]].update(text=frame.get("text"), value=frame.get("value"))
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})
@@ -484,15 +490,30 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[
 
 
 def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
-    """``text`` and ``value`` (its content) of the event at ``offset`` of ``log`` (a purged or
-    missing frame: nothing)."""
+    """``text`` and ``value`` (its content) of the event at ``offset`` of ``log``, and what a hit
+    shows of its head — its id, kind, provider, session, tool, project and paths, as the store's
+    columns hold them (a purged or missing frame: nothing)."""
     from ..log.lookup import event_at
 
     ev = event_at(root, log, offset)
     if ev is None:
         return {}
     content = ev.get("content")
-    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content), "value": content}
+    paths = ev.get("paths")
+    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content), "value": content,
+            "event_id": _str(ev.get("event_id")), "kind": _str(ev.get("kind")), "provider": _str(ev.get("provider")),
+            "session": _str(ev.get("provider_session_id")), "tool": _str(_sub(ev, "tool", "name")),
+            "project": _str(_sub(ev, "project", "name")),
+            "paths": [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _sub(ev: dict[str, Any], name: str, key: str) -> Any:
+    part = ev.get(name)
+    return part.get(key) if isinstance(part, dict) else None
 
 
 def _prompt_of(content: Any) -> str | None:
