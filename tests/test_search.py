@@ -133,6 +133,26 @@ def test_code_aware_names_operators_filters_and_the_hit_s_place(tmp_path: Path) 
     assert search(root, "path:src/* ParseConfig").hits is not None
 
 
+def test_ids_and_digests_are_found_whole_and_add_no_terms(tmp_path: Path) -> None:
+    """A hex run (a commit, a UUID's parts, a digest in a name) is one part: found as typed, its
+    name's parts found, but no term of its letter/digit pieces and no name joined to it."""
+    import tantivy
+
+    root = str(tmp_path / "home")
+    commit, uid = "4c046beed2a7d1e0b5a9f3c2e8d7a6b5c4d3e2f1", "019bb2fc-6894-75a5-87d6-4c046beed2a7"
+    _tool(root, "s1", 1, f"git show {commit}", f"run_7f3e9a1c2b4d done for {uid}; see ParseConfig")
+    ingest(root)
+    for q in (commit, commit[:12] + "*", uid, "run_7f3e9a1c2b4d", "7f3e9a1c2b4d", f'"for {uid[:8]}"', "parse_config"):
+        assert search(root, q).hits, q
+    assert parts(uid) == ["019bb2fc", "6894", "75", "a", "5", "87", "d", "6", "4c046beed2a7"]
+    idx = index.open_index(root, create=False)
+    assert idx is not None
+    idx.reload()
+    terms = {t for t, _ in idx.searcher().terms_with_prefix("body", "")}
+    assert {commit, "7f3e9a1c2b4d", "run", "019bb2fc", "parseconfig"} <= terms
+    assert not {"run7f3e9a1c2b4d", "046", "bee", "9a1"} & terms
+
+
 def test_secrets_redacted_at_capture_are_not_findable(tmp_path: Path) -> None:
     root = str(tmp_path / "home")
     secret = "ghp_" + "Z" * 36
