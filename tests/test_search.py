@@ -335,6 +335,38 @@ def test_the_check_on_a_text_that_is_not_ascii_agrees_with_the_index_tokens(piec
     assert check(text) == check.by_tokens(text)
 
 
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["parse", "config", "ParseConfig", "parse_config", "flux", "détail", "x1", " ", "-",
+                                 "_", "\n", "\u2014", "\u201c", "\u201d", "\u2192", "\u20ac", "\u00a0", "\u200b",
+                                 "\u00ad", "\u2026", "\u00ab", "\u00d7", "\u02c6", "\u2028"]), max_size=12),
+       st.sampled_from(['"parse config"', "parse_config", '"flux parse"', "parse_con*", 'flux -"parse config"',
+                        '"config flux" OR parse-config', '"x1 flux"']))
+def test_the_check_on_a_text_with_unicode_separators_agrees_with_the_index_tokens(pieces: list[str],
+                                                                                  query: str) -> None:
+    from agentlog.search.service import _engine_query
+
+    text = "".join(pieces)
+    _query, _ranked, check = _engine_query(parse_query(query))
+    assert check is not None
+    assert check(text) == check.by_tokens(text)
+
+
+def test_every_character_of_the_separating_categories_separates_tokens() -> None:
+    """What lets :class:`Checker` treat such a text as ASCII: the tokenizer splits on every
+    character of these categories, and lower case makes none of them an ASCII letter or digit."""
+    import sys
+    import unicodedata
+
+    from agentlog.search.service import SEPARATING
+
+    an = index.analyzer()
+    chars = [chr(c) for c in range(0x80, sys.maxunicode + 1) if unicodedata.category(chr(c)) in SEPARATING]
+    assert len(chars) > 1000
+    for c in chars:
+        assert an.analyze(f"ab{c}cd") == ["ab", "cd"], hex(ord(c))
+        assert not re.search("[a-z0-9]", c.lower()), hex(ord(c))
+
+
 def test_parts() -> None:
     assert parts("ParseConfig") == ["parse", "config"]
     assert parts("parse_config") == ["parse", "config"]

@@ -10,6 +10,7 @@ command failed, and this is what replaced it" is in the hit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import time
@@ -182,7 +183,9 @@ class Checker:
     On an ASCII text where no term can come from what identifiers add (none of its terms'
     tokens occur run together, or separated by ``_``s and ``-``s only), a regular expression over the
     text says the same, much faster; on any other such text, its own tokens (identifiers are ASCII
-    runs: one that adds a term holds that term's tokens in such a run)."""
+    runs: one that adds a term holds that term's tokens in such a run). A text whose only
+    characters beyond ASCII separate tokens (:func:`_separators_only`: an em dash, curly quotes)
+    is checked as an ASCII one."""
 
     def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
         self.clauses, self.excluded = clauses, excluded
@@ -195,7 +198,7 @@ class Checker:
         lowered = text.lower()
         if any(p.search(lowered) for p in self.loose):
             return self.by_tokens(text)
-        if not text.isascii():
+        if not text.isascii() and not _separators_only(text):
             from .index import analyzer
 
             # no identifier can add a term (each would hold the term's tokens in a loose run):
@@ -217,6 +220,26 @@ class Checker:
     def _holds_all(self, tokens: str) -> bool:
         return all(any(_holds(t, tokens) for t in alts) for alts in self.clauses) and not any(
             _holds(t, tokens) for t in self.excluded)
+
+
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+SEPARATING: Final = frozenset({"Zs", "Zl", "Zp", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "Cc", "Cf"})
+"""Unicode categories whose characters are never part of a token: the tokenizer splits on them
+(not alphanumeric), and lower case leaves them no ASCII letter or digit (a test checks every one)."""
+
+
+def _separators_only(text: str) -> bool:
+    """Whether every character of ``text`` beyond ASCII separates tokens (an em dash, a curly
+    quote, an arrow …): then the text's tokens are its ASCII runs of letters and digits, and the
+    regular expressions of :class:`Checker` say what its tokens would."""
+    return all(_separating(c) for c in set(_NON_ASCII.findall(text)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _separating(char: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(char) in SEPARATING
 
 
 CHECKED_MAX: Final = 256
