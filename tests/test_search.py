@@ -487,6 +487,10 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     index.catch_up(root)
     after = set(os.listdir(places.places_dir(root)))
     assert after and after != before  # the old parts' sidecars removed, the new ones made
+    stale = os.path.join(places.places_dir(root), "tool_calls-g1s00-0123456789abcdef.arrow")  # the earlier layout
+    open(stale, "wb").close()
+    index.catch_up(root)
+    assert not os.path.exists(stale) and all(f"-{places.LAYOUT}-" in n for n in os.listdir(places.places_dir(root)))
     looked = _spy(monkeypatch, places, "lookup")
     hits = search(root, "sidecarword", limit=10).hits
     assert {h.session_id for h in hits} and all(h.turn_id and h.attempt_id and h.attempt_outcome for h in hits)
@@ -495,6 +499,32 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     again = search(root, "sidecarword", limit=10).hits
     assert [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in again] == \
         [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in hits]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "ab", "b0", "c", "cc", "d"]), st.sampled_from(["x", "y", None])),
+                min_size=1, max_size=40),
+       st.lists(st.sampled_from(["a", "b", "ab", "b0", "c", "cc", "d", "e", ""]), max_size=6))
+def test_a_sidecar_lookup_finds_what_a_scan_of_its_part_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            rows: list[tuple[str, str | None]], keys: list[str]) -> None:
+    """Packed rows, small batches (a key's rows across two), bisection in a batch = every row of
+    the part whose key is looked up."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agentlog.search import places
+
+    monkeypatch.setattr(places, "GROUP_ROWS", 3)
+    root = str(tmp_path / uuid.uuid4().hex)
+    os.makedirs(root)
+    part = os.path.join(root, "turns_base-p.parquet")
+    pq.write_table(pa.table({"prompt_event_id": [k for k, _ in rows], "session_id": ["s"] * len(rows),
+                             "turn_id": [t for _, t in rows]}), part)
+    got = places.lookup(root, ((part, "turns_base"),), keys)
+    want = [{"key": k, "session_id": "s", "turn_id": t} for k, t in rows if k in set(keys)]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
 
 
 def test_a_hook_s_text_becomes_searchable_while_the_daemon_runs(tmp_path: Path) -> None:

@@ -97,7 +97,8 @@ def build(root: str, parts: Parts) -> str:
             pieces.append(piece.filter(pc.is_valid(piece.column("key"))))
     out = pa.concat_tables(pieces).sort_by([("key", "ascending")]).combine_chunks()
     names = ["key", *columns]
-    packed = pc.binary_join_element_wise(*(pc.fill_null(out.column(c), NULL) for c in names), SEP)
+    packed = pc.binary_join_element_wise(*(pc.fill_null(out.column(c).cast(pa.string()), NULL) for c in names),
+                                      SEP)
     if len(packed) and pc.min(pc.count_substring(packed, SEP)).as_py() != pc.max(
             pc.count_substring(packed, SEP)).as_py():
         raise ValueError("a value holds the sidecar's separator")  # the caller reads the views
