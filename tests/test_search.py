@@ -405,6 +405,7 @@ def test_an_index_of_an_older_schema_is_rebuilt(tmp_path: Path) -> None:
     root = str(tmp_path / "home")
     _tool(root, "s0", 1, "make oldschema", "built oldschema")
     ingest(root)
+    assert index.open_index(root, create=False) is None and not os.path.exists(index.index_path(root))
     index.catch_up(root)
     assert search(root, "oldschema").hits
     shutil.rmtree(index.index_path(root))
@@ -418,6 +419,7 @@ def test_an_index_of_an_older_schema_is_rebuilt(tmp_path: Path) -> None:
     writer.commit()
     writer.wait_merging_threads()
     assert index.open_index(root, create=False) is None  # a reader does not use it
+    assert os.path.exists(os.path.join(index.index_path(root), "meta.json"))  # nor removes it
     assert not search(root, "oldschema", catch=False).hits
     assert index.catch_up(root).get("rebuilt") and index.check(root)["ok"]
     assert [h.event_id for h in search(root, "oldschema").hits]

@@ -139,6 +139,8 @@ def open_index(root: str, *, create: bool = True) -> tantivy.Index | None:
         if not create:
             return None
         shutil.rmtree(path, ignore_errors=True)
+    elif not create:
+        return None
     ensure_dir(path)
     for name in LEGACY_FILES:
         try:
