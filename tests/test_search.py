@@ -133,6 +133,26 @@ def test_code_aware_names_operators_filters_and_the_hit_s_place(tmp_path: Path) 
     assert search(root, "path:src/* ParseConfig").hits is not None
 
 
+def test_ids_and_digests_are_found_whole_and_add_no_terms(tmp_path: Path) -> None:
+    """A hex run (a commit, a UUID's parts, a digest in a name) is one part: found as typed, its
+    name's parts found, but no term of its letter/digit pieces and no name joined to it."""
+    import tantivy
+
+    root = str(tmp_path / "home")
+    commit, uid = "4c046beed2a7d1e0b5a9f3c2e8d7a6b5c4d3e2f1", "019bb2fc-6894-75a5-87d6-4c046beed2a7"
+    _tool(root, "s1", 1, f"git show {commit}", f"run_7f3e9a1c2b4d done for {uid}; see ParseConfig")
+    ingest(root)
+    for q in (commit, commit[:12] + "*", uid, "run_7f3e9a1c2b4d", "7f3e9a1c2b4d", f'"for {uid[:8]}"', "parse_config"):
+        assert search(root, q).hits, q
+    assert parts(uid) == ["019bb2fc", "6894", "75", "a", "5", "87", "d", "6", "4c046beed2a7"]
+    idx = index.open_index(root, create=False)
+    assert idx is not None
+    idx.reload()
+    terms = {t for t, _ in idx.searcher().terms_with_prefix("body", "")}
+    assert {commit, "7f3e9a1c2b4d", "run", "019bb2fc", "parseconfig"} <= terms
+    assert not {"run7f3e9a1c2b4d", "046", "bee", "9a1"} & terms
+
+
 def test_secrets_redacted_at_capture_are_not_findable(tmp_path: Path) -> None:
     root = str(tmp_path / "home")
     secret = "ghp_" + "Z" * 36
@@ -158,7 +178,7 @@ def test_incremental_equals_rebuilt_and_a_killed_update_is_repaired(tmp_path: Pa
         idx.reload()
         searcher = idx.searcher()
         hits = searcher.search(tantivy.Query.exists_query("t"), 1000).hits
-        docs = sorted(tuple(searcher.doc(a).get_first(f) for f in ("event_id", "log", "seq", "kind", "tool"))
+        docs = sorted(tuple(searcher.doc(a).get_first(f) for f in ("log", "seq", "offset"))
                       for _, a in hits)
         terms = sorted(searcher.terms_with_prefix("body", ""))  # every term, in how many events
         assert terms and docs
@@ -315,6 +335,38 @@ def test_the_check_on_a_text_that_is_not_ascii_agrees_with_the_index_tokens(piec
     assert check(text) == check.by_tokens(text)
 
 
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["parse", "config", "ParseConfig", "parse_config", "flux", "détail", "x1", " ", "-",
+                                 "_", "\n", "\u2014", "\u201c", "\u201d", "\u2192", "\u20ac", "\u00a0", "\u200b",
+                                 "\u00ad", "\u2026", "\u00ab", "\u00d7", "\u02c6", "\u2028"]), max_size=12),
+       st.sampled_from(['"parse config"', "parse_config", '"flux parse"', "parse_con*", 'flux -"parse config"',
+                        '"config flux" OR parse-config', '"x1 flux"']))
+def test_the_check_on_a_text_with_unicode_separators_agrees_with_the_index_tokens(pieces: list[str],
+                                                                                  query: str) -> None:
+    from agentlog.search.service import _engine_query
+
+    text = "".join(pieces)
+    _query, _ranked, check = _engine_query(parse_query(query))
+    assert check is not None
+    assert check(text) == check.by_tokens(text)
+
+
+def test_every_character_of_the_separating_categories_separates_tokens() -> None:
+    """What lets :class:`Checker` treat such a text as ASCII: the tokenizer splits on every
+    character of these categories, and lower case makes none of them an ASCII letter or digit."""
+    import sys
+    import unicodedata
+
+    from agentlog.search.service import SEPARATING
+
+    an = index.analyzer()
+    chars = [chr(c) for c in range(0x80, sys.maxunicode + 1) if unicodedata.category(chr(c)) in SEPARATING]
+    assert len(chars) > 1000
+    for c in chars:
+        assert an.analyze(f"ab{c}cd") == ["ab", "cd"], hex(ord(c))
+        assert not re.search("[a-z0-9]", c.lower()), hex(ord(c))
+
+
 def test_parts() -> None:
     assert parts("ParseConfig") == ["parse", "config"]
     assert parts("parse_config") == ["parse", "config"]
@@ -343,6 +395,34 @@ def test_an_index_behind_a_compacted_and_vacuumed_store_catches_up_from_its_snap
     index.remove(root)
     assert index.catch_up(root).get("rebuilt")
     assert len(search(root, "alpha0 OR alpha1 OR alpha2 OR alpha3", limit=50).hits) == 8
+
+
+def test_an_index_of_an_older_schema_is_rebuilt(tmp_path: Path) -> None:
+    """An index written by a version with other fields (here: the schema before event ids and
+    times stopped being indexed terms) is not read; the next catch-up rebuilds it."""
+    import tantivy
+
+    root = str(tmp_path / "home")
+    _tool(root, "s0", 1, "make oldschema", "built oldschema")
+    ingest(root)
+    assert index.open_index(root, create=False) is None and not os.path.exists(index.index_path(root))
+    index.catch_up(root)
+    assert search(root, "oldschema").hits
+    shutil.rmtree(index.index_path(root))
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("event_id", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("t", stored=True, indexed=True, fast=True)
+    os.makedirs(index.index_path(root))
+    old = tantivy.Index(b.build(), path=index.index_path(root))
+    writer = old.writer(15_000_000, 1)
+    writer.add_document(tantivy.Document(event_id=["x"], t=[1]))
+    writer.commit()
+    writer.wait_merging_threads()
+    assert index.open_index(root, create=False) is None  # a reader does not use it
+    assert os.path.exists(os.path.join(index.index_path(root), "meta.json"))  # nor removes it
+    assert not search(root, "oldschema", catch=False).hits
+    assert index.catch_up(root).get("rebuilt") and index.check(root)["ok"]
+    assert [h.event_id for h in search(root, "oldschema").hits]
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
@@ -409,6 +489,10 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     index.catch_up(root)
     after = set(os.listdir(places.places_dir(root)))
     assert after and after != before  # the old parts' sidecars removed, the new ones made
+    stale = os.path.join(places.places_dir(root), "tool_calls-g1s00-0123456789abcdef.arrow")  # the earlier layout
+    open(stale, "wb").close()
+    index.catch_up(root)
+    assert not os.path.exists(stale) and all(f"-{places.LAYOUT}-" in n for n in os.listdir(places.places_dir(root)))
     looked = _spy(monkeypatch, places, "lookup")
     hits = search(root, "sidecarword", limit=10).hits
     assert {h.session_id for h in hits} and all(h.turn_id and h.attempt_id and h.attempt_outcome for h in hits)
@@ -417,6 +501,32 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     again = search(root, "sidecarword", limit=10).hits
     assert [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in again] == \
         [(h.event_id, h.turn_id, h.attempt_id, h.attempt_outcome) for h in hits]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "ab", "b0", "c", "cc", "d"]), st.sampled_from(["x", "y", None])),
+                min_size=1, max_size=40),
+       st.lists(st.sampled_from(["a", "b", "ab", "b0", "c", "cc", "d", "e", ""]), max_size=6))
+def test_a_sidecar_lookup_finds_what_a_scan_of_its_part_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            rows: list[tuple[str, str | None]], keys: list[str]) -> None:
+    """Packed rows, small batches (a key's rows across two), bisection in a batch = every row of
+    the part whose key is looked up."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agentlog.search import places
+
+    monkeypatch.setattr(places, "GROUP_ROWS", 3)
+    root = str(tmp_path / uuid.uuid4().hex)
+    os.makedirs(root)
+    part = os.path.join(root, "turns_base-p.parquet")
+    pq.write_table(pa.table({"prompt_event_id": [k for k, _ in rows], "session_id": ["s"] * len(rows),
+                             "turn_id": [t for _, t in rows]}), part)
+    got = places.lookup(root, ((part, "turns_base"),), keys)
+    want = [{"key": k, "session_id": "s", "turn_id": t} for k, t in rows if k in set(keys)]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
 
 
 def test_a_hook_s_text_becomes_searchable_while_the_daemon_runs(tmp_path: Path) -> None:

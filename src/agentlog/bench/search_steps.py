@@ -52,7 +52,7 @@ rare = next((t for t, d in reversed(terms) if d <= 5), terms[-1][0])
 import tantivy
 def one(order):
     hits = searcher.search(tantivy.Query.exists_query("t"), 1, count=False, order_by_field="t", order=order).hits
-    return searcher.doc(hits[0][1]).get_first("t")
+    return searcher.fast_field_values("t", [hits[0][1]])[0]
 lo, hi = one(tantivy.Order.Asc), one(tantivy.Order.Desc)
 tools = {}
 for name in ("bash", "read", "edit", "grep", "write", "glob", "task", "webfetch"):

@@ -64,7 +64,8 @@ rebuild of 1.45 M events peaked at 1,082 MiB resident (630 anonymous, 432 the se
 merges map); 64 MB keeps it under 1 GiB."""
 META: Final = "state"
 FIELDS: Final = ("event_id", "log", "seq", "offset", "t", "kind", "provider", "session", "tool", "project", "paths")
-"""The stored fields (none of them text an agent wrote, except a path)."""
+"""An event's fields as :data:`Prepared` holds them (the schema says which are stored, which
+indexed; the event id is neither)."""
 
 
 def index_path(root: str) -> str:
@@ -81,15 +82,19 @@ def schema() -> tantivy.Schema:
     b.add_text_field("body", stored=False, tokenizer_name=CODE_TOKENIZER, index_option="freq")
     b.add_text_field("key", stored=False, tokenizer_name="raw", index_option="basic")  # log + seq: upsert, delete
     b.add_text_field("meta", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_text_field("event_id", stored=True, tokenizer_name="raw", index_option="basic")
+    # stored: only where the event is (its log, seq and frame's offset); a hit's id, kind, tool …
+    # are read from its frame with its text. Not indexed: the event id (nothing looks an event up
+    # by it; as a term per event, random, it was ~1/6 of the term dictionary)
     b.add_text_field("log", stored=True, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("seq", stored=True)
     b.add_integer_field("offset", stored=True)
-    b.add_integer_field("t", stored=True, indexed=True, fast=True)  # µs since the epoch: ranges, recency
-    for name in ("kind", "provider", "session", "project"):
-        b.add_text_field(name, stored=True, tokenizer_name="raw", index_option="basic")
-    b.add_text_field("tool", stored=True, tokenizer_name=LOWER_TOKENIZER, index_option="basic")
-    b.add_text_field("paths", stored=True, tokenizer_name="raw", index_option="basic")
+    # µs since the epoch, a fast field only: ranges, recency and "events only" read its column (as
+    # indexed terms it held one term per event, read by nothing)
+    b.add_integer_field("t", fast=True)
+    for name in ("kind", "provider", "session", "project"):  # filters
+        b.add_text_field(name, stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("tool", stored=False, tokenizer_name=LOWER_TOKENIZER, index_option="basic")
+    b.add_text_field("paths", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("m_version", stored=True)
     b.add_text_field("m_table", stored=True, tokenizer_name="raw", index_option="basic")
     return b.build()
@@ -121,21 +126,28 @@ def _register(idx: tantivy.Index) -> tantivy.Index:
 
 
 def open_index(root: str, *, create: bool = True) -> tantivy.Index | None:
-    """The index (created empty when there is none and ``create``); None if there is none."""
+    """The index (created empty when there is none and ``create``); None if there is none. An
+    index of another schema (an older version's) counts as none: with ``create`` its files are
+    removed and an empty one made (the next catch-up then rebuilds it from the store)."""
     import tantivy
 
     path = index_path(root)
-    if not os.path.isfile(os.path.join(path, "meta.json")):
+    if os.path.isfile(os.path.join(path, "meta.json")):
+        idx = tantivy.Index.open(path)
+        if idx.schema == schema():
+            return _register(idx)
         if not create:
             return None
-        ensure_dir(path)
-        for name in LEGACY_FILES:
-            try:
-                os.unlink(os.path.join(state_dir(root), name))
-            except FileNotFoundError:
-                pass
-        return _register(tantivy.Index(schema(), path=path, reuse=True))
-    return _register(tantivy.Index.open(path))
+        shutil.rmtree(path, ignore_errors=True)
+    elif not create:
+        return None
+    ensure_dir(path)
+    for name in LEGACY_FILES:
+        try:
+            os.unlink(os.path.join(state_dir(root), name))
+        except FileNotFoundError:
+            pass
+    return _register(tantivy.Index(schema(), path=path, reuse=True))
 
 
 def _private(path: str) -> None:
@@ -285,7 +297,7 @@ def _add(writer: tantivy.IndexWriter, prepared: list[Prepared], *, upsert: bool,
             writer.delete_documents_by_term("key", key)
         fields: dict[str, Any] = {"body": [p[11]], "key": [key]}
         for name, value in zip(FIELDS, p[:11]):
-            if value is not None and value != []:
+            if name != "event_id" and value is not None and value != []:
                 fields[name] = value if isinstance(value, list) else [value]
         writer.add_document(tantivy.Document(**fields))
         n += 1

@@ -10,6 +10,7 @@ command failed, and this is what replaced it" is in the hit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import time
@@ -182,7 +183,9 @@ class Checker:
     On an ASCII text where no term can come from what identifiers add (none of its terms'
     tokens occur run together, or separated by ``_``s and ``-``s only), a regular expression over the
     text says the same, much faster; on any other such text, its own tokens (identifiers are ASCII
-    runs: one that adds a term holds that term's tokens in such a run)."""
+    runs: one that adds a term holds that term's tokens in such a run). A text whose only
+    characters beyond ASCII separate tokens (:func:`_separators_only`: an em dash, curly quotes)
+    is checked as an ASCII one."""
 
     def __init__(self, clauses: list[list[Term]], excluded: list[Term]) -> None:
         self.clauses, self.excluded = clauses, excluded
@@ -195,7 +198,7 @@ class Checker:
         lowered = text.lower()
         if any(p.search(lowered) for p in self.loose):
             return self.by_tokens(text)
-        if not text.isascii():
+        if not text.isascii() and not _separators_only(text):
             from .index import analyzer
 
             # no identifier can add a term (each would hold the term's tokens in a loose run):
@@ -217,6 +220,26 @@ class Checker:
     def _holds_all(self, tokens: str) -> bool:
         return all(any(_holds(t, tokens) for t in alts) for alts in self.clauses) and not any(
             _holds(t, tokens) for t in self.excluded)
+
+
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+SEPARATING: Final = frozenset({"Zs", "Zl", "Zp", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "Cc", "Cf"})
+"""Unicode categories whose characters are never part of a token: the tokenizer splits on them
+(not alphanumeric), and lower case leaves them no ASCII letter or digit (a test checks every one)."""
+
+
+def _separators_only(text: str) -> bool:
+    """Whether every character of ``text`` beyond ASCII separates tokens (an em dash, a curly
+    quote, an arrow …): then the text's tokens are its ASCII runs of letters and digits, and the
+    regular expressions of :class:`Checker` say what its tokens would."""
+    return all(_separating(c) for c in set(_NON_ASCII.findall(text)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _separating(char: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(char) in SEPARATING
 
 
 CHECKED_MAX: Final = 256
@@ -241,7 +264,7 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
             frame = frames[(log, at)] = _frame_text(root, log, at)
         if not frame:
             continue
-        if check(plain(frame.get("text"), frame.get("value"), d.get_all("paths"), d.get_first("tool"))):
+        if check(plain(frame.get("text"), frame.get("value"), frame["paths"], frame["tool"])):
             passed.append((score, addr))
             if len(passed) >= offset + n:
                 break
@@ -297,13 +320,19 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise QueryError(f"the index refused the query: {e}") from None
-        for score, addr in top:
+        times = searcher.fast_field_values("t", [a for _, a in top])
+        for (score, addr), us in zip(top, times):
+            # the index stores only where the event is: the rest is its frame's (read for the snippet)
             d = searcher.doc(addr)
-            paths = d.get_all("paths")
-            rows.append((d.get_first("event_id"), d.get_first("t"), d.get_first("kind"), d.get_first("tool"),
-                         d.get_first("provider"), d.get_first("project"), d.get_first("session"),
-                         json.dumps(paths) if paths else None, -float(score), d.get_first("log"),
-                         d.get_first("offset")))
+            log, at = d.get_first("log"), d.get_first("offset")
+            frame = frames.get((log, at))
+            if frame is None:
+                frame = frames[(log, at)] = _frame_text(root, log, at)
+            if not frame:
+                continue  # its frame purged or gone: nothing to show (the index is about to lose it)
+            rows.append((frame["event_id"], us, frame["kind"], frame["tool"], frame["provider"], frame["project"],
+                         frame["session"], json.dumps(frame["paths"]) if frame["paths"] else None, -float(score),
+                         log, at))
     if engine is not None or not rows:
         hits = _hydrate(root, rows, q.terms, engine, frames)
     else:
@@ -400,7 +429,8 @@ def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: A
         pass  # no projection yet: hits without their place
     for r in rows:  # the text for the snippet: from the hit's own frame (the index keeps none)
         frame = (frames or {}).get((r[9], r[10]))
-        found[r[0]].update(frame if frame is not None else _frame_text(root, r[9], r[10]))
+        frame = frame if frame is not None else _frame_text(root, r[9], r[10])
+        found[r[0]].update(text=frame.get("text"), value=frame.get("value"))
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
         f = found.get(event_id, {})
@@ -483,15 +513,30 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[
 
 
 def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
-    """``text`` and ``value`` (its content) of the event at ``offset`` of ``log`` (a purged or
-    missing frame: nothing)."""
+    """``text`` and ``value`` (its content) of the event at ``offset`` of ``log``, and what a hit
+    shows of its head — its id, kind, provider, session, tool, project and paths, as the store's
+    columns hold them (a purged or missing frame: nothing)."""
     from ..log.lookup import event_at
 
     ev = event_at(root, log, offset)
     if ev is None:
         return {}
     content = ev.get("content")
-    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content), "value": content}
+    paths = ev.get("paths")
+    return {"text": ev.get("text") if isinstance(ev.get("text"), str) else _prompt_of(content), "value": content,
+            "event_id": _str(ev.get("event_id")), "kind": _str(ev.get("kind")), "provider": _str(ev.get("provider")),
+            "session": _str(ev.get("provider_session_id")), "tool": _str(_sub(ev, "tool", "name")),
+            "project": _str(_sub(ev, "project", "name")),
+            "paths": [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _sub(ev: dict[str, Any], name: str, key: str) -> Any:
+    part = ev.get(name)
+    return part.get(key) if isinstance(part, dict) else None
 
 
 def _prompt_of(content: Any) -> str | None:

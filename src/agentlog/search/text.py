@@ -36,13 +36,17 @@ _COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
 """A run that may be a compound identifier (``parts`` decides: more than one part); paths and
 dotted names are split at ``/``, ``.`` and ``:`` into their identifiers."""
 _CAMEL: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_HEX: Final = re.compile(r"(?=[a-fA-F]*[0-9])(?=[0-9]*[a-fA-F])[0-9a-fA-F]{8,}")
+"""A digest, an id, a hash (8 or more hex digits, letters and digits both): not split at its
+letter/digit boundaries (``4c046beed2a7`` is no ``4 c 046 bee d 2 a 7``)."""
 
 
 def parts(word: str) -> list[str]:
-    """A compound's parts, lower case: ``ParseConfig`` → ``parse``, ``config``."""
+    """A compound's parts, lower case: ``ParseConfig`` → ``parse``, ``config``; a hex run
+    (:data:`_HEX`) is one part."""
     out: list[str] = []
     for piece in _TOKEN.findall(word):
-        out.extend(p.lower() for p in _CAMEL.findall(piece) or [piece])
+        out.extend(p.lower() for p in ([piece] if _HEX.fullmatch(piece) else _CAMEL.findall(piece) or [piece]))
     return out
 
 
@@ -96,7 +100,9 @@ def _expansion(compound: str) -> str:
     ps = parts(compound)
     pieces = [p.lower() for p in _TOKEN.findall(compound)]
     out = " ".join(ps) if ps != pieces else ""
-    whole = "".join(ps) if len(pieces) > 1 else ""
+    # joined, unless a part is a hex run: a name with an id or digest in it (``run_4c046beed2a7``,
+    # a UUID) would add a term of its own, found by no one who does not paste it whole
+    whole = "".join(ps) if len(pieces) > 1 and not any(_HEX.fullmatch(p) for p in pieces) else ""
     # on lines of their own: no phrase may run from the parts into the joined form
     return "\n".join(x for x in (out, whole) if x)
 
