@@ -59,7 +59,11 @@ def test_rss_cap_kills_the_step_and_the_run_goes_on(tmp_path: Path) -> None:
     assert s["quick"]["result"]["metrics"] == {"events": 200000, "half": 100000.0}
     assert s["quick"]["result"]["raw"]["extra"]["pid"] == s["quick"]["process"]["pid"]
     assert (tmp_path / "step-quick.json").exists() and not (tmp_path / "step-hog.json").exists()
+    # the disk is flushed before every step, outside its wall time, and the report says how long it took
+    assert all(isinstance(x["disk_flush_secs"], float) and 0 <= x["disk_flush_secs"] < x["wall_secs"] + 60
+               for x in data["steps"])
     md = (tmp_path / "results.md").read_text()
+    assert "| Disk flush before |" in md and "the parent's `sync` before the step starts" in md
     assert "## Slow and unflattering" in md
     assert "`hog` did not run to a result: killed: resident set" in md
     assert "hog" in r.stderr and "killed" in r.stderr  # one progress line per step
