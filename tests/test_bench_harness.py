@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -328,6 +329,7 @@ def test_bench_run_at_20k_events(tmp_path: Path) -> None:
     assert hook["runs"] == 30 and hook["p50_ms"] > 0 and "p50_ms.10000" in hook and "p50_ms.50000" not in hook
     ver = s["verify"]["result"]["metrics"]
     assert ver["in_process_mb_s"] > 0 and ver["largest_frames"] == 10000
+    _every_anchor_and_target_finds_its_metric(data)
     md = (out / "results.md").read_text()
     for heading in ("## Machine", "## Step `size_by_kind`", "## Step `hook`", "## Step `verify`", "## Anchors side by side", "## Slow and unflattering"):
         assert heading in md
@@ -358,3 +360,24 @@ def test_engine_step_at_10k(tmp_path: Path) -> None:
         assert 0 < m[f"{name}_p50_ms"] <= m[f"{name}_p99_ms"], name
     md = (tmp_path / "results.md").read_text()
     assert "## Step `engine_10k`" in md and "SHOW FAILED ATTEMPTS LIMIT 50" in md
+
+
+def _every_anchor_and_target_finds_its_metric(data: dict[str, Any]) -> None:
+    """Each figure of ours that an anchor or a target names is a metric its step reports (a
+    metric keyed by a store size, ``1450000.x``, at the size this run measured): a misspelt
+    metric would leave the report saying 'not measured at this size' for a figure it has."""
+    ran = {e["name"]: (e["result"] or {}).get("metrics") or {} for e in data["steps"] if e["status"] == "ok"}
+    anchors = load_anchors()
+    named = [(a["id"], a["ours"]["step"], a["ours"]["metric"]) for a in anchors["anchors"] if a.get("ours")]
+    named += [(t["id"], t["step"], t["metric"]) for t in anchors["targets"]]
+    checked = 0
+    for ident, step, metric in named:
+        if step not in ran or metric == "peak_rss_bytes":
+            continue
+        sized = re.fullmatch(r"\d+\.(.+)", metric)
+        if sized:  # the same figure at the sizes this run measured
+            assert any(re.fullmatch(r"\d+\." + re.escape(sized.group(1)), k) for k in ran[step]), (ident, step, metric)
+        else:
+            assert metric in ran[step], (ident, step, metric, sorted(ran[step]))
+        checked += 1
+    assert checked >= 30

@@ -61,6 +61,8 @@ def fmt_value(v: float | None, unit: str) -> str:
         return f"{v:,.2f}×"
     if unit == "points":
         return f"{v:,.2f} points"
+    if unit == "share":
+        return f"{v * 100:,.1f} %"
     return f"{v:,.4g}" + (f" {unit}" if unit else "")
 
 
