@@ -110,6 +110,10 @@ def test_bad_changes_are_refused_when_the_proposal_is_opened(agentlog_home: Path
                             ({"op": "link", "memory": a.id, "relation": "about", "target": a.id}, "itself")):
         with pytest.raises(InvalidMemory, match=message):
             P.open_proposal(root, [change], title="t")
+    twice = {"op": "create", "id": "0190a8f0-0000-7000-8000-00000000000a", "kind": "fact", "title": "x",
+             "attributes": {"statement": "x"}}
+    with pytest.raises(InvalidMemory, match="change 2: memory 0190a8f0-.* is created by an earlier change already"):
+        P.open_proposal(root, [twice, twice], title="t")
     with pytest.raises(InvalidMemory, match="change 1: no memory 'no-such-memory'"):
         P.open_proposal(root, [{"op": "confirm", "memory": "no-such-memory"}], title="t")
     assert P.list_proposals(root) == []
@@ -413,3 +417,16 @@ def test_the_review_of_a_create_shows_everything_and_is_terminal_safe(agentlog_h
     out = CliRunner().invoke(cli, ["memory", "review", p.id], env={"AGENTLOG_HOME": root})
     assert out.exit_code == 0 and "\x1b" not in out.output
     assert "+     Then edit \\x1b[31mcarefully\\x1b[0m." in out.output
+
+
+def test_the_review_of_an_edit_shows_text_on_several_lines_as_a_line_diff(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, _ = _setup(root)
+    S.edit(root, a.id, content="one\ntwo\nthree\nfour\nfive\nsix")
+    p = P.open_proposal(root, [{"op": "edit", "memory": a.id, "fields": {"content": "one\n2\nthree\nfour\nfive\n6",
+                                                                          "title": "Run them all"}}], title="t")
+    assert P.diff(root, p.id) == [
+        f"~ #1 edit {a.slug}",
+        "-   title: Run the tests", "+   title: Run them all",
+        "~   content:", "      one", "-     two", "+     2", "      three", "    …", "      five", "-     six", "+     6",
+    ]

@@ -180,6 +180,9 @@ def _all_checked(con: sqlite3.Connection, changes: list[Any]) -> tuple[list[dict
             errors.append(f"change {i}: {e}")
             continue
         if one["op"] == "create" and "id" in one:
+            if one["id"] in created:
+                errors.append(f"change {i}: memory {one['id']} is created by an earlier change already")
+                continue
             created.add(one["id"])
         checked.append(one)
         per.append(bases)
@@ -408,8 +411,8 @@ def _text_lines(name: str, old: Any, new: Any) -> list[str]:
 
         out = [f"~   {name}:"]
         for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1):
-            if line.startswith(("---", "+++")):
-                continue
+            if line.startswith(("---", "+++")) or line.startswith(("@@ -0,", "@@ -1,", "@@ -1 ")):
+                continue  # (a hunk from the first line: nothing skipped before it)
             out.append("    …" if line.startswith("@@") else f"{line[0]}     {line[1:]}")
         return out
     return ([f"-   {name}: {_flat(old)}"] if old not in ("", None) else []) + [f"+   {name}: {_flat(new)}"]
