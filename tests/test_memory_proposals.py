@@ -430,3 +430,32 @@ def test_the_review_of_an_edit_shows_text_on_several_lines_as_a_line_diff(agentl
         "-   title: Run the tests", "+   title: Run them all",
         "~   content:", "      one", "-     two", "+     2", "      three", "    …", "      five", "-     six", "+     6",
     ]
+
+
+def test_a_proposal_approved_at_once_by_several_writers_is_merged_once(agentlog_home: Path) -> None:
+    """The proposal is read again under the lock: writers that all saw it open before one of
+    them merged it are refused, not merged again (a create has no base version to catch it)."""
+    import threading
+
+    root = str(agentlog_home)
+    _setup(root)
+    p = P.open_proposal(root, [{"op": "create", "kind": "fact", "title": "Merged once",
+                                "attributes": {"statement": "x"}}], title="t")
+    start = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def approve() -> None:
+        start.wait()
+        try:
+            P.approve(root, p.id)
+            outcomes.append("merged")
+        except InvalidMemory as e:
+            outcomes.append("refused" if "is merged, not open" in str(e) else str(e))
+
+    threads = [threading.Thread(target=approve) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes) == ["merged", "refused", "refused", "refused"]
+    assert [m.title for m in S.list_memories(root)].count("Merged once") == 1
