@@ -107,7 +107,10 @@ def test_bad_changes_are_refused_when_the_proposal_is_opened(agentlog_home: Path
                             ({"op": "create", "kind": "project", "title": "x", "attributes": {"name": "x"}},
                              "project.status is required"),
                             ({"op": "edit", "memory": a.id, "fields": {"owner": "me"}}, "an edit changes"),
-                            ({"op": "link", "memory": a.id, "relation": "about", "target": a.id}, "itself")):
+                            ({"op": "link", "memory": a.id, "relation": "about", "target": a.id}, "itself"),
+                            ({"op": "add_evidence", "memory": a.id, "evidence": {"type": "event"}},
+                             "event evidence needs a value"),
+                            ("not a change", "a change is an object with an op")):
         with pytest.raises(InvalidMemory, match=message):
             P.open_proposal(root, [change], title="t")
     twice = {"op": "create", "id": "0190a8f0-0000-7000-8000-00000000000a", "kind": "fact", "title": "x",

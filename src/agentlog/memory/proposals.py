@@ -213,6 +213,13 @@ def _valid_or_as_given(ref: Any) -> Any:
         return ref
 
 
+def _is_valid(ref: Any) -> bool:
+    try:
+        return validate_evidence(ref) == ref
+    except InvalidMemory:
+        return False
+
+
 def _prepared(changes: list[Any]) -> list[Any]:
     """Copies of ``changes`` with their evidence validated (new dicts, so the recorded-evidence
     check may normalise them in place without touching what the caller holds)."""
@@ -235,7 +242,7 @@ def _evidence_problems(root: str, changes: list[Any]) -> list[tuple[int, str]]:
     from .service import check_recorded
 
     refs = [(i, r) for i, c in enumerate(changes, 1) for r in _refs(c)
-            if isinstance(r, dict) and r.get("type") in RECORDED_EVIDENCE and r == _valid_or_as_given(r)]
+            if isinstance(r, dict) and r.get("type") in RECORDED_EVIDENCE and _is_valid(r)]
     if not refs:
         return []
     try:
