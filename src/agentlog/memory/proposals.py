@@ -215,7 +215,7 @@ def _valid_or_as_given(ref: Any) -> Any:
 
 def _is_valid(ref: Any) -> bool:
     try:
-        return validate_evidence(ref) == ref
+        return bool(validate_evidence(ref) == ref)
     except InvalidMemory:
         return False
 
