@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from import_support import record_prompt
 
 from agentlog.memory import proposals as P
 from agentlog.memory import service as S
@@ -47,7 +49,8 @@ def test_a_proposal_is_checked_reviewed_merged_and_undone_exactly(agentlog_home:
     assert p.status == "open" and p.bases == {a.id: 1, b.id: 1}
     assert _state(root) == before  # nothing applied while open
     review = "\n".join(P.diff(root, p.id))
-    assert "+ new pitfall: Edits to config.py fail" in review and "+   steps: ['./scripts/test.sh']" in review
+    assert "+ #1 new pitfall: Edits to config.py fail" in review and f"~ #2 edit {a.slug}" in review
+    assert "+   steps: ['./scripts/test.sh']" in review
     assert "confidence 0.95 → 0.97" in review
     merged = P.approve(root, p.id)
     assert merged.status == "merged"
@@ -104,9 +107,16 @@ def test_bad_changes_are_refused_when_the_proposal_is_opened(agentlog_home: Path
                             ({"op": "create", "kind": "project", "title": "x", "attributes": {"name": "x"}},
                              "project.status is required"),
                             ({"op": "edit", "memory": a.id, "fields": {"owner": "me"}}, "an edit changes"),
-                            ({"op": "link", "memory": a.id, "relation": "about", "target": a.id}, "itself")):
+                            ({"op": "link", "memory": a.id, "relation": "about", "target": a.id}, "itself"),
+                            ({"op": "add_evidence", "memory": a.id, "evidence": {"type": "event"}},
+                             "event evidence needs a value"),
+                            ("not a change", "a change is an object with an op")):
         with pytest.raises(InvalidMemory, match=message):
             P.open_proposal(root, [change], title="t")
+    twice = {"op": "create", "id": "0190a8f0-0000-7000-8000-00000000000a", "kind": "fact", "title": "x",
+             "attributes": {"statement": "x"}}
+    with pytest.raises(InvalidMemory, match="change 2: memory 0190a8f0-.* is created by an earlier change already"):
+        P.open_proposal(root, [twice, twice], title="t")
     with pytest.raises(InvalidMemory, match="change 1: no memory 'no-such-memory'"):
         P.open_proposal(root, [{"op": "confirm", "memory": "no-such-memory"}], title="t")
     assert P.list_proposals(root) == []
@@ -136,3 +146,319 @@ def test_the_proposal_cli(agentlog_home: Path, tmp_path: Path) -> None:
     assert S.get(root, a.id).content == ""
     again = r.invoke(cli, ["memory", "undo", pid], env=env)
     assert again.exit_code == 1 and "only a merged proposal" in again.output
+
+
+def _memory_events(root: str) -> list[dict[str, Any]]:
+    from agentlog.log.frame import event_bytes
+    from agentlog.log.segments import lines_from
+
+    return [json.loads(event_bytes(line)) for _, line in lines_from(store.log_path(root), 0)]
+
+
+def _replays_to_the_same(root: str) -> None:
+    con = store.connect(root)
+    live = store.dump(con)
+    con.close()
+    store.rebuild(root)
+    con = store.connect(root)
+    try:
+        assert store.dump(con) == live
+    finally:
+        con.close()
+
+
+# -- a person edits a proposal --------------------------------------------------------------
+
+
+def test_a_person_edits_an_open_proposal_and_the_edit_is_recorded(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    p = P.open_proposal(root, [{"op": "edit", "memory": a.id, "fields": {"content": "agent text"}},
+                               {"op": "confirm", "memory": b.id},
+                               {"op": "contradict", "memory": a.id}], title="from the agent", note="n", actor="agent")
+    edited = P.edit_proposal(root, p.id[:13], title="tidied", note="", drop=[2],
+                             replace={3: {"op": "add_evidence", "memory": a.slug,
+                                          "evidence": {"type": "url", "value": "https://example.com/run"}}},
+                             add=[{"op": "link", "memory": a.id, "relation": "relates_to", "target": b.slug}])
+    assert edited.status == "open" and edited.title == "tidied" and edited.note is None
+    assert edited.changes == [p.changes[0],
+                              {"op": "add_evidence", "memory": a.id,
+                               "evidence": {"type": "url", "value": "https://example.com/run"}},
+                              {"op": "link", "memory": a.id, "relation": "relates_to", "target": b.id}]
+    assert edited.bases == {a.id: 1}  # b is no longer touched
+    (ev,) = [e for e in _memory_events(root) if e["provider_event_name"] == "proposal_edited"]
+    assert ev["attrs"]["actor"] == "person" and ev["attrs"]["proposal_id"] == p.id
+    assert ev["content"]["edited"] == {"dropped": [2], "replaced": [3], "added": [3], "title": True, "note": True}
+    _replays_to_the_same(root)
+    assert P.get(root, p.id) == edited
+    P.approve(root, p.id)
+    got = S.get(root, a.id)
+    assert got.content == "agent text" and got.links == [("relates_to", b.id)] and len(got.evidence or []) == 1
+
+
+def test_an_edit_is_checked_again_and_keeps_the_base_versions_honest(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    c = S.create(root, "fact", "Soon gone", attributes={"statement": "x"})
+    p = P.open_proposal(root, [{"op": "edit", "memory": a.id, "fields": {"title": "Run every test"}},
+                               {"op": "confirm", "memory": c.id}], title="t")
+    S.edit(root, a.id, content="a person changed it")  # a: version 2 now
+    S.delete(root, c.id)
+    before = P.get(root, p.id)
+    size = os.path.getsize(store.log_path(root))
+    # the kept change on c is checked again: c is gone, so the edit is refused, every problem named, nothing written
+    with pytest.raises(InvalidMemory, match=r"change 2: no memory .*; change 3: convention has no attribute 'status'"):
+        P.edit_proposal(root, p.id, add=[{"op": "edit", "memory": b.id, "fields": {"attributes": {"status": 1}}}])
+    with pytest.raises(InvalidMemory, match="change 2: no memory"):
+        P.edit_proposal(root, p.id, title="only the title")
+    assert P.get(root, p.id) == before and os.path.getsize(store.log_path(root)) == size
+    # dropping it: the kept edit of a keeps the version it was opened against, so the merge still says a changed
+    kept = P.edit_proposal(root, p.id, drop=[2], add=[{"op": "confirm", "memory": b.id}])
+    assert kept.bases == {a.id: 1, b.id: 1}
+    assert f"~ #1 edit {a.slug}  (changed since: version 1 → 2)" in P.diff(root, p.id)
+    with pytest.raises(P.StaleProposal, match=a.slug):
+        P.approve(root, p.id)
+    # the person rewrites the change against a as it is now: a's base moves to its current version
+    rewritten = P.edit_proposal(root, p.id, replace={1: {"op": "edit", "memory": a.id,
+                                                         "fields": {"title": "Run every test"}}})
+    assert rewritten.bases == {a.id: 2, b.id: 1}
+    P.approve(root, p.id)
+    assert S.get(root, a.id).title == "Run every test" and S.get(root, a.id).content == "a person changed it"
+    _replays_to_the_same(root)
+
+
+def test_only_an_open_proposal_can_be_edited_and_an_empty_edit_writes_nothing(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    p = P.open_proposal(root, [{"op": "confirm", "memory": a.id}], title="t")
+    size = os.path.getsize(store.log_path(root))
+    same = P.edit_proposal(root, p.id, title="t", replace={1: {"op": "confirm", "memory": a.slug}})
+    assert same == P.get(root, p.id) and os.path.getsize(store.log_path(root)) == size
+    for kw, message in (({"drop": [1]}, "no change left: reject it instead"), ({"drop": [2]}, "changes 1 to 1, not 2"),
+                        ({"drop": [1], "replace": {1: {"op": "confirm", "memory": b.id}}}, "both dropped and replaced")):
+        with pytest.raises(InvalidMemory, match=message):
+            P.edit_proposal(root, p.id, **kw)  # type: ignore[arg-type]
+    P.approve(root, p.id)
+    with pytest.raises(InvalidMemory, match="is merged, not open: only an open proposal can be edited"):
+        P.edit_proposal(root, p.id, title="late")
+    q = P.open_proposal(root, [{"op": "confirm", "memory": b.id}], title="t")
+    P.reject(root, q.id)
+    with pytest.raises(InvalidMemory, match="is rejected, not open"):
+        P.edit_proposal(root, q.id, add=[{"op": "confirm", "memory": a.id}])
+    with pytest.raises(InvalidMemory, match="is rejected, not open"):
+        P.reject(root, q.id)
+
+
+def test_editing_a_proposal_from_the_cli(agentlog_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    p = P.open_proposal(root, [{"op": "confirm", "memory": a.id}, {"op": "confirm", "memory": b.id}], title="t")
+    r = CliRunner()
+    env = {"AGENTLOG_HOME": root}
+    out = r.invoke(cli, ["memory", "review", p.id[:13], "--drop", "1", "--title", "only b",
+                         "--add", json.dumps({"op": "edit", "memory": b.slug, "fields": {"content": "why"}}),
+                         "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["title"] == "only b" and [c["op"] for c in got["changes"]] == ["confirm", "edit"]
+    assert got["diff"][0] == f"~ #1 confirm {b.slug}" and "+   content: why" in got["diff"]
+    assert out.stderr.strip() == f"proposal {p.id} edited"
+    text = r.invoke(cli, ["memory", "review", p.id, "--replace", '2={"op": "archive", "memory": "%s"}' % b.id], env=env)
+    assert text.exit_code == 0 and f"~ #2 archive {b.slug}" in text.stdout
+    for args, code, message in ((["--replace", "2"], 2, "is not N=JSON"), (["--add", "{oops"], 2, "is not JSON"),
+                                (["--drop", "7"], 1, "changes 1 to 2, not 7"),
+                                (["--add", '{"op": "confirm", "memory": "nope"}'], 1, "change 3: no memory 'nope'")):
+        bad = r.invoke(cli, ["memory", "review", p.id, *args], env=env)
+        assert bad.exit_code == code and message in bad.output, bad.output
+        assert "Traceback" not in bad.output
+    assert r.invoke(cli, ["memory", "approve", p.id], env=env).exit_code == 0
+    late = r.invoke(cli, ["memory", "review", p.id, "--note", "x"], env=env)
+    assert late.exit_code == 1 and "only an open proposal can be edited" in late.output
+
+
+# -- merge re-checks every change against the memories now ----------------------------------
+
+
+def test_a_link_whose_target_was_deleted_since_is_not_merged(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    p = P.open_proposal(root, [{"op": "confirm", "memory": a.id},
+                               {"op": "link", "memory": a.id, "relation": "relates_to", "target": b.id}], title="t")
+    S.delete(root, b.id)  # b is not a memory the proposal changes: its version is not a base
+    before = _state(root)
+    with pytest.raises(P.StaleProposal, match=f"change 2 \\(link\\): memory {a.slug} would link to {b.slug}, "
+                                              "which is gone: nothing was merged"):
+        P.approve(root, p.id)
+    assert _state(root) == before and P.get(root, p.id).status == "open"
+    assert f"+   link relates_to → {b.slug} (deleted)" in P.diff(root, p.id)
+
+
+def test_an_edit_of_an_archived_memory_is_refused_at_open_and_at_merge(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    S.archive(root, b.id)
+    for change in ({"op": "edit", "memory": b.id, "fields": {"title": "x"}},
+                   {"op": "link", "memory": b.id, "relation": "about", "target": a.id}):
+        with pytest.raises(InvalidMemory, match=f"memory {b.slug} is archived: restore it first"):
+            P.open_proposal(root, [change], title="t")
+    # archived by an earlier change of the same proposal: the edit after it is refused as a direct edit would be
+    p = P.open_proposal(root, [{"op": "archive", "memory": a.id},
+                               {"op": "edit", "memory": a.id, "fields": {"content": "x"}}], title="t")
+    before = _state(root)
+    with pytest.raises(P.StaleProposal, match=f"change 2 \\(edit\\): memory {a.slug} is archived"):
+        P.approve(root, p.id)
+    assert _state(root) == before and not S.get(root, a.id).archived
+
+
+def test_evidence_gone_from_the_recorded_history_since_opening_is_not_merged(agentlog_home: Path) -> None:
+    from agentlog.log.purge import Selector
+    from agentlog.store.purge import purge
+
+    root = str(agentlog_home)
+    a, _ = _setup(root)
+    kept, gone = record_prompt(root, "s-kept"), record_prompt(root, "s-gone")
+    p = P.open_proposal(root, [
+        {"op": "create", "kind": "fact", "title": "a prompt was typed", "attributes": {"statement": "yes"},
+         "evidence": [{"type": "event", "value": f"ev_{kept}"}]},
+        {"op": "add_evidence", "memory": a.id, "evidence": {"type": "event", "value": gone}}], title="t")
+    # stored as a direct command stores it: the display prefix dropped
+    assert p.changes[0]["evidence"] == [{"type": "event", "value": kept}]
+    with pytest.raises(InvalidMemory, match="change 1: evidence event '0190a8f0-.*' is not in the recorded history"):
+        P.open_proposal(root, [{"op": "add_evidence", "memory": a.id,
+                                "evidence": {"type": "event", "value": "0190a8f0-0000-7000-8000-000000000000"}}],
+                        title="t")
+    purge(root, Selector(session="s-gone"))
+    before = _state(root)
+    with pytest.raises(P.StaleProposal, match=f"change 2 \\(add_evidence of memory {a.slug}\\): evidence event "
+                                              f"'{gone}' is not in the recorded history"):
+        P.approve(root, p.id)
+    assert _state(root) == before and P.get(root, p.id).status == "open"
+    P.edit_proposal(root, p.id, drop=[2])
+    P.approve(root, p.id)
+    ((m, _),) = S.search(root, "prompt typed")
+    assert S.get(root, m.id).evidence == [{"type": "event", "value": kept}]
+
+
+# -- undo leaves no dangling link -----------------------------------------------------------
+
+
+def test_undo_is_refused_when_another_memory_links_to_one_it_created(agentlog_home: Path) -> None:
+    import uuid
+
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    made = str(uuid.uuid4())
+    p = P.open_proposal(root, [
+        {"op": "create", "id": made, "kind": "fact", "title": "Made here", "attributes": {"statement": "x"}},
+        {"op": "link", "memory": b.id, "relation": "about", "target": made}], title="t")
+    before = _state(root)
+    P.approve(root, p.id)
+    assert P.undo(root, p.id).status == "undone"  # b's link to it is the proposal's own: undone with it
+    assert _state(root) == before
+    q = P.open_proposal(root, [{"op": "create", "id": str(uuid.uuid4()), "kind": "fact", "title": "Made again",
+                                "attributes": {"statement": "y"}}], title="t")
+    P.approve(root, q.id)
+    created = S.get(root, "Made again".lower().replace(" ", "-") + "-" + q.changes[0]["id"][:8])
+    S.link(root, a.id, "relates_to", created.id)  # after the merge, by someone else
+    after = _state(root)
+    with pytest.raises(P.StaleProposal, match=f"memory {a.slug} was linked to {created.slug}, which the proposal "
+                                              "created, after the merge: undo would leave that link pointing at "
+                                              "nothing; nothing was undone"):
+        P.undo(root, q.id)
+    assert _state(root) == after and P.get(root, q.id).status == "merged"
+    # what it asks costs the links to the created memory, found by an index (not every link, not the log)
+    con = store.connect(root)
+    plan = " ".join(str(r) for r in con.execute("EXPLAIN QUERY PLAN SELECT l.source FROM links l JOIN memories m "
+                                                 "ON m.id = l.source WHERE l.target = ?", (created.id,)))
+    assert "links_target" in plan and "SCAN l" not in plan
+
+
+# -- the review of a create shows everything ------------------------------------------------
+
+
+def test_the_review_of_a_create_shows_everything_and_is_terminal_safe(agentlog_home: Path) -> None:
+    import uuid
+
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(agentlog_home)
+    a, _ = _setup(root)
+    made = str(uuid.uuid4())
+    p = P.open_proposal(root, [
+        {"op": "create", "id": made, "kind": "pitfall", "title": "Edits to config.py fail",
+         "content": "Read the file first.\nThen edit \x1b[31mcarefully\x1b[0m.",
+         "attributes": {"symptom": "string_mismatch", "avoid": "read it first", "paths": ["src/config.py"]},
+         "tags": ["Config", "edits"], "slug": "config-edits",
+         "evidence": [{"type": "quote", "value": "old_string not found", "note": "the tool said"},
+                      {"type": "file", "path": "src/config.py", "line_start": 3, "line_end": 9, "commit": "abc1234"}],
+         "lifetime": {"policy": "until", "until": "2031-01-01"}, "pinned": True},
+        {"op": "link", "memory": made, "relation": "relates_to", "target": a.id}], title="t", actor="agent")
+    lines = P.diff(root, p.id)
+    assert lines == [
+        "+ #1 new pitfall: Edits to config.py fail",
+        "+   slug: config-edits",
+        "+   symptom: string_mismatch",
+        "+   avoid: read it first",
+        "+   paths: ['src/config.py']",
+        "+   tags: config, edits",
+        "+   content:",
+        "+     Read the file first.",
+        "+     Then edit \x1b[31mcarefully\x1b[0m.",
+        "+   evidence quote: old_string not found (the tool said)",
+        "+   evidence file: src/config.py:3-9 @ abc1234",
+        f"+   link relates_to → {a.slug} (change 2)",
+        "+   confidence 0.60, lifetime until 2031-01-01, visibility shared, pinned",
+        f"+   id: {made}",
+        f"+ #2 link new pitfall 'Edits to config.py fail' relates_to → {a.slug}",
+    ]
+    out = CliRunner().invoke(cli, ["memory", "review", p.id], env={"AGENTLOG_HOME": root})
+    assert out.exit_code == 0 and "\x1b" not in out.output
+    assert "+     Then edit \\x1b[31mcarefully\\x1b[0m." in out.output
+
+
+def test_the_review_of_an_edit_shows_text_on_several_lines_as_a_line_diff(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, _ = _setup(root)
+    S.edit(root, a.id, content="one\ntwo\nthree\nfour\nfive\nsix")
+    p = P.open_proposal(root, [{"op": "edit", "memory": a.id, "fields": {"content": "one\n2\nthree\nfour\nfive\n6",
+                                                                          "title": "Run them all"}}], title="t")
+    assert P.diff(root, p.id) == [
+        f"~ #1 edit {a.slug}",
+        "-   title: Run the tests", "+   title: Run them all",
+        "~   content:", "      one", "-     two", "+     2", "      three", "    …", "      five", "-     six", "+     6",
+    ]
+
+
+def test_a_proposal_approved_at_once_by_several_writers_is_merged_once(agentlog_home: Path) -> None:
+    """The proposal is read again under the lock: writers that all saw it open before one of
+    them merged it are refused, not merged again (a create has no base version to catch it)."""
+    import threading
+
+    root = str(agentlog_home)
+    _setup(root)
+    p = P.open_proposal(root, [{"op": "create", "kind": "fact", "title": "Merged once",
+                                "attributes": {"statement": "x"}}], title="t")
+    start = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def approve() -> None:
+        start.wait()
+        try:
+            P.approve(root, p.id)
+            outcomes.append("merged")
+        except InvalidMemory as e:
+            outcomes.append("refused" if "is merged, not open" in str(e) else str(e))
+
+    threads = [threading.Thread(target=approve) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes) == ["merged", "refused", "refused", "refused"]
+    assert [m.title for m in S.list_memories(root)].count("Merged once") == 1

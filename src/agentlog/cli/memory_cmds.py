@@ -321,18 +321,54 @@ def proposals_cmd(status: str, limit: int, as_json: bool) -> None:
         print_table([_proposal_line(p) for p in ps], ["id", "status", "by", "title", "changes"])
 
 
-@memory.command(name="review")
-@click.argument("pid")
-@click.option("--json", "as_json", is_flag=True, help="Print the proposal and its diff as JSON.")
-def review_cmd(pid: str, as_json: bool) -> None:
-    """What merging proposal PID would change, against the memories as they are now."""
-    from ..memory import proposals
-    from ..memory.store import NotFound
+def _json_change(text: str, option: str) -> Any:
+    import json
 
     try:
+        return json.loads(text)
+    except ValueError as e:
+        raise click.BadParameter(f"{text!r} is not JSON: {e}", param_hint=option) from None
+
+
+@memory.command(name="review")
+@click.argument("pid")
+@click.option("--title", default=None, help="Edit: a new title.")
+@click.option("--note", default=None, help="Edit: a new note ('' clears it).")
+@click.option("--drop", "drops", multiple=True, type=click.IntRange(1), metavar="N",
+              help="Edit: drop change N (its #N in the review; repeatable).")
+@click.option("--replace", "replaces", multiple=True, metavar="N=JSON",
+              help="Edit: replace change N by this change (repeatable).")
+@click.option("--add", "adds", multiple=True, metavar="JSON", help="Edit: add this change after the others (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the proposal and its diff as JSON.")
+def review_cmd(pid: str, title: str | None, note: str | None, drops: tuple[int, ...], replaces: tuple[str, ...],
+               adds: tuple[str, ...], as_json: bool) -> None:
+    """What merging proposal PID would change, against the memories as they are now.
+
+    With --title, --note, --drop, --replace or --add, a person edits the open
+    proposal first (every change it then holds is checked again against the
+    memories now; the edit is recorded in the memory log), then sees the result.
+    """
+    from ..memory import proposals
+    from ..memory.model import InvalidMemory
+    from ..memory.store import NotFound
+
+    replaced: dict[int, Any] = {}
+    for item in replaces:
+        number, sep, change = item.partition("=")
+        if not sep or not number.strip().isdigit():
+            raise click.BadParameter(f"{item!r} is not N=JSON", param_hint="--replace")
+        replaced[int(number)] = _json_change(change, "--replace")
+    added = [_json_change(a, "--add") for a in adds]
+    editing = title is not None or note is not None or bool(drops or replaced or added)
+    try:
         p = proposals.get(data_root(), pid)
+        if editing:
+            edited = proposals.edit_proposal(data_root(), p.id, title=title, note=note, drop=drops, replace=replaced,
+                                             add=added)
+            click.echo(f"proposal {p.id} {'edited' if edited.updated_at != p.updated_at else 'unchanged'}", err=True)
+            p = edited
         lines = proposals.diff(data_root(), p.id)
-    except NotFound as e:
+    except (InvalidMemory, NotFound, proposals.StaleProposal) as e:
         raise _fail(e) from None
     if as_json:
         print_json({**p.to_dict(), "diff": lines})

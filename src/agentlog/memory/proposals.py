@@ -1,16 +1,26 @@
-"""Proposals: agents and importers propose, a person merges, rejects or undoes.
+"""Proposals: agents and importers propose; a person edits, merges, rejects or undoes.
 
 A proposal holds changes — ``create``, ``edit``, ``confirm``, ``contradict``,
 ``add_evidence``, ``link``, ``archive``, ``delete`` — each checked when it is
-opened, and the version of every memory it touches as it was then. Merging
-checks those versions again: if any memory changed since, the merge is refused
-and says which; otherwise every change is written in *one* event
+opened as the direct command would check it, and the version of every memory
+it touches as it was then. A person may edit an open proposal (its title,
+note, and changes dropped, replaced or added: :func:`edit_proposal`); every
+change is checked again against the memories as they are, and a memory's base
+version moves to its current version only when every change touching it was
+written by that edit.
+
+Merging checks everything again, against the memories as they are now: the
+base versions (a memory changed since: refused, named), and each change as
+the direct command would check it — its memory still there, not archived for
+an edit or a link, a link's target still there, recorded evidence still in the
+recorded history. Any problem refuses the whole merge, naming the memory and
+the reason. Otherwise every change is written in *one* event
 (``proposal_merged``), so the read model applies all of them or none. That
 event also keeps each touched memory's rows as they were before, so undo
 writes them back (``proposal_undone``) — refused if a memory changed after the
-merge — at a cost proportional to what it undoes, never to the log.
-Confirmations and contradictions merged from a proposal weigh as an agent's,
-whoever merges.
+merge, or if another memory links to one the proposal created — at a cost
+proportional to what it undoes, never to the log. Confirmations and
+contradictions merged from a proposal weigh as an agent's, whoever merges.
 """
 
 from __future__ import annotations
@@ -18,10 +28,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Iterable, Mapping, Sequence
 
 from . import confidence as conf
 from .model import (
+    RECORDED_EVIDENCE,
     InvalidMemory,
     normalize_tags,
     slugify,
@@ -74,6 +85,8 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
     """One change, validated and normalised; the versions it is based on go to ``bases``;
     ``created`` holds the ids the proposal's earlier changes create (links may name them)."""
     created = created if created is not None else set()
+    if not isinstance(change, dict):
+        raise InvalidMemory(f"a change is an object with an op, not {change!r}")
     op = change.get("op")
     if op not in OPS:
         raise InvalidMemory(f"a change's op is one of {', '.join(OPS)}, not {op!r}")
@@ -118,7 +131,9 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
             target = _memory_row(con, target)[0]
         return {"op": op, "memory": str(change["memory"]), "relation": validate_link(change.get("relation"),
                 str(change["memory"]), target), "target": target}
-    mid, version, kind, attrs, tags, *_ = _memory_row(con, str(change.get("memory")))
+    mid, version, kind, attrs, tags, _, slug, *_, archived = _memory_row(con, str(change.get("memory")))
+    if archived and op in ("edit", "link"):  # as the direct edit and link refuse it
+        raise InvalidMemory(f"memory {slug} is archived: restore it first")
     bases[mid] = version
     out = {"op": op, "memory": mid}
     if op == "edit":
@@ -149,53 +164,141 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
     return out
 
 
+def _all_checked(con: sqlite3.Connection, changes: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, int]],
+                                                                        list[str]]:
+    """Every change checked against the memories now (:func:`_check`): the checked changes, the
+    base versions each one took (one dict per change), and every problem (``change N: …``)."""
+    checked: list[dict[str, Any]] = []
+    per: list[dict[str, int]] = []
+    created: set[str] = set()
+    errors: list[str] = []
+    for i, c in enumerate(changes, 1):
+        bases: dict[str, int] = {}
+        try:
+            one = _check(con, c, bases, created)
+        except (InvalidMemory, NotFound) as e:
+            errors.append(f"change {i}: {e}")
+            continue
+        if one["op"] == "create" and "id" in one:
+            if one["id"] in created:
+                errors.append(f"change {i}: memory {one['id']} is created by an earlier change already")
+                continue
+            created.add(one["id"])
+        checked.append(one)
+        per.append(bases)
+    return checked, per, errors
+
+
+def _refuse_all(errors: list[str]) -> None:
+    """Every problem of every change in one refusal (the first 20 spelt out)."""
+    if errors:
+        raise InvalidMemory("; ".join(errors[:20]) + (f" … and {len(errors) - 20} more" if len(errors) > 20 else ""))
+
+
+def _refs(change: Any) -> list[Any]:
+    """The evidence references a change adds (a create's list, an ``add_evidence``'s one)."""
+    if not isinstance(change, dict):
+        return []
+    if change.get("op") == "add_evidence":
+        return [change.get("evidence")]
+    if change.get("op") == "create" and isinstance(change.get("evidence"), list):
+        return list(change["evidence"])
+    return []
+
+
+def _valid_or_as_given(ref: Any) -> Any:
+    try:
+        return validate_evidence(ref)
+    except InvalidMemory:  # (reported by _check with the change's other problems)
+        return ref
+
+
+def _is_valid(ref: Any) -> bool:
+    try:
+        return bool(validate_evidence(ref) == ref)
+    except InvalidMemory:
+        return False
+
+
+def _prepared(changes: list[Any]) -> list[Any]:
+    """Copies of ``changes`` with their evidence validated (new dicts, so the recorded-evidence
+    check may normalise them in place without touching what the caller holds)."""
+    out: list[Any] = []
+    for c in changes:
+        if isinstance(c, dict) and c.get("op") == "add_evidence":
+            c = {**c, "evidence": _valid_or_as_given(c.get("evidence"))}
+        elif isinstance(c, dict) and c.get("op") == "create" and isinstance(c.get("evidence"), list):
+            c = {**c, "evidence": [_valid_or_as_given(r) for r in c["evidence"]]}
+        out.append(c)
+    return out
+
+
+def _evidence_problems(root: str, changes: list[Any]) -> list[tuple[int, str]]:
+    """Recorded evidence (an event, attempt, session or tool call) of ``changes`` (as
+    :func:`_prepared` gives them) checked to be in the recorded history as a direct command
+    checks it (:func:`.service.check_recorded`, which opens the store only when there is some;
+    it drops a display prefix such as ``att_`` in place): (change number, problem) for each
+    reference that is not."""
+    from .service import check_recorded
+
+    refs = [(i, r) for i, c in enumerate(changes, 1) for r in _refs(c)
+            if isinstance(r, dict) and r.get("type") in RECORDED_EVIDENCE and _is_valid(r)]
+    if not refs:
+        return []
+    try:
+        check_recorded(root, [r for _, r in refs])
+        return []
+    except InvalidMemory:
+        pass
+    problems: list[tuple[int, str]] = []
+    for i, r in refs:  # which ones (only when one is missing: each check opens the store)
+        try:
+            check_recorded(root, [r])
+        except InvalidMemory as e:
+            problems.append((i, str(e)))
+    return problems
+
+
 def open_proposal(root: str, changes: list[dict[str, Any]], *, title: str, note: str | None = None,
                   actor: str = "agent") -> Proposal:
-    """Open a proposal (every change checked now; nothing applied)."""
+    """Open a proposal (every change checked now, as the direct command would check it;
+    every problem of every change reported, and nothing opened, if there is one)."""
     from ..ids import uuid7
-    from .service import check_recorded
 
     if not changes:
         raise InvalidMemory("a proposal needs at least one change")
+    title = validate_title(title)
     pid = uuid7()
-    checked: list[dict[str, Any]] = []
+    prepared = _prepared(changes)
+    missing = [f"change {i}: {e}" for i, e in _evidence_problems(root, prepared)]
 
     def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
-        bases: dict[str, int] = {}
-        created: set[str] = set()
-        errors: list[str] = []
-        for i, c in enumerate(changes, 1):
-            try:
-                one = _check(con, c, bases, created)
-            except (InvalidMemory, NotFound) as e:
-                errors.append(f"change {i}: {e}")
-                continue
-            if one["op"] == "create" and "id" in one:
-                created.add(one["id"])
-            checked.append(one)
-        if errors:  # every problem of every change, and nothing opened
-            raise InvalidMemory("; ".join(errors[:20]) + (f" … and {len(errors) - 20} more" if len(errors) > 20 else ""))
-        body = {"title": validate_title(title), "note": note, "changes": checked, "bases": bases}
+        checked, per, errors = _all_checked(con, prepared)
+        _refuse_all(errors + missing)
+        bases = {mid: v for b in per for mid, v in b.items()}
+        body = {"title": title, "note": note, "changes": checked, "bases": bases}
         return [new_event("proposal_opened", "", 0, actor, body, proposal_id=pid)], {}
 
-    refs = [r for c in changes for r in ([c.get("evidence")] if c.get("op") == "add_evidence" else
-                                         c.get("evidence") or [] if c.get("op") == "create" else [])]
-    check_recorded(root, [validate_evidence(r) for r in refs])
     transact(root, decide)
     return get(root, pid)
+
+
+def _load(con: sqlite3.Connection, pid: str) -> Proposal:
+    """A proposal by its id or an unambiguous prefix of it, read on ``con``."""
+    # the id itself first (its primary key); a prefix only when that finds nothing (a LIKE reads every row)
+    rows = con.execute("SELECT * FROM proposals WHERE id = ?", (pid,)).fetchall() or \
+        con.execute("SELECT * FROM proposals WHERE id LIKE ? || '%'", (pid,)).fetchall()
+    if len(rows) != 1:
+        raise NotFound(f"no proposal {pid!r}" if not rows else f"{pid!r} names {len(rows)} proposals")
+    r = rows[0]
+    return Proposal(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8],
+                    json.loads(r[9]) if r[9] else None, r[10])
 
 
 def get(root: str, pid: str) -> Proposal:
     con = connect(root)
     try:
-        # the id itself first (its primary key); a prefix only when that finds nothing (a LIKE reads every row)
-        rows = con.execute("SELECT * FROM proposals WHERE id = ?", (pid,)).fetchall() or \
-            con.execute("SELECT * FROM proposals WHERE id LIKE ? || '%'", (pid,)).fetchall()
-        if len(rows) != 1:
-            raise NotFound(f"no proposal {pid!r}" if not rows else f"{pid!r} names {len(rows)} proposals")
-        r = rows[0]
-        return Proposal(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]), r[7], r[8],
-                        json.loads(r[9]) if r[9] else None, r[10])
+        return _load(con, pid)
     finally:
         con.close()
 
@@ -210,111 +313,236 @@ def list_proposals(root: str, status: str | None = "open", limit: int = 50) -> l
     return [get(root, i) for i in ids]
 
 
+def _must_be(p: Proposal, status: str, doing: str) -> None:
+    if p.status != status:
+        raise InvalidMemory(f"proposal {p.id} is {p.status}, not {status}: only {'an' if status[0] in 'aeiou' else 'a'} "
+                            f"{status} proposal can be {doing}")
+
+
+def _unchanged_since(con: sqlite3.Connection, p: Proposal, status: str, doing: str) -> None:
+    """Under the lock: the proposal is still as ``p`` was read before it (not decided or edited
+    meanwhile by another process)."""
+    now = _load(con, p.id)
+    _must_be(now, status, doing)
+    if now.updated_at != p.updated_at:
+        raise StaleProposal(f"proposal {p.id} was edited meanwhile: review it again (nothing was {doing})")
+
+
+# -- editing --------------------------------------------------------------------------------
+
+
+def edit_proposal(root: str, pid: str, *, title: str | None = None, note: str | None = None,
+                  drop: Iterable[int] = (), replace: Mapping[int, dict[str, Any]] | None = None,
+                  add: Sequence[dict[str, Any]] = (), actor: str = "person") -> Proposal:
+    """A person edits open proposal ``pid``: a new ``title`` or ``note`` (``""`` clears it);
+    changes dropped (``drop``: their numbers, from 1, as :func:`diff` numbers them), replaced
+    (``replace``: number → the new change) or added after the others (``add``).
+
+    The changes it then holds are all checked again against the memories as they are now (as
+    when it was opened: every problem reported, nothing written). The base versions stay
+    honest: a memory a kept change touches keeps the version the proposal was opened (or last
+    edited) against — so a memory changed since still refuses the merge — and one touched only
+    by changes this edit wrote takes its current version. One ``proposal_edited`` event records
+    the new title, note, changes and bases and what was edited; an edit that changes nothing
+    writes nothing. Refused (:class:`InvalidMemory`) unless the proposal is open."""
+    p = get(root, pid)
+    _must_be(p, "open", "edited")
+    replaced = dict(replace or {})
+    dropped = sorted(set(drop))
+    n = len(p.changes)
+    wrong = [k for k in [*dropped, *replaced] if not 1 <= k <= n]
+    if wrong:
+        raise InvalidMemory(f"proposal {p.id} has changes 1 to {n}, not {wrong[0]}")
+    if set(dropped) & set(replaced):
+        raise InvalidMemory(f"change {min(set(dropped) & set(replaced))} cannot be both dropped and replaced")
+    rows: list[tuple[int | None, Any]] = [(None, replaced[i]) if i in replaced else (i, c)
+                                          for i, c in enumerate(p.changes, 1) if i not in dropped]
+    rows.extend((None, c) for c in add)
+    if not rows:
+        raise InvalidMemory(f"proposal {p.id} would have no change left: reject it instead")
+    new_title = validate_title(title) if title is not None else p.title
+    new_note = (note or None) if note is not None else p.note
+    prepared = _prepared([c for _, c in rows])
+    missing = [f"change {i}: {e}" for i, e in _evidence_problems(root, prepared)]
+
+    def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        _unchanged_since(con, p, "open", "edited")
+        checked, per, errors = _all_checked(con, prepared)
+        _refuse_all(errors + missing)
+        changes: list[dict[str, Any]] = []
+        bases: dict[str, int] = {}
+        kept: set[str] = set()
+        for (origin, _), one, took in zip(rows, checked, per):
+            changes.append(p.changes[origin - 1] if origin is not None else one)  # a kept change as it was reviewed
+            for mid, version in took.items():
+                if origin is not None and mid in p.bases:
+                    bases[mid] = p.bases[mid]
+                    kept.add(mid)
+                elif mid not in kept:
+                    bases[mid] = version
+        if (changes, bases, new_title, new_note) == (p.changes, p.bases, p.title, p.note):
+            return [], {}
+        edited = {"dropped": dropped, "replaced": sorted(replaced),
+                  "added": list(range(len(rows) - len(add) + 1, len(rows) + 1)),
+                  "title": new_title != p.title, "note": new_note != p.note}
+        body = {"title": new_title, "note": new_note, "changes": changes, "bases": bases, "edited": edited}
+        return [new_event("proposal_edited", "", 0, actor, body, proposal_id=p.id)], {}
+
+    transact(root, decide)
+    return get(root, p.id)
+
+
+# -- review ---------------------------------------------------------------------------------
+
+
+def _flat(value: Any) -> str:
+    """A value on one line of the review (a newline in it shown as ``\\n``: each line of the
+    review is one thing)."""
+    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _ref(ref: dict[str, Any]) -> str:
+    where = str(ref.get("value"))
+    if ref.get("type") == "file":
+        if "line_start" in ref or "line_end" in ref:
+            where += f":{ref.get('line_start', '')}" + (f"-{ref['line_end']}" if "line_end" in ref else "")
+        if ref.get("commit"):
+            where += f" @ {ref['commit']}"
+    return f"{ref.get('type')}: {_flat(where)}" + (f" ({_flat(ref['note'])})" if ref.get("note") else "")
+
+
+def _text_lines(name: str, old: Any, new: Any) -> list[str]:
+    """A field's change: ``-``/``+`` lines, or for text on several lines a line diff."""
+    if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
+        import difflib
+
+        out = [f"~   {name}:"]
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1):
+            if line.startswith(("---", "+++")) or line.startswith(("@@ -0,", "@@ -1,", "@@ -1 ")):
+                continue  # (a hunk from the first line: nothing skipped before it)
+            out.append("    …" if line.startswith("@@") else f"{line[0]}     {line[1:]}")
+        return out
+    return ([f"-   {name}: {_flat(old)}"] if old not in ("", None) else []) + [f"+   {name}: {_flat(new)}"]
+
+
+def _label(con: sqlite3.Connection, mid: str, created: dict[str, dict[str, Any]]) -> str:
+    """How the review names a memory: its slug; one this proposal creates by kind and title."""
+    if mid in created:
+        return f"new {created[mid]['kind']} {_flat(created[mid]['title'])!r}"
+    row = con.execute("SELECT slug, deleted FROM memories WHERE id = ?", (mid,)).fetchone()
+    return f"{mid} (gone)" if row is None else row[0] + (" (deleted)" if row[1] else "")
+
+
+def _create_lines(con: sqlite3.Connection, number: int, c: dict[str, Any], p: Proposal,
+                  links: list[tuple[int, str, str]], created: dict[str, dict[str, Any]]) -> list[str]:
+    """Everything a created memory would have: slug, attributes, tags, content, evidence,
+    links, confidence, lifetime, visibility and flags."""
+    out = [f"+ #{number} new {c['kind']}: {_flat(c['title'])}",
+           f"+   slug: {c['slug']}" if c.get("slug") else "+   slug: made from the title when merged"]
+    out.extend(f"+   {k}: {_flat(v)}" for k, v in c["attributes"].items())
+    if c.get("tags"):
+        out.append("+   tags: " + ", ".join(_flat(t) for t in c["tags"]))
+    if c.get("content"):
+        out.append("+   content:")
+        out.extend(f"+     {line}" for line in str(c["content"]).splitlines())
+    out.extend(f"+   evidence {_ref(r)}" for r in c.get("evidence") or [])
+    out.extend(f"+   link {relation} → {_label(con, target, created)} (change {n})" for n, relation, target in links)
+    lifetime = c.get("lifetime") or {"policy": "standard", "until": None}
+    vis = c.get("visibility") or {"visibility": "shared", "allowed_actors": []}
+    facts = [f"confidence {c.get('confidence', conf.prior(_author(p))):.2f}",
+             f"lifetime until {lifetime['until']}" if lifetime.get("until") else f"lifetime {lifetime['policy']}",
+             f"visibility {vis['visibility']}" + (f" ({', '.join(vis['allowed_actors'])})"
+                                                  if vis.get("allowed_actors") else "")]
+    facts.extend(flag for flag in ("archived", "pinned") if c.get(flag))
+    out.append("+   " + ", ".join(facts))
+    if c.get("id"):
+        out.append(f"+   id: {c['id']}")
+    return out
+
+
+def _author(p: Proposal) -> str:
+    """Whose prior a memory the proposal creates takes (a person's, or else an agent's)."""
+    return "agent" if p.actor != "person" else "person"
+
+
 def diff(root: str, pid: str) -> list[str]:
-    """A readable account of what merging would change, against the memories as they are now."""
+    """A readable account of what merging would change, against the memories as they are now:
+    each change numbered (``#N``, as :func:`edit_proposal` takes them), a created memory with
+    everything it would have, an edit field by field (attribute by attribute, text line by
+    line), and flags on memories that changed since, are archived or are gone."""
     p = get(root, pid)
     con = connect(root)
-    lines: list[str] = []
     try:
-        for c in p.changes:
-            if c["op"] == "create":
-                lines.append(f"+ new {c['kind']}: {c['title']}")
-                for k, v in c["attributes"].items():
-                    lines.append(f"+   {k}: {v}")
-                continue
-            try:
-                mid, version, _, attrs, tags, mtitle, slug, content, confidence, _ = _memory_row(con, c["memory"])
-            except NotFound:
-                lines.append(f"! {c['op']} {c['memory']}: the memory is gone")
-                continue
-            stale = "" if version == p.bases.get(mid) else f"  (changed since: version {p.bases.get(mid)} → {version})"
-            lines.append(f"~ {c['op']} {slug}{stale}")
-            if c["op"] == "edit":
-                now = {"title": mtitle, "content": content, "attributes": attrs, "tags": tags, "slug": slug}
-                for k, v in c["fields"].items():
-                    if k == "attributes":  # attribute by attribute
-                        for name in dict.fromkeys([*attrs, *v]):
-                            if attrs.get(name) != v.get(name):
-                                if name in attrs:
-                                    lines.append(f"-   {name}: {attrs[name]}")
-                                if name in v:
-                                    lines.append(f"+   {name}: {v[name]}")
-                    elif now.get(k) != v:
-                        lines.append(f"-   {k}: {now.get(k)}")
-                        lines.append(f"+   {k}: {v}")
-            elif c["op"] in ("confirm", "contradict"):
-                new = conf.confirmed(confidence, "agent") if c["op"] == "confirm" else \
-                    conf.contradicted(confidence, "agent")
-                lines.append(f"    confidence {confidence:.2f} → {new:.2f}")
-            elif c["op"] == "add_evidence":
-                lines.append(f"+   evidence {c['evidence']['type']}: {c['evidence']['value']}")
-            elif c["op"] == "link":
-                lines.append(f"+   link {c['relation']} → {c['target']}")
+        return _diff_lines(con, p)
     finally:
         con.close()
+
+
+def _diff_lines(con: sqlite3.Connection, p: Proposal) -> list[str]:
+    created = {c["id"]: c for c in p.changes if c["op"] == "create" and c.get("id")}
+    links: dict[str, list[tuple[int, str, str]]] = {}
+    for n, c in enumerate(p.changes, 1):
+        if c["op"] == "link" and c["memory"] in created:
+            links.setdefault(c["memory"], []).append((n, c["relation"], c["target"]))
+    lines: list[str] = []
+    for n, c in enumerate(p.changes, 1):
+        if c["op"] == "create":
+            lines.extend(_create_lines(con, n, c, p, links.get(c.get("id") or "", []), created))
+            continue
+        if c["memory"] in created:  # a link from a memory this proposal creates
+            lines.append(f"+ #{n} link {_label(con, c['memory'], created)} {c['relation']} → "
+                         f"{_label(con, c['target'], created)}")
+            continue
+        try:
+            mid, version, _, attrs, tags, mtitle, slug, content, confidence, archived = _memory_row(con, c["memory"])
+        except NotFound:
+            lines.append(f"! #{n} {c['op']} {_label(con, c['memory'], created)}: the memory is gone")
+            continue
+        flags = "" if version == p.bases.get(mid) else f"  (changed since: version {p.bases.get(mid)} → {version})"
+        if archived and c["op"] in ("edit", "link"):
+            flags += "  (archived: refused until it is restored)"
+        lines.append(f"~ #{n} {c['op']} {slug}{flags}")
+        if c["op"] == "edit":
+            now = {"title": mtitle, "content": content, "attributes": attrs, "tags": tags, "slug": slug}
+            for k, v in c["fields"].items():
+                if k == "attributes":  # attribute by attribute
+                    for name in dict.fromkeys([*attrs, *v]):
+                        if attrs.get(name) != v.get(name):
+                            if name in attrs:
+                                lines.append(f"-   {name}: {_flat(attrs[name])}")
+                            if name in v:
+                                lines.append(f"+   {name}: {_flat(v[name])}")
+                elif now.get(k) != v:
+                    lines.extend(_text_lines(k, now.get(k), v))
+        elif c["op"] in ("confirm", "contradict"):
+            new = conf.confirmed(confidence, "agent") if c["op"] == "confirm" else \
+                conf.contradicted(confidence, "agent")
+            lines.append(f"    confidence {confidence:.2f} → {new:.2f}")
+        elif c["op"] == "add_evidence":
+            lines.append(f"+   evidence {_ref(c['evidence'])}")
+        elif c["op"] == "link":
+            lines.append(f"+   link {c['relation']} → {_label(con, c['target'], created)}")
     return lines
 
 
-def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
-    """Merge: every change re-checked against the memories now, all written in one event."""
-    from ..ids import uuid7
+# -- deciding -------------------------------------------------------------------------------
 
+
+def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
+    """Merge: every change re-checked against the memories now — the base versions, and each
+    change as the direct command would check it — and all written in one event, or none (the
+    refusal names the memory and why)."""
     p = get(root, pid)
-    if p.status != "open":
-        raise InvalidMemory(f"proposal {p.id} is {p.status}, not open")
+    _must_be(p, "open", "merged")
+    # recorded evidence still recorded (checked before the lock, as a direct add_evidence checks it)
+    missing = _evidence_problems(root, _prepared(p.changes))
+    if missing:
+        n, problem = missing[0]
+        raise StaleProposal(f"change {n} ({_what(root, p.changes[n - 1])}): {problem} (any more): nothing was merged")
 
     def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
-        for mid, base in sorted(p.bases.items()):
-            row = con.execute("SELECT version FROM memories WHERE id = ? AND deleted = 0", (mid,)).fetchone()
-            if row is None or row[0] != base:
-                slug = con.execute("SELECT slug FROM memories WHERE id = ?", (mid,)).fetchone()
-                raise StaleProposal(f"memory {slug[0] if slug else mid} changed since the proposal was opened "
-                                    f"(version {base} then, {'gone' if row is None else row[0]} now): "
-                                    "nothing was merged")
-        ops: list[dict[str, Any]] = []
-        versions: dict[str, int] = dict(p.bases)
-        before: dict[str, Any] = {}
-        state: dict[str, float] = {}
-        for c in p.changes:
-            if c["op"] == "create":
-                mid = c.get("id") or uuid7()
-                if con.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchone():
-                    raise StaleProposal(f"memory {mid} exists already: nothing was merged")
-                before[mid] = None
-                versions[mid] = 1
-                body = {k: c[k] for k in ("kind", "title", "content", "attributes", "tags", "evidence")}
-                body["slug"] = c.get("slug") or slugify(c["title"], mid)
-                body["confidence"] = c.get("confidence", conf.prior("agent" if p.actor != "person" else "person"))
-                body["lifetime"] = c.get("lifetime", {"policy": "standard", "until": None})
-                body["visibility"] = c.get("visibility", {"visibility": "shared", "allowed_actors": []})
-                ops.append({"name": "memory_created", "memory_id": mid, "version": 1, "body": body})
-                for flag, name in (("pinned", "memory_pinned"), ("archived", "memory_archived")):
-                    if c.get(flag):
-                        versions[mid] += 1
-                        ops.append({"name": name, "memory_id": mid, "version": versions[mid],
-                                    "body": {"pinned": True} if flag == "pinned" else {}})
-                continue
-            mid = c["memory"]
-            if mid not in before:
-                before[mid] = snapshot(con, mid)
-            versions[mid] += 1
-            if c["op"] == "edit":
-                name, body = "memory_edited", c["fields"]
-            elif c["op"] in ("confirm", "contradict"):
-                current = state.get(mid, before[mid]["memory"]["confidence"])
-                value = conf.confirmed(current, "agent") if c["op"] == "confirm" else conf.contradicted(current, "agent")
-                state[mid] = value
-                name, body = f"memory_{c['op']}ed", {"confidence": value}
-            elif c["op"] == "add_evidence":
-                name, body = "memory_evidence_added", {"evidence": c["evidence"]}
-            elif c["op"] == "link":
-                name, body = "memory_linked", {"relation": c["relation"], "target": c["target"]}
-            elif c["op"] == "archive":
-                name, body = "memory_archived", {}
-            else:
-                name, body = "memory_deleted", {}
-            ops.append({"name": name, "memory_id": mid, "version": versions[mid], "body": body})
-        after = {mid: versions[mid] for mid in before}
+        _unchanged_since(con, p, "open", "merged")
+        ops, before, after = _merge_plan(con, p)
         ev = new_event("proposal_merged", "", 0, actor, {"ops": ops, "before": before, "after": after},
                        proposal_id=p.id)
         return [ev], {}
@@ -323,30 +551,139 @@ def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
     return get(root, p.id)
 
 
+def _what(root: str, c: dict[str, Any]) -> str:
+    """A change named for a refusal: ``new KIND 'TITLE'`` or ``OP of memory SLUG``."""
+    if c["op"] == "create":
+        return f"new {c['kind']} {_flat(c['title'])!r}"
+    con = connect(root)
+    try:
+        row = con.execute("SELECT slug FROM memories WHERE id = ?", (c["memory"],)).fetchone()
+    finally:
+        con.close()
+    return f"{c['op']} of memory {row[0] if row else c['memory']}"
+
+
+def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+    """The events merging ``p`` writes, each touched memory's rows before and version after —
+    or :class:`StaleProposal` naming the memory and the reason. The changes are walked in order
+    over what the memories are now and what the earlier changes made of them (an edit after an
+    archive of the same memory is refused as a direct edit would be)."""
+    from ..ids import uuid7
+
+    for mid, base in sorted(p.bases.items()):
+        row = con.execute("SELECT version FROM memories WHERE id = ? AND deleted = 0", (mid,)).fetchone()
+        if row is None or row[0] != base:
+            slug = con.execute("SELECT slug FROM memories WHERE id = ?", (mid,)).fetchone()
+            raise StaleProposal(f"memory {slug[0] if slug else mid} changed since the proposal was opened "
+                                f"(version {base} then, {'gone' if row is None else row[0]} now): "
+                                "nothing was merged")
+    live: dict[str, dict[str, Any] | None] = {}  # slug, archived, deleted: now, then as the changes leave them
+
+    def memory(mid: str) -> dict[str, Any] | None:
+        if mid not in live:
+            row = con.execute("SELECT slug, archived, deleted FROM memories WHERE id = ?", (mid,)).fetchone()
+            live[mid] = None if row is None else {"slug": row[0], "archived": bool(row[1]), "deleted": bool(row[2])}
+        return live[mid]
+
+    def refuse(n: int, c: dict[str, Any], why: str) -> StaleProposal:
+        return StaleProposal(f"change {n} ({c['op']}): memory {why}: nothing was merged")
+
+    ops: list[dict[str, Any]] = []
+    versions: dict[str, int] = dict(p.bases)
+    before: dict[str, Any] = {}
+    state: dict[str, float] = {}
+    for n, c in enumerate(p.changes, 1):
+        if c["op"] == "create":
+            mid = c.get("id") or uuid7()
+            if memory(mid) is not None:
+                raise refuse(n, c, f"{mid} exists already")
+            before[mid] = None
+            versions[mid] = 1
+            body = {k: c[k] for k in ("kind", "title", "content", "attributes", "tags", "evidence")}
+            body["slug"] = c.get("slug") or slugify(c["title"], mid)
+            body["confidence"] = c.get("confidence", conf.prior(_author(p)))
+            body["lifetime"] = c.get("lifetime", {"policy": "standard", "until": None})
+            body["visibility"] = c.get("visibility", {"visibility": "shared", "allowed_actors": []})
+            ops.append({"name": "memory_created", "memory_id": mid, "version": 1, "body": body})
+            live[mid] = {"slug": body["slug"], "archived": bool(c.get("archived")), "deleted": False}
+            for flag, name in (("pinned", "memory_pinned"), ("archived", "memory_archived")):
+                if c.get(flag):
+                    versions[mid] += 1
+                    ops.append({"name": name, "memory_id": mid, "version": versions[mid],
+                                "body": {"pinned": True} if flag == "pinned" else {}})
+            continue
+        mid = c["memory"]
+        m = memory(mid)
+        if m is None or m["deleted"]:
+            raise refuse(n, c, f"{m['slug'] if m else mid} is gone")
+        if m["archived"] and c["op"] in ("edit", "link"):
+            raise refuse(n, c, f"{m['slug']} is archived: restore it first")
+        if mid not in before:
+            before[mid] = snapshot(con, mid)
+        versions[mid] += 1
+        if c["op"] == "edit":
+            name, body = "memory_edited", c["fields"]
+        elif c["op"] in ("confirm", "contradict"):
+            current = state.get(mid, before[mid]["memory"]["confidence"])
+            value = conf.confirmed(current, "agent") if c["op"] == "confirm" else conf.contradicted(current, "agent")
+            state[mid] = value
+            name, body = f"memory_{c['op']}ed", {"confidence": value}
+        elif c["op"] == "add_evidence":
+            name, body = "memory_evidence_added", {"evidence": c["evidence"]}
+        elif c["op"] == "link":
+            target = memory(c["target"])
+            if target is None or target["deleted"]:
+                raise refuse(n, c, f"{m['slug']} would link to {target['slug'] if target else c['target']}, "
+                                   "which is gone")
+            name, body = "memory_linked", {"relation": c["relation"], "target": c["target"]}
+        elif c["op"] == "archive":
+            name, body = "memory_archived", {}
+            m["archived"] = True
+        else:
+            name, body = "memory_deleted", {}
+            m["deleted"] = True
+        ops.append({"name": name, "memory_id": mid, "version": versions[mid], "body": body})
+    return ops, before, {mid: versions[mid] for mid in before}
+
+
 def reject(root: str, pid: str, *, reason: str | None = None, actor: str = "person") -> Proposal:
     p = get(root, pid)
-    if p.status != "open":
-        raise InvalidMemory(f"proposal {p.id} is {p.status}, not open")
-    transact(root, lambda con: ([new_event("proposal_rejected", "", 0, actor, {"reason": reason},
-                                           proposal_id=p.id)], {}))
+    _must_be(p, "open", "rejected")
+
+    def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        _must_be(_load(con, p.id), "open", "rejected")
+        return [new_event("proposal_rejected", "", 0, actor, {"reason": reason}, proposal_id=p.id)], {}
+
+    transact(root, decide)
     return get(root, p.id)
 
 
 def undo(root: str, pid: str, *, actor: str = "person") -> Proposal:
     """Put back every memory a merged proposal touched as it was before — refused if any
-    changed after the merge."""
+    changed after the merge, or if another memory links to one it created (undo would leave
+    that link pointing at nothing). Its cost: the touched memories' rows, and for each created
+    one the links to it (an index: never the log, never every link)."""
     p = get(root, pid)
     if p.status != "merged" or not p.merged:
         raise InvalidMemory(f"proposal {p.id} is {p.status}: only a merged proposal can be undone")
     before, after = p.merged["before"], p.merged["after"]
 
     def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        _must_be(_load(con, p.id), "merged", "undone")
         for mid, version in sorted(after.items()):
             row = con.execute("SELECT version, slug FROM memories WHERE id = ?", (mid,)).fetchone()
             if row is None or row[0] != version:
                 raise StaleProposal(f"memory {row[1] if row else mid} changed after the merge (version {version} "
                                     f"then, {row[0] if row else 'gone'} now): undo would lose that change; "
                                     "nothing was undone")
+        for mid in sorted(m for m, snap in before.items() if snap is None):  # the memories it created
+            for source, slug in con.execute("SELECT l.source, m.slug FROM links l JOIN memories m ON m.id = l.source "
+                                            "WHERE l.target = ? ORDER BY l.source", (mid,)):
+                if source not in before:
+                    made = con.execute("SELECT slug FROM memories WHERE id = ?", (mid,)).fetchone()
+                    raise StaleProposal(f"memory {slug} was linked to {made[0] if made else mid}, which the proposal "
+                                        "created, after the merge: undo would leave that link pointing at nothing; "
+                                        "nothing was undone")
         return [new_event("proposal_undone", "", 0, actor, {"restore": before}, proposal_id=p.id)], {}
 
     try:

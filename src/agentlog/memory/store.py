@@ -44,9 +44,10 @@ PROVIDER: Final = "agentlog"
 LOG_KEY: Final = "memory"
 DB_FILE: Final = "memory.sqlite3"
 LOCK_FILE: Final = "memory.lock"
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The read model's layout (``PRAGMA user_version``); a file of another is rebuilt from the log
-(1: text in an FTS5 table, now in the tantivy index of :mod:`.text_index`)."""
+(1: text in an FTS5 table, now in the tantivy index of :mod:`.text_index`; 2: no index of links
+by target, which undo asks of each memory it would remove)."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -66,6 +67,7 @@ CREATE INDEX IF NOT EXISTS evidence_value ON evidence(value);
 CREATE TABLE IF NOT EXISTS links (
   source TEXT NOT NULL, relation TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (source, relation, target)
 );
+CREATE INDEX IF NOT EXISTS links_target ON links(target);
 CREATE TABLE IF NOT EXISTS text_queue (memory_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS history (
   memory_id TEXT NOT NULL, n INTEGER NOT NULL, version INTEGER NOT NULL, change TEXT NOT NULL, actor TEXT NOT NULL,
@@ -552,9 +554,11 @@ def _apply_proposal(con: sqlite3.Connection, name: str, a: dict[str, Any], c: di
         con.execute("INSERT OR REPLACE INTO proposals VALUES (?, 'open', ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                     (pid, a.get("actor", ""), c.get("title", ""), c.get("note"), json.dumps(c.get("changes", [])),
                      json.dumps(c.get("bases", {}), sort_keys=True), at, at))
-    elif name == "proposal_edited":
-        con.execute("UPDATE proposals SET changes = ?, bases = ?, updated_at = ? WHERE id = ?",
-                    (json.dumps(c.get("changes", [])), json.dumps(c.get("bases", {}), sort_keys=True), at, pid))
+    elif name == "proposal_edited":  # (proposals.edit_proposal: what was edited is in the event, c["edited"])
+        con.execute("UPDATE proposals SET changes = ?, bases = ?, title = coalesce(?, title), "
+                    "note = CASE WHEN ? THEN ? ELSE note END, updated_at = ? WHERE id = ?",
+                    (json.dumps(c.get("changes", [])), json.dumps(c.get("bases", {}), sort_keys=True), c.get("title"),
+                     "note" in c, c.get("note"), at, pid))
     elif name == "proposal_rejected":
         con.execute("UPDATE proposals SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
                     (c.get("reason"), at, pid))
