@@ -93,7 +93,7 @@ def test_a_plain_import_opens_one_proposal(tmp_path: Path) -> None:
     assert set(got) == {"already here", "Run the tests", "Use DuckDB"}
     assert got["Run the tests"].content == "Use **make test**.\n\nNot pytest."
     assert got["Use DuckDB"].attributes == {"chosen": "duckdb", "alternatives": ["sqlite"]}
-    assert got["Use DuckDB"].confidence == 0.6  # imported through a proposal: an agent's prior
+    assert got["Use DuckDB"].confidence == 0.7  # imported: the import prior (confidence.py, engram.md §3.5)
 
 
 def test_the_cli_round_trip(agentlog_home: Path, tmp_path: Path) -> None:
@@ -172,3 +172,53 @@ def test_an_engram_export_with_bad_values_opens_nothing_and_says_every_problem(t
         import_engram(root, str(tmp_path / "engram"))
     assert "change 1" in str(e.value) and "org_type" in str(e.value) and "change 2" in str(e.value)
     assert P.list_proposals(root) == []
+
+
+def test_two_memories_of_one_title_export_as_two_files_and_come_back_with_their_slugs(tmp_path: Path) -> None:
+    root, other, again = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "c")
+    a = S.create(root, "fact", "same title", attributes={"statement": "a"})
+    b = S.create(root, "fact", "same title", attributes={"statement": "b"})
+    assert a.slug != b.slug
+    out = tmp_path / "e"
+    manifest = exchange.export(root, str(out))
+    files = sorted(p.name for p in (out / "memories" / "fact").glob("*.md"))
+    assert manifest["memories"] == 2 and files == sorted([a.slug + ".md", b.slug + ".md"])
+    # restore keeps the slugs (the same events); a plain import asks for them, and gets them when free
+    exchange.restore(other, str(out))
+    assert {m.slug for m in S.list_memories(other)} == {a.slug, b.slug}
+    p = exchange.import_as_proposal(again, str(out))
+    P.approve(again, p.id)
+    assert {m.slug for m in S.list_memories(again)} == {a.slug, b.slug}
+    # imported again into the same memory: the slugs are taken, so each gets the nearest free one
+    P.approve(again, exchange.import_as_proposal(again, str(out)).id)
+    assert {m.slug for m in S.list_memories(again)} == {a.slug, b.slug, a.slug + "-3", b.slug + "-2"}
+
+
+def test_a_slug_two_memories_share_from_an_older_log_still_exports_both(tmp_path: Path) -> None:
+    """A log written before slugs were unique: replayed, both memories are there, and both are exported
+    (the second as <slug>.<id>.md); an older export that lost one of them to the other's file is refused
+    by a plain import, which would otherwise drop a memory."""
+    import json
+
+    from agentlog.memory import store
+
+    root = str(tmp_path / "a")
+    a = S.create(root, "fact", "same", attributes={"statement": "a"}, slug="same")
+    body = {"kind": "fact", "title": "same", "slug": "same", "content": "", "attributes": {"statement": "b"},
+            "tags": [], "confidence": 0.95, "evidence": []}
+    b_id = "ffffffff-0000-7000-8000-000000000000"  # (sorts after a's id)
+    store.write(root, [store.new_event("memory_created", b_id, 1, "person", body)], {b_id: None})
+    out = tmp_path / "e"
+    manifest = exchange.export(root, str(out))
+    assert manifest["memories"] == 2
+    assert {p.name for p in (out / "memories" / "fact").glob("*.md")} == {"same.md", f"same.{b_id}.md"}
+    assert a.id < b_id
+    # an export as the older agentlog wrote it: one file for both, the manifest counting two
+    (out / "memories" / "fact" / f"same.{b_id}.md").unlink()
+    m = json.loads((out / "manifest.json").read_text())
+    del m["files"][f"memories/fact/same.{b_id}.md"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(exchange.ExchangeError, match="counts 2 memories, its files hold 1"):
+        exchange.import_as_proposal(str(tmp_path / "b"), str(out))
+    assert exchange.restore(str(tmp_path / "c"), str(out)) == 2  # its events hold both
+    assert len(S.list_memories(str(tmp_path / "c"))) == 2

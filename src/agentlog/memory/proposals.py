@@ -33,6 +33,7 @@ from .model import (
     validate_title,
     validate_visibility,
 )
+from .service import check_slug_free, free_slug
 from .store import NotFound, VersionConflict, connect, new_event, snapshot, transact
 
 OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "archive", "delete")
@@ -137,6 +138,7 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
             f["tags"] = normalize_tags(fields["tags"])
         if "slug" in fields:
             f["slug"] = validate_slug(fields["slug"])
+            check_slug_free(con, f["slug"], mid)
         out["fields"] = f
     elif op == "add_evidence":
         out["evidence"] = validate_evidence(change.get("evidence"))
@@ -272,6 +274,7 @@ def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
                                     f"(version {base} then, {'gone' if row is None else row[0]} now): "
                                     "nothing was merged")
         ops: list[dict[str, Any]] = []
+        slugs: set[str] = set()  # given by this merge so far (unique slugs: service.free_slug)
         versions: dict[str, int] = dict(p.bases)
         before: dict[str, Any] = {}
         state: dict[str, float] = {}
@@ -283,8 +286,11 @@ def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
                 before[mid] = None
                 versions[mid] = 1
                 body = {k: c[k] for k in ("kind", "title", "content", "attributes", "tags", "evidence")}
-                body["slug"] = c.get("slug") or slugify(c["title"], mid)
-                body["confidence"] = c.get("confidence", conf.prior("agent" if p.actor != "person" else "person"))
+                # the slug asked for, or the nearest free one (a memory made since may have it)
+                body["slug"] = free_slug(con, c.get("slug") or slugify(c["title"], mid), slugs)
+                slugs.add(body["slug"])
+                # a confidence the change carries (an engram record's), else the proposer's prior
+                body["confidence"] = c.get("confidence", conf.prior(p.actor if p.actor in conf.PRIORS else "agent"))
                 body["lifetime"] = c.get("lifetime", {"policy": "standard", "until": None})
                 body["visibility"] = c.get("visibility", {"visibility": "shared", "allowed_actors": []})
                 ops.append({"name": "memory_created", "memory_id": mid, "version": 1, "body": body})
@@ -300,6 +306,11 @@ def approve(root: str, pid: str, *, actor: str = "person") -> Proposal:
             versions[mid] += 1
             if c["op"] == "edit":
                 name, body = "memory_edited", c["fields"]
+                if "slug" in body:  # taken by another memory since the proposal was opened
+                    try:
+                        check_slug_free(con, body["slug"], mid)
+                    except InvalidMemory as e:
+                        raise StaleProposal(f"{e}: nothing was merged") from None
             elif c["op"] in ("confirm", "contradict"):
                 current = state.get(mid, before[mid]["memory"]["confidence"])
                 value = conf.confirmed(current, "agent") if c["op"] == "confirm" else conf.contradicted(current, "agent")
@@ -347,6 +358,13 @@ def undo(root: str, pid: str, *, actor: str = "person") -> Proposal:
                 raise StaleProposal(f"memory {row[1] if row else mid} changed after the merge (version {version} "
                                     f"then, {row[0] if row else 'gone'} now): undo would lose that change; "
                                     "nothing was undone")
+        for mid, snap in sorted(before.items()):  # a slug put back must still be free
+            if snap is not None:
+                other = con.execute("SELECT id FROM memories WHERE slug = ? AND id != ?",
+                                    (snap["memory"]["slug"], mid)).fetchone()
+                if other is not None and other[0] not in before:
+                    raise StaleProposal(f"memory {other[0]} took the slug {snap['memory']['slug']!r} after the merge: "
+                                        "nothing was undone")
         return [new_event("proposal_undone", "", 0, actor, {"restore": before}, proposal_id=p.id)], {}
 
     try:
