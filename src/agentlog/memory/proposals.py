@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from . import confidence as conf
 from .model import (
+    RECORDED_EVIDENCE,
     InvalidMemory,
     normalize_tags,
     slugify,
@@ -151,6 +152,18 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
     return out
 
 
+def _with_own_evidence(change: Any) -> Any:
+    """``change`` with copies of its evidence (resolved in place when opened: the caller's stay as given)."""
+    if not isinstance(change, dict):
+        return change
+    ev = change.get("evidence")
+    if change.get("op") == "create" and isinstance(ev, list):
+        return dict(change, evidence=[dict(r) if isinstance(r, dict) else r for r in ev])
+    if change.get("op") == "add_evidence" and isinstance(ev, dict):
+        return dict(change, evidence=dict(ev))
+    return change
+
+
 def open_proposal(root: str, changes: list[dict[str, Any]], *, title: str, note: str | None = None,
                   actor: str = "agent") -> Proposal:
     """Open a proposal (every change checked now; nothing applied)."""
@@ -180,9 +193,16 @@ def open_proposal(root: str, changes: list[dict[str, Any]], *, title: str, note:
         body = {"title": validate_title(title), "note": note, "changes": checked, "bases": bases}
         return [new_event("proposal_opened", "", 0, actor, body, proposal_id=pid)], {}
 
-    refs = [r for c in changes for r in ([c.get("evidence")] if c.get("op") == "add_evidence" else
-                                         c.get("evidence") or [] if c.get("op") == "create" else [])]
-    check_recorded(root, [validate_evidence(r) for r in refs])
+    # recorded evidence checked to exist, a short id (att_3fecf63b) replaced by the full one (in copies of the changes)
+    changes = [_with_own_evidence(c) for c in changes]
+    refs = [r for c in changes if isinstance(c, dict)
+            for r in ([c.get("evidence")] if c.get("op") == "add_evidence" else
+                      c.get("evidence") or [] if c.get("op") == "create" else [])]
+    clean = [validate_evidence(r) for r in refs]
+    check_recorded(root, clean)
+    for r, done in zip(refs, clean):
+        if isinstance(r, dict) and r.get("type") in RECORDED_EVIDENCE:
+            r["value"] = done["value"]
     transact(root, decide)
     return get(root, pid)
 

@@ -129,23 +129,29 @@ def get(root: str, ident: str, *, con: sqlite3.Connection | None = None, with_de
 
 def check_recorded(root: str, refs: list[dict[str, Any]]) -> None:
     """Evidence that names recorded things must name things that exist (the store is
-    asked; only then is the columnar stack loaded)."""
+    asked; only then is the columnar stack loaded). A value is what the other commands
+    take: the id, with its display prefix (``att_…``) or without, or an unambiguous prefix
+    of at least 4 hex digits (``att_3fecf63b``, as ``agentlog timeline`` prints it) — each
+    replaced here by the full id, so the memory names exactly one thing. A prefix several
+    things share is refused, naming them."""
     recorded = [r for r in refs if r["type"] in RECORDED_EVIDENCE]
     if not recorded:
         return
     from ..query.engine import open_current
+    from ..query.views import AmbiguousId, IdError, resolve_id
 
-    tables = {"event": ("events", "event_id"), "attempt": ("attempts", "attempt_id"),
-              "session": ("sessions", "session_id"), "tool_call": ("tool_calls", "tool_call_id")}
     engine, _ = open_current(root)
     with engine:
         for r in recorded:
-            table, column = tables[r["type"]]
-            value = r["value"].split("_", 1)[1] if re.match(r"^[a-z]{2,3}_", r["value"]) else r["value"]
-            n = engine.run(f"SELECT count(*) FROM {table} WHERE {column} = ?", [value]).rows[0][0]
-            if not n:
-                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is not in the recorded history")
-            r["value"] = value
+            try:
+                r["value"] = resolve_id(engine, r["value"], [r["type"]]).id
+            except AmbiguousId as e:
+                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is ambiguous: it matches "
+                                    f"{', '.join(e.candidates[:8])}{' …' if len(e.candidates) > 8 else ''}; "
+                                    "give more of the id") from None
+            except IdError as e:  # unknown, or not an id at all
+                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is not in the recorded history "
+                                    f"({e})") from None
 
 
 def create(root: str, kind: str, title: str, *, content: str = "", attributes: dict[str, Any] | None = None,
