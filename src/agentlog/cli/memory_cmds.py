@@ -458,37 +458,44 @@ def export_cmd(directory: str, as_json: bool) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--restore", is_flag=True, help="Replay the export's events into this empty memory (the same state).")
 @click.option("--from", "source", type=click.Choice(["agentlog", "engram"]), default="agentlog", show_default=True,
-              help="Whose export DIRECTORY is (engram: its metadata/memories.ndjson).")
+              help="Whose export DIRECTORY is (engram: its metadata/memories.ndjson, else its markdown files).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> None:
     """Import an export: --restore replays it into an empty memory; otherwise one proposal
-    creating its memories is opened for review (also for an engram export, --from engram)."""
+    creating its memories is opened for review (also for an engram export, --from engram,
+    whose loose values are converted or kept aside, memory by memory, as the summary says)."""
     from ..memory import exchange
-    from ..memory.model import InvalidMemory
 
-    try:
-        if source == "engram":
-            if restore:
-                raise click.UsageError("--restore replays agentlog's own exports; an engram export opens a proposal")
-            from ..memory.engram import import_engram
+    out: dict[str, Any]
+    with _errors():
+        try:
+            if source == "engram":
+                if restore:
+                    raise click.UsageError("--restore replays agentlog's own exports; an engram export opens a proposal")
+                from ..memory.engram import import_engram
 
-            p = import_engram(data_root(), directory)
-            out: dict[str, Any] = {"proposal": p.id, "changes": len(p.changes)}
-        elif restore:
-            n = exchange.restore(data_root(), directory)
-            out = {"restored_events": n}
-        else:
-            p = exchange.import_as_proposal(data_root(), directory)
-            out = {"proposal": p.id, "changes": len(p.changes)}
-    except (exchange.ExchangeError, InvalidMemory) as e:
-        raise _fail(e) from None
+                got = import_engram(data_root(), directory)
+                out = {"proposal": got.proposal.id, "changes": len(got.proposal.changes), "memories": got.memories,
+                       "report": got.report}
+            elif restore:
+                out = {"restored_events": exchange.restore(data_root(), directory)}
+            else:
+                p = exchange.import_as_proposal(data_root(), directory)
+                out = {"proposal": p.id, "changes": len(p.changes), "memories": len(p.changes)}
+        except exchange.ExchangeError as e:
+            raise _fail(e) from None
     if as_json:
         print_json(out)
-    elif "restored_events" in out:
-        stderr().print(f"restored {out['restored_events']} events")
-    else:
-        stderr().print(f"proposal {out['proposal']} opened with {out['changes']} memories: "
-                       f"`agentlog memory review {out['proposal'][:13]}`")
+        return
+    err = stderr()
+    if "restored_events" in out:
+        err.print(f"restored {out['restored_events']} events")
+        return
+    for entry in out.get("report", []):  # (one line each, not wrapped: a summary to grep)
+        click.echo(f"{terminal_safe(str(entry['title'] or entry['at']))} ({terminal_safe(str(entry['id']))}, "
+                   f"{entry['at'] or 'a link'}): " + terminal_safe("; ".join(entry["notes"])), err=True)
+    click.echo(f"proposal {out['proposal']} opened with {out['memories']} memories: "
+               f"`agentlog memory review {out['proposal'][:13]}`", err=True)
 
 
 @memory.command(name="suggest")
