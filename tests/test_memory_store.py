@@ -575,28 +575,34 @@ def test_a_duplicate_slug_from_the_cli_is_one_line_and_exit_2(agentlog_home: Pat
     assert dup.exit_code == 2 and dup.output.count("\n") == 1 and "is taken by memory" in dup.output
 
 
+_SLUG_OPS = st.lists(st.tuples(st.sampled_from(["add", "add-slug", "rename", "delete"]),
+                               st.sampled_from(["same", "Same!", "other title", "x" * 90]),
+                               st.sampled_from(["same", "same-2", "other", "x" * 80])), min_size=1, max_size=15)
+
+
+def _slug_op(root: str, made: list[str], op: str, title: str, slug: str) -> None:
+    """One write of the slug property below; a refusal it may meet is one the rules give."""
+    try:
+        if op in ("add", "add-slug") or not made:
+            made.append(S.create(root, "fact", title, attributes={"statement": "s"},
+                                 slug=slug if op == "add-slug" else None).id)
+        elif op == "rename":
+            S.edit(root, made[-1], slug=slug)
+        else:
+            S.delete(root, made[-1])
+    except InvalidMemory as e:
+        assert "is taken by memory" in str(e)
+    except store.NotFound:  # a change to the memory just deleted
+        assert op in ("rename", "delete")
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(st.tuples(st.sampled_from(["add", "add-slug", "rename", "delete"]),
-                              st.sampled_from(["same", "Same!", "other title", "x" * 90]),
-                              st.sampled_from(["same", "same-2", "other", "x" * 80])), min_size=1, max_size=15))
+@given(ops=_SLUG_OPS)
 def test_no_history_of_writes_gives_two_memories_one_slug(ops: list[tuple[str, str, str]],
                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     root = str(tmp_path_factory.mktemp("slugs"))
     made: list[str] = []
     for op, title, slug in ops:
-        try:
-            if op == "add" or not made:
-                made.append(S.create(root, "fact", title, attributes={"statement": "s"}).id)
-            elif op == "add-slug":
-                made.append(S.create(root, "fact", title, attributes={"statement": "s"}, slug=slug).id)
-            elif op == "rename":
-                S.edit(root, made[-1], slug=slug)
-            else:
-                S.delete(root, made[-1])
-        except InvalidMemory as e:
-            assert "is taken by memory" in str(e)
-        except store.NotFound:  # a change to the memory just deleted
-            assert op in ("rename", "delete")
-    con = store.connect(root)
-    slugs = [r[0] for r in con.execute("SELECT slug FROM memories")]
+        _slug_op(root, made, op, title, slug)
+    slugs = [r[0] for r in store.connect(root).execute("SELECT slug FROM memories")]
     assert len(slugs) == len(set(slugs)) == len(made) and all(len(s) <= 80 for s in slugs)
