@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import click
 
@@ -13,6 +15,28 @@ from .output import print_columns, print_json, print_table, stderr, terminal_saf
 
 def _fail(e: Exception) -> click.ClickException:
     return click.ClickException(str(e))
+
+
+class _Refused(click.ClickException):
+    """A request that breaks one of the memory's rules (a bad value, form, date or id, a slug
+    another memory has, a change the memory's state refuses): one line, exit 2."""
+
+    exit_code = 2
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """The library's errors as one line each: a broken rule (``InvalidMemory``) exits 2; a memory
+    that is not there, or changed since (``NotFound``, ``VersionConflict``), exits 1."""
+    from ..memory.model import InvalidMemory
+    from ..memory.store import NotFound, VersionConflict
+
+    try:
+        yield
+    except InvalidMemory as e:
+        raise _Refused(str(e)) from None
+    except (NotFound, VersionConflict) as e:
+        raise _fail(e) from None
 
 
 def _attrs(kind: str, pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -27,14 +51,30 @@ def _attrs(kind: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+_FILE_REF = re.compile(r"^(?P<path>.+?)(?:#L(?P<start>\d+)(?:-L?(?P<end>\d+))?)?(?:@(?P<commit>[0-9a-fA-F]{7,64}))?$")
+
+
 def _evidence(items: tuple[str, ...]) -> list[dict[str, Any]]:
-    out = []
+    """``TYPE:VALUE`` each; a file as ``PATH``, ``PATH#L10``, ``PATH#L10-20``, each with an
+    optional ``@COMMIT`` (``src/x.py#L10-20@abc1234``)."""
+    out: list[dict[str, Any]] = []
     for item in items:
         etype, _, value = item.partition(":")
         if not value:
-            raise click.BadParameter(f"{item!r} is not type:value (event:ID, attempt:ID, file:PATH, url:URL, "
-                                     "quote:TEXT)", param_hint="--evidence")
-        out.append({"type": etype, "value": value} if etype != "file" else {"type": "file", "path": value})
+            raise click.BadParameter(f"{item!r} is not type:value (event:ID, attempt:ID, file:PATH[#L10-20][@COMMIT], "
+                                     "url:URL, quote:TEXT)", param_hint="--evidence")
+        if etype != "file":
+            out.append({"type": etype, "value": value})
+            continue
+        m = _FILE_REF.match(value)
+        assert m is not None  # (any text matches: the path alone at the least)
+        ref: dict[str, Any] = {"type": "file", "path": m["path"]}
+        if m["start"]:
+            ref["line_start"] = int(m["start"])
+            ref["line_end"] = int(m["end"] or m["start"])
+        if m["commit"]:
+            ref["commit"] = m["commit"].lower()
+        out.append(ref)
     return out
 
 
@@ -53,15 +93,39 @@ def _show_one(m: Any, as_json: bool) -> None:
     if m.content:
         click.echo("")
         click.echo(terminal_safe(m.content))
+    until, allowed = m.lifetime.get("until"), m.visibility.get("allowed_actors") or []
+    click.echo(f"lifetime {m.lifetime['policy']}{' until ' + terminal_safe(until) if until else ''}"
+               f"  visibility {m.visibility['visibility']}"
+               + (" to " + ", ".join(terminal_safe(a) for a in allowed) if allowed else ""))
     for ref in m.evidence or []:
         seen = ref.get("resolved")
         what = ""
         if seen:
             what = "  → " + ("purged: " if seen.get("purged") else "") + (seen.get("why") or seen.get("error") or ", ".join(
                 f"{k} {terminal_safe(v)}" for k, v in seen.items() if v is not None))
-        click.echo(f"evidence {ref['type']}: {terminal_safe(ref['value'])}{what}")
+        where = ""
+        if ref["type"] == "file" and ref.get("line_start"):
+            where = f"#L{ref['line_start']}" + (f"-{ref['line_end']}" if ref.get("line_end", ref["line_start"])
+                                                 != ref["line_start"] else "")
+        where += f"@{ref['commit']}" if ref.get("commit") else ""
+        click.echo(f"evidence {ref['type']}: {terminal_safe(ref['value'] + where)}{what}")
     for relation, target in m.links or []:
         click.echo(f"link {relation} → {target}")
+
+
+def _policy_options(fn: Any) -> Any:
+    """--lifetime, --until, --visibility, --allow (add and edit)."""
+    for option in reversed([
+        click.option("--lifetime", type=click.Choice(["permanent", "standard", "until", "ephemeral"]), default=None,
+                     help="How long it holds (added: standard unless said; --until implies until)."),
+        click.option("--until", default=None, metavar="TIME", help="With --lifetime until: an ISO 8601 time."),
+        click.option("--visibility", type=click.Choice(["shared", "private", "restricted"]), default=None,
+                     help="Who may recall it (added: shared unless said; --allow implies restricted)."),
+        click.option("--allow", "allowed", multiple=True, metavar="ACTOR",
+                     help="With restricted: an actor allowed (repeatable)."),
+    ]):
+        fn = option(fn)
+    return fn
 
 
 @click.group(name="memory")
@@ -81,24 +145,31 @@ def memory() -> None:
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--evidence", "evidence", multiple=True, metavar="TYPE:VALUE",
               help="event:ID, attempt:ID, session:ID, tool_call:ID (checked to exist), file:PATH, url:URL, quote:TEXT.")
-@click.option("--slug", default=None, help="Its slug (default: from the title and id).")
+@click.option("--slug", default=None, help="Its slug (default: from the title and id; refused if another memory has it).")
+@click.option("--pin", "pinned", is_flag=True, help="Pin it (listed first).")
+@_policy_options
 @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
 def add_cmd(kind: str, title: str, content: str, attrs: tuple[str, ...], tags: tuple[str, ...],
-            evidence: tuple[str, ...], slug: str | None, as_json: bool) -> None:
+            evidence: tuple[str, ...], slug: str | None, pinned: bool, lifetime: str | None, until: str | None,
+            visibility: str | None, allowed: tuple[str, ...], as_json: bool) -> None:
     """Add a memory of KIND (fact, decision, convention, procedure, pitfall, …) titled TITLE."""
     from ..memory import service
-    from ..memory.model import InvalidMemory
 
-    try:
+    with _errors():
         m = service.create(data_root(), kind, title, content=content, attributes=_attrs(kind, attrs), tags=list(tags),
-                           evidence=_evidence(evidence), slug=slug)
-    except InvalidMemory as e:
-        raise _fail(e) from None
+                           evidence=_evidence(evidence), slug=slug, pinned=pinned,
+                           lifetime=lifetime or ("until" if until else "standard"), until=until,
+                           visibility=visibility or ("restricted" if allowed else "shared"),
+                           allowed_actors=list(allowed) or None)
     _show_one(m, as_json)
 
 
+_KIND = click.Choice(["fact", "preference", "person", "organization", "project", "skill", "goal", "contact", "event",
+                      "location", "asset", "relationship", "decision", "convention", "procedure", "pitfall"])
+
+
 @memory.command(name="list")
-@click.option("--kind", default=None, help="Only this kind.")
+@click.option("--kind", type=_KIND, default=None, help="Only this kind.")
 @click.option("--tag", default=None, help="Only memories with this tag.")
 @click.option("--archived", is_flag=True, help="Include archived memories.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
@@ -129,14 +200,11 @@ def show_cmd(ident: str, as_json: bool) -> None:
     evidence resolved to what was recorded (an attempt's outcome, an event's time), its
     links and its history."""
     from ..memory import service
-    from ..memory.store import NotFound
 
-    try:
+    with _errors():
         m = service.get(data_root(), ident)
         m.evidence = service.resolve_evidence(data_root(), m.evidence or [])
         changes = service.history(data_root(), m.id)
-    except NotFound as e:
-        raise _fail(e) from None
     if as_json:
         print_json({**m.to_dict(), "history": changes})
         return
@@ -156,7 +224,8 @@ def search_cmd(query: str, limit: int, as_json: bool) -> None:
     relevance times effective confidence."""
     from ..memory import service
 
-    hits = service.search(data_root(), query, limit=limit)
+    with _errors():
+        hits = service.search(data_root(), query, limit=limit)
     if as_json:
         print_json([{**m.to_dict(), "score": s} for m, s in hits])
         return
@@ -175,13 +244,9 @@ def _simple(name: str, doc: str, fn_name: str, **extra: Any) -> click.Command:
     @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
     def cmd(ident: str, expected: int | None, as_json: bool) -> None:
         from ..memory import service
-        from ..memory.model import InvalidMemory
-        from ..memory.store import NotFound, VersionConflict
 
-        try:
+        with _errors():
             m = getattr(service, fn_name)(data_root(), ident, expected_version=expected, **extra)
-        except (InvalidMemory, NotFound, VersionConflict) as e:
-            raise _fail(e) from None
         _show_one(m, as_json)
 
     return cmd
@@ -211,19 +276,16 @@ def delete_cmd(ident: str, for_real: bool, dry_run: bool, yes: bool, expected: i
     store, and the read model is rebuilt; other memories a purged proposal
     also changed are restored exactly."""
     from ..memory import service
-    from ..memory.model import InvalidMemory
     from ..memory.purge import purge_memory
-    from ..memory.store import NotFound, VersionConflict
+    from ..memory.store import NotFound
     from ..store.purge import PurgeBusy
 
     root = data_root()
     if not for_real:
         if dry_run or yes:
             raise click.UsageError("--dry-run and --yes go with --purge")
-        try:
+        with _errors():
             m = service.delete(root, ident, expected_version=expected)
-        except (InvalidMemory, NotFound, VersionConflict) as e:
-            raise _fail(e) from None
         _show_one(m, as_json)
         return
     try:
@@ -418,7 +480,10 @@ def export_cmd(directory: str, as_json: bool) -> None:
     (the same memory exports to the same bytes)."""
     from ..memory.exchange import export
 
-    manifest = export(data_root(), directory)
+    try:
+        manifest = export(data_root(), directory)
+    except OSError as e:
+        raise _fail(OSError(f"cannot write the export to {directory}: {e.strerror or e}")) from None
     if as_json:
         print_json(manifest)
     else:
@@ -429,37 +494,44 @@ def export_cmd(directory: str, as_json: bool) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--restore", is_flag=True, help="Replay the export's events into this empty memory (the same state).")
 @click.option("--from", "source", type=click.Choice(["agentlog", "engram"]), default="agentlog", show_default=True,
-              help="Whose export DIRECTORY is (engram: its metadata/memories.ndjson).")
+              help="Whose export DIRECTORY is (engram: its metadata/memories.ndjson, else its markdown files).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> None:
     """Import an export: --restore replays it into an empty memory; otherwise one proposal
-    creating its memories is opened for review (also for an engram export, --from engram)."""
+    creating its memories is opened for review (also for an engram export, --from engram,
+    whose loose values are converted or kept aside, memory by memory, as the summary says)."""
     from ..memory import exchange
-    from ..memory.model import InvalidMemory
 
-    try:
-        if source == "engram":
-            if restore:
-                raise click.UsageError("--restore replays agentlog's own exports; an engram export opens a proposal")
-            from ..memory.engram import import_engram
+    out: dict[str, Any]
+    with _errors():
+        try:
+            if source == "engram":
+                if restore:
+                    raise click.UsageError("--restore replays agentlog's own exports; an engram export opens a proposal")
+                from ..memory.engram import import_engram
 
-            p = import_engram(data_root(), directory)
-            out: dict[str, Any] = {"proposal": p.id, "changes": len(p.changes)}
-        elif restore:
-            n = exchange.restore(data_root(), directory)
-            out = {"restored_events": n}
-        else:
-            p = exchange.import_as_proposal(data_root(), directory)
-            out = {"proposal": p.id, "changes": len(p.changes)}
-    except (exchange.ExchangeError, InvalidMemory) as e:
-        raise _fail(e) from None
+                got = import_engram(data_root(), directory)
+                out = {"proposal": got.proposal.id, "changes": len(got.proposal.changes), "memories": got.memories,
+                       "report": got.report}
+            elif restore:
+                out = {"restored_events": exchange.restore(data_root(), directory)}
+            else:
+                p = exchange.import_as_proposal(data_root(), directory)
+                out = {"proposal": p.id, "changes": len(p.changes), "memories": len(p.changes)}
+        except exchange.ExchangeError as e:
+            raise _fail(e) from None
     if as_json:
         print_json(out)
-    elif "restored_events" in out:
-        stderr().print(f"restored {out['restored_events']} events")
-    else:
-        stderr().print(f"proposal {out['proposal']} opened with {out['changes']} memories: "
-                       f"`agentlog memory review {out['proposal'][:13]}`")
+        return
+    err = stderr()
+    if "restored_events" in out:
+        err.print(f"restored {out['restored_events']} events")
+        return
+    for entry in out.get("report", []):  # (one line each, not wrapped: a summary to grep)
+        click.echo(f"{terminal_safe(str(entry['title'] or entry['at']))} ({terminal_safe(str(entry['id']))}, "
+                   f"{entry['at'] or 'a link'}): " + terminal_safe("; ".join(entry["notes"])), err=True)
+    click.echo(f"proposal {out['proposal']} opened with {out['memories']} memories: "
+               f"`agentlog memory review {out['proposal'][:13]}`", err=True)
 
 
 @memory.command(name="suggest")
@@ -493,27 +565,30 @@ def suggest_cmd(dry_run: bool, as_json: bool) -> None:
 @click.option("--content", default=None, help="New content (markdown).")
 @click.option("--attr", "attrs", multiple=True, metavar="NAME=VALUE", help="Set an attribute (repeatable).")
 @click.option("--tag", "tags", multiple=True, help="The tags, replacing the old ones (repeatable).")
-@click.option("--slug", default=None, help="A new slug.")
+@click.option("--slug", default=None, help="A new slug (refused if another memory has it).")
 @click.option("--evidence", "evidence", multiple=True, metavar="TYPE:VALUE", help="Add evidence (repeatable).")
+@click.option("--pin/--unpin", "pinned", default=None, help="Pin it (listed first), or unpin it.")
+@_policy_options
 @click.option("--version", "expected", type=int, default=None,
               help="Refuse if the memory is no longer at this version (another change came first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
 def edit_cmd(ident: str, title: str | None, content: str | None, attrs: tuple[str, ...], tags: tuple[str, ...],
-             slug: str | None, evidence: tuple[str, ...], expected: int | None, as_json: bool) -> None:
-    """Change a memory's title, content, attributes, tags or slug, or add evidence."""
+             slug: str | None, evidence: tuple[str, ...], pinned: bool | None, lifetime: str | None,
+             until: str | None, visibility: str | None, allowed: tuple[str, ...], expected: int | None,
+             as_json: bool) -> None:
+    """Change a memory's title, content, attributes, tags, slug, pin, lifetime or visibility,
+    or add evidence."""
     from ..memory import service
-    from ..memory.model import InvalidMemory
-    from ..memory.store import NotFound, VersionConflict
 
-    try:
+    refs = _evidence(evidence)
+    with _errors():
         m = service.get(data_root(), ident)
         m = service.edit(data_root(), m.id, expected_version=expected, title=title, content=content,
                          attributes=_attrs(m.kind, attrs) if attrs else None, tags=list(tags) if tags else None,
-                         slug=slug)
-        for ref in _evidence(evidence):
+                         slug=slug, pinned=pinned, lifetime=lifetime, until=until, visibility=visibility,
+                         allowed_actors=list(allowed) or None)
+        for ref in refs:
             m = service.add_evidence(data_root(), m.id, ref)
-    except (InvalidMemory, NotFound, VersionConflict) as e:
-        raise _fail(e) from None
     _show_one(m, as_json)
 
 
@@ -526,11 +601,7 @@ def edit_cmd(ident: str, title: str | None, content: str | None, attrs: tuple[st
 def link_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
     """Link memory IDENT to TARGET (e.g. `agentlog memory link new-way supersedes old-way`)."""
     from ..memory import service
-    from ..memory.model import InvalidMemory
-    from ..memory.store import NotFound, VersionConflict
 
-    try:
+    with _errors():
         m = service.link(data_root(), ident, relation, target)
-    except (InvalidMemory, NotFound, VersionConflict) as e:
-        raise _fail(e) from None
     _show_one(m, as_json)

@@ -4,7 +4,11 @@ The formulas are engram's (``shared/reference/engram.md`` §3.5–3.6), kept so
 that confidences imported from engram mean the same here:
 
 - prior at creation: 0.95 when a person states it, 0.60 when an agent infers
-  it, 0.70 when it is imported;
+  it, 0.70 when it is imported — the author of the proposal that creates it
+  (``agentlog memory import``'s proposals are the importer's: 0.70; a
+  suggestion's an agent's: 0.60), unless the change carries a confidence of
+  its own, as an engram record does (kept: engram's importer keeps the
+  record's too, engram.md §3.5, where 0.70 is defined but unused);
 - a confirmation moves it toward 1: ``c' = min(c + (1 − c)·w, 1)``, ``w`` 0.90
   for a person, 0.40 for an agent (a confirmation that arrives through a
   proposal counts as an agent's);

@@ -13,7 +13,13 @@ Nothing in them depends on when or where the export ran, so exporting twice
 gives identical bytes. ``import DIR --restore`` (into a memory with no events
 yet) checks the checksums and appends the events as they are — the same ids,
 so the same state, and exporting again gives the same bytes. A plain import
-opens one proposal creating the memories of the directory's markdown files.
+opens one proposal creating the memories of the directory's markdown files,
+with their slugs (made unique when merged, as every proposal's).
+
+Slugs are unique (:func:`.service.free_slug`), so one memory is one file. A
+read model replayed from a log written before they were (two memories of one
+kind and slug) still exports every memory: the second file is
+``<slug>.<id>.md``.
 """
 
 from __future__ import annotations
@@ -158,6 +164,8 @@ def export(root: str, out_dir: str) -> dict[str, Any]:
     files: dict[str, str] = {}
     for r in rows:
         rel_path = f"memories/{r[1]}/{r[3]}.md"
+        if rel_path in files:  # a slug two memories share (a log written before slugs were unique): both kept
+            rel_path = f"memories/{r[1]}/{r[3]}.{r[0]}.md"
         data = _memory_file(r, evidence.get(r[0], []), links.get(r[0], [])).encode("utf-8")
         _write_if_changed(os.path.join(out_dir, rel_path), data, dirs)
         files[rel_path] = hashlib.sha256(data).hexdigest()
@@ -279,7 +287,7 @@ def import_as_proposal(root: str, src: str, *, actor: str = "import") -> Any:
     """Open one proposal creating the memories of ``src``'s markdown files."""
     from .proposals import open_proposal
 
-    _manifest(src)
+    manifest = _manifest(src)
     changes = []
     base = os.path.join(src, "memories")
     for dirpath, dirnames, filenames in os.walk(base):
@@ -289,9 +297,14 @@ def import_as_proposal(root: str, src: str, *, actor: str = "import") -> Any:
                 continue
             m = read_markdown(os.path.join(dirpath, name))
             changes.append({"op": "create", "kind": m.get("kind"), "title": m.get("title"), "content": m["content"],
-                            "attributes": m.get("attributes") or {}, "tags": m.get("tags") or [],
+                            "slug": m.get("slug"), "attributes": m.get("attributes") or {}, "tags": m.get("tags") or [],
                             "evidence": [_portable(e) for e in m.get("evidence") or []]})
     if not changes:
         raise ExchangeError(f"{src}: no memories to import")
+    if len(changes) != manifest.get("memories"):
+        # an export by an older agentlog wrote memories sharing a slug to one file (the last one won)
+        raise ExchangeError(f"{src}: the manifest counts {manifest.get('memories')} memories, its files hold "
+                            f"{len(changes)} (an export that wrote memories sharing a slug to one file); its events "
+                            "hold them all: `agentlog memory import --restore` into an empty memory, then export again")
     return open_proposal(root, changes, title=f"import {len(changes)} memories from {os.path.basename(src)}",
                          actor=actor)

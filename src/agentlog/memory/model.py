@@ -186,11 +186,20 @@ def validate_title(title: Any) -> str:
 def slugify(title: str, memory_id: str) -> str:
     """The slug a memory gets when none is given: its title in lower case, runs of
     anything but letters and digits as ``-``, then ``-`` and the first 8 hex digits
-    of its id (never two alike)."""
+    of its id. Those digits are a UUIDv7's time (the same for about 65 s), so two
+    memories of one title can get the same: the writer makes it unique
+    (:func:`agentlog.memory.service.free_slug`)."""
     tail = memory_id.replace("-", "")[:8].lower()
     base = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
     base = base[: SLUG_MAX - len(tail) - 1].strip("-")
     return f"{base}-{tail}" if base else tail
+
+
+def suffixed(slug: str, n: int) -> str:
+    """``slug`` with ``-n`` at its end (cut to fit :data:`SLUG_MAX`): what tells a memory's
+    slug from another memory's equal one."""
+    tail = f"-{n}"
+    return slug[: SLUG_MAX - len(tail)].rstrip("-") + tail
 
 
 def validate_slug(slug: Any) -> str:

@@ -44,6 +44,7 @@ from .model import (
     validate_title,
     validate_visibility,
 )
+from .service import check_slug_free, free_slug
 from .store import NotFound, VersionConflict, connect, new_event, snapshot, transact
 
 OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "archive", "delete")
@@ -152,6 +153,7 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
             f["tags"] = normalize_tags(fields["tags"])
         if "slug" in fields:
             f["slug"] = validate_slug(fields["slug"])
+            check_slug_free(con, f["slug"], mid)
         out["fields"] = f
     elif op == "add_evidence":
         out["evidence"] = validate_evidence(change.get("evidence"))
@@ -461,8 +463,8 @@ def _create_lines(con: sqlite3.Connection, number: int, c: dict[str, Any], p: Pr
 
 
 def _author(p: Proposal) -> str:
-    """Whose prior a memory the proposal creates takes (a person's, or else an agent's)."""
-    return "agent" if p.actor != "person" else "person"
+    """Whose prior a memory the proposal creates takes: its proposer's (a person, an agent, an import)."""
+    return p.actor if p.actor in conf.PRIORS else "agent"
 
 
 def diff(root: str, pid: str) -> list[str]:
@@ -589,6 +591,7 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
         return StaleProposal(f"change {n} ({c['op']}): memory {why}: nothing was merged")
 
     ops: list[dict[str, Any]] = []
+    slugs: set[str] = set()  # given by this merge so far (unique slugs: service.free_slug)
     versions: dict[str, int] = dict(p.bases)
     before: dict[str, Any] = {}
     state: dict[str, float] = {}
@@ -600,7 +603,10 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
             before[mid] = None
             versions[mid] = 1
             body = {k: c[k] for k in ("kind", "title", "content", "attributes", "tags", "evidence")}
-            body["slug"] = c.get("slug") or slugify(c["title"], mid)
+            # the slug asked for, or the nearest free one (a memory made since may have it)
+            body["slug"] = free_slug(con, c.get("slug") or slugify(c["title"], mid), slugs)
+            slugs.add(body["slug"])
+            # a confidence the change carries (an engram record's), else the proposer's prior
             body["confidence"] = c.get("confidence", conf.prior(_author(p)))
             body["lifetime"] = c.get("lifetime", {"policy": "standard", "until": None})
             body["visibility"] = c.get("visibility", {"visibility": "shared", "allowed_actors": []})
@@ -623,6 +629,11 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
         versions[mid] += 1
         if c["op"] == "edit":
             name, body = "memory_edited", c["fields"]
+            if "slug" in body:  # taken by another memory since the proposal was opened
+                try:
+                    check_slug_free(con, body["slug"], mid)
+                except InvalidMemory as e:
+                    raise refuse(n, c, str(e)) from None
         elif c["op"] in ("confirm", "contradict"):
             current = state.get(mid, before[mid]["memory"]["confidence"])
             value = conf.confirmed(current, "agent") if c["op"] == "confirm" else conf.contradicted(current, "agent")
@@ -683,6 +694,13 @@ def undo(root: str, pid: str, *, actor: str = "person") -> Proposal:
                     made = con.execute("SELECT slug FROM memories WHERE id = ?", (mid,)).fetchone()
                     raise StaleProposal(f"memory {slug} was linked to {made[0] if made else mid}, which the proposal "
                                         "created, after the merge: undo would leave that link pointing at nothing; "
+                                        "nothing was undone")
+        for mid, snap in sorted(before.items()):  # a slug put back must still be free
+            if snap is not None:
+                other = con.execute("SELECT id FROM memories WHERE slug = ? AND id != ?",
+                                    (snap["memory"]["slug"], mid)).fetchone()
+                if other is not None and other[0] not in before:
+                    raise StaleProposal(f"memory {other[0]} took the slug {snap['memory']['slug']!r} after the merge: "
                                         "nothing was undone")
         return [new_event("proposal_undone", "", 0, actor, {"restore": before}, proposal_id=p.id)], {}
 

@@ -6,19 +6,20 @@ the same code-aware tokenisation): words (all must match), ``"exact phrases"``,
 (:mod:`.text_index`), caught up with the read model first, and nothing typed is
 engine syntax. The operators:
 
-=======================  ===================================================
-``kind:pitfall``         of that kind
-``tag:ci``               with that tag
-``is:stale``             effective confidence under its kind's threshold
-``is:archived``          archived (archived memories are left out otherwise)
-``is:pinned``            pinned
-``confidence>0.5``       effective confidence compared (``>``, ``>=``, ``<``, ``<=``)
-``updated:>2026-01-01``  last change compared to a date or time (``:2026-01-01`` that day)
-``has:evidence``         with any evidence (``has:links`` any link)
-``evidence:att_1234``    with that evidence value (display prefixes accepted)
-``linked:SLUG``          linked to or from that memory
-``status:active``        any attribute of any kind equal to the value
-=======================  ===================================================
+==========================  ===================================================
+``kind:pitfall``            of that kind
+``tag:ci``                  with that tag
+``is:stale``                effective confidence under its kind's threshold
+``is:archived``             archived (archived memories are left out otherwise)
+``is:pinned``               pinned
+``confidence>0.5``          effective confidence compared (``>``, ``>=``, ``<``, ``<=``)
+``updated:>2026-01-01``     last change compared to a date or time (``:2026-01-01`` that day)
+``has:evidence``            with any evidence (``has:links`` any link)
+``evidence:att_3fecf63b``   with that evidence value, or recorded evidence whose id starts so
+``linked:SLUG``             linked to or from that memory
+``status:active``           any attribute of any kind equal to the value
+``rule:"ruff format"``      an operator's value quoted, to hold spaces
+==========================  ===================================================
 
 A word with a colon whose name is none of these (``http://…``, ``tool:x``) is text.
 Matches are ranked by BM25 times effective confidence (by effective confidence
@@ -88,12 +89,89 @@ def _time_us(text: str) -> tuple[int, int]:
         raise InvalidMemory(f"updated: needs a date or an ISO time, not {text!r}") from None
 
 
+def _evidence_condition(q: Query, value: str) -> None:
+    """``evidence:VALUE``: evidence whose value is VALUE; and, when VALUE is an id as the other
+    commands take it (a display prefix such as ``att_`` or none, at least 4 hex digits), recorded
+    evidence whose id starts with it (of that prefix's type): ``evidence:att_3fecf63b``."""
+    from ..project.ids import split_display
+
+    typed, bare = split_display(value)
+    hexpart = bare.replace("-", "")
+    exact = "EXISTS (SELECT 1 FROM evidence WHERE memory_id = memories.id AND value IN (?, ?))"
+    if not (4 <= len(hexpart) <= 32 and all(c in "0123456789abcdef" for c in hexpart)):
+        q.where.append(exact)
+        q.args += [value, bare if typed else value]
+        return
+    lo = "".join(("-" if i in (8, 12, 16, 20) else "") + c for i, c in enumerate(hexpart))  # the stored form's hyphens
+    q.where.append("EXISTS (SELECT 1 FROM evidence WHERE memory_id = memories.id AND (value = ? OR "
+                   "(value >= ? AND value < ? AND type IN ('event', 'attempt', 'session', 'tool_call')"
+                   + (" AND type = ?" if typed else "") + ")))")
+    q.args += [value, lo, lo + "g", *([typed] if typed else [])]  # (every id character sorts before 'g')
+
+
+def _operator(q: Query, name: str, value: str) -> bool:
+    """``name:value`` added to ``q`` when ``name`` is an operator (or an attribute); False when it is text."""
+    low = value.lower()
+    if name == "kind":
+        q.where.append("kind = ?")
+        q.args.append(low)
+    elif name == "tag":
+        q.where.append("EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ?)")
+        q.args.append(low)
+    elif name == "is" and low in ("stale", "archived", "pinned"):
+        if low == "stale":
+            q.stale = True
+        elif low == "archived":
+            q.archived = True
+            q.where.append("archived = 1")
+        else:
+            q.where.append("pinned = 1")
+    elif name == "has" and low in ("evidence", "links"):
+        table, col = ("evidence", "memory_id") if low == "evidence" else ("links", "source")
+        q.where.append(f"EXISTS (SELECT 1 FROM {table} WHERE {col} = memories.id)")
+    elif name == "evidence":
+        _evidence_condition(q, value)
+    elif name == "linked":
+        q.where.append("EXISTS (SELECT 1 FROM links l JOIN memories o ON o.id IN (l.source, l.target) "
+                       "WHERE memories.id IN (l.source, l.target) AND o.id != memories.id "
+                       "AND (o.slug = ? OR o.id = ?))")
+        q.args += [value, value]
+    elif name == "updated":
+        op = re.match(r"^(>=|<=|>|<)?(.*)$", value)
+        assert op is not None
+        start, end = _time_us(op.group(2))
+        sql = {">": ("updated_at >= ?", end), ">=": ("updated_at >= ?", start), "<": ("updated_at < ?", start),
+               "<=": ("updated_at < ?", end)}.get(op.group(1) or "")
+        if sql is None:
+            q.where.append("updated_at >= ? AND updated_at < ?")
+            q.args += [start, end]
+        else:
+            q.where.append(sql[0])
+            q.args.append(sql[1])
+    elif name in ATTRIBUTE_NAMES:
+        # a scalar attribute equal to the value, or a list attribute holding it
+        q.where.append("EXISTS (SELECT 1 FROM json_each(memories.attributes, '$.' || ?) WHERE value = ?)")
+        q.args += [name, value]
+    else:
+        return False
+    return True
+
+
+_QUOTED_OPERATOR: Final = re.compile(r'^(\w+):"([^"]*)"?$')
+
+
 def parse(text: str) -> Query:
+    """``text`` as free text and operators. An operator's value may be quoted to hold spaces
+    (``rule:"ruff format"``, ``tag:"needs review"``); a quoted phrase after a name that is
+    no operator is a phrase of the free text."""
     from ..search.text import FILTERS
 
     q = Query()
     for m in _TOKEN.finditer(text):
-        if m.group(1) is not None:  # a phrase (excluded, or after a name: text all the same)
+        if m.group(1) is not None:  # a phrase: an operator's quoted value, or text (excluded, or after a name)
+            quoted = _QUOTED_OPERATOR.match(m.group(1))
+            if quoted and quoted.group(2).strip() and _operator(q, quoted.group(1).lower(), quoted.group(2).strip()):
+                continue
             q.text.append(m.group(1))
             continue
         word = m.group(2)
@@ -104,58 +182,8 @@ def parse(text: str) -> Query:
             continue
         name, sep, value = word.partition(":")
         name = name.lower()
-        if sep and value:
-            if name == "kind":
-                q.where.append("kind = ?")
-                q.args.append(value.lower())
-                continue
-            if name == "tag":
-                q.where.append("EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ?)")
-                q.args.append(value.lower())
-                continue
-            if name == "is" and value.lower() in ("stale", "archived", "pinned"):
-                v = value.lower()
-                if v == "stale":
-                    q.stale = True
-                elif v == "archived":
-                    q.archived = True
-                    q.where.append("archived = 1")
-                else:
-                    q.where.append("pinned = 1")
-                continue
-            if name == "has" and value.lower() in ("evidence", "links"):
-                table, col = ("evidence", "memory_id") if value.lower() == "evidence" else ("links", "source")
-                q.where.append(f"EXISTS (SELECT 1 FROM {table} WHERE {col} = memories.id)")
-                continue
-            if name == "evidence":
-                bare = value.split("_", 1)[1] if re.match(r"^[a-z]{2,3}_", value) else value
-                q.where.append("EXISTS (SELECT 1 FROM evidence WHERE memory_id = memories.id AND value = ?)")
-                q.args.append(bare)
-                continue
-            if name == "linked":
-                q.where.append("EXISTS (SELECT 1 FROM links l JOIN memories o ON o.id IN (l.source, l.target) "
-                               "WHERE memories.id IN (l.source, l.target) AND o.id != memories.id "
-                               "AND (o.slug = ? OR o.id = ?))")
-                q.args += [value, value]
-                continue
-            if name == "updated":
-                op = re.match(r"^(>=|<=|>|<)?(.*)$", value)
-                assert op is not None
-                start, end = _time_us(op.group(2))
-                sql = {">": ("updated_at >= ?", end), ">=": ("updated_at >= ?", start), "<": ("updated_at < ?", start),
-                       "<=": ("updated_at < ?", end)}.get(op.group(1) or "")
-                if sql is None:
-                    q.where.append("updated_at >= ? AND updated_at < ?")
-                    q.args += [start, end]
-                else:
-                    q.where.append(sql[0])
-                    q.args.append(sql[1])
-                continue
-            if name in ATTRIBUTE_NAMES:
-                # a scalar attribute equal to the value, or a list attribute holding it
-                q.where.append("EXISTS (SELECT 1 FROM json_each(memories.attributes, '$.' || ?) WHERE value = ?)")
-                q.args += [name, value]
-                continue
+        if sep and value and _operator(q, name, value):
+            continue
         if sep and name.lstrip("-") in FILTERS:  # an event filter's name is text here: its words, in order
             word = ("-" if name.startswith("-") else "") + '"' + word.lstrip("-").replace('"', " ") + '"'
         q.text.append(word)

@@ -1,7 +1,7 @@
 """Memory commands: decide (validate against the current state), then write events.
 
 Each command reads the memory it changes, checks the change against the rules
-of :mod:`.model`, builds its events and hands them to :func:`.store.write`
+of :mod:`.model`, builds its events and hands them to :func:`.store.transact`
 with the version it was based on — so a concurrent change makes it fail with
 :class:`.store.VersionConflict` rather than overwrite. Commands that change
 nothing write nothing.
@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Callable, Final
 
 from .. import fastjson
 from . import confidence as conf
@@ -23,6 +23,7 @@ from .model import (
     InvalidMemory,
     normalize_tags,
     slugify,
+    suffixed,
     validate_attributes,
     validate_evidence,
     validate_lifetime,
@@ -31,7 +32,7 @@ from .model import (
     validate_title,
     validate_visibility,
 )
-from .store import NotFound, connect, new_event, write
+from .store import NotFound, connect, new_event, transact
 
 ACTORS: Final = ("person", "agent", "import")
 _COLUMNS: Final = ("id", "kind", "title", "slug", "content", "attributes", "tags", "confidence", "author",
@@ -112,8 +113,9 @@ def get(root: str, ident: str, *, con: sqlite3.Connection | None = None, with_de
         rows = [r for r in rows if with_deleted or not r[16]]
         if not rows:
             raise NotFound(f"no memory {ident!r}")
-        if len(rows) > 1:
-            raise NotFound(f"{ident!r} names {len(rows)} memories; give more of the id")
+        if len(rows) > 1:  # (an id prefix; or a slug two memories share in a log written before slugs were unique)
+            raise NotFound(f"{ident!r} names {len(rows)} memories ({', '.join(sorted(r[0] for r in rows))}); "
+                           "give more of the id")
         m = _row(rows[0], now_us if now_us is not None else _now())
         m.evidence = [_loads(r[0]) for r in c.execute(
             "SELECT ref FROM evidence WHERE memory_id = ? ORDER BY seq", (m.id,))]
@@ -127,30 +129,38 @@ def get(root: str, ident: str, *, con: sqlite3.Connection | None = None, with_de
 
 def check_recorded(root: str, refs: list[dict[str, Any]]) -> None:
     """Evidence that names recorded things must name things that exist (the store is
-    asked; only then is the columnar stack loaded)."""
+    asked; only then is the columnar stack loaded). A value is what the other commands
+    take: the id, with its display prefix (``att_…``) or without, or an unambiguous prefix
+    of at least 4 hex digits (``att_3fecf63b``, as ``agentlog timeline`` prints it) — each
+    replaced here by the full id, so the memory names exactly one thing. A prefix several
+    things share is refused, naming them."""
     recorded = [r for r in refs if r["type"] in RECORDED_EVIDENCE]
     if not recorded:
         return
     from ..query.engine import open_current
+    from ..query.views import AmbiguousId, IdError, resolve_id
 
-    tables = {"event": ("events", "event_id"), "attempt": ("attempts", "attempt_id"),
-              "session": ("sessions", "session_id"), "tool_call": ("tool_calls", "tool_call_id")}
     engine, _ = open_current(root)
     with engine:
         for r in recorded:
-            table, column = tables[r["type"]]
-            value = r["value"].split("_", 1)[1] if re.match(r"^[a-z]{2,3}_", r["value"]) else r["value"]
-            n = engine.run(f"SELECT count(*) FROM {table} WHERE {column} = ?", [value]).rows[0][0]
-            if not n:
-                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is not in the recorded history")
-            r["value"] = value
+            try:
+                r["value"] = resolve_id(engine, r["value"], [r["type"]]).id
+            except AmbiguousId as e:
+                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is ambiguous: it matches "
+                                    f"{', '.join(e.candidates[:8])}{' …' if len(e.candidates) > 8 else ''}; "
+                                    "give more of the id") from None
+            except IdError as e:  # unknown, or not an id at all
+                raise InvalidMemory(f"evidence {r['type']} {r['value']!r} is not in the recorded history "
+                                    f"({e})") from None
 
 
 def create(root: str, kind: str, title: str, *, content: str = "", attributes: dict[str, Any] | None = None,
            tags: list[str] | None = None, evidence: list[dict[str, Any]] | None = None, slug: str | None = None,
            actor: str = "person", lifetime: str = "standard", until: str | None = None,
-           visibility: str = "shared", allowed_actors: list[str] | None = None) -> Memory:
-    """A new memory (a person's own; agents and importers open proposals instead)."""
+           visibility: str = "shared", allowed_actors: list[str] | None = None, pinned: bool = False) -> Memory:
+    """A new memory (a person's own; agents and importers open proposals instead). Without
+    ``slug``, one made from the title and id, made unique; a ``slug`` another memory has is
+    refused."""
     if actor not in ACTORS:
         raise InvalidMemory(f"actor is one of {', '.join(ACTORS)}, not {actor!r}")
     from ..ids import uuid7
@@ -160,15 +170,54 @@ def create(root: str, kind: str, title: str, *, content: str = "", attributes: d
     attrs = validate_attributes(kind, attributes or {})
     refs = [validate_evidence(r) for r in evidence or []]
     check_recorded(root, refs)
+    wanted = validate_slug(slug) if slug else None
     body = {
-        "kind": kind, "title": title, "slug": validate_slug(slug) if slug else slugify(title, mid),
+        "kind": kind, "title": title, "slug": "",
         "content": content if isinstance(content, str) else "", "attributes": attrs, "tags": normalize_tags(tags),
         "confidence": conf.prior(actor), "evidence": refs, "lifetime": validate_lifetime(lifetime, until),
         "visibility": validate_visibility(visibility, allowed_actors),
     }
-    ev = new_event("memory_created", mid, 1, actor, body)
-    (folded,) = write(root, [ev], {mid: None})
-    return _as_created(folded)
+
+    def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        # the slug decided under the lock, against every memory there is (no other write can take it meanwhile)
+        if wanted is not None:
+            check_slug_free(con, wanted, mid)
+            body["slug"] = wanted
+        else:
+            body["slug"] = free_slug(con, slugify(title, mid))
+        events = [new_event("memory_created", mid, 1, actor, body)]
+        if pinned:
+            events.append(new_event("memory_pinned", mid, 2, actor, {"pinned": True}))
+        return events, {mid: None}
+
+    folded = transact(root, decide)
+    return _as_created(folded[0]) if not pinned else get(root, mid)
+
+
+def slug_owner(con: sqlite3.Connection, slug: str) -> str | None:
+    """The memory that has ``slug`` (deleted ones too: undo can bring a tombstone back; a
+    purged one has left the read model, and its slug is free)."""
+    row = con.execute("SELECT id FROM memories WHERE slug = ? ORDER BY id LIMIT 1", (slug,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def free_slug(con: sqlite3.Connection, wanted: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """``wanted`` if no memory (nor ``taken``: slugs given earlier in the same write) has it, else
+    the first of ``wanted-2``, ``wanted-3`` … that none has. Slugs are unique across every kind
+    (``show SLUG`` and ``linked:SLUG`` name one memory)."""
+    slug, n = wanted, 1
+    while slug in taken or slug_owner(con, slug) is not None:
+        n += 1
+        slug = suffixed(wanted, n)
+    return slug
+
+
+def check_slug_free(con: sqlite3.Connection, slug: str, mid: str) -> None:
+    """Refuse ``slug`` for memory ``mid`` when another memory has it."""
+    owner = con.execute("SELECT id, title FROM memories WHERE slug = ? AND id != ? ORDER BY id LIMIT 1",
+                        (slug, mid)).fetchone()
+    if owner is not None:
+        raise InvalidMemory(f"slug {slug!r} is taken by memory {owner[0]} ({owner[1]!r}): choose another")
 
 
 def _as_created(ev: dict[str, Any]) -> Memory:
@@ -192,14 +241,21 @@ def _same(value: Any) -> Any:
 
 def edit(root: str, ident: str, *, expected_version: int | None = None, actor: str = "person",
          title: str | None = None, content: str | None = None, attributes: dict[str, Any] | None = None,
-         tags: list[str] | None = None, slug: str | None = None) -> Memory:
+         tags: list[str] | None = None, slug: str | None = None, pinned: bool | None = None,
+         lifetime: str | None = None, until: str | None = None, visibility: str | None = None,
+         allowed_actors: list[str] | None = None) -> Memory:
+    """Change what is given (None: left as it is). Title, content, attributes, tags and slug
+    are refused on an archived memory; pinned, lifetime and visibility are not (engram's
+    rule). ``until`` alone means the lifetime ``until``; ``allowed_actors`` alone, the
+    visibility ``restricted``. One ``memory_edited`` event, and a ``memory_pinned`` when the
+    flag changes; nothing when nothing changes."""
     m = get(root, ident)
-    _not_archived(m)
     change: dict[str, Any] = {}
     if title is not None and validate_title(title) != m.title:
         change["title"] = validate_title(title)
     if slug is not None and validate_slug(slug) != m.slug:
         change["slug"] = slug
+    check = (lambda con: check_slug_free(con, change["slug"], m.id)) if "slug" in change else None
     if content is not None and content != m.content:
         change["content"] = content
     if attributes is not None:
@@ -208,19 +264,32 @@ def edit(root: str, ident: str, *, expected_version: int | None = None, actor: s
             change["attributes"] = merged
     if tags is not None and normalize_tags(tags) != m.tags:
         change["tags"] = normalize_tags(tags)
-    return _change(root, m, "memory_edited", change, expected_version, actor) if change else m
+    if change:
+        _not_archived(m)
+    if lifetime is not None or until is not None:
+        new_lifetime = validate_lifetime(lifetime or "until", until)
+        if new_lifetime != m.lifetime:
+            change["lifetime"] = new_lifetime
+    if visibility is not None or allowed_actors is not None:
+        new_visibility = validate_visibility(visibility or "restricted", allowed_actors)
+        if new_visibility != m.visibility:
+            change["visibility"] = new_visibility
+    events = [("memory_edited", change)] if change else []
+    if pinned is not None and pinned != m.pinned:
+        events.append(("memory_pinned", {"pinned": pinned}))
+    return _change(root, m, events, expected_version, actor, check) if events else m
 
 
 def confirm(root: str, ident: str, *, actor: str = "person", expected_version: int | None = None) -> Memory:
     m = get(root, ident)
-    return _change(root, m, "memory_confirmed", {"confidence": conf.confirmed(m.confidence, _weight(actor))},
-                   expected_version, actor)
+    return _change(root, m, "memory_confirmed", expected_version, actor,
+                   body={"confidence": conf.confirmed(m.confidence, _weight(actor))})
 
 
 def contradict(root: str, ident: str, *, actor: str = "person", expected_version: int | None = None) -> Memory:
     m = get(root, ident)
-    return _change(root, m, "memory_contradicted", {"confidence": conf.contradicted(m.confidence, _weight(actor))},
-                   expected_version, actor)
+    return _change(root, m, "memory_contradicted", expected_version, actor,
+                   body={"confidence": conf.contradicted(m.confidence, _weight(actor))})
 
 
 def add_evidence(root: str, ident: str, ref: dict[str, Any], *, actor: str = "person",
@@ -228,7 +297,7 @@ def add_evidence(root: str, ident: str, ref: dict[str, Any], *, actor: str = "pe
     m = get(root, ident)
     clean = validate_evidence(ref)
     check_recorded(root, [clean])
-    return _change(root, m, "memory_evidence_added", {"evidence": clean}, expected_version, actor)
+    return _change(root, m, "memory_evidence_added", expected_version, actor, body={"evidence": clean})
 
 
 def link(root: str, ident: str, relation: str, target: str, *, actor: str = "person",
@@ -239,7 +308,7 @@ def link(root: str, ident: str, relation: str, target: str, *, actor: str = "per
     validate_link(relation, m.id, other.id)
     if (relation, other.id) in (m.links or []):
         return m
-    return _change(root, m, "memory_linked", {"relation": relation, "target": other.id}, expected_version, actor)
+    return _change(root, m, "memory_linked", expected_version, actor, body={"relation": relation, "target": other.id})
 
 
 def archive(root: str, ident: str, *, restore: bool = False, actor: str = "person",
@@ -247,13 +316,13 @@ def archive(root: str, ident: str, *, restore: bool = False, actor: str = "perso
     m = get(root, ident)
     if m.archived != restore:
         return m
-    return _change(root, m, "memory_restored" if restore else "memory_archived", {}, expected_version, actor)
+    return _change(root, m, "memory_restored" if restore else "memory_archived", expected_version, actor)
 
 
 def delete(root: str, ident: str, *, actor: str = "person", expected_version: int | None = None) -> Memory:
     """A tombstone: gone from every listing; its events stay in the log."""
     m = get(root, ident)
-    return _change(root, m, "memory_deleted", {}, expected_version, actor)
+    return _change(root, m, "memory_deleted", expected_version, actor)
 
 
 def _weight(actor: str) -> str:
@@ -265,10 +334,22 @@ def _not_archived(m: Memory) -> None:
         raise InvalidMemory(f"memory {m.slug} is archived: restore it first")
 
 
-def _change(root: str, m: Memory, name: str, body: dict[str, Any], expected_version: int | None,
-            actor: str) -> Memory:
+def _change(root: str, m: Memory, events: str | list[tuple[str, dict[str, Any]]], expected_version: int | None,
+            actor: str, check: Callable[[sqlite3.Connection], None] | None = None,
+            body: dict[str, Any] | None = None) -> Memory:
+    """The ``events`` ((name, body) each; or one name with ``body``) changing ``m``, based on
+    its version (or ``expected_version``); ``check`` runs under the lock first (what depends
+    on other memories: a slug)."""
     base = m.version if expected_version is None else expected_version
-    write(root, [new_event(name, m.id, base + 1, actor, body)], {m.id: base})
+    named = [(events, body or {})] if isinstance(events, str) else events
+    evs = [new_event(name, m.id, base + i, actor, b) for i, (name, b) in enumerate(named, 1)]
+
+    def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        if check is not None:
+            check(con)
+        return evs, {m.id: base}
+
+    transact(root, decide)
     return get(root, m.id, with_deleted=True)
 
 

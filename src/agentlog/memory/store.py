@@ -616,6 +616,9 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
             sets["attributes"] = json.dumps(c["attributes"])
         if "tags" in c:
             sets["tags"] = json.dumps(c["tags"])
+        for k in ("lifetime", "visibility"):  # (as created_row encodes them)
+            if k in c:
+                sets[k] = json.dumps(c[k])
     elif name in ("memory_confirmed", "memory_contradicted"):
         sets["confidence"] = float(c["confidence"])
         if name == "memory_confirmed":
