@@ -150,12 +150,18 @@ def _term(raw: str, phrase: bool) -> Term | None:
     return Term(tuple(tokens), phrase=phrase, prefix=prefix)
 
 
-def parse_query(text: str, *, max_len: int = 2000) -> Query:
+MAX_QUERY: Final = 2000
+"""Characters of a query, at most (longer ones are refused)."""
+
+
+def parse_query(text: str, *, max_len: int = MAX_QUERY) -> Query:
     """``text`` as terms and filters (nothing of it is passed to the engine as syntax);
     raises :class:`QueryError`."""
     if not isinstance(text, str):
         raise QueryError("a query is text")
-    text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)[:max_len]
+    if len(text) > max_len:  # refused, not cut: a cut query (mid-word) would answer another question
+        raise QueryError(f"a query is at most {max_len:,} characters; this one has {len(text):,}")
+    text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)
     q = Query()
     pending_or = False
     for m in _WORD.finditer(text):
