@@ -168,7 +168,8 @@ def test_the_end_of_a_long_output_is_searchable_and_its_snippet_shows_it(built: 
 
 
 def _cli(*args: str, root: str) -> Any:
-    return CliRunner().invoke(cli, ["search", *args], env={"AGENTLOG_HOME": root}, catch_exceptions=False)
+    return CliRunner().invoke(cli, ["search", *args], env={"AGENTLOG_HOME": root, "COLUMNS": "300"},
+                              catch_exceptions=False)
 
 
 def _cli_ids(*args: str, root: str) -> list[str]:
@@ -198,7 +199,11 @@ def test_every_cli_flag_keeps_what_it_names_and_drops_the_rest(built: Built) -> 
     assert text.exit_code == 0 and not text.stdout.lstrip().startswith("[")
     assert "make the suite pass" in text.stdout and "trn_" in text.stdout and "ses_" in text.stdout
     superseded = _cli("tests", "--kind", "tool_call_finished", "--outcome", "superseded", root=root)
-    assert "superseded" in superseded.stdout and "replaced by att_" in superseded.stdout
+    place = [line for line in superseded.stdout.splitlines() if "superseded" in line]
+    assert place and "replaced by att_" in place[0] and "trn_" in place[0]
+    shown = place[0].split()[0]  # the session as the line shows it: --session takes it
+    assert shown.startswith("ses_") and len(shown) == 12
+    assert _cli_ids("tests", "--kind", "tool_call_finished", "--session", shown, root=root) == [built.superseded]
 
 
 def test_an_over_long_query_is_refused_not_cut(built: Built) -> None:

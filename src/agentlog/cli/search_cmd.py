@@ -99,9 +99,9 @@ def place_of(h: Any) -> list[str]:
     it, the event."""
     place: list[str] = []
     if h.session_id:
-        place.append(h.session_id[:14])
+        place.append(h.session_id[:12])  # ses_ and 8 hex digits: --session takes it
     if h.turn_id:
-        place.append(h.turn_id[:14])
+        place.append(h.turn_id[:12])
     if h.attempt_id:
         place.append(f"{h.attempt_id[:12]} {h.attempt_outcome or ''}".rstrip())
     if h.superseded_by:

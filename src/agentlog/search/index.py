@@ -97,6 +97,9 @@ def schema() -> tantivy.Schema:
     b.add_text_field("paths", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("m_version", stored=True)
     b.add_text_field("m_table", stored=True, tokenizer_name="raw", index_option="basic")
+    # in the schema only to tell this index from one that held each event's first 8 KiB (an index
+    # of another schema is rebuilt): ``body`` is the whole of each event's text
+    b.add_integer_field("m_whole_text", stored=False)
     return b.build()
 
 

@@ -658,13 +658,14 @@ def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, lis
 
 
 def _content_text(content: Any) -> str:
-    """The strings inside an event's content (a JSON value), the first 20,000 characters."""
+    """The strings inside an event's content (a JSON value), all of them: a hit may lie at the end
+    of a long output (the index holds the whole text)."""
     if content is None:
         return ""
     from .text import strings_of
 
     out: list[str] = []
-    strings_of(content, out, [20_000])
+    strings_of(content, out)
     return " ".join(out)
 
 

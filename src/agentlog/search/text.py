@@ -2,7 +2,8 @@
 
 **Indexed text.** An event's ``text`` (a prompt), every string inside its
 ``content`` (commands, tool input and output, assistant messages, errors), its
-paths and its tool name, up to :data:`MAX_CHARS` characters. The index's
+paths and its tool name — the whole of it (an error is usually at the end
+of a long output; what a hook captured is at most its 16 MiB payload). The index's
 tokenizer (:func:`.index.analyzer`) splits on every non-alphanumeric
 character, so ``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
 ``agentlog.store.ingest`` are already findable by their parts. What it
@@ -29,8 +30,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-MAX_CHARS: Final = 8_192
-"""Characters of an event indexed (its first ones; a huge tool output is cut)."""
 _TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
 _COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
 """A run that may be a compound identifier (``parts`` decides: more than one part); paths and
@@ -50,13 +49,17 @@ def parts(word: str) -> list[str]:
     return out
 
 
-def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) -> None:
-    """Every string inside a JSON value (dict values and keys' values, lists), within ``budget``."""
-    if budget[0] <= 0 or depth > 50:
+def strings_of(value: Any, out: list[str], budget: list[int] | None = None, depth: int = 0) -> None:
+    """Every string inside a JSON value (dict values and keys' values, lists), within ``budget``
+    characters when given (else all of them)."""
+    if (budget is not None and budget[0] <= 0) or depth > 50:
         return
     if isinstance(value, str):
-        out.append(value[: budget[0]])
-        budget[0] -= len(value)
+        if budget is None:
+            out.append(value)
+        else:
+            out.append(value[: budget[0]])
+            budget[0] -= len(value)
     elif isinstance(value, dict):
         for v in value.values():
             strings_of(v, out, budget, depth + 1)
@@ -66,13 +69,9 @@ def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) ->
 
 
 def plain(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
-    """An event's text as indexed, without what its identifiers add (:func:`body`)."""
-    pieces: list[str] = []
-    budget = [MAX_CHARS]
-    for s in (tool, text, *(paths or [])):
-        if s:
-            strings_of(s, pieces, budget)
-    strings_of(content, pieces, budget)
+    """An event's text as indexed, all of it, without what its identifiers add (:func:`body`)."""
+    pieces: list[str] = [s for s in (tool, text, *(paths or [])) if isinstance(s, str) and s]
+    strings_of(content, pieces)
     return "\n".join(pieces)
 
 
@@ -202,4 +201,4 @@ def parse_query(text: str, *, max_len: int = MAX_QUERY) -> Query:
     return q
 
 
-__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "Term", "additions", "body", "parse_query", "parts", "plain"]
+__all__ = ["FILTERS", "MAX_QUERY", "Query", "QueryError", "Term", "additions", "body", "parse_query", "parts", "plain"]
