@@ -253,6 +253,8 @@ def test_the_dashboard_shows_each_hit_s_turn_and_replacement_and_its_pager_keeps
         assert "← newer" in following and "outcome=failed" in following
         replaced = c.get("/search", params={"q": "tests", "kind": "tool_call_finished", "outcome": "superseded"}).text
         assert "replaced by" in replaced and "/attempts/att_" in replaced
+        too_long = c.get("/search", params={"q": "tests " * 400}).text
+        assert "at most 2,000 characters" in too_long and "Nothing matches" in too_long
         api = c.get("/api/search", params={"q": CANARY}).json()
         assert [h["event_id"] for h in api["hits"]] == [built.tail] and api["hits"][0]["turn_id"].startswith("trn_")
 
@@ -266,3 +268,27 @@ def test_the_mcp_tool_gives_each_hit_s_place_and_takes_an_outcome(built: Built) 
     assert line and "trn_" in line[0] and "replaced by att_" in line[0]
     text, data = mcp_tools.search(built.root, query=CANARY)
     assert [h["event_id"] for h in data["hits"]] == [built.tail] and CANARY in text and "trn_" in text
+
+
+def test_a_session_prefix_that_names_two_sessions_is_refused(tmp_path: Path) -> None:
+    from agentlog.project.ids import derive
+
+    seen: dict[str, str] = {}
+    for i in range(100_000):  # two provider sessions whose ids (ours) share their first 4 hex digits
+        sid = f"amb-{i}"
+        head = derive("session", "claude_code", sid)[:4]
+        if head in seen:
+            pair = (seen[head], sid)
+            break
+        seen[head] = sid
+    root, cwd = str(tmp_path / "home"), str(tmp_path)
+    for n, sid in enumerate(pair):
+        _emit(root, sid, cwd, T0 + n * SECOND, {"hook_event_name": "UserPromptSubmit", "prompt": "ambiquartz"})
+    ingest(root)
+    assert len(search(root, "ambiquartz").hits) == 2
+    with pytest.raises(QueryError, match="matches 2"):
+        search(root, f"ambiquartz session:ses_{head}")
+    r = _cli("ambiquartz", "--session", head, root=root)
+    assert r.exit_code == 2 and "matches 2" in r.output
+    longer = derive("session", "claude_code", pair[1])[:8]
+    assert len(search(root, "ambiquartz", filters={"session": [longer]}).hits) == 1
