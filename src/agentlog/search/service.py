@@ -14,8 +14,8 @@ import functools
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from .index import catch_up
@@ -347,10 +347,7 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
     searcher = _searcher(root)
     if searcher is None:
         return [], False, None
-    try:
-        query, ranked, check = _engine_query(q, _sessions(eng, q.filters.get("session", [])))
-    except QueryError:
-        raise
+    query, ranked, check = _engine_query(q, _sessions(eng, q.filters.get("session", [])))
 
     def candidates(n: int, skip: int) -> list[tuple[float, Any]]:
         try:
@@ -374,7 +371,7 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
     while True:
         top = candidates(window, 0)
         fresh = [(s, a) for s, a in top if (a.segment_ord, a.doc) not in seen]
-        for (s, a), row in zip(fresh, _rows(root, searcher, fresh, frames, keep_missing=True)):
+        for (_, a), row in zip(fresh, _rows(root, searcher, fresh, frames, keep_missing=True)):
             seen[(a.segment_ord, a.doc)] = row
         new_rows = [r for r in (seen[(a.segment_ord, a.doc)] for _, a in fresh) if r is not None]
         places.update(_place(root, new_rows, eng) if new_rows else {})
@@ -421,14 +418,12 @@ def _sessions(eng: Callable[[], Any], values: list[str]) -> dict[str, list[tuple
     one of our ids (``ses_…``, bare, or an unambiguous prefix; :func:`..query.views.resolve_id`),
     if it names one. A value is also a prefix of the provider's own session id (the index's)."""
     from ..query.engine import QueryError as EngineError
-    from ..query.views import AmbiguousId, IdError
+    from ..query.views import AmbiguousId, IdError, resolve_id
 
     out: dict[str, list[tuple[str, str]]] = {}
     for v in values:
         out[v] = []
         try:
-            from ..query.views import resolve_id
-
             ref = resolve_id(eng(), v, ["session"])
             res = eng().run("SELECT provider, provider_session_id FROM sessions WHERE session_id = ?", [ref.id])
         except AmbiguousId as e:
