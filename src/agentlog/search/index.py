@@ -1,7 +1,7 @@
 """The full-text index: tantivy, derived from the store, kept up to date by its commits.
 
-``state/search/`` is a tantivy index with one document per event: the whole
-of its text *indexed, not stored* (``body``: which events hold a term and
+``state/search/`` is a tantivy index with one document per event: its text
+(its head and tail: :func:`.text.head_and_tail`) *indexed, not stored* (``body``: which events hold a term and
 how often, for BM25 — no positions: a phrase's order is checked on the
 candidate's text, :mod:`.service`); *stored*, only where the event is — its
 log, seq and frame's offset — for a hit reads its id, kind, tool, project,
@@ -102,8 +102,8 @@ def schema() -> tantivy.Schema:
     b.add_integer_field("m_version", stored=True)
     b.add_text_field("m_table", stored=True, tokenizer_name="raw", index_option="basic")
     # in the schema only to tell this index from one that held each event's first 8 KiB (an index
-    # of another schema is rebuilt): ``body`` is the whole of each event's text
-    b.add_integer_field("m_whole_text", stored=False)
+    # of another schema is rebuilt): ``body`` is each event's text's head and tail (text.head_and_tail)
+    b.add_integer_field("m_head_and_tail", stored=False)
     return b.build()
 
 

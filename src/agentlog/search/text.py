@@ -2,8 +2,10 @@
 
 **Indexed text.** An event's ``text`` (a prompt), every string inside its
 ``content`` (commands, tool input and output, assistant messages, errors), its
-paths and its tool name — the whole of it (an error is usually at the end
-of a long output; what a hook captured is at most its 16 MiB payload). The index's
+paths and its tool name: all of it up to :data:`HEAD_CHARS` + :data:`TAIL_CHARS`
+characters, else its first :data:`HEAD_CHARS` and its last :data:`TAIL_CHARS`
+(an error is usually at the end of a long output; the whole text made the
+index 57 % larger, past its size target: docs/search.md). The index's
 tokenizer (:func:`.index.analyzer`) splits on every non-alphanumeric
 character, so ``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
 ``agentlog.store.ingest`` are already findable by their parts. What it
@@ -30,7 +32,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+HEAD_CHARS: Final = 4_096
+"""Characters of an event's text indexed from its start, when it is longer than both ends."""
+TAIL_CHARS: Final = 4_096
+"""Characters of an event's text indexed from its end, when it is longer than both ends."""
 _TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
+_WORD_END: Final = re.compile(r"[^\W_]+\Z")
+_WORD_START: Final = re.compile(r"\A[^\W_]+")
 _COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
 """A run that may be a compound identifier (``parts`` decides: more than one part); paths and
 dotted names are split at ``/``, ``.`` and ``:`` into their identifiers."""
@@ -69,10 +77,25 @@ def strings_of(value: Any, out: list[str], budget: list[int] | None = None, dept
 
 
 def plain(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
-    """An event's text as indexed, all of it, without what its identifiers add (:func:`body`)."""
+    """An event's text as indexed, without what its identifiers add (:func:`body`): its head and
+    its tail (:func:`head_and_tail`)."""
     pieces: list[str] = [s for s in (tool, text, *(paths or [])) if isinstance(s, str) and s]
     strings_of(content, pieces)
-    return "\n".join(pieces)
+    return head_and_tail("\n".join(pieces))
+
+
+def head_and_tail(joined: str) -> str:
+    """``joined`` if it is at most :data:`HEAD_CHARS` + :data:`TAIL_CHARS` long, else its first
+    and last characters on two lines, neither ending nor starting with part of a word (a word cut
+    by the bound is left out, not indexed as a stub)."""
+    if len(joined) <= HEAD_CHARS + TAIL_CHARS:
+        return joined
+    head, tail = joined[:HEAD_CHARS], joined[-TAIL_CHARS:]
+    if joined[HEAD_CHARS - 1].isalnum() and joined[HEAD_CHARS].isalnum():
+        head = _WORD_END.sub("", head)
+    if joined[-TAIL_CHARS - 1].isalnum() and joined[-TAIL_CHARS].isalnum():
+        tail = _WORD_START.sub("", tail)
+    return head + "\n" + tail
 
 
 def additions(joined: str) -> str:
@@ -201,4 +224,5 @@ def parse_query(text: str, *, max_len: int = MAX_QUERY) -> Query:
     return q
 
 
-__all__ = ["FILTERS", "MAX_QUERY", "Query", "QueryError", "Term", "additions", "body", "parse_query", "parts", "plain"]
+__all__ = ["FILTERS", "HEAD_CHARS", "MAX_QUERY", "TAIL_CHARS", "Query", "QueryError", "Term", "additions", "body",
+           "head_and_tail", "parse_query", "parts", "plain"]
