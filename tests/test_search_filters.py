@@ -165,6 +165,23 @@ def test_the_end_of_a_long_output_is_searchable_and_its_snippet_shows_it(built: 
     assert [h.event_id for h in hits] == [built.tail]
     assert CANARY in hits[0].snippet and any(hits[0].snippet[a:b] == CANARY for a, b in hits[0].marks)
     assert [h.event_id for h in search(built.root, f'"final error {CANARY}"').hits] == [built.tail]
+    # its head and tail are indexed (4 KiB each); the middle is not: row700 lies ~9 KB in
+    assert [h.event_id for h in search(built.root, "row3 quietly").hits if h.event_id == built.tail]
+    assert [h.event_id for h in search(built.root, "row1399").hits] == [built.tail]
+    assert not search(built.root, "row700").hits
+
+
+def test_an_event_s_text_is_indexed_by_its_head_and_its_tail_never_a_cut_word() -> None:
+    from agentlog.search.text import HEAD_CHARS, TAIL_CHARS, head_and_tail
+
+    short = "word " * ((HEAD_CHARS + TAIL_CHARS) // 5)
+    assert head_and_tail(short) == short  # up to both ends' length: whole
+    text = "start " + "abcdefg " * 3000 + "finish"
+    head, tail = head_and_tail(text).split("\n")
+    assert head.startswith("start ") and tail.endswith(" finish")
+    assert len(head) <= HEAD_CHARS and len(tail) <= TAIL_CHARS
+    assert set(head.split()) <= {"start", "abcdefg"} and set(tail.split()) <= {"abcdefg", "finish"}  # no stub
+    assert head_and_tail("x" * 20_000) == "\n"  # one word longer than both ends is no word of either
 
 
 def _cli(*args: str, root: str) -> Any:
