@@ -299,7 +299,7 @@ def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[t
 OUTCOME_WINDOW: Final = 8
 """With an outcome filter, the first window of ranked candidates placed is this many times the
 hits wanted; each next window is four times the last."""
-OUTCOME_MAX: Final = 20_000
+OUTCOME_MAX: Final = 10_000
 """Ranked candidates placed, at most, to fill a page of hits of one outcome: past it the result
 says so (:attr:`SearchResult.note`)."""
 
