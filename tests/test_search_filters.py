@@ -144,6 +144,8 @@ def test_the_outcome_filter_says_when_its_bound_cut_the_search(built: Built, mon
     res = search(built.root, "tests", outcome="succeeded", limit=5)
     assert built.succeeded not in [h.event_id for h in res.hits]
     assert res.note and "100" in res.note and "succeeded" in res.note
+    r = _cli("tests", "--outcome", "succeeded", "--limit", "5", "--json", root=built.root)  # the note on stderr
+    assert r.exit_code == 0 and "100" in r.stderr and isinstance(json.loads(r.stdout), list)
 
 
 def test_a_session_is_found_by_the_ids_its_hits_show_and_by_the_provider_s(built: Built) -> None:
@@ -283,6 +285,8 @@ def test_the_mcp_tool_gives_each_hit_s_place_and_takes_an_outcome(built: Built) 
     assert [h["event_id"] for h in data["hits"]] == [built.superseded]
     line = [x for x in text.splitlines() if "superseded" in x and "att_" in x]
     assert line and "trn_" in line[0] and "replaced by att_" in line[0]
+    with pytest.raises(mcp_tools.ToolError):
+        mcp_tools.search(built.root, query="tests", outcome="sideways")
     text, data = mcp_tools.search(built.root, query=CANARY)
     assert [h["event_id"] for h in data["hits"]] == [built.tail] and CANARY in text and "trn_" in text
 

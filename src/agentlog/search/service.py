@@ -654,7 +654,7 @@ def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, lis
 
 def _content_text(content: Any) -> str:
     """The strings inside an event's content (a JSON value), all of them: a hit may lie at the end
-    of a long output (the index holds the whole text)."""
+    of a long output (the index holds a long text's head and tail)."""
     if content is None:
         return ""
     from .text import strings_of
