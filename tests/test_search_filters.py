@@ -209,6 +209,8 @@ def test_every_cli_flag_keeps_what_it_names_and_drops_the_rest(built: Built) -> 
     assert not _cli_ids(CANARY, "--session", "busy", root=root)
     assert _cli_ids("suite", "--since", "2026-11-01", "--kind", "prompt_submitted", root=root) == [built.prompt]
     assert not _cli_ids(CANARY, "--since", "2026-11-01", root=root)
+    assert _cli_ids(CANARY, "--until", "2026-11-01", root=root) == [built.tail]
+    assert not _cli_ids(CANARY, "--until", "2026-10-01", root=root)
     assert _cli_ids("tests", "--outcome", "succeeded", "--limit", "5", "--project", "busyproj",
                     root=root) == [built.succeeded]
     assert not _cli_ids(CANARY, "--outcome", "failed", root=root)

@@ -15,7 +15,8 @@ from .output import print_json, stderr, stdout, terminal_safe
 @click.option("--kind", multiple=True, help="Only events of this kind (prompt_submitted, tool_call_failed …).")
 @click.option("--tool", multiple=True, help="Only calls of this tool (Bash, Edit …).")
 @click.option("--project", multiple=True, help="Only this project (its name).")
-@click.option("--session", multiple=True, help="Only this provider session (id or prefix).")
+@click.option("--session", multiple=True,
+              help="Only this session: its ses_ id as hits show it (or a prefix), or the agent's own id (or a prefix).")
 @click.option("--since", default=None, help="Only from this time on (RFC 3339, a date, -2h, yesterday …).")
 @click.option("--until", default=None, help="Only before this time.")
 @click.option("--outcome", type=click.Choice(["failed", "succeeded", "superseded"]), default=None,
@@ -35,7 +36,7 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
 
     QUERY: words (all must match), "exact phrase", -excluded, a OR b, prefix*, and
     the filters tool:Bash kind:prompt_submitted path:src/*.rs project:NAME
-    session:ID since:-2d until:DATE. parse_config, ParseConfig and parse-config
+    session:ID since:-2d until:DATE (at most 2,000 characters). parse_config, ParseConfig and parse-config
     find each other. The index (state/search/) follows the store: it is
     brought up to date first (the daemon keeps it current).
     """
