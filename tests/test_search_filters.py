@@ -40,7 +40,7 @@ class Built:
     superseded: str
     """The one ``tool_call_finished`` holding ``tests`` whose attempt was superseded."""
     tail: str
-    """A 14 KB output whose last word is :data:`CANARY`."""
+    """A 21 KB output whose last word is :data:`CANARY`."""
     prompt: str
     """The prompt of the ``busy`` session (2026-11-05)."""
 
@@ -65,7 +65,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """Three sessions: ``busy`` (120 failing ``tests tests tests`` commands, then one passing whose
     long output says ``tests`` once: ranked last), ``green`` (300 passing calls full of ``tests``)
     and ``retry`` (a read saying ``tests`` once, then a failing edit of the same file retried: the
-    first attempt superseded), plus a 14 KB output ending in a canary."""
+    first attempt superseded), plus a 21 KB output ending in a canary."""
     b = Built()
     base = tmp_path_factory.mktemp("search-filters")
     b.root = root = str(base / "home")
@@ -167,7 +167,7 @@ def test_the_end_of_a_long_output_is_searchable_and_its_snippet_shows_it(built: 
     assert [h.event_id for h in hits] == [built.tail]
     assert CANARY in hits[0].snippet and any(hits[0].snippet[a:b] == CANARY for a, b in hits[0].marks)
     assert [h.event_id for h in search(built.root, f'"final error {CANARY}"').hits] == [built.tail]
-    # its head and tail are indexed (4 KiB each); the middle is not: row700 lies ~9 KB in
+    # its head and tail are indexed (4,096 characters each); the middle is not: row700 lies 10,441 in
     assert [h.event_id for h in search(built.root, "row3 quietly").hits if h.event_id == built.tail]
     assert [h.event_id for h in search(built.root, "row1399").hits] == [built.tail]
     assert not search(built.root, "row700").hits
