@@ -77,6 +77,11 @@ def test_initialize_list_and_call_every_tool(home: str) -> None:
     by = {name: res for (name, _), res in zip(calls, results)}
     assert any(f["attempt_id"] == attempts[0] for f in by["failures"].structured_content["failures"])
     assert "captured from agent sessions" in by["search"].content[0].text
+    found = by["search"].structured_content["hits"]  # the hits themselves, each where it belongs
+    assert found and all("parser" in (h["snippet"] + " ".join(h["paths"])).lower() for h in found)
+    assert all(h["session_id"].startswith("ses_") for h in found)
+    placed = [h for h in found if h["attempt_id"] and h["turn_id"] and h["attempt_outcome"]]
+    assert placed and all(f"turn_id={h['turn_id']}" in by["search"].content[0].text for h in placed)
     assert by["schema"].structured_content["tables"][0]["name"] == "attempts"
     assert by["memory_get"].structured_content["id"] == mem.id
 

@@ -149,6 +149,10 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
     _wait("search results as you type", lambda: browser.find_elements(By.CSS_SELECTOR, "#results mark"))
     assert browser.execute_script("return window.__notReloaded === true;")
     assert "q=parser" in browser.current_url
+    # each hit where it belongs: its session, turn and attempt, as links and ids
+    assert [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#results th")][-3:] == ["session", "turn",
+                                                                                            "attempt"]
+    assert browser.find_elements(By.CSS_SELECTOR, "#results td code[title^='trn_']")
     browser.save_screenshot(str(shots / "12-search-as-you-type.png"))
 
     # a proposal approved by a click

@@ -33,7 +33,9 @@ _DESCRIPTIONS: Final = {
     "trace": "The causes (UP), effects (DOWN) or both of an entity, to a depth.",
     "state_at": "What was going on at a moment: sessions, attempts and work in flight at time `at`.",
     "evidence": "The recorded events behind an entity (attempt, turn, session, tool call, event).",
-    "search": "Full-text search of everything recorded (prompts, commands, output), with session and attempt.",
+    "search": "Full-text search of everything recorded (prompts, commands, output), each hit with its session, turn, "
+              "attempt, that attempt's outcome and what replaced it; outcome: failed, succeeded or superseded keeps "
+              "only hits whose attempt ended so.",
     "query": "Read-only SQL (one SELECT; see schema) or a statement such as SHOW FAILED ATTEMPTS FOR path = 'x'.",
     "schema": "Tables and columns the query tool can read.",
     "handoff_brief": "For a fresh session: latest sessions of the project, open work, recent failures, "
@@ -105,8 +107,9 @@ def build(root: str) -> Any:
         return answer(T.evidence, subject=subject, max_rows=max_rows, max_chars=max_chars)
 
     @tool("search")
-    def search(query: str, max_rows: int = 20, max_chars: int = T.MAX_CHARS) -> CallToolResult:
-        return answer(T.search, query=query, max_rows=max_rows, max_chars=max_chars)
+    def search(query: str, outcome: str | None = None, max_rows: int = 20,
+               max_chars: int = T.MAX_CHARS) -> CallToolResult:
+        return answer(T.search, query=query, outcome=outcome, max_rows=max_rows, max_chars=max_chars)
 
     @tool("query")
     def query(statement: str, max_rows: int = T.MAX_ROWS, max_chars: int = T.MAX_CHARS) -> CallToolResult:

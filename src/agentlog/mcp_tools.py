@@ -219,23 +219,31 @@ def evidence(root: str, *, subject: str, max_rows: int | None = None,
     return _fit(f"{UNTRUSTED}\n{shown['type']} {shown['id']}\n{text}", chars), shown
 
 
-def search(root: str, *, query: str, max_rows: int | None = None,
+def search(root: str, *, query: str, outcome: str | None = None, max_rows: int | None = None,
            max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
     from .search.service import QueryError, search as full_text
+    from .search.text import MAX_QUERY
 
     rows, chars = _budget(max_rows, max_chars)
-    if not isinstance(query, str) or not query.strip() or len(query) > 2000:
-        raise ToolError("query is 1–2000 characters of words")
+    if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY:
+        raise ToolError(f"query is 1–{MAX_QUERY} characters of words")
+    if outcome not in (None, "", "failed", "succeeded", "superseded"):
+        raise ToolError("outcome is failed, succeeded or superseded")
 
-    def run(engine: Any) -> list[dict[str, Any]]:
+    def run(engine: Any) -> tuple[list[dict[str, Any]], str | None]:
         try:
-            return [dict(h.__dict__) for h in full_text(root, query, limit=rows, engine=engine).hits]
+            res = full_text(root, query, limit=rows, engine=engine, outcome=outcome or None)
         except QueryError as e:
             raise ToolError(str(e)) from None
+        return [dict(h.__dict__) for h in res.hits], res.note
 
-    hits = _engine_call(root, run)
-    text = _lines(hits, ("observed_at", "kind", "tool", "session_id", "attempt_id", "attempt_outcome", "snippet"))
-    return _fit(f"{UNTRUSTED}\n{len(hits)} hits for {query!r}\n{text}", chars), {"query": query, "hits": hits}
+    hits, note = _engine_call(root, run)
+    shown = [{**h, "superseded_by": f"replaced by {h['superseded_by']}" if h.get("superseded_by") else None}
+             for h in hits]
+    text = _lines(shown, ("observed_at", "kind", "tool", "session_id", "turn_id", "attempt_id", "attempt_outcome",
+                          "superseded_by", "snippet"))
+    head = f"{len(hits)} hits for {query!r}" + (f" ({note})" if note else "")
+    return _fit(f"{UNTRUSTED}\n{head}\n{text}", chars), {"query": query, "hits": hits, "note": note}
 
 
 def query(root: str, *, statement: str, max_rows: int | None = None,

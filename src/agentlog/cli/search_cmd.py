@@ -15,7 +15,8 @@ from .output import print_json, stderr, stdout, terminal_safe
 @click.option("--kind", multiple=True, help="Only events of this kind (prompt_submitted, tool_call_failed …).")
 @click.option("--tool", multiple=True, help="Only calls of this tool (Bash, Edit …).")
 @click.option("--project", multiple=True, help="Only this project (its name).")
-@click.option("--session", multiple=True, help="Only this provider session (id or prefix).")
+@click.option("--session", multiple=True,
+              help="Only this session: its ses_ id as hits show it (or a prefix), or the agent's own id (or a prefix).")
 @click.option("--since", default=None, help="Only from this time on (RFC 3339, a date, -2h, yesterday …).")
 @click.option("--until", default=None, help="Only before this time.")
 @click.option("--outcome", type=click.Choice(["failed", "succeeded", "superseded"]), default=None,
@@ -35,7 +36,7 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
 
     QUERY: words (all must match), "exact phrase", -excluded, a OR b, prefix*, and
     the filters tool:Bash kind:prompt_submitted path:src/*.rs project:NAME
-    session:ID since:-2d until:DATE. parse_config, ParseConfig and parse-config
+    session:ID since:-2d until:DATE (at most 2,000 characters). parse_config, ParseConfig and parse-config
     find each other. The index (state/search/) follows the store: it is
     brought up to date first (the daemon keeps it current).
     """
@@ -67,10 +68,14 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     for name, value in (("since", since), ("until", until)):
         if value:
             filters[name] = [value]
+    from rich.text import Text
+
     try:
         result = search(root, query, limit=limit, offset=offset, outcome=outcome, filters=filters)
     except QueryError as e:
         raise click.UsageError(str(e)) from None
+    if result.note:
+        stderr().print(Text(terminal_safe(result.note)))
     if as_json:
         print_json([h.__dict__ for h in result.hits])
         return
@@ -78,23 +83,34 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     if not result.hits:
         stderr().print("no hit")
         return
-    from rich.text import Text
-
     for h in result.hits:
-        head = Text(f"{(h.observed_at or '')[:19].replace('T', ' ')}  {h.kind or ''}"
-                    f"{'  ' + h.tool if h.tool else ''}  {h.project or ''}", style="dim")
-        out.print(head)
+        out.print(Text("  ".join(_safe(x) for x in (
+            (h.observed_at or "")[:19].replace("T", " "), h.kind, h.tool, h.project) if x), style="dim"))
         snippet = Text(terminal_safe(h.snippet))
         for a, b in h.marks:
             snippet.stylize("bold yellow", a, b)
         out.print(Text("  ").append(snippet))
-        place: list[Any] = []
-        if h.session_id:
-            place.append(h.session_id[:14])
-        if h.attempt_id:
-            place.append(f"{h.attempt_id[:12]} {h.attempt_outcome or ''}")
-        if h.superseded_by:
-            place.append(f"replaced by {h.superseded_by[:12]}")
-        out.print(Text("  " + "  ·  ".join(place) + f"  ·  {h.event_id}", style="cyan"))
+        out.print(Text("  " + "  ·  ".join(_safe(x) for x in place_of(h)), style="cyan"))
     if result.more:
         stderr().print(f"more: --offset {offset + limit}")
+
+
+def place_of(h: Any) -> list[str]:
+    """Where a hit belongs, as its line shows it: session, turn, attempt and outcome, what replaced
+    it, the event."""
+    place: list[str] = []
+    if h.session_id:
+        place.append(h.session_id[:12])  # ses_ and 8 hex digits: --session takes it
+    if h.turn_id:
+        place.append(h.turn_id[:12])
+    if h.attempt_id:
+        place.append(f"{h.attempt_id[:12]} {h.attempt_outcome or ''}".rstrip())
+    if h.superseded_by:
+        place.append(f"replaced by {h.superseded_by[:12]}")
+    place.append(h.event_id)
+    return place
+
+
+def _safe(value: Any) -> str:
+    """A stored field on one line, terminal-safe (a project's or tool's name is the agent's)."""
+    return " ".join(terminal_safe(value).split())

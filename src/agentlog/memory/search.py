@@ -58,9 +58,9 @@ class Query:
 
     def free_text(self) -> Any:
         """The free text parsed as event search parses it (None when there is none)."""
-        from ..search.text import Query as TextQuery, QueryError, parse_query
+        from ..search.text import MAX_QUERY, Query as TextQuery, QueryError, parse_query
 
-        joined = " ".join(self.text)
+        joined = " ".join(self.text)[:MAX_QUERY]  # as before event search refused longer queries
         if not joined.strip():
             return None
         try:

@@ -1,10 +1,14 @@
 """The full-text index: tantivy, derived from the store, kept up to date by its commits.
 
 ``state/search/`` is a tantivy index with one document per event: its text
-*indexed, not stored* (``body``: postings with positions, for phrases), and
-the few fields a hit and the filters need — id, log position, time, kind,
-provider, session, tool, project, paths — never the text, which a hit reads
-back from its log frame (:mod:`.service`). One more document, ``meta:state``,
+(its head and tail: :func:`.text.head_and_tail`) *indexed, not stored* (``body``: which events hold a term and
+how often, for BM25 — no positions: a phrase's order is checked on the
+candidate's text, :mod:`.service`); *stored*, only where the event is — its
+log, seq and frame's offset — for a hit reads its id, kind, tool, project,
+paths and text back from its log frame; time as a fast field (a column:
+ranges, recency); kind, provider, session, tool, project and paths indexed,
+not stored, for the filters, and ``key`` (log and seq) to replace or delete a
+document. The event id is not in the index. One more document, ``meta:state``,
 holds the Delta version of the store the index has applied and the table's
 id: it is replaced in the same tantivy commit as the documents it accounts
 for, so the version and the index can never disagree.
@@ -97,6 +101,9 @@ def schema() -> tantivy.Schema:
     b.add_text_field("paths", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("m_version", stored=True)
     b.add_text_field("m_table", stored=True, tokenizer_name="raw", index_option="basic")
+    # in the schema only to tell this index from one that held each event's first 8 KiB (an index
+    # of another schema is rebuilt): ``body`` is each event's text's head and tail (text.head_and_tail)
+    b.add_integer_field("m_head_and_tail", stored=False)
     return b.build()
 
 

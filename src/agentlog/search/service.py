@@ -14,6 +14,7 @@ import functools
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -51,6 +52,8 @@ class SearchResult:
     more: bool
     seconds: float
     index: dict[str, Any] | None = None
+    note: str | None = None
+    """What the hits may lack, when they may lack something (the outcome filter's bound was hit)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,11 +79,13 @@ def _glob(pattern: str) -> str:
     return "(.*/)?" + out
 
 
-def _engine_query(q: Query) -> tuple[Any, bool, Checker | None]:
+def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = None
+                  ) -> tuple[Any, bool, Checker | None]:
     """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy),
     whether it ranks (False: filters only, newest first), and the check its candidates must pass
     when it has phrases or compounds (the index keeps no positions: their order is checked on
-    the event's text)."""
+    the event's text). ``sessions``: per ``session:`` value, the provider sessions it names by
+    our id (:func:`_sessions`)."""
     import tantivy
 
     from ..query.timeexpr import TimeError, resolve
@@ -130,8 +135,11 @@ def _engine_query(q: Query) -> tuple[Any, bool, Checker | None]:
                 conds.append(Q.term_query(sc, "project", v))
             elif name == "provider":
                 conds.append(Q.term_query(sc, "provider", v.replace("-", "_")))
-            elif name == "session":
+            elif name == "session":  # the provider's session id or its prefix, or the session our id names
                 conds.append(Q.regex_query(sc, "session", _regex_literal(v) + ".*"))
+                conds += [Q.boolean_query([(Occur.Must, Q.term_query(sc, "session", sid)),
+                                           (Occur.Must, Q.term_query(sc, "provider", provider))])
+                          for provider, sid in (sessions or {}).get(v, [])]
             elif name == "path":
                 conds.append(Q.regex_query(sc, "paths", _glob(v)))
             elif name in ("since", "until"):
@@ -288,6 +296,14 @@ def _top(searcher: Any, query: Any, ranked: bool, n: int, offset: int) -> list[t
     return [h for h, _ in ordered[offset:end]]
 
 
+OUTCOME_WINDOW: Final = 8
+"""With an outcome filter, the first window of ranked candidates placed is this many times the
+hits wanted; each next window is four times the last."""
+OUTCOME_MAX: Final = 10_000
+"""Ranked candidates placed, at most, to fill a page of hits of one outcome: past it the result
+says so (:attr:`SearchResult.note`)."""
+
+
 def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: str | None = None,
            filters: dict[str, list[str]] | None = None, catch: bool = True, engine: Any = None) -> SearchResult:
     """Hits for ``text`` (the query language of :mod:`.text`); ``filters`` add to its own,
@@ -305,45 +321,117 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
         except EngineError:
             pass
     caught = catch_up(root) if catch else None
-    fetch = (limit + 1) * (8 if outcome else 1)
-    rows: list[tuple[Any, ...]] = []
+    with contextlib.ExitStack() as stack:
+        opened: list[Any] = [engine]
+
+        def eng() -> Any:  # the query engine, opened when first needed
+            if opened[0] is None:
+                from ..query.engine import Engine
+
+                opened[0] = stack.enter_context(Engine(root))
+            return opened[0]
+
+        hits, more, note = _search(root, q, limit, offset, outcome, eng)
+    return SearchResult(text, hits, more, round(time.perf_counter() - started, 4), caught, note)
+
+
+Row = tuple[Any, ...]
+"""A candidate hit as read from its frame: event id, time, kind, tool, provider, project, provider
+session, paths (JSON), -score, log, offset."""
+
+
+def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
+            eng: Callable[[], Any]) -> tuple[list[Hit], bool, str | None]:
+    """The page of hits, whether there are more, and a note when the outcome filter's bound was hit."""
     frames: dict[tuple[str, int], dict[str, Any]] = {}
     searcher = _searcher(root)
-    if searcher is not None:
+    if searcher is None:
+        return [], False, None
+    query, ranked, check = _engine_query(q, _sessions(eng, q.filters.get("session", [])))
+
+    def candidates(n: int, skip: int) -> list[tuple[float, Any]]:
         try:
-            query, ranked, check = _engine_query(q)
-            top = (_top(searcher, query, ranked, fetch, offset) if check is None
-                   else _checked(root, searcher, query, ranked, fetch, offset, check, frames))
-        except QueryError:
-            raise
+            return (_top(searcher, query, ranked, n, skip) if check is None
+                    else _checked(root, searcher, query, ranked, n, skip, check, frames))
         except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise QueryError(f"the index refused the query: {e}") from None
-        times = searcher.fast_field_values("t", [a for _, a in top])
-        for (score, addr), us in zip(top, times):
-            # the index stores only where the event is: the rest is its frame's (read for the snippet)
-            d = searcher.doc(addr)
-            log, at = d.get_first("log"), d.get_first("offset")
-            frame = frames.get((log, at))
-            if frame is None:
-                frame = frames[(log, at)] = _frame_text(root, log, at)
-            if not frame:
-                continue  # its frame purged or gone: nothing to show (the index is about to lose it)
-            rows.append((frame["event_id"], us, frame["kind"], frame["tool"], frame["provider"], frame["project"],
-                         frame["session"], json.dumps(frame["paths"]) if frame["paths"] else None, -float(score),
-                         log, at))
-    if engine is not None or not rows:
-        hits = _hydrate(root, rows, q.terms, engine, frames)
-    else:
-        from ..query.engine import Engine
 
-        with Engine(root) as fresh:
-            hits = _hydrate(root, rows, q.terms, fresh, frames)
-    if outcome:
-        hits = [h for h in hits if h.attempt_outcome == outcome]
-    more = len(hits) > limit
-    return SearchResult(text, hits[:limit], more, round(time.perf_counter() - started, 4), caught)
+    if not outcome:
+        rows = _rows(root, searcher, candidates(limit + 1, offset), frames)
+        hits = _hits(root, rows, _place(root, rows, eng) if rows else {}, q.terms, frames)
+        return hits[:limit], len(hits) > limit, None
+    # the outcome is known only once a hit is placed: place the ranked candidates in growing
+    # windows until the page is full or there are no more (or OUTCOME_MAX were placed)
+    need = offset + limit + 1
+    window = min(need * OUTCOME_WINDOW, OUTCOME_MAX)
+    seen: dict[tuple[int, int], Row | None] = {}
+    places: dict[str, dict[str, Any]] = {}
+    while True:
+        top = candidates(window, 0)
+        fresh = [(s, a) for s, a in top if (a.segment_ord, a.doc) not in seen]
+        for (_, a), row in zip(fresh, _rows(root, searcher, fresh, frames, keep_missing=True)):
+            seen[(a.segment_ord, a.doc)] = row
+        new_rows = [r for r in (seen[(a.segment_ord, a.doc)] for _, a in fresh) if r is not None]
+        places.update(_place(root, new_rows, eng) if new_rows else {})
+        matched = [r for r in (seen[(a.segment_ord, a.doc)] for _, a in top)
+                   if r is not None and places.get(r[0], {}).get("outcome") == outcome]
+        if len(matched) >= need or len(top) < window:
+            note = None
+            break
+        if window >= OUTCOME_MAX:
+            note = (f"outcome {outcome}: only the best {len(top):,} hits were placed (at most {OUTCOME_MAX:,}); "
+                    "more may match further down — narrow the query (a word, tool:, since:)")
+            break
+        window = min(window * 4, OUTCOME_MAX)
+    page = matched[offset:offset + limit + 1]
+    hits = _hits(root, page, places, q.terms, frames)
+    return hits[:limit], len(hits) > limit, note
+
+
+def _rows(root: str, searcher: Any, top: list[tuple[float, Any]], frames: dict[tuple[str, int], dict[str, Any]],
+          keep_missing: bool = False) -> list[Any]:
+    """Each candidate's :data:`Row`, read from its frame (a frame purged or gone: left out, or
+    None in its place with ``keep_missing``)."""
+    out: list[Any] = []
+    times = searcher.fast_field_values("t", [a for _, a in top])
+    for (score, addr), us in zip(top, times):
+        # the index stores only where the event is: the rest is its frame's (read for the snippet)
+        d = searcher.doc(addr)
+        log, at = d.get_first("log"), d.get_first("offset")
+        frame = frames.get((log, at))
+        if frame is None:
+            frame = frames[(log, at)] = _frame_text(root, log, at)
+        if not frame:  # its frame purged or gone: nothing to show (the index is about to lose it)
+            if keep_missing:
+                out.append(None)
+            continue
+        out.append((frame["event_id"], us, frame["kind"], frame["tool"], frame["provider"], frame["project"],
+                    frame["session"], json.dumps(frame["paths"]) if frame["paths"] else None, -float(score),
+                    log, at))
+    return out
+
+
+def _sessions(eng: Callable[[], Any], values: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """Per ``session:`` value, the (provider, provider's session id) of the session it names as
+    one of our ids (``ses_…``, bare, or an unambiguous prefix; :func:`..query.views.resolve_id`),
+    if it names one. A value is also a prefix of the provider's own session id (the index's)."""
+    from ..query.engine import QueryError as EngineError
+    from ..query.views import AmbiguousId, IdError, resolve_id
+
+    out: dict[str, list[tuple[str, str]]] = {}
+    for v in values:
+        out[v] = []
+        try:
+            ref = resolve_id(eng(), v, ["session"])
+            res = eng().run("SELECT provider, provider_session_id FROM sessions WHERE session_id = ?", [ref.id])
+        except AmbiguousId as e:
+            raise QueryError(f"session:{v}: {e}") from None
+        except (IdError, EngineError):
+            continue  # no session has that id: the provider's session ids are still looked at
+        out[v] = [(str(p), str(s)) for p, s in res.rows if p and s]
+    return out
 
 
 _READERS: dict[tuple[str, int], tuple[Any, tuple[int, int, int]]] = {}
@@ -388,53 +476,52 @@ def _searcher(root: str) -> Any:
     return _READERS[key][0].searcher()
 
 
-def _hydrate(root: str, rows: list[tuple[Any, ...]], terms: list[str], engine: Any = None,
-             frames: dict[tuple[str, int], dict[str, Any]] | None = None) -> list[Hit]:
-    if not rows:
-        return []
-    from ..project.ids import derive, display
-    from ..query.engine import Engine, QueryError as EngineError
-    from ..query.views import iso
+def _place(root: str, rows: list[Row], eng: Callable[[], Any]) -> dict[str, dict[str, Any]]:
+    """Per hit's event id, where it belongs: session, turn, attempt, that attempt's outcome and
+    what superseded it (from the sidecars, else the views; nothing without a projection)."""
+    from ..project.ids import derive
+    from ..query.engine import QueryError as EngineError
 
     ids = [r[0] for r in rows]
     sessions = sorted({derive("session", r[4], r[6] or "unknown") for r in rows if r[4]})
     found: dict[str, dict[str, Any]] = {i: {} for i in ids}
-
-    def q(sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        res = eng.run(sql, params, max_rows=10_000)
-        return [dict(zip(res.columns, r)) for r in res.rows]
-
+    if not sessions:
+        return found
     try:
-        with contextlib.nullcontext(engine) if engine is not None else Engine(root) as eng:
-            placed_fast = _place_from_parts(root, eng, rows) if sessions else None
-            if placed_fast is not None:
-                for place in placed_fast:
-                    if place["event_id"] in found:
-                        found[place["event_id"]].update({k: v for k, v in place.items() if k != "event_id"})
-            elif sessions:  # one round trip: each hit's tool call or turn, and its attempt's outcome
-                placed = q(
-                    f"WITH c AS (SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM tool_calls "
-                    f"  WHERE session_id IN ({_marks(sessions)}) AND (start_event_id IN ({_marks(ids)}) "
-                    f"  OR end_event_id IN ({_marks(ids)}))), "
-                    f"p AS (SELECT unnest([c.start_event_id, c.end_event_id]) AS event_id, c.session_id, c.turn_id, "
-                    f"  c.attempt_id FROM c UNION ALL SELECT prompt_event_id, session_id, turn_id, NULL FROM turns "
-                    f"  WHERE session_id IN ({_marks(sessions)}) AND prompt_event_id IN ({_marks(ids)})) "
-                    "SELECT p.event_id, p.session_id, p.turn_id, p.attempt_id, a.outcome, a.superseded_by FROM p "
-                    "LEFT JOIN attempts a ON a.attempt_id = p.attempt_id",
-                    [*sessions, *ids, *ids, *sessions, *ids])
-                for place in placed:
-                    if place["event_id"] in found:
-                        found[place["event_id"]].update({k: v for k, v in place.items() if k != "event_id"})
+        placed = _place_from_parts(root, eng(), rows)
+        if placed is None:  # one round trip: each hit's tool call or turn, and its attempt's outcome
+            res = eng().run(
+                f"WITH c AS (SELECT start_event_id, end_event_id, session_id, turn_id, attempt_id FROM tool_calls "
+                f"  WHERE session_id IN ({_marks(sessions)}) AND (start_event_id IN ({_marks(ids)}) "
+                f"  OR end_event_id IN ({_marks(ids)}))), "
+                f"p AS (SELECT unnest([c.start_event_id, c.end_event_id]) AS event_id, c.session_id, c.turn_id, "
+                f"  c.attempt_id FROM c UNION ALL SELECT prompt_event_id, session_id, turn_id, NULL FROM turns "
+                f"  WHERE session_id IN ({_marks(sessions)}) AND prompt_event_id IN ({_marks(ids)})) "
+                "SELECT p.event_id, p.session_id, p.turn_id, p.attempt_id, a.outcome, a.superseded_by FROM p "
+                "LEFT JOIN attempts a ON a.attempt_id = p.attempt_id",
+                [*sessions, *ids, *ids, *sessions, *ids], max_rows=max(10_000, 4 * len(ids)))
+            placed = [dict(zip(res.columns, r)) for r in res.rows]
     except EngineError:
-        pass  # no projection yet: hits without their place
-    for r in rows:  # the text for the snippet: from the hit's own frame (the index keeps none)
-        frame = (frames or {}).get((r[9], r[10]))
-        frame = frame if frame is not None else _frame_text(root, r[9], r[10])
-        found[r[0]].update(text=frame.get("text"), value=frame.get("value"))
+        return found  # no projection yet: hits without their place
+    for place in placed:
+        if place["event_id"] in found:
+            found[place["event_id"]].update({k: v for k, v in place.items() if k != "event_id"})
+    return found
+
+
+def _hits(root: str, rows: list[Row], found: dict[str, dict[str, Any]], terms: list[str],
+          frames: dict[tuple[str, int], dict[str, Any]]) -> list[Hit]:
+    """The hits of ``rows``, placed as ``found`` says, each with its snippet (from its frame: the
+    index keeps no text)."""
+    from ..project.ids import derive, display
+    from ..query.views import iso
+
     out = []
-    for event_id, observed, kind, tool, provider, project, session, paths, rank, _log, _offset in rows:
+    for event_id, observed, kind, tool, provider, project, session, paths, rank, log, at in rows:
+        frame = frames.get((log, at))
+        frame = frame if frame is not None else _frame_text(root, log, at)
         f = found.get(event_id, {})
-        snippet, spans = _snippet(f.get("text"), f.get("value"), terms)
+        snippet, spans = _snippet(frame.get("text"), frame.get("value"), terms)
         sid = f.get("session_id") or (derive("session", provider, session or "unknown") if provider else None)
         turn = f.get("turn_id")
         out.append(Hit(
@@ -469,17 +556,20 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[
     # per session part (its tool calls' and turns' files): the ids to look up in it, each id's session
     wanted: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
     key_of: dict[str, str] = {}  # session id → its key
+    parts_of: dict[str, tuple[tuple[str, str], ...]] = {}  # session key → its part's files (asked once)
     for r in rows:
         if not r[4]:
             continue
         key = f"{r[4]}\x1f{r[6] or 'unknown'}"
         sid = derive("session", r[4], r[6] or "unknown")
         key_of[sid] = key
-        calls = session_files(root, manifest, [key], "tool_calls")
-        turns = session_files(root, manifest, [key], "turns_base")
-        if calls is None or turns is None:
-            return None
-        parts = tuple([*((f, "tool_calls") for f in calls), *((f, "turns_base") for f in turns)])
+        if key not in parts_of:
+            calls = session_files(root, manifest, [key], "tool_calls")
+            turns = session_files(root, manifest, [key], "turns_base")
+            if calls is None or turns is None:
+                return None
+            parts_of[key] = tuple([*((f, "tool_calls") for f in calls), *((f, "turns_base") for f in turns)])
+        parts = parts_of[key]
         if parts:
             wanted.setdefault(parts, {})[r[0]] = sid
     out: list[dict[str, Any]] = []
@@ -495,9 +585,12 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[
                 if place["attempt_id"]:
                     attempts.setdefault(place["attempt_id"], []).append(place)
         overlays: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        overlay_files: dict[str, list[str] | None] = {}  # session id → its overlay files (asked once)
         for attempt, placed in attempts.items():
             sid = placed[0]["session_id"]
-            files = session_files(root, manifest, [key_of[sid]], "attempts_overlay")
+            if sid not in overlay_files:
+                overlay_files[sid] = session_files(root, manifest, [key_of[sid]], "attempts_overlay")
+            files = overlay_files[sid]
             if files is None:
                 return None
             for f in files:
@@ -560,13 +653,14 @@ def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, lis
 
 
 def _content_text(content: Any) -> str:
-    """The strings inside an event's content (a JSON value), the first 20,000 characters."""
+    """The strings inside an event's content (a JSON value), all of them: a hit may lie at the end
+    of a long output (the index holds a long text's head and tail)."""
     if content is None:
         return ""
     from .text import strings_of
 
     out: list[str] = []
-    strings_of(content, out, [20_000])
+    strings_of(content, out)
     return " ".join(out)
 
 

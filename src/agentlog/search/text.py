@@ -2,7 +2,10 @@
 
 **Indexed text.** An event's ``text`` (a prompt), every string inside its
 ``content`` (commands, tool input and output, assistant messages, errors), its
-paths and its tool name, up to :data:`MAX_CHARS` characters. The index's
+paths and its tool name: all of it up to :data:`HEAD_CHARS` + :data:`TAIL_CHARS`
+characters, else its first :data:`HEAD_CHARS` and its last :data:`TAIL_CHARS`
+(an error is usually at the end of a long output; the whole text made the
+index 57 % larger, past its size target: docs/search.md). The index's
 tokenizer (:func:`.index.analyzer`) splits on every non-alphanumeric
 character, so ``parse_config``, ``parse-config``, ``src/app/parse.rs`` and
 ``agentlog.store.ingest`` are already findable by their parts. What it
@@ -29,9 +32,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-MAX_CHARS: Final = 8_192
-"""Characters of an event indexed (its first ones; a huge tool output is cut)."""
+HEAD_CHARS: Final = 4_096
+"""Characters of an event's text indexed from its start, when it is longer than both ends."""
+TAIL_CHARS: Final = 4_096
+"""Characters of an event's text indexed from its end, when it is longer than both ends."""
 _TOKEN: Final = re.compile(r"[^\W_]+", re.UNICODE)
+_WORD_END: Final = re.compile(r"[^\W_]+\Z")
+_WORD_START: Final = re.compile(r"\A[^\W_]+")
 _COMPOUND: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]")
 """A run that may be a compound identifier (``parts`` decides: more than one part); paths and
 dotted names are split at ``/``, ``.`` and ``:`` into their identifiers."""
@@ -50,13 +57,17 @@ def parts(word: str) -> list[str]:
     return out
 
 
-def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) -> None:
-    """Every string inside a JSON value (dict values and keys' values, lists), within ``budget``."""
-    if budget[0] <= 0 or depth > 50:
+def strings_of(value: Any, out: list[str], budget: list[int] | None = None, depth: int = 0) -> None:
+    """Every string inside a JSON value (dict values and keys' values, lists), within ``budget``
+    characters when given (else all of them)."""
+    if (budget is not None and budget[0] <= 0) or depth > 50:
         return
     if isinstance(value, str):
-        out.append(value[: budget[0]])
-        budget[0] -= len(value)
+        if budget is None:
+            out.append(value)
+        else:
+            out.append(value[: budget[0]])
+            budget[0] -= len(value)
     elif isinstance(value, dict):
         for v in value.values():
             strings_of(v, out, budget, depth + 1)
@@ -66,14 +77,25 @@ def strings_of(value: Any, out: list[str], budget: list[int], depth: int = 0) ->
 
 
 def plain(text: str | None, content: Any, paths: list[str] | None, tool: str | None) -> str:
-    """An event's text as indexed, without what its identifiers add (:func:`body`)."""
-    pieces: list[str] = []
-    budget = [MAX_CHARS]
-    for s in (tool, text, *(paths or [])):
-        if s:
-            strings_of(s, pieces, budget)
-    strings_of(content, pieces, budget)
-    return "\n".join(pieces)
+    """An event's text as indexed, without what its identifiers add (:func:`body`): its head and
+    its tail (:func:`head_and_tail`)."""
+    pieces: list[str] = [s for s in (tool, text, *(paths or [])) if isinstance(s, str) and s]
+    strings_of(content, pieces)
+    return head_and_tail("\n".join(pieces))
+
+
+def head_and_tail(joined: str) -> str:
+    """``joined`` if it is at most :data:`HEAD_CHARS` + :data:`TAIL_CHARS` long, else its first
+    and last characters on two lines, neither ending nor starting with part of a word (a word cut
+    by the bound is left out, not indexed as a stub)."""
+    if len(joined) <= HEAD_CHARS + TAIL_CHARS:
+        return joined
+    head, tail = joined[:HEAD_CHARS], joined[-TAIL_CHARS:]
+    if joined[HEAD_CHARS - 1].isalnum() and joined[HEAD_CHARS].isalnum():
+        head = _WORD_END.sub("", head)
+    if joined[-TAIL_CHARS - 1].isalnum() and joined[-TAIL_CHARS].isalnum():
+        tail = _WORD_START.sub("", tail)
+    return head + "\n" + tail
 
 
 def additions(joined: str) -> str:
@@ -150,12 +172,18 @@ def _term(raw: str, phrase: bool) -> Term | None:
     return Term(tuple(tokens), phrase=phrase, prefix=prefix)
 
 
-def parse_query(text: str, *, max_len: int = 2000) -> Query:
+MAX_QUERY: Final = 2000
+"""Characters of a query, at most (longer ones are refused)."""
+
+
+def parse_query(text: str, *, max_len: int = MAX_QUERY) -> Query:
     """``text`` as terms and filters (nothing of it is passed to the engine as syntax);
     raises :class:`QueryError`."""
     if not isinstance(text, str):
         raise QueryError("a query is text")
-    text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)[:max_len]
+    if len(text) > max_len:  # refused, not cut: a cut query (mid-word) would answer another question
+        raise QueryError(f"a query is at most {max_len:,} characters; this one has {len(text):,}")
+    text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)
     q = Query()
     pending_or = False
     for m in _WORD.finditer(text):
@@ -196,4 +224,5 @@ def parse_query(text: str, *, max_len: int = 2000) -> Query:
     return q
 
 
-__all__ = ["FILTERS", "MAX_CHARS", "Query", "QueryError", "Term", "additions", "body", "parse_query", "parts", "plain"]
+__all__ = ["FILTERS", "HEAD_CHARS", "MAX_QUERY", "TAIL_CHARS", "Query", "QueryError", "Term", "additions", "body",
+           "head_and_tail", "parse_query", "parts", "plain"]

@@ -23,6 +23,7 @@ import csv
 import io
 import os
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -147,14 +148,23 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
     async def search(request: Request) -> Any:
         from ..memory import service
 
-        q = request.query_params.get("q", "").strip()[:2000]
-        filters = {k: [v.strip()[:200]] for k in ("kind", "tool", "project", "since")
+        from ..search.text import MAX_QUERY, QueryError as SearchQueryError
+
+        q = request.query_params.get("q", "").strip()
+        filters = {k: [v.strip()[:200]] for k in ("kind", "tool", "project", "session", "since")
                    if (v := request.query_params.get(k, "")).strip()}
         outcome = request.query_params.get("outcome") or None
         outcome = outcome if outcome in ("failed", "succeeded", "superseded") else None
+        # the next and previous pages keep every filter
+        base = "/search?" + urlencode([("q", q), *((k, v[0]) for k, v in filters.items()),
+                                       *([("outcome", outcome)] if outcome else [])]) + "&"
         if not q and not filters:
-            return {"query": "", "hits": [], "memories": [], "page": 0, "more": False, "filters": {}, "outcome": None}
-        from ..search.text import QueryError as SearchQueryError
+            return {"query": "", "hits": [], "memories": [], "page": 0, "more": False, "filters": {}, "outcome": None,
+                    "base": base}
+        if len(q) > MAX_QUERY:
+            return {"query": q[:MAX_QUERY], "hits": [], "memories": [], "page": 0, "more": False, "filters": filters,
+                    "outcome": outcome, "base": base,
+                    "error": f"a query is at most {MAX_QUERY:,} characters; this one has {len(q):,}"}
 
         try:
             from ..search.service import index_stamp
@@ -167,6 +177,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         except SearchQueryError as e:
             out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
                    "outcome": outcome}
+        out["base"] = base
         if not q:
             out["memories"] = []
             return out

@@ -321,7 +321,7 @@ def search_events(root: str, engine: Engine, text: str, *, page: int = 0, filter
         hits.append(d)
     indexing = bool((res.index or {}).get("busy"))  # another process is writing the index: it may be behind
     return {"hits": hits, "page": page, "more": res.more, "query": text, "filters": filters or {}, "outcome": outcome,
-            "indexing": indexing}
+            "indexing": indexing, "note": res.note}
 
 
 def _marked(snippet: str, marks: list[tuple[int, int]]) -> list[tuple[str, bool]]:
