@@ -3,6 +3,7 @@ offsets, hostile files, usage."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from agentlog.importer import run
 from agentlog.importer.claude_code import ClaudeCodeParser
 from agentlog.importer.run import import_paths
 from agentlog.model import Event
+from import_support import lines_held, source_lines
 from import_support import log_events as _log_events
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
@@ -158,8 +160,16 @@ def test_a_grown_file_imports_only_its_new_lines_and_a_replaced_one_no_duplicate
     assert ended and not any(e["attrs"].get("unpaired_result") for e in ended)
     whole, _ = _parse(_fixture("ckpt-91"))
     # nothing lost, nothing twice (a response cut by the first import adds one more usage row)
-    logged = [e for e in _log_events(agentlog_home) if e["kind"] != "usage"]
+    logged = [e for e in _log_events(agentlog_home) if e["kind"] not in ("usage", "transcript_line")]
     assert sorted(e["event_id"] for e in logged) == sorted(e["event_id"] for e in whole if e["kind"] != "usage")
+    # the lines kept on their own are those a whole import (of a file of that name) keeps
+    other = tmp_path / "other"
+    copy = other / "projects" / "-work-x" / "session.jsonl"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(source)
+    import_paths(str(other), ["claude-code"], [str(copy)])
+    kept = sorted(e["event_id"] for e in _log_events(agentlog_home) if e["kind"] == "transcript_line")
+    assert kept and kept == sorted(e["event_id"] for e in _log_events(other) if e["kind"] == "transcript_line")
     assert a.totals()["events"] + b.totals()["events"] == len(_log_events(agentlog_home))
     # replaced by a shorter file (same name, other content): read again, nothing duplicated
     path.unlink()
@@ -190,6 +200,13 @@ def test_a_session_recorded_by_hooks_then_imported_has_each_tool_call_once(agent
     # the transcript filled in what hooks lack: results, messages, usage
     kinds = Counter(e["kind"] for e in logged)
     assert kinds["agent_message"] > 0 and kinds["usage"] > 0 and kinds["tool_call_finished"] > 0
+    # and its lines are all kept, those of the calls the hooks recorded on their own
+    assert lines_held(agentlog_home) == source_lines([_fixture("ckpt-5c")])
+    merged = [e for e in logged if e["kind"] == "transcript_line" and "carrier_event_id" in e["attrs"]]
+    assert len(merged) == len(calls) and {e["attrs"]["carrier_kind"] for e in merged} == {"tool_call_started"}
+    # importing again, even from the start, writes nothing
+    os.remove(agentlog_home / "state" / "import.json")
+    assert import_paths(str(agentlog_home), ["claude-code"], [str(_fixture("ckpt-5c"))]).totals()["events"] == 0
 
 
 def test_hostile_files_are_reported_and_the_import_goes_on(agentlog_home: Path, tmp_path: Path) -> None:
@@ -214,15 +231,26 @@ def test_hostile_files_are_reported_and_the_import_goes_on(agentlog_home: Path, 
     report = import_paths(str(agentlog_home), ["claude-code"], [str(path), str(not_jsonl)])
     hostile, notes = sorted(report.files, key=lambda f: f.path != str(path))
     assert hostile.error is None and hostile.lines == 8
-    assert {p["line"] for p in hostile.problems} == {2, 3, 4, 5}
+    # line 8 is JSON with an invalid UTF-8 byte: imported (the byte replaced) and reported
+    assert {p["line"] for p in hostile.problems} == {2, 3, 4, 5, 8}
     assert all(p["file"] == str(path) for p in hostile.problems)
+    (bad_utf8,) = [p["message"] for p in hostile.problems if p["line"] == 8]
+    assert "invalid UTF-8" in bad_utf8 and "U+FFFD" in bad_utf8 and "imported" in bad_utf8
     assert hostile.unknown == {"9.9.9/brand-new-record": 1}
     logged = _log_events(agentlog_home)
     prompts = [e for e in logged if e["kind"] == "prompt_submitted"]
     assert len(prompts) == 3  # the good one, the 12 MB one, the one with a bad byte
     assert any(len(e["content"]["prompt"]) == 12 << 20 for e in prompts)
     assert [e["attrs"]["record_type"] for e in logged if e["kind"] == "unknown"] == ["brand-new-record"]
-    assert notes.error is None and notes.problem_count == 2 and notes.events == 0
+    # the replacement made is in the prompt; raw keeps the bytes as they were
+    (repaired,) = [e for e in prompts if e["attrs"]["source_line"] == 8]
+    assert "\ufffd ok" in repaired["content"]["prompt"]
+    assert base64.b64decode(repaired["raw"]["line_b64"]).endswith(b'caf\xc3\xa9 \xff ok"}}')
+    # the lines that are not JSON objects are kept too, as they were (nothing projected from them)
+    kept = {e["attrs"]["source_line"]: e for e in logged if e["kind"] == "transcript_line"}
+    assert base64.b64decode(kept[3]["raw"]["line_b64"]) == b"\xff\xfe garbage \x00"
+    assert kept[2]["raw"]["line"] == "this is not json" and kept[2]["attrs"]["not_json"] is True
+    assert notes.error is None and notes.problem_count == 2 and notes.events == notes.kept_lines == 2
 
 
 def test_a_line_over_the_cap_is_skipped_with_bounded_memory(agentlog_home: Path, tmp_path: Path,
@@ -276,6 +304,11 @@ def test_the_cli_imports_and_reports(agentlog_home: Path, tmp_path: Path) -> Non
     done = runner.invoke(cli, ["import", "claude-code", "--json"], env=env)
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["totals"]["files"] == 1
+    if FIXTURES.is_dir():  # the summary counts the lines kept on their own (ckpt-03: 9)
+        assert json.loads(done.output)["totals"]["kept_lines"] == 9
+        os.remove(agentlog_home / "state" / "import.json")
+        table = runner.invoke(cli, ["import", "claude-code"], env=env)
+        assert table.exit_code == 0 and "lines kept alone" in table.output and "(0 of them lines kept" in table.output
     bad = runner.invoke(cli, ["import", "claude-code", "--since", "not a time"], env=env)
     assert bad.exit_code == 2 and "--since" in bad.output
 
@@ -343,7 +376,15 @@ def test_importing_a_growing_file_in_any_chunks_equals_importing_it_whole(data: 
             import_paths(str(root), ["claude-code"], [str(path)], workers=1)
     whole, _ = _parse(path)
     logged = [e for e in _log_events(root) if e["kind"] != "usage"]
-    assert sorted(e["event_id"] for e in logged) == sorted(e["event_id"] for e in whole if e["kind"] != "usage")
+    assert sorted(e["event_id"] for e in logged if e["kind"] != "transcript_line") == sorted(
+        e["event_id"] for e in whole if e["kind"] != "usage")
+    # the lines kept on their own too: those one import of the whole file keeps
+    once = work / "once" / "projects" / "-w" / "s.jsonl"
+    once.parent.mkdir(parents=True)
+    once.write_bytes(source)
+    import_paths(str(work / "once-home"), ["claude-code"], [str(once)], workers=1)
+    assert sorted(e["event_id"] for e in logged if e["kind"] == "transcript_line") == sorted(
+        e["event_id"] for e in _log_events(work / "once-home") if e["kind"] == "transcript_line")
     # and every result found its call
     assert not any(e["attrs"].get("unpaired_result") for e in logged) or \
         any(e["attrs"].get("unpaired_result") for e in whole)
@@ -388,6 +429,9 @@ def test_secrets_in_a_transcript_reach_no_file(agentlog_home: Path, tmp_path: Pa
                          "content": json.dumps({"password": pw, "user": "bob"})}]),
         rec(4, "assistant", [{"type": "tool_use", "id": "t2", "name": "Bash",
                               "input": {"command": f"aws configure set aws_access_key_id {aws}"}}]),
+        # lines kept on their own (no other event holds them): thinking only, bookkeeping
+        rec(6, "assistant", [{"type": "thinking", "thinking": f"the user gave {gh}; I should not echo it"}]),
+        {"type": "summary", "summary": f"deploy with password={pw}", "leafUuid": "u4"},
     ]
     path = tmp_path / "projects" / "-work-s" / f"{sid}.jsonl"
     path.parent.mkdir(parents=True)
@@ -405,6 +449,9 @@ def test_secrets_in_a_transcript_reach_no_file(agentlog_home: Path, tmp_path: Pa
     logged = _log_events(agentlog_home)
     assert sum(e["attrs"].get("redactions", 0) for e in logged) >= 5
     assert any("[REDACTED:github_token]" in json.dumps(e.get("content")) for e in logged)
+    kept = [e["raw"]["line"] for e in logged if e["kind"] == "transcript_line"]
+    assert len(kept) == 2 and "I should not echo it" in kept[0] and "[REDACTED:github_token]" in kept[0]
+    assert "deploy with" in kept[1] and "[REDACTED:" in kept[1]
 
 
 def test_non_ascii_lines_keep_their_text_in_raw_and_their_secrets_redacted(agentlog_home: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -137,8 +138,9 @@ def test_fixture_through_the_runner(tmp_path: Path) -> None:
     parser = make_parser(AGENTS["gemini-cli"], str(FIXTURE))
     assert isinstance(parser, GeminiCliParser)
     report = import_file(str(tmp_path), parser, {}, dry_run=True)
-    # 5 events and one usage event per model message (2)
-    assert (report.events, report.sessions, report.problem_count) == (7, ["gemini_stage0_jsonl"], 0)
+    # 5 events, one usage event per model message (2) and the `$set` line kept (1)
+    assert (report.events, report.sessions, report.problem_count) == (8, ["gemini_stage0_jsonl"], 0)
+    assert report.kept_lines == 1
 
 
 def test_records_without_time_take_the_last_time_read() -> None:
@@ -167,7 +169,11 @@ def test_repeated_id_last_write_wins_and_keeps_position() -> None:
     assert [m["content"]["message"] for m in messages] == ["final"]
     assert messages[0]["attrs"]["source_line"] == 5
     # g1 keeps its first position (after u1, before u2)
-    assert [e["kind"] for e in events] == ["session_started", "prompt_submitted", "agent_message", "prompt_submitted"]
+    assert [e["kind"] for e in events if e["kind"] != "transcript_line"] == [
+        "session_started", "prompt_submitted", "agent_message", "prompt_submitted"]
+    # the draft's line is kept all the same, on its own
+    (draft,) = [e for e in events if e["kind"] == "transcript_line"]
+    assert draft["attrs"]["source_line"] == 3 and '"draft"' in draft["raw"]["line"]
     assert [u["input"] for u in parser.usage] == [7]
     assert parser.stats.records["gemini"] == 2
 
@@ -183,6 +189,8 @@ def test_rewind_drops_the_message_and_everything_after() -> None:
     assert not any(e["kind"].startswith("tool_call") for e in events)
     assert [u["message_id"] for u in parser.usage] == ["g1", "g3"]
     assert parser.rewound == 2 and parser.stats.records["$rewindTo"] == 1
+    # the lines dropped are kept, on their own
+    assert [e["attrs"]["source_line"] for e in events if e["kind"] == "transcript_line"] == [4, 5]
 
 
 # -- older single-document form -----------------------------------------------------
@@ -427,4 +435,10 @@ def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
     assert [e["kind"] for e in events if e["kind"].startswith("tool_call")] == ["tool_call_started",
                                                                                  "tool_call_finished"]
     assert [e["attrs"]["output_tokens"] for e in events if e["kind"] == "usage"] == [2, 9]
-    assert again.totals()["events"] == 2 and again.totals()["duplicates"] == 2
+    # the message's new line is kept on its own (its text not recorded as the message's)
+    assert again.totals()["events"] == 3 and again.totals()["duplicates"] == 2 and again.totals()["kept_lines"] == 1
+    (kept,) = [e for e in events if e["kind"] == "transcript_line"]
+    assert kept["attrs"]["source_line"] == 4 and "Listing the files: a b" in kept["raw"]["line"]
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
+    os.remove(root / "state" / "import.json")  # read again from the start: nothing new
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0

@@ -36,6 +36,11 @@ snapshot``, other ``progress``, ``pr-link`` …)
 anything else                                   ``unknown`` (counted per version)
 ==============================================  ======================================
 
+"Nothing" means no event of its own: a line that gives no event holding it
+(bookkeeping, an assistant record of thinking only, ``progress`` other than
+``agent_progress`` …) is kept by the runner as a ``transcript_line`` event
+(:meth:`agentlog.importer.base.Parser.line_event`), its thinking text with it.
+
 Subagent files (``<session>/subagents/agent-<id>.jsonl``, and the inline
 ``isSidechain`` records of 1.x) give ``agent.agent_id`` and
 ``attrs.is_subagent``.
@@ -112,6 +117,10 @@ class ClaudeCodeParser(Parser):
         # API responses seen: message id → (its latest usage, first line, session, time, version, cwd, agent, model)
         self.responses: dict[str, tuple[Any, ...]] = {}
         self.last_at = 0
+
+    def line_session(self, record: Any) -> str | None:
+        sid = record.get("sessionId") if isinstance(record, dict) else None
+        return sid if isinstance(sid, str) and sid else super().line_session(record)
 
     # -- the record loop ----------------------------------------------------------------
     def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
