@@ -268,6 +268,34 @@ def test_a_line_over_the_cap_is_skipped_with_bounded_memory(agentlog_home: Path,
     assert [e["content"]["prompt"] for e in _log_events(agentlog_home)] == ["after"]
 
 
+def test_lines_of_12_mb_import_in_bounded_memory(agentlog_home: Path, tmp_path: Path) -> None:
+    """Ten lines of 12 MB (prompts: their text is both the event's content and its raw)
+    imported by a child process: its peak RSS stays under 400 MiB. Held together (the
+    2,000-event batch alone) they took 819 MiB; written as they come (the byte budget,
+    8 MiB of lines) 206 MiB, measured. The bound: the interpreter with the importer
+    (~60-90 MiB) plus one such line's working set — read buffer, line, parsed record,
+    content, raw, the serialised event, the redactor's pass: ~100 MiB — with room for
+    the allocator keeping freed pages; ten lines held at once cannot fit under it."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "big.jsonl"
+    with open(path, "wb") as fh:
+        for i in range(10):
+            fh.write(json.dumps({"type": "user", "sessionId": "s-big", "timestamp": f"2026-11-01T10:00:{i:02d}Z",
+                                 "message": {"role": "user", "content": f"{i} " + "x" * (12 << 20)}}).encode() + b"\n")
+    child = ("import resource, sys\n"
+             "from agentlog.importer.run import import_paths\n"
+             "r = import_paths(sys.argv[1], ['claude-code'], [sys.argv[2]], workers=1)\n"
+             "print(r.totals()['events'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", child, str(agentlog_home), str(path)], check=True,
+                         capture_output=True, text=True, env={**os.environ, "AGENTLOG_HOME": str(agentlog_home)})
+    events, peak_kib = map(int, out.stdout.split())
+    assert events == 10
+    assert peak_kib < 400 << 10, f"peak RSS {peak_kib >> 10} MiB"
+    assert sorted(len(e["content"]["prompt"]) for e in _log_events(agentlog_home)) == [(12 << 20) + 2] * 10
+
+
 def test_subagent_files_and_sidechains_name_their_agent(tmp_path: Path) -> None:
     sub = tmp_path / "sess-1" / "subagents" / "agent-a1b2.jsonl"
     sub.parent.mkdir(parents=True)
