@@ -408,6 +408,42 @@ def test_a_single_document_chat_imports_through_the_runner(tmp_path: Path) -> No
     assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
 
 
+def test_a_document_rewritten_in_place_keeping_its_first_4_kib_is_read_again_whole(tmp_path: Path) -> None:
+    """Older Gemini CLI rewrites its one-document chat in place as the session goes on: a
+    rewrite that keeps the first 4 KiB and adds a message is not growth (read from the
+    old size it gives JSON fragments: unknown events), the file is read again whole and
+    what was imported before is recognised."""
+    from agentlog.importer.run import HEAD_BYTES, import_paths
+    from import_support import log_events
+
+    chats = tmp_path / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    chat = chats / "session-2026-01-02T03-04-s1.json"
+    messages = [user("u1", "explain " + "the parser " * 600), gemini("g1", "it reads lines")]
+    chat.write_text(json.dumps({**META, "messages": messages}, indent=2))
+    before = chat.read_bytes()
+    root = tmp_path / "home"
+    first = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    assert first.totals()["events"] == 4 and first.files[0].mode == "new"
+    ino = chat.stat().st_ino
+    messages += [user("u2", "and the runner?", ts="2026-01-02T03:05:00.000Z"),
+                 gemini("g2", "it writes batches", ts="2026-01-02T03:05:01.000Z")]
+    with open(chat, "r+b") as fh:  # in place: same inode, same first bytes, longer
+        fh.write(json.dumps({**META, "messages": messages}, indent=2).encode())
+    assert chat.stat().st_ino == ino and chat.read_bytes()[:HEAD_BYTES] == before[:HEAD_BYTES]
+    again = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    (f,) = again.files
+    assert f.mode == "replaced" and f.problem_count == 0
+    assert f.events == 3 and f.duplicates == 4  # the new prompt, answer and its usage; the rest was there
+    events = log_events(root)
+    assert not any(e["kind"] == "unknown" for e in events)
+    assert [e["content"]["prompt"] for e in events if e["kind"] == "prompt_submitted"][1:] == ["and the runner?"]
+    assert [e["content"]["message"] for e in events if e["kind"] == "agent_message"] == [
+        "it reads lines", "it writes batches"]
+    # unchanged since: not read
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).files[0].mode == "unchanged"
+
+
 def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
     """The rule (docs/import.md, "Gemini CLI: a message written again"): across
     imports, an agent message written again with the same id and time keeps the
