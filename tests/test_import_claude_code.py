@@ -27,23 +27,24 @@ SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures" / "claude-code"
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
 
-# Per file, counted by hand from the files (tool_use blocks, including the subagents'
-# nested in agent_progress records; tool_result blocks; is_error ones; model responses
-# with usage and their final usage summed per message id).
+# Per file, counted by hand from the files (subagents: the distinct agent ids of
+# agent_progress records; tool_use blocks, including the subagents' nested in
+# agent_progress records; tool_result blocks; is_error ones; model responses with usage
+# and their final usage summed per message id).
 GOLDEN: dict[str, dict[str, Any]] = {
-    "ckpt-03": {"started": 5, "ended": 5, "failed": 1, "prompts": 1, "responses": 6,
+    "ckpt-03": {"subagents": 0, "started": 5, "ended": 5, "failed": 1, "prompts": 1, "responses": 6,
                 "usage": (50, 990, 215249, 45670)},
-    "ckpt-04": {"started": 9, "ended": 9, "failed": 2, "prompts": 2, "responses": 7,
+    "ckpt-04": {"subagents": 0, "started": 9, "ended": 9, "failed": 2, "prompts": 2, "responses": 7,
                 "usage": (84, 3281, 157550, 66741)},
-    "ckpt-10": {"started": 22, "ended": 22, "failed": 1, "prompts": 6, "responses": 14,
+    "ckpt-10": {"subagents": 1, "started": 22, "ended": 22, "failed": 1, "prompts": 6, "responses": 14,
                 "usage": (14, 53, 668613, 132836)},
-    "ckpt-1e": {"started": 13, "ended": 13, "failed": 0, "prompts": 8, "responses": 20,
+    "ckpt-1e": {"subagents": 0, "started": 13, "ended": 13, "failed": 0, "prompts": 8, "responses": 20,
                 "usage": (202, 50, 850255, 94226)},
-    "ckpt-5c": {"started": 10, "ended": 10, "failed": 2, "prompts": 1, "responses": 5,
+    "ckpt-5c": {"subagents": 0, "started": 10, "ended": 10, "failed": 2, "prompts": 1, "responses": 5,
                 "usage": (42, 8, 193753, 27063)},
-    "ckpt-60": {"started": 37, "ended": 36, "failed": 1, "prompts": 5, "responses": 30,
+    "ckpt-60": {"subagents": 1, "started": 37, "ended": 36, "failed": 1, "prompts": 5, "responses": 30,
                 "usage": (9469, 2105, 1073943, 62315)},
-    "ckpt-91": {"started": 59, "ended": 59, "failed": 3, "prompts": 2, "responses": 56,
+    "ckpt-91": {"subagents": 0, "started": 59, "ended": 59, "failed": 3, "prompts": 2, "responses": 56,
                 "usage": (60, 1875, 4575511, 172411)},
 }
 
@@ -76,6 +77,18 @@ def test_each_fixture_maps_to_its_golden_counts(tag: str) -> None:
     assert kinds["prompt_submitted"] == want["prompts"]
     assert kinds["usage"] == want["responses"]
     assert kinds["unknown"] == 0 and not parser.stats.unknown and parser.stats.problem_count == 0
+    # subagents: the events name each one the file has (counted from the JSON here, independently)
+    from_json = set()
+    for raw in _fixture(tag).read_text().splitlines():
+        rec = json.loads(raw)
+        data = rec.get("data") if rec.get("type") == "progress" else None
+        if isinstance(data, dict) and data.get("type") == "agent_progress":
+            from_json.add(data["agentId"])
+        if rec.get("agentId"):
+            from_json.add(rec["agentId"])
+    named = {e["agent"]["agent_id"] for e in events if "agent_id" in e.get("agent", {})}
+    assert len(named) == len(from_json) == want["subagents"] and named == from_json
+    assert all(e["attrs"]["is_subagent"] for e in events if "agent_id" in e.get("agent", {}))
     # every result pairs with the tool_use of the same id, and names its tool
     started = {e["tool"]["call_id"]: e["tool"]["name"] for e in events if e["kind"] == "tool_call_started"}
     for e in events:
@@ -294,6 +307,68 @@ def test_lines_of_12_mb_import_in_bounded_memory(agentlog_home: Path, tmp_path: 
     assert events == 10
     assert peak_kib < 400 << 10, f"peak RSS {peak_kib >> 10} MiB"
     assert sorted(len(e["content"]["prompt"]) for e in _log_events(agentlog_home)) == [(12 << 20) + 2] * 10
+
+
+def test_compaction_queued_prompts_and_api_errors_map_to_their_events(agentlog_home: Path, tmp_path: Path) -> None:
+    """Hand-made records in the shapes of hooks.md §5.1: compaction boundaries (and the
+    summary prompt after one), queued prompts, an assistant API error message and a
+    system api_error — each to its event, none a prompt that opens a turn."""
+    from agentlog.project.persist import refresh
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+
+    env = {"sessionId": "s-x", "cwd": str(tmp_path), "version": "2.1.42", "isSidechain": False}
+
+    def rec(i: int, **kw: Any) -> dict[str, Any]:
+        return {**env, "uuid": f"u{i}", "timestamp": f"2026-11-01T10:00:{i:02d}Z", **kw}
+
+    records = [
+        rec(1, type="user", message={"role": "user", "content": "refactor the parser"}),
+        rec(2, type="system", subtype="compact_boundary", content="Conversation compacted", level="info",
+            parentUuid=None, logicalParentUuid="u1", compactMetadata={"trigger": "auto", "preTokens": 155000}),
+        rec(3, type="user", isCompactSummary=True, isVisibleInTranscriptOnly=True,
+            message={"role": "user", "content": "This session is being continued from a previous conversation."}),
+        rec(4, type="system", subtype="microcompact_boundary", content="Context microcompacted", level="info",
+            microcompactMetadata={"trigger": "auto", "preTokens": 90000, "tokensSaved": 12000,
+                                  "compactedToolIds": ["t1"]}),
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-11-01T10:00:05Z", "sessionId": "s-x",
+         "content": "also fix the tests"},
+        {"type": "queue-operation", "operation": "dequeue", "timestamp": "2026-11-01T10:00:06Z", "sessionId": "s-x"},
+        rec(7, type="assistant", isApiErrorMessage=True, error="rate_limit",
+            message={"id": "m-err", "model": "<synthetic>", "role": "assistant", "type": "message",
+                     "content": [{"type": "text", "text": "API Error: 529 Overloaded"}],
+                     "usage": {"input_tokens": 0, "output_tokens": 0}}),
+        rec(8, type="system", subtype="api_error", level="error", retryInMs=1200, retryAttempt=2, maxRetries=10,
+            error={"status": 529, "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ]
+    path = tmp_path / "s-x.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.files[0].problem_count == 0 and not report.files[0].unknown
+    by_line = {e["attrs"]["source_line"]: e for e in _log_events(agentlog_home)}
+    assert {n: e["kind"] for n, e in by_line.items()} == {
+        1: "prompt_submitted", 2: "compaction_finished", 3: "notification", 4: "compaction_finished",
+        5: "notification", 6: "transcript_line", 7: "notification", 8: "notification"}
+    compact, summary, micro = by_line[2]["attrs"], by_line[3], by_line[4]["attrs"]
+    assert (compact["trigger"], compact["pre_tokens"], compact["micro"]) == ("auto", 155000, False)
+    assert summary["attrs"]["compact_summary"] is True and summary["content"]["message"].startswith("This session")
+    assert (micro["pre_tokens"], micro["tokens_saved"], micro["micro"]) == (90000, 12000, True)
+    queued = by_line[5]
+    assert queued["attrs"]["queued_prompt"] is True and queued["content"]["message"] == "also fix the tests"
+    assert by_line[6]["attrs"]["record_type"] == "queue-operation"  # a dequeue: its line kept, no event
+    api_message = by_line[7]
+    assert api_message["attrs"]["api_error"] is True and api_message["attrs"]["level"] == "error"
+    assert api_message["attrs"]["error_type"] == "rate_limit"
+    assert api_message["content"]["message"] == "API Error: 529 Overloaded"
+    system_error = by_line[8]["attrs"]
+    assert system_error["level"] == "error" and system_error["retry_attempt"] == 2
+    assert (system_error["max_retries"], system_error["error_status"], system_error["error_type"]) == (
+        10, 529, "overloaded_error")
+    assert not any(e["kind"] == "usage" for e in by_line.values())  # an API error is no billed response
+    ingest(str(agentlog_home))
+    refresh(str(agentlog_home))
+    with Engine(str(agentlog_home)) as engine:
+        assert engine.run("SELECT prompt_count, turn_count FROM sessions").rows == [(1, 1)]
 
 
 def test_subagent_files_and_sidechains_name_their_agent(tmp_path: Path) -> None:
