@@ -464,7 +464,10 @@ def test_importing_a_growing_file_in_any_chunks_equals_importing_it_whole(data: 
     cuts = sorted(data.draw(st.lists(st.integers(1, len(source) - 1), max_size=6, unique=True), label="cuts"))
     replace_at = data.draw(st.none() | st.sampled_from(cuts or [None]), label="replace after")  # type: ignore[list-item]
     work = tmp_path_factory.mktemp("grow")
-    root, path = work / "home", work / "projects" / "-w" / "s.jsonl"
+    # named as Claude Code names it, after its session (the records before the first that
+    # names the session, kept on their own, then belong to it whatever was imported first)
+    session = next(json.loads(raw)["sessionId"] for raw in source.splitlines() if b'"sessionId"' in raw)
+    root, path = work / "home", work / "projects" / "-w" / f"{session}.jsonl"
     path.parent.mkdir(parents=True)
     written = 0
     for cut in cuts + [len(source)]:
@@ -482,7 +485,7 @@ def test_importing_a_growing_file_in_any_chunks_equals_importing_it_whole(data: 
     assert sorted(e["event_id"] for e in logged if e["kind"] != "transcript_line") == sorted(
         e["event_id"] for e in whole if e["kind"] != "usage")
     # the lines kept on their own too: those one import of the whole file keeps
-    once = work / "once" / "projects" / "-w" / "s.jsonl"
+    once = work / "once" / "projects" / "-w" / f"{session}.jsonl"
     once.parent.mkdir(parents=True)
     once.write_bytes(source)
     import_paths(str(work / "once-home"), ["claude-code"], [str(once)], workers=1)

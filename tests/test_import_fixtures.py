@@ -108,6 +108,11 @@ def test_every_line_of_every_fixture_is_in_the_log_byte_for_byte(agentlog_home: 
     assert files
     import_paths(str(agentlog_home), [agent], [str(f) for f in files])
     assert lines_held(agentlog_home) == source_lines(files)
+    if agent != "cursor":  # (a Cursor transcript names no session: its file's name is the session's)
+        # the records that name no session (at the top of Claude Code files) went to the session
+        # the file names, not to one named after the file (these files are not named after theirs)
+        logs = {p.stem for p in (agentlog_home / "logs").rglob("*.jsonl")}
+        assert not logs & {f.stem for f in files}
 
 
 @needs_fixtures

@@ -602,6 +602,11 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
         end = st.st_size
     head: list[bytes] = []
     keeps = parser.keeps_lines
+    # kept lines read before the parser knows the file's session (Claude Code's summary and
+    # file-history-snapshot records name none): they go to the session the file names next,
+    # not to one named after the file (its name need not be the session's)
+    waiting: list[tuple[SourceLine, Any]] = []
+    waiting_bytes = 0
     try:
         for line, line_end in (iter_lines(path, start, first_line, on_bytes, head) if document is None else ()):
             end = line_end
@@ -622,12 +627,27 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             if record is None:
                 continue
             events = parser.feed(line, record)
+            size = len(line.data)
             if keeps and not parser.holds(line) and not any("raw" in ev and ev["attrs"]["source_line"] == line.lineno
                                                             for ev in events):
-                # a line no event holds (bookkeeping, thinking only, garbage …): kept on its own
-                events.append(parser.line_event(line, record))
-            out.add(report, events, len(line.data))
-        out.add(report, parser.finish())
+                # a line no event holds (bookkeeping, thinking only, garbage …): kept on its own —
+                # once the file has named its session, when it does not name one itself
+                if parser.last_session is None and parser.line_session(record) == parser.session_hint \
+                        and waiting_bytes + size <= BATCH_BYTES:
+                    waiting.append((line, record))
+                    waiting_bytes += size
+                    size = 0
+                else:
+                    events.append(parser.line_event(line, record))
+            if waiting and parser.last_session is not None:
+                events[:0] = [parser.line_event(w, r) for w, r in waiting]
+                size += waiting_bytes
+                waiting.clear()
+                waiting_bytes = 0
+            out.add(report, events, size)
+        events = parser.finish()
+        # lines still waiting: the file never named a session (or not in its first 8 MiB of them): its name's
+        out.add(report, events + [parser.line_event(w, r) for w, r in waiting], waiting_bytes)
     except OSError as e:
         report.error = f"read failed: {e.strerror}"
     if own:
