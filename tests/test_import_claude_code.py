@@ -217,6 +217,8 @@ def test_a_session_recorded_by_hooks_then_imported_has_each_tool_call_once(agent
     assert lines_held(agentlog_home) == source_lines([_fixture("ckpt-5c")])
     merged = [e for e in logged if e["kind"] == "transcript_line" and "carrier_event_id" in e["attrs"]]
     assert len(merged) == len(calls) and {e["attrs"]["carrier_kind"] for e in merged} == {"tool_call_started"}
+    for e in merged:
+        Event.from_wire(e)
     # importing again, even from the start, writes nothing
     os.remove(agentlog_home / "state" / "import.json")
     assert import_paths(str(agentlog_home), ["claude-code"], [str(_fixture("ckpt-5c"))]).totals()["events"] == 0

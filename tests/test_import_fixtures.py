@@ -106,8 +106,14 @@ def test_every_line_of_every_fixture_is_in_the_log_byte_for_byte(agentlog_home: 
 
     files = sorted((FIXTURES / agent).glob("*.jsonl"))
     assert files
+    from agentlog.model import Event
+    from import_support import log_events
+
     import_paths(str(agentlog_home), [agent], [str(f) for f in files])
     assert lines_held(agentlog_home) == source_lines(files)
+    for ev in log_events(agentlog_home):  # the events that keep lines are canonical events too
+        if ev["kind"] == "transcript_line":
+            Event.from_wire(ev)
     if agent != "cursor":  # (a Cursor transcript names no session: its file's name is the session's)
         # the records that name no session (at the top of Claude Code files) went to the session
         # the file names, not to one named after the file (these files are not named after theirs)
