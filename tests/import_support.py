@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 def log_events(root: Path) -> list[dict[str, Any]]:
@@ -15,6 +16,39 @@ def log_events(root: Path) -> list[dict[str, Any]]:
     for path in sorted((root / "logs").rglob("*.jsonl")):
         for line in path.read_bytes().splitlines(keepends=True):
             out.append(json.loads(event_bytes(line)))
+    return out
+
+
+def lines_held(root: Path) -> dict[tuple[str, int], bytes]:
+    """The source lines the logs hold in ``raw`` (imported events': not hooks'), by (file,
+    line); fails on a line held twice."""
+    held: dict[tuple[str, int], bytes] = {}
+    for ev in log_events(root):
+        raw = ev.get("raw")
+        if raw is None or not ev["attrs"].get("reconstructed"):
+            continue
+        where = (ev["attrs"]["source_file"], ev["attrs"]["source_line"])
+        assert where not in held, f"{where} held twice"
+        held[where] = raw["line"].encode("utf-8") if "line" in raw else base64.b64decode(raw["line_b64"])
+    return held
+
+
+def source_lines(files: Iterable[Path]) -> dict[tuple[str, int], bytes]:
+    """Each non-blank line of ``files`` by (file, line), as the log keeps it: its secrets
+    redacted (as the importer's redactor does to ``raw``), bytes not UTF-8 as they are."""
+    from agentlog.capture.redact import redact_value
+
+    out: dict[tuple[str, int], bytes] = {}
+    for f in files:
+        for n, line in enumerate(f.read_bytes().split(b"\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                out[(str(f), n)] = line
+                continue
+            out[(str(f), n)] = str(redact_value({"line": text})[0]["line"]).encode("utf-8")
     return out
 
 

@@ -3,6 +3,7 @@ offsets, hostile files, usage."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -19,29 +20,31 @@ from agentlog.importer import run
 from agentlog.importer.claude_code import ClaudeCodeParser
 from agentlog.importer.run import import_paths
 from agentlog.model import Event
+from import_support import lines_held, source_lines
 from import_support import log_events as _log_events
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures" / "claude-code"
 needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
 
-# Per file, counted by hand from the files (tool_use blocks, including the subagents'
-# nested in agent_progress records; tool_result blocks; is_error ones; model responses
-# with usage and their final usage summed per message id).
+# Per file, counted by hand from the files (subagents: the distinct agent ids of
+# agent_progress records; tool_use blocks, including the subagents' nested in
+# agent_progress records; tool_result blocks; is_error ones; model responses with usage
+# and their final usage summed per message id).
 GOLDEN: dict[str, dict[str, Any]] = {
-    "ckpt-03": {"started": 5, "ended": 5, "failed": 1, "prompts": 1, "responses": 6,
+    "ckpt-03": {"subagents": 0, "started": 5, "ended": 5, "failed": 1, "prompts": 1, "responses": 6,
                 "usage": (50, 990, 215249, 45670)},
-    "ckpt-04": {"started": 9, "ended": 9, "failed": 2, "prompts": 2, "responses": 7,
+    "ckpt-04": {"subagents": 0, "started": 9, "ended": 9, "failed": 2, "prompts": 2, "responses": 7,
                 "usage": (84, 3281, 157550, 66741)},
-    "ckpt-10": {"started": 22, "ended": 22, "failed": 1, "prompts": 6, "responses": 14,
+    "ckpt-10": {"subagents": 1, "started": 22, "ended": 22, "failed": 1, "prompts": 6, "responses": 14,
                 "usage": (14, 53, 668613, 132836)},
-    "ckpt-1e": {"started": 13, "ended": 13, "failed": 0, "prompts": 8, "responses": 20,
+    "ckpt-1e": {"subagents": 0, "started": 13, "ended": 13, "failed": 0, "prompts": 8, "responses": 20,
                 "usage": (202, 50, 850255, 94226)},
-    "ckpt-5c": {"started": 10, "ended": 10, "failed": 2, "prompts": 1, "responses": 5,
+    "ckpt-5c": {"subagents": 0, "started": 10, "ended": 10, "failed": 2, "prompts": 1, "responses": 5,
                 "usage": (42, 8, 193753, 27063)},
-    "ckpt-60": {"started": 37, "ended": 36, "failed": 1, "prompts": 5, "responses": 30,
+    "ckpt-60": {"subagents": 1, "started": 37, "ended": 36, "failed": 1, "prompts": 5, "responses": 30,
                 "usage": (9469, 2105, 1073943, 62315)},
-    "ckpt-91": {"started": 59, "ended": 59, "failed": 3, "prompts": 2, "responses": 56,
+    "ckpt-91": {"subagents": 0, "started": 59, "ended": 59, "failed": 3, "prompts": 2, "responses": 56,
                 "usage": (60, 1875, 4575511, 172411)},
 }
 
@@ -74,6 +77,18 @@ def test_each_fixture_maps_to_its_golden_counts(tag: str) -> None:
     assert kinds["prompt_submitted"] == want["prompts"]
     assert kinds["usage"] == want["responses"]
     assert kinds["unknown"] == 0 and not parser.stats.unknown and parser.stats.problem_count == 0
+    # subagents: the events name each one the file has (counted from the JSON here, independently)
+    from_json = set()
+    for raw in _fixture(tag).read_text().splitlines():
+        rec = json.loads(raw)
+        data = rec.get("data") if rec.get("type") == "progress" else None
+        if isinstance(data, dict) and data.get("type") == "agent_progress":
+            from_json.add(data["agentId"])
+        if rec.get("agentId"):
+            from_json.add(rec["agentId"])
+    named = {e["agent"]["agent_id"] for e in events if "agent_id" in e.get("agent", {})}
+    assert len(named) == len(from_json) == want["subagents"] and named == from_json
+    assert all(e["attrs"]["is_subagent"] for e in events if "agent_id" in e.get("agent", {}))
     # every result pairs with the tool_use of the same id, and names its tool
     started = {e["tool"]["call_id"]: e["tool"]["name"] for e in events if e["kind"] == "tool_call_started"}
     for e in events:
@@ -158,8 +173,16 @@ def test_a_grown_file_imports_only_its_new_lines_and_a_replaced_one_no_duplicate
     assert ended and not any(e["attrs"].get("unpaired_result") for e in ended)
     whole, _ = _parse(_fixture("ckpt-91"))
     # nothing lost, nothing twice (a response cut by the first import adds one more usage row)
-    logged = [e for e in _log_events(agentlog_home) if e["kind"] != "usage"]
+    logged = [e for e in _log_events(agentlog_home) if e["kind"] not in ("usage", "transcript_line")]
     assert sorted(e["event_id"] for e in logged) == sorted(e["event_id"] for e in whole if e["kind"] != "usage")
+    # the lines kept on their own are those a whole import (of a file of that name) keeps
+    other = tmp_path / "other"
+    copy = other / "projects" / "-work-x" / "session.jsonl"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(source)
+    import_paths(str(other), ["claude-code"], [str(copy)])
+    kept = sorted(e["event_id"] for e in _log_events(agentlog_home) if e["kind"] == "transcript_line")
+    assert kept and kept == sorted(e["event_id"] for e in _log_events(other) if e["kind"] == "transcript_line")
     assert a.totals()["events"] + b.totals()["events"] == len(_log_events(agentlog_home))
     # replaced by a shorter file (same name, other content): read again, nothing duplicated
     path.unlink()
@@ -190,6 +213,15 @@ def test_a_session_recorded_by_hooks_then_imported_has_each_tool_call_once(agent
     # the transcript filled in what hooks lack: results, messages, usage
     kinds = Counter(e["kind"] for e in logged)
     assert kinds["agent_message"] > 0 and kinds["usage"] > 0 and kinds["tool_call_finished"] > 0
+    # and its lines are all kept, those of the calls the hooks recorded on their own
+    assert lines_held(agentlog_home) == source_lines([_fixture("ckpt-5c")])
+    merged = [e for e in logged if e["kind"] == "transcript_line" and "carrier_event_id" in e["attrs"]]
+    assert len(merged) == len(calls) and {e["attrs"]["carrier_kind"] for e in merged} == {"tool_call_started"}
+    for e in merged:
+        Event.from_wire(e)
+    # importing again, even from the start, writes nothing
+    os.remove(agentlog_home / "state" / "import.json")
+    assert import_paths(str(agentlog_home), ["claude-code"], [str(_fixture("ckpt-5c"))]).totals()["events"] == 0
 
 
 def test_hostile_files_are_reported_and_the_import_goes_on(agentlog_home: Path, tmp_path: Path) -> None:
@@ -214,15 +246,26 @@ def test_hostile_files_are_reported_and_the_import_goes_on(agentlog_home: Path, 
     report = import_paths(str(agentlog_home), ["claude-code"], [str(path), str(not_jsonl)])
     hostile, notes = sorted(report.files, key=lambda f: f.path != str(path))
     assert hostile.error is None and hostile.lines == 8
-    assert {p["line"] for p in hostile.problems} == {2, 3, 4, 5}
+    # line 8 is JSON with an invalid UTF-8 byte: imported (the byte replaced) and reported
+    assert {p["line"] for p in hostile.problems} == {2, 3, 4, 5, 8}
     assert all(p["file"] == str(path) for p in hostile.problems)
+    (bad_utf8,) = [p["message"] for p in hostile.problems if p["line"] == 8]
+    assert "invalid UTF-8" in bad_utf8 and "U+FFFD" in bad_utf8 and "imported" in bad_utf8
     assert hostile.unknown == {"9.9.9/brand-new-record": 1}
     logged = _log_events(agentlog_home)
     prompts = [e for e in logged if e["kind"] == "prompt_submitted"]
     assert len(prompts) == 3  # the good one, the 12 MB one, the one with a bad byte
     assert any(len(e["content"]["prompt"]) == 12 << 20 for e in prompts)
     assert [e["attrs"]["record_type"] for e in logged if e["kind"] == "unknown"] == ["brand-new-record"]
-    assert notes.error is None and notes.problem_count == 2 and notes.events == 0
+    # the replacement made is in the prompt; raw keeps the bytes as they were
+    (repaired,) = [e for e in prompts if e["attrs"]["source_line"] == 8]
+    assert "\ufffd ok" in repaired["content"]["prompt"]
+    assert base64.b64decode(repaired["raw"]["line_b64"]).endswith(b'caf\xc3\xa9 \xff ok"}}')
+    # the lines that are not JSON objects are kept too, as they were (nothing projected from them)
+    kept = {e["attrs"]["source_line"]: e for e in logged if e["kind"] == "transcript_line"}
+    assert base64.b64decode(kept[3]["raw"]["line_b64"]) == b"\xff\xfe garbage \x00"
+    assert kept[2]["raw"]["line"] == "this is not json" and kept[2]["attrs"]["not_json"] is True
+    assert notes.error is None and notes.problem_count == 2 and notes.events == notes.kept_lines == 2
 
 
 def test_a_line_over_the_cap_is_skipped_with_bounded_memory(agentlog_home: Path, tmp_path: Path,
@@ -238,6 +281,96 @@ def test_a_line_over_the_cap_is_skipped_with_bounded_memory(agentlog_home: Path,
     assert f.lines == 2 and f.problem_count == 1 and "longer than" in f.problems[0]["message"]
     assert f.problems[0]["line"] == 1
     assert [e["content"]["prompt"] for e in _log_events(agentlog_home)] == ["after"]
+
+
+def test_lines_of_12_mb_import_in_bounded_memory(agentlog_home: Path, tmp_path: Path) -> None:
+    """Ten lines of 12 MB (prompts: their text is both the event's content and its raw)
+    imported by a child process: its peak RSS stays under 400 MiB. Held together (the
+    2,000-event batch alone) they took 819 MiB; written as they come (the byte budget,
+    8 MiB of lines) 206 MiB, measured. The bound: the interpreter with the importer
+    (~60-90 MiB) plus one such line's working set — read buffer, line, parsed record,
+    content, raw, the serialised event, the redactor's pass: ~100 MiB — with room for
+    the allocator keeping freed pages; ten lines held at once cannot fit under it."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "big.jsonl"
+    with open(path, "wb") as fh:
+        for i in range(10):
+            fh.write(json.dumps({"type": "user", "sessionId": "s-big", "timestamp": f"2026-11-01T10:00:{i:02d}Z",
+                                 "message": {"role": "user", "content": f"{i} " + "x" * (12 << 20)}}).encode() + b"\n")
+    child = ("import resource, sys\n"
+             "from agentlog.importer.run import import_paths\n"
+             "r = import_paths(sys.argv[1], ['claude-code'], [sys.argv[2]], workers=1)\n"
+             "print(r.totals()['events'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", child, str(agentlog_home), str(path)], check=True,
+                         capture_output=True, text=True, env={**os.environ, "AGENTLOG_HOME": str(agentlog_home)})
+    events, peak_kib = map(int, out.stdout.split())
+    assert events == 10
+    assert peak_kib < 400 << 10, f"peak RSS {peak_kib >> 10} MiB"
+    assert sorted(len(e["content"]["prompt"]) for e in _log_events(agentlog_home)) == [(12 << 20) + 2] * 10
+
+
+def test_compaction_queued_prompts_and_api_errors_map_to_their_events(agentlog_home: Path, tmp_path: Path) -> None:
+    """Hand-made records in the shapes of hooks.md §5.1: compaction boundaries (and the
+    summary prompt after one), queued prompts, an assistant API error message and a
+    system api_error — each to its event, none a prompt that opens a turn."""
+    from agentlog.project.persist import refresh
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+
+    env = {"sessionId": "s-x", "cwd": str(tmp_path), "version": "2.1.42", "isSidechain": False}
+
+    def rec(i: int, **kw: Any) -> dict[str, Any]:
+        return {**env, "uuid": f"u{i}", "timestamp": f"2026-11-01T10:00:{i:02d}Z", **kw}
+
+    records = [
+        rec(1, type="user", message={"role": "user", "content": "refactor the parser"}),
+        rec(2, type="system", subtype="compact_boundary", content="Conversation compacted", level="info",
+            parentUuid=None, logicalParentUuid="u1", compactMetadata={"trigger": "auto", "preTokens": 155000}),
+        rec(3, type="user", isCompactSummary=True, isVisibleInTranscriptOnly=True,
+            message={"role": "user", "content": "This session is being continued from a previous conversation."}),
+        rec(4, type="system", subtype="microcompact_boundary", content="Context microcompacted", level="info",
+            microcompactMetadata={"trigger": "auto", "preTokens": 90000, "tokensSaved": 12000,
+                                  "compactedToolIds": ["t1"]}),
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-11-01T10:00:05Z", "sessionId": "s-x",
+         "content": "also fix the tests"},
+        {"type": "queue-operation", "operation": "dequeue", "timestamp": "2026-11-01T10:00:06Z", "sessionId": "s-x"},
+        rec(7, type="assistant", isApiErrorMessage=True, error="rate_limit",
+            message={"id": "m-err", "model": "<synthetic>", "role": "assistant", "type": "message",
+                     "content": [{"type": "text", "text": "API Error: 529 Overloaded"}],
+                     "usage": {"input_tokens": 0, "output_tokens": 0}}),
+        rec(8, type="system", subtype="api_error", level="error", retryInMs=1200, retryAttempt=2, maxRetries=10,
+            error={"status": 529, "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ]
+    path = tmp_path / "s-x.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.files[0].problem_count == 0 and not report.files[0].unknown
+    by_line = {e["attrs"]["source_line"]: e for e in _log_events(agentlog_home)}
+    assert {n: e["kind"] for n, e in by_line.items()} == {
+        1: "prompt_submitted", 2: "compaction_finished", 3: "notification", 4: "compaction_finished",
+        5: "notification", 6: "transcript_line", 7: "notification", 8: "notification"}
+    compact, summary, micro = by_line[2]["attrs"], by_line[3], by_line[4]["attrs"]
+    assert (compact["trigger"], compact["pre_tokens"], compact["micro"]) == ("auto", 155000, False)
+    assert summary["attrs"]["compact_summary"] is True and summary["content"]["message"].startswith("This session")
+    assert (micro["pre_tokens"], micro["tokens_saved"], micro["micro"]) == (90000, 12000, True)
+    queued = by_line[5]
+    assert queued["attrs"]["queued_prompt"] is True and queued["content"]["message"] == "also fix the tests"
+    assert by_line[6]["attrs"]["record_type"] == "queue-operation"  # a dequeue: its line kept, no event
+    api_message = by_line[7]
+    assert api_message["attrs"]["api_error"] is True and api_message["attrs"]["level"] == "error"
+    assert api_message["attrs"]["error_type"] == "rate_limit"
+    assert api_message["content"]["message"] == "API Error: 529 Overloaded"
+    system_error = by_line[8]["attrs"]
+    assert system_error["level"] == "error" and system_error["retry_attempt"] == 2
+    assert (system_error["max_retries"], system_error["error_status"], system_error["error_type"]) == (
+        10, 529, "overloaded_error")
+    assert not any(e["kind"] == "usage" for e in by_line.values())  # an API error is no billed response
+    ingest(str(agentlog_home))
+    refresh(str(agentlog_home))
+    with Engine(str(agentlog_home)) as engine:
+        assert engine.run("SELECT prompt_count, turn_count FROM sessions").rows == [(1, 1)]
 
 
 def test_subagent_files_and_sidechains_name_their_agent(tmp_path: Path) -> None:
@@ -276,6 +409,11 @@ def test_the_cli_imports_and_reports(agentlog_home: Path, tmp_path: Path) -> Non
     done = runner.invoke(cli, ["import", "claude-code", "--json"], env=env)
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["totals"]["files"] == 1
+    if FIXTURES.is_dir():  # the summary counts the lines kept on their own (ckpt-03: 9)
+        assert json.loads(done.output)["totals"]["kept_lines"] == 9
+        os.remove(agentlog_home / "state" / "import.json")
+        table = runner.invoke(cli, ["import", "claude-code"], env=env)
+        assert table.exit_code == 0 and "lines kept alone" in table.output and "(0 of them lines kept" in table.output
     bad = runner.invoke(cli, ["import", "claude-code", "--since", "not a time"], env=env)
     assert bad.exit_code == 2 and "--since" in bad.output
 
@@ -328,7 +466,10 @@ def test_importing_a_growing_file_in_any_chunks_equals_importing_it_whole(data: 
     cuts = sorted(data.draw(st.lists(st.integers(1, len(source) - 1), max_size=6, unique=True), label="cuts"))
     replace_at = data.draw(st.none() | st.sampled_from(cuts or [None]), label="replace after")  # type: ignore[list-item]
     work = tmp_path_factory.mktemp("grow")
-    root, path = work / "home", work / "projects" / "-w" / "s.jsonl"
+    # named as Claude Code names it, after its session (the records before the first that
+    # names the session, kept on their own, then belong to it whatever was imported first)
+    session = next(json.loads(raw)["sessionId"] for raw in source.splitlines() if b'"sessionId"' in raw)
+    root, path = work / "home", work / "projects" / "-w" / f"{session}.jsonl"
     path.parent.mkdir(parents=True)
     written = 0
     for cut in cuts + [len(source)]:
@@ -343,7 +484,15 @@ def test_importing_a_growing_file_in_any_chunks_equals_importing_it_whole(data: 
             import_paths(str(root), ["claude-code"], [str(path)], workers=1)
     whole, _ = _parse(path)
     logged = [e for e in _log_events(root) if e["kind"] != "usage"]
-    assert sorted(e["event_id"] for e in logged) == sorted(e["event_id"] for e in whole if e["kind"] != "usage")
+    assert sorted(e["event_id"] for e in logged if e["kind"] != "transcript_line") == sorted(
+        e["event_id"] for e in whole if e["kind"] != "usage")
+    # the lines kept on their own too: those one import of the whole file keeps
+    once = work / "once" / "projects" / "-w" / f"{session}.jsonl"
+    once.parent.mkdir(parents=True)
+    once.write_bytes(source)
+    import_paths(str(work / "once-home"), ["claude-code"], [str(once)], workers=1)
+    assert sorted(e["event_id"] for e in logged if e["kind"] == "transcript_line") == sorted(
+        e["event_id"] for e in _log_events(work / "once-home") if e["kind"] == "transcript_line")
     # and every result found its call
     assert not any(e["attrs"].get("unpaired_result") for e in logged) or \
         any(e["attrs"].get("unpaired_result") for e in whole)
@@ -388,6 +537,9 @@ def test_secrets_in_a_transcript_reach_no_file(agentlog_home: Path, tmp_path: Pa
                          "content": json.dumps({"password": pw, "user": "bob"})}]),
         rec(4, "assistant", [{"type": "tool_use", "id": "t2", "name": "Bash",
                               "input": {"command": f"aws configure set aws_access_key_id {aws}"}}]),
+        # lines kept on their own (no other event holds them): thinking only, bookkeeping
+        rec(6, "assistant", [{"type": "thinking", "thinking": f"the user gave {gh}; I should not echo it"}]),
+        {"type": "summary", "summary": f"deploy with password={pw}", "leafUuid": "u4"},
     ]
     path = tmp_path / "projects" / "-work-s" / f"{sid}.jsonl"
     path.parent.mkdir(parents=True)
@@ -405,6 +557,9 @@ def test_secrets_in_a_transcript_reach_no_file(agentlog_home: Path, tmp_path: Pa
     logged = _log_events(agentlog_home)
     assert sum(e["attrs"].get("redactions", 0) for e in logged) >= 5
     assert any("[REDACTED:github_token]" in json.dumps(e.get("content")) for e in logged)
+    kept = [e["raw"]["line"] for e in logged if e["kind"] == "transcript_line"]
+    assert len(kept) == 2 and "I should not echo it" in kept[0] and "[REDACTED:github_token]" in kept[0]
+    assert "deploy with" in kept[1] and "[REDACTED:" in kept[1]
 
 
 def test_non_ascii_lines_keep_their_text_in_raw_and_their_secrets_redacted(agentlog_home: Path, tmp_path: Path) -> None:

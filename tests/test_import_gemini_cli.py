@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -137,8 +138,9 @@ def test_fixture_through_the_runner(tmp_path: Path) -> None:
     parser = make_parser(AGENTS["gemini-cli"], str(FIXTURE))
     assert isinstance(parser, GeminiCliParser)
     report = import_file(str(tmp_path), parser, {}, dry_run=True)
-    # 5 events and one usage event per model message (2)
-    assert (report.events, report.sessions, report.problem_count) == (7, ["gemini_stage0_jsonl"], 0)
+    # 5 events, one usage event per model message (2) and the `$set` line kept (1)
+    assert (report.events, report.sessions, report.problem_count) == (8, ["gemini_stage0_jsonl"], 0)
+    assert report.kept_lines == 1
 
 
 def test_records_without_time_take_the_last_time_read() -> None:
@@ -167,7 +169,11 @@ def test_repeated_id_last_write_wins_and_keeps_position() -> None:
     assert [m["content"]["message"] for m in messages] == ["final"]
     assert messages[0]["attrs"]["source_line"] == 5
     # g1 keeps its first position (after u1, before u2)
-    assert [e["kind"] for e in events] == ["session_started", "prompt_submitted", "agent_message", "prompt_submitted"]
+    assert [e["kind"] for e in events if e["kind"] != "transcript_line"] == [
+        "session_started", "prompt_submitted", "agent_message", "prompt_submitted"]
+    # the draft's line is kept all the same, on its own
+    (draft,) = [e for e in events if e["kind"] == "transcript_line"]
+    assert draft["attrs"]["source_line"] == 3 and '"draft"' in draft["raw"]["line"]
     assert [u["input"] for u in parser.usage] == [7]
     assert parser.stats.records["gemini"] == 2
 
@@ -183,6 +189,8 @@ def test_rewind_drops_the_message_and_everything_after() -> None:
     assert not any(e["kind"].startswith("tool_call") for e in events)
     assert [u["message_id"] for u in parser.usage] == ["g1", "g3"]
     assert parser.rewound == 2 and parser.stats.records["$rewindTo"] == 1
+    # the lines dropped are kept, on their own
+    assert [e["attrs"]["source_line"] for e in events if e["kind"] == "transcript_line"] == [4, 5]
 
 
 # -- older single-document form -----------------------------------------------------
@@ -400,6 +408,42 @@ def test_a_single_document_chat_imports_through_the_runner(tmp_path: Path) -> No
     assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
 
 
+def test_a_document_rewritten_in_place_keeping_its_first_4_kib_is_read_again_whole(tmp_path: Path) -> None:
+    """Older Gemini CLI rewrites its one-document chat in place as the session goes on: a
+    rewrite that keeps the first 4 KiB and adds a message is not growth (read from the
+    old size it gives JSON fragments: unknown events), the file is read again whole and
+    what was imported before is recognised."""
+    from agentlog.importer.run import HEAD_BYTES, import_paths
+    from import_support import log_events
+
+    chats = tmp_path / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    chat = chats / "session-2026-01-02T03-04-s1.json"
+    messages = [user("u1", "explain " + "the parser " * 600), gemini("g1", "it reads lines")]
+    chat.write_text(json.dumps({**META, "messages": messages}, indent=2))
+    before = chat.read_bytes()
+    root = tmp_path / "home"
+    first = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    assert first.totals()["events"] == 4 and first.files[0].mode == "new"
+    ino = chat.stat().st_ino
+    messages += [user("u2", "and the runner?", ts="2026-01-02T03:05:00.000Z"),
+                 gemini("g2", "it writes batches", ts="2026-01-02T03:05:01.000Z")]
+    with open(chat, "r+b") as fh:  # in place: same inode, same first bytes, longer
+        fh.write(json.dumps({**META, "messages": messages}, indent=2).encode())
+    assert chat.stat().st_ino == ino and chat.read_bytes()[:HEAD_BYTES] == before[:HEAD_BYTES]
+    again = import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")])
+    (f,) = again.files
+    assert f.mode == "replaced" and f.problem_count == 0
+    assert f.events == 3 and f.duplicates == 4  # the new prompt, answer and its usage; the rest was there
+    events = log_events(root)
+    assert not any(e["kind"] == "unknown" for e in events)
+    assert [e["content"]["prompt"] for e in events if e["kind"] == "prompt_submitted"][1:] == ["and the runner?"]
+    assert [e["content"]["message"] for e in events if e["kind"] == "agent_message"] == [
+        "it reads lines", "it writes batches"]
+    # unchanged since: not read
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).files[0].mode == "unchanged"
+
+
 def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
     """The rule (docs/import.md, "Gemini CLI: a message written again"): across
     imports, an agent message written again with the same id and time keeps the
@@ -427,4 +471,10 @@ def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
     assert [e["kind"] for e in events if e["kind"].startswith("tool_call")] == ["tool_call_started",
                                                                                  "tool_call_finished"]
     assert [e["attrs"]["output_tokens"] for e in events if e["kind"] == "usage"] == [2, 9]
-    assert again.totals()["events"] == 2 and again.totals()["duplicates"] == 2
+    # the message's new line is kept on its own (its text not recorded as the message's)
+    assert again.totals()["events"] == 3 and again.totals()["duplicates"] == 2 and again.totals()["kept_lines"] == 1
+    (kept,) = [e for e in events if e["kind"] == "transcript_line"]
+    assert kept["attrs"]["source_line"] == 4 and "Listing the files: a b" in kept["raw"]["line"]
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
+    os.remove(root / "state" / "import.json")  # read again from the start: nothing new
+    assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0

@@ -44,6 +44,10 @@ EVENT_KINDS: tuple[str, ...] = (
     # A change to the memory (docs/memory.md), written to agentlog's own memory log:
     # provider_event_name says which (memory_created, memory_edited, …).
     "memory",
+    # A transcript line no other imported event holds (bookkeeping records, an
+    # assistant record holding only thinking, …), kept for its bytes in `raw`
+    # (docs/import.md "Lossless"); the projection never reads it.
+    "transcript_line",
     # Written by `agentlog purge` to its own log (`agentlog/purges`): who
     # removed the content of which frames, when, and by which selector.
     "purge",

@@ -56,6 +56,7 @@ EventKind = Literal[
     "unknown",
     "capture_gap",
     "memory",
+    "transcript_line",
     "purge",
 ]
 ToolCategory = Literal[

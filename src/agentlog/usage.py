@@ -165,12 +165,25 @@ GROUPS: Final = {
 }
 
 
+def _since(since_us: int | None) -> str:
+    return f"WHERE epoch_us(observed_at) >= {int(since_us)}" if since_us is not None else ""
+
+
 def usage_sql(by: str, since_us: int | None) -> str:
-    """The statement ``agentlog usage --by BY`` runs."""
+    """The statement ``agentlog usage --by BY`` runs: per group, responses, the four
+    counts, the cost of the priced ones, and how many responses and tokens have no price
+    (their cost is not in ``cost_usd``)."""
     key = GROUPS[by]
-    where = f"WHERE epoch_us(observed_at) >= {int(since_us)}" if since_us is not None else ""
     return (f"SELECT {key} AS {by}, count(*) AS responses, sum(input_tokens) AS input_tokens, "
             f"sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, "
             f"sum(cache_write_tokens) AS cache_write_tokens, round(sum(cost_usd), 4) AS cost_usd, "
-            f"count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced "
-            f"FROM usage {where} GROUP BY 1 ORDER BY 1")
+            f"count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced, "
+            f"coalesce(sum(total_tokens) FILTER (WHERE cost_usd IS NULL), 0) AS unpriced_tokens "
+            f"FROM usage {_since(since_us)} GROUP BY 1 ORDER BY 1")
+
+
+def unpriced_sql(since_us: int | None) -> str:
+    """The models without a price (in the shipped table or ``prices.toml``) and their tokens."""
+    where = _since(since_us)
+    return (f"SELECT coalesce(model, '(unknown)') AS model, count(*) AS responses, sum(total_tokens) AS tokens "
+            f"FROM usage {where} {'AND' if where else 'WHERE'} cost_usd IS NULL GROUP BY 1 ORDER BY 3 DESC, 1")

@@ -36,7 +36,9 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
 
     Every record becomes a reconstructed event (marked so, with its source
     file and line) in its session's log, and goes through the same ingest and
-    projection as what hooks record. A thing a hook already recorded (the same
+    projection as what hooks record. Every line is kept byte for byte (secrets
+    redacted): a line that gives no event (bookkeeping, thinking only …) is kept
+    by a `transcript_line` event, which the projection does not read. A thing a hook already recorded (the same
     tool-use id, the same prompt) is not written twice, and importing again
     reads only what was appended since (a truncated or replaced file is read
     again, without duplicates). Record types a parser does not know are kept
@@ -81,13 +83,14 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
             unknown = ", ".join(f"{terminal_safe(k)} ×{n}" for k, n in sorted(p["unknown"].items())) or "—"
             fields = ", ".join(f"{terminal_safe(k)} ×{n}" for k, n in sorted(p["unknown_fields"].items())) or "—"
             rows.append({"source": provider, "files": p["files"], "sessions": p["sessions"], "events": p["events"],
-                         "already there": p["duplicates"], "unknown records": unknown, "unknown fields": fields,
+                         "lines kept alone": p["kept_lines"], "already there": p["duplicates"], "unknown records": unknown, "unknown fields": fields,
                          "problems": p["problems"], "errors": p["errors"]})
         if rows:
             print_table(rows, list(rows[0]), title="import" + (" (dry run: nothing written)" if dry_run else ""))
         t = d["totals"]
         err.print(f"{t['files']} files, {t['bytes_read'] / 1e6:.1f} MB read, {t['events']} events "
-                  f"{'would be ' if dry_run else ''}written, {t['duplicates']} already there, "
+                  f"{'would be ' if dry_run else ''}written ({t['kept_lines']} of them lines kept alone), "
+                  f"{t['duplicates']} already there, "
                   f"{t['sessions']} sessions in {d['seconds']:.2f} s")
         shown = 0
         for f in report.files:

@@ -7,7 +7,7 @@ import time
 import click
 
 from ..paths import data_root
-from .output import print_json, print_table, stderr
+from .output import print_json, print_table, stderr, terminal_safe
 from .scope_opts import current_engine
 
 
@@ -30,7 +30,7 @@ def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool) -> Non
     """
     from ..query.engine import QueryError
     from ..query.timeexpr import resolve
-    from ..usage import PriceError, load_prices, usage_sql
+    from ..usage import PriceError, load_prices, unpriced_sql, usage_sql
 
     since_us = None
     if since is not None:
@@ -45,17 +45,26 @@ def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool) -> Non
     with current_engine(no_ingest) as engine:
         try:
             result = engine.run(usage_sql(by, since_us))
+            unpriced = engine.run(unpriced_sql(since_us)).rows
         except QueryError as e:
             raise click.ClickException(str(e)) from None
     rows = [dict(zip(result.columns, (str(v) if by == "day" and i == 0 and v is not None else v
                                       for i, v in enumerate(r)))) for r in result.rows]
     if as_json:
-        print_json({"by": by, "prices_as_of": as_of, "rows": rows})
+        print_json({"by": by, "prices_as_of": as_of, "rows": rows,
+                    "unpriced": [{"model": m, "responses": n, "tokens": t} for m, n, t in unpriced]})
         return
     if not rows:
         stderr().print("no usage recorded yet: it comes from transcripts (`agentlog import`)")
         return
     print_table(rows, result.columns, title=f"token usage by {by} (prices as of {as_of}, USD)")
     total = sum(r["cost_usd"] or 0 for r in rows)
-    unpriced = sum(r["unpriced"] for r in rows)
-    stderr().print(f"total ${total:,.2f}" + (f"; {unpriced} responses of models without a price" if unpriced else ""))
+    err = stderr()
+    if not unpriced:
+        err.print(f"total ${total:,.2f}")
+        return
+    tokens = sum(t for _, _, t in unpriced)
+    responses = sum(n for _, n, _ in unpriced)
+    models = ", ".join(f"{terminal_safe(m)} ({t:,} tokens)" for m, _, t in unpriced)
+    err.print(f"total ${total:,.2f} for the priced tokens only: {tokens:,} tokens in {responses} response{'s' if responses != 1 else ''} have no "
+              f"price and no cost — {models}; add them to prices.toml in the data root to price them")

@@ -63,6 +63,7 @@ class AttemptdbParser(Parser):
 
     provider = "attemptdb"
     source = "attemptdb_event_v1"
+    keeps_lines = False
 
     def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
         from ..model import Event, ModelError
@@ -230,6 +231,7 @@ class Nd7Parser(Parser):
 
     provider = "nd7"
     source = "nd7"
+    keeps_lines = False
     carried = ("prev", "seq", "broken")
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:

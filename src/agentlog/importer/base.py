@@ -19,6 +19,10 @@ Every reconstructed event carries, in ``attrs``:
 and the first event of a line carries the line itself in ``raw``
 (``{"line": <text>}``, or ``{"line_b64": …}`` when it is not UTF-8): kept
 byte for byte, except that secrets are redacted before anything is written.
+A line that gives no event holding it (bookkeeping records, an assistant
+record holding only thinking, a superseded write, garbage …) is kept by a
+``transcript_line`` event (:data:`LINE_KIND`, :meth:`Parser.line_event`):
+nothing but the line, its place and time, which the projection never reads.
 
 Parsers are pure and total: any line may be garbage, any key missing or of
 the wrong type; they count what they do not know and never raise.
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -41,6 +46,8 @@ from ..capture.project import attach_project
 MAX_PROBLEMS: Final = 200
 #: entries of a carried dict (open calls …), at most: the newest are kept
 MAX_CARRIED: Final = 2000
+#: the kind of an event that only keeps a transcript line (a line no other event holds)
+LINE_KIND: Final = "transcript_line"
 
 
 class SourceLine(NamedTuple):
@@ -100,12 +107,23 @@ class Parser:
     """``claude_code``, ``codex``, ``gemini_cli`` or ``cursor``."""
     source: str = ""
     """``attrs.reconstructed_from`` of every event it builds."""
+    keeps_lines: bool = True
+    """Whether the runner keeps a line that no event holds (:meth:`line_event`): yes for
+    transcripts; not for another tool's event log, whose records are events (and an
+    attemptdb ``metadata_only`` one must not get its content back that way)."""
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         self.path = path
         self.session_hint = session_hint
         """A session id the file's location gives (its stem), for records that name none."""
         self.stats = ParseStats()
+        self.file_time_us = 0
+        """The file's modification time (µs; the runner sets it): the time of a kept line
+        (:meth:`line_event`) read before any time is known."""
+        # the session of the last event built and the latest time (build_event sets
+        # them): a kept line's, when it names none
+        self.last_session: str | None = None
+        self.last_observed = 0
 
     def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
         """The events of one line. ``record`` is the line parsed as JSON (any JSON
@@ -115,6 +133,49 @@ class Parser:
     def finish(self) -> list[dict[str, Any]]:
         """Events held back until the end of the file (none by default)."""
         return []
+
+    def holds(self, line: SourceLine) -> bool:
+        """Whether the line just fed is held back (its events come later, from
+        :meth:`finish` or a later line): the runner then does not keep it on its own.
+        None is by default; a parser that holds lines keeps those it drops itself."""
+        return False
+
+    def line_session(self, record: Any) -> str | None:
+        """The session a kept line belongs to: the last event's, else the file's."""
+        return self.last_session or self.session_hint
+
+    def line_event(self, line: SourceLine, record: Any) -> dict[str, Any]:
+        """A ``transcript_line`` event keeping ``line`` (``record``: the line parsed, or
+        :data:`NOT_JSON`): for a line that gives no event holding it. Its time is the
+        record's ``timestamp``, else the last event's, else the file's; its id a function
+        of the session, the line's number and its bytes (a CRC and length), so a line
+        read again is the same event and another line at that place is not."""
+        at = None
+        rtype = ""
+        if isinstance(record, dict):
+            ts = record.get("timestamp")
+            at = c.timestamp_us(ts) if ts is not None else None
+            rtype = record_type(record)
+        session = self.line_session(record)
+        observed = at if at is not None else (self.last_observed or self.file_time_us)
+        attrs: dict[str, Any] = {"reconstructed": True, "reconstructed_from": self.source, "source_file": line.path,
+                                 "source_line": line.lineno}
+        if rtype:
+            attrs["record_type"] = rtype
+        if record is NOT_JSON:
+            attrs["not_json"] = True
+        out: dict[str, Any] = {
+            "event_id": event_id_for(self.source, LINE_KIND, session or "", line.lineno, len(line.data),
+                                     zlib.crc32(line.data), at_us=at or 0),
+            "schema_version": 1, "kind": LINE_KIND, "provider": self.provider,
+            "provider_event_name": f"line:{rtype}" if rtype else "line", "observed_at": observed,
+            "captured_at": observed, "capture_mode": "full", "agentlog_version": __version__,
+        }
+        if session is not None:
+            out["provider_session_id"] = session
+        out["attrs"] = attrs
+        out["raw"] = raw_line(line.data, line.json)
+        return out
 
     def whole_document(self, data: bytes) -> Any:
         """The file read as one JSON document when this parser takes some files whole
@@ -129,7 +190,7 @@ class Parser:
     def carry(self) -> dict[str, Any]:
         """What the next import of this file, from where this one stopped, starts from."""
         out: dict[str, Any] = {}
-        for name in self.carried:
+        for name in self.carried + _CARRIED:
             value = getattr(self, name, None)
             if isinstance(value, dict) and len(value) > MAX_CARRIED:
                 value = dict(list(value.items())[-MAX_CARRIED:])
@@ -138,9 +199,13 @@ class Parser:
 
     def resume(self, carry: dict[str, Any]) -> None:
         """Start from what :meth:`carry` saved (an import of the file's new lines)."""
-        for name in self.carried:
+        for name in self.carried + _CARRIED:
             if name in carry:
                 setattr(self, name, carry[name])
+
+
+#: what every parser carries (the session and time a kept line takes when it names none)
+_CARRIED: Final = ("last_session", "last_observed")
 
 
 class _NotJson:
@@ -166,6 +231,43 @@ def event_id_for(*parts: Any, at_us: int) -> str:
 
 
 _BLAKE2B_10: Final = hashlib.blake2b(digest_size=10)
+
+
+def record_type(record: dict[str, Any]) -> str:
+    """A record's type as a kept line names it: ``type``, with its ``subtype`` or its
+    ``payload``'s / ``data``'s type when it has one (``response_item:message``,
+    ``progress:hook_progress``, ``system:api_error``); "" when it has no type."""
+    t = record.get("type")
+    if not isinstance(t, str):
+        return ""
+    sub = record.get("subtype")
+    if not isinstance(sub, str):
+        inner = record.get("payload") or record.get("data")
+        sub = inner.get("type") if isinstance(inner, dict) else None
+    return f"{t}:{sub}" if isinstance(sub, str) else t
+
+
+def line_event_of(carrier: dict[str, Any]) -> dict[str, Any]:
+    """A ``transcript_line`` event holding the line that ``carrier`` (an event with
+    ``raw``) holds: for a carrier not written (a hook recorded the same thing, or
+    another line gave its id), so that its line is kept all the same. Its id is a
+    function of the carrier's and of the line's number."""
+    attrs = carrier["attrs"]
+    keep = {k: attrs[k] for k in ("reconstructed", "reconstructed_from", "source_file", "source_line") if k in attrs}
+    keep["carrier_event_id"] = carrier["event_id"]
+    keep["carrier_kind"] = carrier["kind"]
+    out: dict[str, Any] = {
+        "event_id": event_id_for(keep.get("reconstructed_from"), LINE_KIND, carrier["event_id"],
+                                 keep.get("source_line"), at_us=carrier["observed_at"]),
+        "schema_version": 1, "kind": LINE_KIND, "provider": carrier["provider"], "provider_event_name": "line",
+        "observed_at": carrier["observed_at"], "captured_at": carrier.get("captured_at", carrier["observed_at"]),
+        "capture_mode": "full", "agentlog_version": __version__,
+    }
+    if carrier.get("provider_session_id") is not None:
+        out["provider_session_id"] = carrier["provider_session_id"]
+    out["attrs"] = keep
+    out["raw"] = carrier["raw"]
+    return out
 #: a hex digit with its top two bits made ``10``
 _VARIANT: Final = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
 
@@ -281,6 +383,9 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
         attach_project(out, dict(project) if project is not None else None, cwd)
         if project is not None and branch:
             out["project"]["branch"] = branch
+    parser.last_session = session_id
+    if observed_at > parser.last_observed:
+        parser.last_observed = observed_at
     attrs: dict[str, Any] = dict(partial.get("attrs") or {})
     attrs["reconstructed"] = True
     attrs["reconstructed_from"] = parser.source
@@ -299,5 +404,5 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     return out
 
 
-__all__ = ["NOT_JSON", "ParseStats", "Parser", "RawLine", "SourceLine", "build_event", "c", "event_id_for", "merge_key",
-           "raw_line", "text_digest"]
+__all__ = ["LINE_KIND", "NOT_JSON", "ParseStats", "Parser", "RawLine", "SourceLine", "build_event", "c", "event_id_for",
+           "line_event_of", "merge_key", "raw_line", "record_type", "text_digest"]

@@ -26,7 +26,8 @@ one API response (records sharing               one ``usage`` event: its final u
 ``system`` ``stop_hook_summary`` (sidechain)    ``subagent_stopped``
 ``system`` ``compact_boundary``,                ``compaction_finished``
 ``microcompact_boundary``
-``system`` ``api_error``, ``local_command``     ``notification``
+``system`` ``api_error``, ``local_command``     ``notification`` (api_error: level, retry
+                                                attempt/max/delay, the error's status, type)
 ``progress`` ``agent_progress``                 the nested subagent record, mapped as above
                                                 with the subagent's id (each nested record
                                                 once)
@@ -35,6 +36,11 @@ bookkeeping (``summary``, ``file-history-       nothing (counted)
 snapshot``, other ``progress``, ``pr-link`` …)
 anything else                                   ``unknown`` (counted per version)
 ==============================================  ======================================
+
+"Nothing" means no event of its own: a line that gives no event holding it
+(bookkeeping, an assistant record of thinking only, ``progress`` other than
+``agent_progress`` …) is kept by the runner as a ``transcript_line`` event
+(:meth:`agentlog.importer.base.Parser.line_event`), its thinking text with it.
 
 Subagent files (``<session>/subagents/agent-<id>.jsonl``, and the inline
 ``isSidechain`` records of 1.x) give ``agent.agent_id`` and
@@ -112,6 +118,10 @@ class ClaudeCodeParser(Parser):
         # API responses seen: message id → (its latest usage, first line, session, time, version, cwd, agent, model)
         self.responses: dict[str, tuple[Any, ...]] = {}
         self.last_at = 0
+
+    def line_session(self, record: Any) -> str | None:
+        sid = record.get("sessionId") if isinstance(record, dict) else None
+        return sid if isinstance(sid, str) and sid else super().line_session(record)
 
     # -- the record loop ----------------------------------------------------------------
     def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
@@ -352,6 +362,7 @@ class _Context:
             ev = c.new_event("notification", "transcript:assistant")
             ev["attrs"]["level"] = "error"
             ev["attrs"]["api_error"] = True
+            c.set_str(ev["attrs"], "error_type", self.rec.get("error"))
             ev["content"]["message"] = _block_text(msg.get("content"))
             return [self.emit(ev, None)]
         content = msg.get("content")
@@ -410,12 +421,20 @@ class _Context:
                 c.set_str(ev["attrs"], "trigger", meta.get("trigger"))
                 c.set_int(ev["attrs"], "pre_tokens", meta.get("preTokens"))
                 c.set_int(ev["attrs"], "post_tokens", meta.get("postTokens"))
+                c.set_int(ev["attrs"], "tokens_saved", meta.get("tokensSaved"))
             ev["attrs"]["micro"] = sub == "microcompact_boundary"
             return [self.emit(ev, None)]
         if sub in ("api_error", "local_command", "informational", "bridge_status") or sub is None:
             ev = c.new_event("notification", name)
             c.set_str(ev["attrs"], "level", self.rec.get("level"))
             c.set_int(ev["attrs"], "retry_attempt", self.rec.get("retryAttempt"))
+            c.set_int(ev["attrs"], "max_retries", self.rec.get("maxRetries"))
+            c.set_int(ev["attrs"], "retry_in_ms", self.rec.get("retryInMs"))
+            error = self.rec.get("error")
+            if isinstance(error, dict):  # the API's error: {status, error: {type, message}} …
+                c.set_int(ev["attrs"], "error_status", error.get("status"))
+                inner = error.get("error")
+                c.set_str(ev["attrs"], "error_type", inner.get("type") if isinstance(inner, dict) else None)
             content = self.rec.get("content")
             if isinstance(content, str):
                 ev["content"]["message"] = content

@@ -49,7 +49,9 @@ paths, outcome and failure class. ``provider_event_name`` is
 Times come from each line's ``timestamp``; legacy items have none, so they
 get the meta time plus their line number in µs and ``attrs.time_estimated``.
 Lines that are not JSON objects, or whose payload has the wrong shape, are
-problems and give no event.
+problems and give no event. "Nothing" means no event of its own: the runner
+keeps a line that no event holds as a ``transcript_line`` event
+(:meth:`agentlog.importer.base.Parser.line_event`).
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ class CodexParser(Parser):
         self._last_us = 0
 
     # -- entry points ----------------------------------------------------------
+
+    def line_session(self, record: Any) -> str | None:
+        return self.session_id or self.session_hint
 
     def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
         try:

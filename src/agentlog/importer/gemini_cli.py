@@ -31,7 +31,9 @@ metadata (``chat:metadata``)        ``session_started``; cwd = first directory
 ``toolCalls[]`` (``chat:toolCall``) ``tool_call_started``, and once ``status``
                                     is final ``tool_call_finished``/``_failed``
 ``info``/``warning``/``error``      ``notification``, ``attrs.level`` = type
-``$set``, ``$rewindTo``             none (counted, applied)
+``$set``, ``$rewindTo``             none (counted, applied; the line is
+                                    kept as a ``transcript_line``, as is a
+                                    write replaced or dropped)
 anything else                       ``unknown`` (``attrs.unrecognised`` or
                                     ``attrs.payload_error``), reported
 ==================================  =============================================
@@ -65,7 +67,7 @@ from typing import Any, Callable, Final
 
 from ..capture.adapters import gemini_cli as hook
 from ..fastjson import dumps_bytes, loads
-from .base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
+from .base import NOT_JSON, ParseStats, Parser, SourceLine, build_event, c, line_event_of, text_digest
 
 MESSAGE_TYPES: Final = frozenset({"user", "gemini", "info", "error", "warning"})
 MESSAGE_KEYS: Final = frozenset({"id", "timestamp", "type", "content", "displayContent", "model", "tokens",
@@ -136,6 +138,8 @@ class GeminiCliParser(Parser):
         self._messages: dict[str, _Held] = {}
         self._last_us = 0
         self._fallback = 0
+        self._held: SourceLine | None = None
+        """The last line held back (a message: its events come from :meth:`finish`)."""
 
     # -- input ---------------------------------------------------------------
 
@@ -149,6 +153,32 @@ class GeminiCliParser(Parser):
     def feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
         return self._safe(line, lambda: self._feed(line, record))
 
+    def holds(self, line: SourceLine) -> bool:
+        return self._held is line
+
+    def _dropped(self, held: _Held) -> list[dict[str, Any]]:
+        """A held message's line, kept (``transcript_line``) as nothing else will hold
+        it: a later write of its id replaced it, or ``$rewindTo`` dropped it. Kept as
+        the line of the event that would have held it (:func:`base.line_event_of`), so
+        that, read again after that event was written (an import before the rewrite),
+        it is recognised as there. Not for a document's messages (their ``raw`` is their
+        JSON re-serialised, not a line)."""
+        line, rec, fallback, base, pos = held
+        if pos is not None:
+            return []
+        # the message's events, worked out for their first one's id only: what they
+        # would count (usage rows, problems, unknown fields) is not this file's
+        rows, time, stats = len(self.usage), self._fallback, self.stats
+        self.stats = ParseStats()
+        try:
+            events = self._message(line, rec, fallback, base, pos)
+        finally:
+            del self.usage[rows:]
+            self._fallback, self.stats = time, stats
+        if events and "raw" in events[0]:
+            return [line_event_of(events[0])]
+        return [self.line_event(line, rec)]
+
     def _feed(self, line: SourceLine, record: Any) -> list[dict[str, Any]]:
         self._fallback = self._last_us
         if record is NOT_JSON or not isinstance(record, dict):
@@ -160,15 +190,13 @@ class GeminiCliParser(Parser):
             return [self._unknown(line, "chat", payload_error=bad)]
         if "$rewindTo" in record:
             self.stats.saw("$rewindTo")
-            self._rewind(line, record["$rewindTo"])
-            return []
+            return self._rewind(line, record["$rewindTo"])
         if "$set" in record:
             self.stats.saw("$set")
             self._update(line, record["$set"])
             return []
         if "id" in record or "type" in record:
-            self._put(line, record)
-            return []
+            return self._put(line, record)
         if isinstance(record.get("messages"), list):
             return self.feed_document(line, record)
         if "sessionId" in record:
@@ -218,7 +246,10 @@ class GeminiCliParser(Parser):
             data = b""
         return SourceLine(line.path, line.lineno, line.offset, data)
 
-    def _put(self, line: SourceLine, rec: dict[str, Any], base: int = 0, pos: int | None = None) -> None:
+    def _put(self, line: SourceLine, rec: dict[str, Any], base: int = 0,
+             pos: int | None = None) -> list[dict[str, Any]]:
+        """Hold a message (the last write of an id wins); the events of the write it
+        replaced, if any: its line, kept."""
         typ = rec.get("type") if isinstance(rec.get("type"), str) else None
         self.stats.saw(typ or "message")
         if typ not in MESSAGE_TYPES:
@@ -233,16 +264,22 @@ class GeminiCliParser(Parser):
         t = c.timestamp_us(rec.get("timestamp"))
         if t is not None:
             self._last_us = t
+        was = self._messages.get(key)
         self._messages[key] = (line, rec, self._last_us, base, pos)
+        self._held = line
+        return [] if was is None else self._dropped(was)
 
-    def _rewind(self, line: SourceLine, target: Any) -> None:
+    def _rewind(self, line: SourceLine, target: Any) -> list[dict[str, Any]]:
+        """Drop the message ``target`` and those after it; their lines, kept."""
         if not isinstance(target, str) or target not in self._messages:
             self.stats.problem(line, "$rewindTo names no message read so far (in this pass)")
-            return
+            return []
         keys = list(self._messages)
+        out: list[dict[str, Any]] = []
         for k in keys[keys.index(target):]:
-            del self._messages[k]
+            out.extend(self._dropped(self._messages.pop(k)))
             self.rewound += 1
+        return out
 
     def _update(self, line: SourceLine, value: Any) -> None:
         if not isinstance(value, dict):

@@ -30,7 +30,7 @@ import orjson
 
 from ..fastjson import dumps_bytes
 from ..paths import FILE_MODE, ensure_dir, state_dir
-from .base import NOT_JSON, Parser, SourceLine, merge_key, text_digest
+from .base import LINE_KIND, NOT_JSON, Parser, SourceLine, line_event_of, merge_key, text_digest
 
 #: the longest line read (longer ones are skipped and reported)
 MAX_LINE: Final = 64 << 20
@@ -38,6 +38,10 @@ CHUNK: Final = 1 << 20
 HEAD_BYTES: Final = 4096
 #: events appended to a log per write
 BATCH: Final = 2000
+#: bytes of lines whose events are held before a write, at most (about: the lines'
+#: events are written once they pass it). With :data:`BATCH` this bounds what a
+#: write holds whatever the lines' sizes: 2,000 events of 12 MB lines would be ~50 GB
+BATCH_BYTES: Final = 8 << 20
 #: sessions are imported in chunks of about this many bytes of files (a worker's task;
 #: their events are written in batches that span the chunk's files)
 CHUNK_BYTES: Final = 4 << 20
@@ -72,6 +76,10 @@ class FileReport:
     """Events written."""
     duplicates: int = 0
     """Events not written: already in the log, or recorded by a hook."""
+    kept_lines: int = 0
+    """Of :attr:`events`, the ``transcript_line`` events: lines kept that no other
+    event written holds (bookkeeping records, thinking-only records, a line whose
+    event a hook had recorded …)."""
     sessions: list[str] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)
     unknown: dict[str, int] = field(default_factory=dict)
@@ -95,13 +103,14 @@ class ImportReport:
     seconds: float = 0.0
 
     def totals(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"files": len(self.files), "bytes_read": 0, "lines": 0, "events": 0, "duplicates": 0,
-                               "problems": 0, "errors": 0, "unknown_records": 0}
+        out: dict[str, Any] = {"files": len(self.files), "bytes_read": 0, "lines": 0, "events": 0, "kept_lines": 0,
+                               "duplicates": 0, "problems": 0, "errors": 0, "unknown_records": 0}
         sessions: set[tuple[str, str]] = set()
         for f in self.files:
             out["bytes_read"] += f.bytes_read
             out["lines"] += f.lines
             out["events"] += f.events
+            out["kept_lines"] += f.kept_lines
             out["duplicates"] += f.duplicates
             out["problems"] += f.problem_count
             out["errors"] += f.error is not None
@@ -113,11 +122,13 @@ class ImportReport:
     def by_provider(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for f in self.files:
-            p = out.setdefault(f.provider, {"files": 0, "sessions": set(), "events": 0, "duplicates": 0,
-                                            "unknown": {}, "unknown_fields": {}, "problems": 0, "errors": 0})
+            p = out.setdefault(f.provider, {"files": 0, "sessions": set(), "events": 0, "kept_lines": 0,
+                                            "duplicates": 0, "unknown": {}, "unknown_fields": {}, "problems": 0,
+                                            "errors": 0})
             p["files"] += 1
             p["sessions"].update(f.sessions)
             p["events"] += f.events
+            p["kept_lines"] += f.kept_lines
             p["duplicates"] += f.duplicates
             p["problems"] += f.problem_count
             p["errors"] += f.error is not None
@@ -231,9 +242,15 @@ def iter_lines(path: str, start: int, first_lineno: int,
                 skipping = True
 
 
+def _whole_file(parser: Parser, path: str) -> bool:
+    """A ``.json`` file of a parser that reads some files whole (:meth:`Parser.whole_document`):
+    one JSON document, which its agent rewrites in place."""
+    return path.endswith(".json") and type(parser).whole_document is not Parser.whole_document
+
+
 def _document(parser: Parser, path: str, size: int) -> Any:
     """A ``.json`` file the parser reads whole (:meth:`Parser.whole_document`), else None."""
-    if not path.endswith(".json") or size > MAX_LINE or type(parser).whole_document is Parser.whole_document:
+    if size > MAX_LINE:
         return None
     try:
         with open(path, "rb") as fh:
@@ -252,6 +269,14 @@ def _parse_exact(data: bytes) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return None if not data.strip() else _INEXACT
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def parse_json(data: bytes) -> Any:
@@ -296,10 +321,14 @@ class Known:
     recorded, the times of prompts (by a digest of their text, which a person may
     type twice), turn ends and session starts (which carry no id both sides share):
     a reconstructed one is the same thing when a hook's is within
-    :data:`WINDOW_US`."""
+    :data:`WINDOW_US`.
+
+    Each id maps to the source line whose bytes its event holds in ``raw`` (0: none),
+    so that a line whose event is not written is still kept when no event there
+    holds it (:meth:`loses_line`)."""
 
     def __init__(self) -> None:
-        self.ids: set[str] = set()
+        self.ids: dict[str, int] = {}
         self.keys: set[str] = set()
         self.times: dict[tuple[str, ...], list[int]] = {}
 
@@ -313,8 +342,8 @@ class Known:
         return None
 
     def add(self, ev: dict[str, Any], key: str | None) -> None:
-        self.ids.add(str(ev.get("event_id")))
         attrs = ev.get("attrs")
+        self.ids[str(ev.get("event_id"))] = _line_held(ev, attrs)
         hooked = not (isinstance(attrs, dict) and attrs.get("reconstructed") is True)
         timed = self._timed(ev, key)
         if timed is not None:
@@ -343,11 +372,26 @@ class Known:
             if key in self.keys:
                 return False
             self.keys.add(key)
-        self.ids.add(str(event_id))
+        self.ids[str(event_id)] = _line_held(ev, ev["attrs"])
         if timed is not None and ev["attrs"].get("reconstructed") is not True:
             at = ev.get("observed_at")
             self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
         return True
+
+    def loses_line(self, ev: dict[str, Any]) -> bool:
+        """Whether ``ev``, an event holding its line in ``raw`` that :meth:`take` did
+        not take, leaves its line out of the log: it was the same thing as an event
+        of a hook or of another line (its merge key or time), or an event of another
+        line had its id (Gemini CLI writes a message again under its id)."""
+        held = self.ids.get(ev["event_id"])
+        return held is None or held != ev["attrs"].get("source_line")
+
+    def holds_line(self, attrs: dict[str, Any]) -> bool:
+        """Whether a ``transcript_line`` event made for a line's own event
+        (:func:`base.line_event_of`: ``attrs.carrier_event_id``) need not be written:
+        that event is in the log, holding that line."""
+        carrier = attrs.get("carrier_event_id")
+        return carrier is not None and self.ids.get(carrier) == attrs.get("source_line")
 
     def has(self, ev: dict[str, Any], key: str | None) -> bool:
         if ev["event_id"] in self.ids:
@@ -360,6 +404,14 @@ class Known:
             at = ev["observed_at"]
             return any(abs(at - t) <= WINDOW_US for t in times)
         return bool(key) and key in self.keys
+
+
+def _line_held(ev: dict[str, Any], attrs: Any) -> int:
+    """The source line an event holds in ``raw`` (0: none, or not a reconstructed one's)."""
+    if "raw" not in ev or not isinstance(attrs, dict):
+        return 0
+    n = attrs.get("source_line")
+    return n if isinstance(n, int) else 0
 
 
 def _known(root: str, provider: str, session_id: str | None) -> Known:
@@ -411,7 +463,8 @@ def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int],
 class _Sink:
     """Events read and not yet written, of one file or of several (a worker's share of
     an import): redacted, merged with what the logs hold, by session, and appended
-    :data:`BATCH` at a time. Batches that span files make the secret gate's pre-check
+    :data:`BATCH` at a time, or sooner once their lines pass :data:`BATCH_BYTES`
+    (memory stays bounded by bytes as well as by events). Batches that span files make the secret gate's pre-check
     run once per batch rather than once per file (each run of it compiles its
     pattern and builds its automaton afresh: ~0.5 ms, a transcript file's worth of
     scanning)."""
@@ -423,12 +476,17 @@ class _Sink:
         self.events: list[dict[str, Any]] = []
         self.reports: list[FileReport] = []
         """The file each event was read from, for its counts."""
+        self.bytes = 0
+        """Bytes of the lines whose events are held."""
 
-    def add(self, report: FileReport, events: list[dict[str, Any]]) -> None:
+    def add(self, report: FileReport, events: list[dict[str, Any]], nbytes: int = 0) -> None:
+        """Hold ``events``, read from ``nbytes`` of ``report``'s file (the lines'
+        sizes: their events hold about as much, twice or thrice — content and raw)."""
         self.events.extend(events)
         self.reports.extend([report] * len(events))
-        if len(self.events) >= BATCH:
-            self.flush()  # memory stays bounded by a batch, whatever the files' sizes
+        self.bytes += nbytes
+        if len(self.events) >= BATCH or self.bytes >= BATCH_BYTES:
+            self.flush()  # memory stays bounded by a batch, whatever the files' and lines' sizes
 
     def flush(self) -> None:
         """Merge what was read with what the logs hold, by session, and append it."""
@@ -444,6 +502,7 @@ class _Sink:
             by_session.setdefault((ev["provider"], ev.get("provider_session_id")), []).append((ev, blob, report))
         self.events.clear()
         self.reports.clear()
+        self.bytes = 0
         for cache_key, triples in by_session.items():
             provider, session_id = cache_key
             if cache_key not in self.known:
@@ -453,15 +512,36 @@ class _Sink:
             for ev, blob, report in triples:
                 if session_id is not None and session_id not in report.sessions:
                     report.sessions.append(session_id)
+                kind = ev["kind"]
+                if kind == LINE_KIND and held.holds_line(ev["attrs"]):
+                    report.duplicates += 1  # a line its own event holds, written by an import before
+                    continue
                 if not held.take(ev, ev["attrs"].get("merge_key") or hook_merge_key(ev)):
                     report.duplicates += 1
+                    if "raw" in ev and held.loses_line(ev):
+                        # its line is not in the log: kept on its own (raw redacted above)
+                        kept = line_event_of(ev)
+                        if held.take(kept, None):
+                            report.events += 1
+                            report.kept_lines += 1
+                            fresh.append(_serialised(kept))
                     continue
                 report.events += 1
+                if kind == LINE_KIND:
+                    report.kept_lines += 1
                 fresh.append(blob)
             if fresh and not self.dry_run:
                 log = open_session_log(self.root, provider, session_id, durability="relaxed", hasher=hashlib.sha256)
                 for i in range(0, len(fresh), BATCH):
                     log.append(fresh[i:i + BATCH])
+
+
+def _serialised(ev: dict[str, Any]) -> bytes:
+    """An event already redacted, as the log holds it."""
+    try:
+        return orjson.dumps(ev)
+    except TypeError:  # a lone surrogate: the encoder that writes it
+        return dumps_bytes(ev)
 
 
 # -- one file ---------------------------------------------------------------------------------------
@@ -487,7 +567,15 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
     ident = os.path.abspath(path)
     entry = state.get(ident)
     start, first_line = 0, 0
-    if isinstance(entry, dict):
+    whole = _whole_file(parser, path)
+    if isinstance(entry, dict) and whole:
+        # one JSON document rewritten in place: read whole whenever it changed (its
+        # events are recognised by their ids), never from an offset (a rewrite that
+        # keeps the first bytes is not growth)
+        same = entry.get("ino") == st.st_ino and entry.get("dev") == st.st_dev \
+            and entry.get("offset") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns
+        report.mode = "unchanged" if same else "replaced"
+    elif isinstance(entry, dict):
         same = entry.get("ino") == st.st_ino and entry.get("dev") == st.st_dev \
             and isinstance(entry.get("offset"), int) and entry["offset"] <= st.st_size \
             and entry.get("head") == _head_digest(path, int(entry.get("offset") or 0))
@@ -502,15 +590,23 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
         return report
     own = sink is None
     out = sink if sink is not None else _Sink(root, dry_run, known)
+    parser.file_time_us = st.st_mtime_ns // 1000
     end = start
-    document = _document(parser, path, st.st_size) if start == 0 else None
+    document = _document(parser, path, st.st_size) if whole and start == 0 else None
     if document is not None:  # a chat kept as one JSON document (older Gemini CLI): read whole
-        out.add(report, parser.feed_document(SourceLine(path, 1, 0, b""), document))  # type: ignore[attr-defined]
+        out.add(report, parser.feed_document(SourceLine(path, 1, 0, b""), document),  # type: ignore[attr-defined]
+                st.st_size)
         if on_bytes is not None:
             on_bytes(st.st_size)
         report.lines = 1
         end = st.st_size
     head: list[bytes] = []
+    keeps = parser.keeps_lines
+    # kept lines read before the parser knows the file's session (Claude Code's summary and
+    # file-history-snapshot records name none): they go to the session the file names next,
+    # not to one named after the file (its name need not be the session's)
+    waiting: list[tuple[SourceLine, Any]] = []
+    waiting_bytes = 0
     try:
         for line, line_end in (iter_lines(path, start, first_line, on_bytes, head) if document is None else ()):
             end = line_end
@@ -523,12 +619,35 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
             record = _parse_exact(line.data)
             if record is _INEXACT:
                 record = parse_json(line.data)
+                if record is not NOT_JSON and record is not None and not _utf8(line.data):
+                    parser.stats.problem(line, "invalid UTF-8: bytes replaced by U+FFFD, the line imported "
+                                               "(raw keeps its bytes)")
             elif not line.data.isascii():
                 line = line._replace(json=True)  # its raw text can be written without decoding it
             if record is None:
                 continue
-            out.add(report, parser.feed(line, record))
-        out.add(report, parser.finish())
+            events = parser.feed(line, record)
+            size = len(line.data)
+            if keeps and not parser.holds(line) and not any("raw" in ev and ev["attrs"]["source_line"] == line.lineno
+                                                            for ev in events):
+                # a line no event holds (bookkeeping, thinking only, garbage …): kept on its own —
+                # once the file has named its session, when it does not name one itself
+                if parser.last_session is None and parser.line_session(record) == parser.session_hint \
+                        and waiting_bytes + size <= BATCH_BYTES:
+                    waiting.append((line, record))
+                    waiting_bytes += size
+                    size = 0
+                else:
+                    events.append(parser.line_event(line, record))
+            if waiting and parser.last_session is not None:
+                events[:0] = [parser.line_event(w, r) for w, r in waiting]
+                size += waiting_bytes
+                waiting.clear()
+                waiting_bytes = 0
+            out.add(report, events, size)
+        events = parser.finish()
+        # lines still waiting: the file never named a session (or not in its first 8 MiB of them): its name's
+        out.add(report, events + [parser.line_event(w, r) for w, r in waiting], waiting_bytes)
     except OSError as e:
         report.error = f"read failed: {e.strerror}"
     if own:
@@ -544,7 +663,8 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
         _note_unknown(root, parser.provider, stats.unknown, stats.unknown_fields)
     if not dry_run and report.error is None:
         state[ident] = {"dev": st.st_dev, "ino": st.st_ino, "offset": end, "lines": first_line + report.lines,
-                        "head": _head_digest(path, end, head[0] if head else b""), "provider": parser.provider,
+                        "head": _head_digest(path, end, head[0] if head else b""), "mtime_ns": st.st_mtime_ns,
+                        "provider": parser.provider,
                         "imported_at": int(time.time()),
                         # open calls' inputs are content: redacted like everything written
                         "carry": redact_value(parser.carry())[0]}

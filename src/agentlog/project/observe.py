@@ -39,8 +39,9 @@ ATTR_KEYS: Final = frozenset({
 # Kinds whose text (prompt or note) the projection keeps.
 TEXT_KINDS: Final = frozenset({"prompt_submitted", "correction", "retraction"})
 META_KINDS: Final = frozenset({"correction", "retraction"})
-# Kinds the projection never reads: not agent activity (the memory's own events).
-IGNORED_KINDS: Final = frozenset({"memory"})
+# Kinds the projection never reads: not agent activity (the memory's own events, the
+# transcript lines an import keeps for their bytes alone).
+IGNORED_KINDS: Final = frozenset({"memory", "transcript_line"})
 
 
 @dataclass(slots=True)
