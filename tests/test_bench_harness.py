@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from agentlog.bench.anchors import check_targets, compare, load_anchors
-from agentlog.bench.harness import select
+from agentlog.bench.harness import SETTLE_MAX_SECS, select
 from agentlog.bench.report import fmt_value, render_markdown
 
 FIXTURE = str(Path(__file__).with_name("bench_steps_fixture.py"))
@@ -63,8 +63,11 @@ def test_rss_cap_kills_the_step_and_the_run_goes_on(tmp_path: Path) -> None:
     # the disk is flushed before every step, outside its wall time, and the report says how long it took
     assert all(isinstance(x["disk_flush_secs"], float) and 0 <= x["disk_flush_secs"] < x["wall_secs"] + 60
                for x in data["steps"])
+    # then waited for the disks to go quiet (bounded), also outside its wall time
+    assert all(isinstance(x["disk_settle_secs"], float) and 0 <= x["disk_settle_secs"] <= SETTLE_MAX_SECS + 1
+               for x in data["steps"])
     md = (tmp_path / "results.md").read_text()
-    assert "| Disk flush before |" in md and "the parent's `sync` before the step starts" in md
+    assert "| Disk flush / settle before |" in md and "the parent's `sync` before the step starts, then its wait" in md
     assert "## Slow and unflattering" in md
     assert "`hog` did not run to a result: killed: resident set" in md
     assert "hog" in r.stderr and "killed" in r.stderr  # one progress line per step
@@ -366,7 +369,8 @@ def _every_anchor_and_target_finds_its_metric(data: dict[str, Any]) -> None:
     """Each figure of ours that an anchor or a target names is a metric its step reports (a
     metric keyed by a store size, ``1450000.x``, at the size this run measured): a misspelt
     metric would leave the report saying 'not measured at this size' for a figure it has."""
-    ran = {e["name"]: (e["result"] or {}).get("metrics") or {} for e in data["steps"] if e["status"] == "ok"}
+    ran = {e["name"]: (e["result"] or {}).get("metrics") or {} for e in data["steps"]
+           if e["status"] == "ok" and not ((e["result"] or {}).get("raw") or {}).get("skipped")}  # (below its size)
     anchors = load_anchors()
     named = [(a["id"], a["ours"]["step"], a["ours"]["metric"]) for a in anchors["anchors"] if a.get("ours")]
     named += [(t["id"], t["step"], t["metric"]) for t in anchors["targets"]]

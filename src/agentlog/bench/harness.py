@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType, ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 from .common import describe_machine, finite, write_json_atomic
 
@@ -237,11 +237,44 @@ def watch_parent(parent_pid: int, interval: float = 0.5) -> None:
     threading.Thread(target=loop, name="parent-watch", daemon=True).start()
 
 
+#: the longest the parent waits for the disks to go quiet before a step (untimed)
+SETTLE_MAX_SECS: Final = 30.0
+
+
+def _disk_activity() -> tuple[int, ...] | None:
+    """Writes and discards completed and I/Os in flight, summed over the whole disks of
+    ``/proc/diskstats`` (None where there is no such file)."""
+    try:
+        with open("/proc/diskstats", encoding="ascii") as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        return None
+    whole = [r for r in rows if len(r) >= 14 and os.path.isdir(f"/sys/block/{r[2].replace('/', '!')}")]
+    return (sum(int(r[7]) for r in whole), sum(int(r[14]) for r in whole if len(r) > 14),
+            sum(int(r[11]) for r in whole))
+
+
+def settle_disk(interval: float = 0.2, quiet_samples: int = 3, limit: float = SETTLE_MAX_SECS) -> float:
+    """Wait until no write or discard completes and none is in flight for ``quiet_samples``
+    samples ``interval`` apart (at most ``limit`` seconds): how long that took. With ext4's
+    ``discard`` option the blocks a step freed are discarded after ``sync`` returns, and the
+    journal waits for them: files created meanwhile measured 5-9× slower."""
+    t0 = time.monotonic()
+    last = _disk_activity()
+    quiet = 0
+    while last is not None and quiet < quiet_samples and time.monotonic() - t0 < limit:
+        time.sleep(interval)
+        now = _disk_activity()
+        quiet = quiet + 1 if now is not None and now[:2] == last[:2] and now[2] == 0 else 0
+        last = now
+    return time.monotonic() - t0
+
+
 def flush_disk() -> float:
     """Write every dirty page to disk (``sync``) and how long that took: run before each step,
     untimed, so a step is not charged for the writeback of the one before it (the import step
-    writes and removes ~2 GB of logs; a step that creates files right after it measured up to
-    9× slower)."""
+    writes and removes ~3 GB of logs and transcripts; a step that creates files right after it
+    measured up to 9× slower)."""
     t0 = time.monotonic()
     os.sync()
     return time.monotonic() - t0
@@ -355,6 +388,7 @@ class Runner:
         argv = self.child_argv(name)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         entry["disk_flush_secs"] = flush_disk()
+        entry["disk_settle_secs"] = settle_disk()
         t0 = time.monotonic()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)

@@ -123,7 +123,7 @@ def steps_summary(results: dict[str, Any]) -> list[str]:
                 f"`{s['name']}`",
                 s.get("status"),
                 fmt_secs(s.get("wall_secs")),
-                fmt_secs(s["disk_flush_secs"]) if s.get("disk_flush_secs") is not None else "—",
+                " / ".join(fmt_secs(s[k]) if s.get(k) is not None else "—" for k in ("disk_flush_secs", "disk_settle_secs")),
                 fmt_bytes(rss.get("ru_maxrss_bytes")),
                 fmt_bytes(rss.get("vmhwm_bytes")),
                 fmt_bytes(rss.get("observed_bytes")) if rss.get("observed_bytes") else "—",
@@ -135,12 +135,13 @@ def steps_summary(results: dict[str, Any]) -> list[str]:
         "## Steps",
         "",
         markdown_table(
-            ["Step", "Status", "Wall", "Disk flush before", "Peak RSS (getrusage)", "Peak RSS (VmHWM)", "Observed by parent", "Observed, with its children", "Note"],
+            ["Step", "Status", "Wall", "Disk flush / settle before", "Peak RSS (getrusage)", "Peak RSS (VmHWM)", "Observed by parent", "Observed, with its children", "Note"],
             rows,
         ),
         "",
-        "Wall: the whole child process, interpreter start included. Disk flush before: the parent's `sync` "
-        "before the step starts (untimed: the writeback of the step before is not charged to it). Peak RSS: the child's own "
+        "Wall: the whole child process, interpreter start included. Disk flush / settle before: the parent's `sync` "
+        "before the step starts, then its wait until no write or discard completes or is in flight for 0.6 s (at most "
+        "30 s; untimed: the writeback and discards of the step before are not charged to it). Peak RSS: the child's own "
         "`getrusage(RUSAGE_SELF).ru_maxrss` and `VmHWM` at exit; observed: the parent's polling of `VmRSS` every "
         "250 ms, for the child alone and summed over its process group (the hooks and commands a step spawns; shared "
         "pages count once per process there).",
