@@ -378,9 +378,10 @@ def _every_anchor_and_target_finds_its_metric(data: dict[str, Any]) -> None:
     for ident, step, metric in named:
         if step not in ran or metric == "peak_rss_bytes":
             continue
-        sized = re.fullmatch(r"\d+\.(.+)", metric)
-        if sized:  # the same figure at the sizes this run measured
-            assert any(re.fullmatch(r"\d+\." + re.escape(sized.group(1)), k) for k in ran[step]), (ident, step, metric)
+        sized = re.fullmatch(r"\d+\.(.+)", metric) or re.fullmatch(r"(.+)\.\d+", metric)
+        if sized:  # the same figure at the sizes this run measured (N.x or x.N)
+            same = re.escape(sized.group(1))
+            assert any(re.fullmatch(rf"\d+\.{same}|{same}\.\d+", k) for k in ran[step]), (ident, step, metric)
         else:
             assert metric in ran[step], (ident, step, metric, sorted(ran[step]))
         checked += 1

@@ -146,6 +146,28 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
             "export_again_ms": again_ms, "restore": restore, "restore_ms": restore["median"]}
 
 
+#: dashboard routes timed at engram's scale: (name, path; ``{id}`` a memory's id)
+DASHBOARD_ROUTES: Final = (("list", "/memory"), ("list_json", "/api/memory"), ("get", "/memory/{id}"),
+                           ("get_json", "/api/memory/{id}"))
+
+
+def _dashboard(ctx: StepContext, root: str) -> dict[str, dict[str, float]]:
+    """The dashboard's memory pages over ``root`` (1,000 memories): ``agentlog serve --no-live``
+    a child process, signed in, each route over HTTP on loopback after one untimed request."""
+    from .web_steps import _client, _serve, _stop, _time_routes
+
+    ctx.progress("the dashboard's memory pages (agentlog serve, HTTP on loopback)")
+    proc, url = _serve(root, live=False)
+    try:
+        client = _client(url)
+        mid = client.get("/api/memory").json()["memories"][0]["id"]
+        timed = _time_routes(client, [path.format(id=mid) for _, path in DASHBOARD_ROUTES])
+        client.close()
+    finally:
+        _stop(proc)
+    return {name: timed[path.format(id=mid)] for name, path in DASHBOARD_ROUTES}
+
+
 def memory(ctx: StepContext) -> dict[str, Any]:
     """engram's memory operations at 1,000 memories, then at up to 100,000."""
     from .projection_steps import _child
@@ -171,6 +193,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
     for name, args in (("list", ["list", "--limit", "20"]), ("show", ["show", slug]), ("search", ["search", "tests"])):
         runs = [_child([sys.executable, "-m", "agentlog", "memory", *args], env)["secs"] * 1000 for _ in range(7)]
         cli[name] = _stats(runs)
+    dashboard = _dashboard(ctx, root)
     big_n = min(100_000, ctx.events // 14)
     big: dict[str, Any] | None = None
     if big_n >= 10 * BASE_MEMORIES:  # the larger size only where it says something (--events ≥ 140,000)
@@ -203,6 +226,8 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "export_secs": base["export_ms"] / 1000, "restore_secs": base["restore_ms"] / 1000,
         "restore_max_ms": base["restore"]["max"],
         "cli_secs": max(v["median"] for v in cli.values()) / 1000,
+        "dashboard_list_mean_ms": dashboard["list"]["mean"], "dashboard_list_p95_ms": dashboard["list"]["p95"],
+        "dashboard_get_mean_ms": dashboard["get"]["mean"], "dashboard_get_p95_ms": dashboard["get"]["p95"],
     }
     if big is not None:
         metrics.update({f"big.{k}": v for k, v in (("memories", big["memories"]),
@@ -247,8 +272,16 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "columns": ["command", "p50", "p95"],
         "rows": [[f"agentlog memory {k}", f"{v['median']:.0f} ms", f"{v['p95']:.0f} ms"] for k, v in cli.items()],
         "note": "Spawn to exit, 7 runs each. Target ≤ 150 ms.",
+    }, {
+        "title": "The dashboard's memory pages (engram's scale)",
+        "columns": ["route", "first", "mean", "p50", "p95"],
+        "rows": [[path, f"{d['first']:.1f} ms", f"{d['mean']:.1f} ms", f"{d['median']:.1f} ms", f"{d['p95']:.1f} ms"]
+                 for (name, path), d in ((r, dashboard[r[0]]) for r in DASHBOARD_ROUTES)],
+        "note": "`agentlog serve --no-live` (a child process) over the 1,000 memories above, signed in; HTTP on "
+                "loopback (httpx), one untimed request per route, then the web step's runs. The list is a page of "
+                "memories (HTML, and its JSON); one memory is its page with its evidence resolved and its history.",
     }]
-    return {"tables": tables, "metrics": metrics, "base": base, "big": big, "cli": cli}
+    return {"tables": tables, "metrics": metrics, "base": base, "big": big, "cli": cli, "dashboard": dashboard}
 
 
 MEMORY_STEPS: Final = {"memory": memory}
