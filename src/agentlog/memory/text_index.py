@@ -298,9 +298,14 @@ def _prefix_query(token: str) -> tantivy.Query:
     return tantivy.Query.regex_query(schema(), "body", _regex_literal(token) + ".*")
 
 
+def _first(pair: tuple[Any, float]) -> int:
+    """A (row, score) pair's row, for sorting (a missing row first: it is dropped)."""
+    return -1 if pair[0] is None else int(pair[0])
+
+
 def matches(root: str, con: sqlite3.Connection, q: Query) -> dict[int, float] | None:
-    """Every memory matching the free text ``q``: its row in the read model → BM25, after
-    catching the index up with ``con``; None when ``q`` can match nothing."""
+    """Every memory matching the free text ``q``: its row in the read model → BM25, in row
+    order, after catching the index up with ``con``; None when ``q`` can match nothing."""
     query = engine_query(q)
     if query is None:
         return None
@@ -310,7 +315,9 @@ def matches(root: str, con: sqlite3.Connection, q: Query) -> dict[int, float] | 
     if not hits:
         return {}
     rows = searcher.fast_field_values("row", [a for _, a in hits])
-    found = dict(zip(rows, (s for s, _ in hits)))
+    # in row order: the read model's rows are then visited in the order they are stored (at
+    # 100,000 matches, the join on them takes a third of the time it takes in score order)
+    found = dict(sorted(zip(rows, (s for s, _ in hits)), key=_first))
     found.pop(None, None)  # (no document of this index lacks a row; a segment of another schema could)
     return cast(dict[int, float], found)
 
