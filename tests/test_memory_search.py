@@ -85,6 +85,17 @@ def test_bad_dates_are_refused_and_fts_syntax_is_text(agentlog_home: Path, mems:
     assert ids(agentlog_home, 'tests AND NOT ruff') == set()
 
 
+def test_free_text_with_no_word_in_it_matches_nothing(agentlog_home: Path, mems: dict[str, S.Memory]) -> None:
+    """Punctuation alone is text that names no word: no memory matches it (it once matched every one)."""
+    t, r = mems["tests"].id, mems["ruff"].id
+    for q in ('"', '""', '" "', "*", "***", "kind:procedure \"", "tag:ci *", '(', "OR"):
+        assert ids(agentlog_home, q) == set(), q
+    # beside a word, punctuation is ignored; an exclusion of nothing excludes nothing
+    assert ids(agentlog_home, 'tests "') == {t}
+    assert ids(agentlog_home, 'kind:convention -"') == {r}
+    assert ids(agentlog_home, "kind:convention") == {r}
+
+
 def test_ranking_is_relevance_times_confidence(agentlog_home: Path) -> None:
     root = str(agentlog_home)
     strong = S.create(root, "fact", "the cache lives in redis", attributes={"statement": "redis cache"})

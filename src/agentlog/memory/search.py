@@ -68,9 +68,14 @@ class Query:
         except QueryError:  # only exclusions (beside operators): every memory but those
             bare = " ".join(w[1:] for w in self.text if w.startswith("-") and len(w) > 1)
             try:
-                return TextQuery(excluded=[t for alts in parse_query(bare).clauses for t in alts]) if bare else None
+                excluded = [t for alts in parse_query(bare).clauses for t in alts] if bare else []
             except QueryError:
-                return None
+                excluded = []
+            if excluded or any(w.startswith("-") for w in self.text):
+                return TextQuery(excluded=excluded) if excluded else None  # (excluding nothing: every memory)
+            # text typed, but no word in it (``"``, ``*``): it matches nothing, not everything (a
+            # clause with no term to look for, which :func:`.text_index.engine_query` reads so)
+            return TextQuery(clauses=[[]])
 
 
 def _time_us(text: str) -> tuple[int, int]:
