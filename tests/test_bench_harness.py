@@ -386,3 +386,38 @@ def _every_anchor_and_target_finds_its_metric(data: dict[str, Any]) -> None:
             assert metric in ran[step], (ident, step, metric, sorted(ran[step]))
         checked += 1
     assert checked >= 30
+
+
+def test_scratch_directories_live_in_the_steps_own_spread_directory(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's scratch directories are made in one directory of its own, marked (where the file
+    system has the flag) to place each of them in a block group the file system picks; cleanup
+    removes it whole."""
+    import array
+    import fcntl
+    import tempfile
+
+    from agentlog.bench.common import FS_IOC_GETFLAGS, FS_TOPDIR_FL, spread_directories
+    from agentlog.bench.harness import StepContext
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ctx = StepContext("memory", 1000, 1)
+    a, b = ctx.tmpdir(), ctx.tmpdir()
+    assert a != b and os.path.dirname(a) == os.path.dirname(b) != str(tmp_path)
+    base = os.path.dirname(a)
+    assert os.path.basename(base).startswith("agentlog-bench-memory-")
+    assert isinstance(ctx.spread_scratch, bool)
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        flags = array.array("i", [0])
+        try:
+            fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+            has_flag: bool | None = bool(flags[0] & FS_TOPDIR_FL)
+        except OSError:
+            has_flag = None  # a file system without inode flags
+    finally:
+        os.close(fd)
+    assert ctx.spread_scratch == bool(has_flag)
+    assert spread_directories(str(tmp_path / "missing")) is False
+    ctx.cleanup()
+    assert not os.path.exists(base) and not os.path.exists(a)

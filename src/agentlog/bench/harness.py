@@ -140,6 +140,9 @@ class StepContext:
     capped: bool = False
     cap_notes: list[str] = field(default_factory=list)
     _tmp: list[str] = field(default_factory=list)
+    _base: str | None = None
+    spread_scratch: bool | None = None
+    """Whether the scratch directories are spread over the file system (None: none made yet)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -161,8 +164,15 @@ class StepContext:
         print(f"[{self.name} {self.elapsed():7.1f}s] {message}", file=sys.stderr, flush=True)
 
     def tmpdir(self) -> str:
-        """A scratch directory, removed when the step ends."""
-        path = tempfile.mkdtemp(prefix=f"agentlog-bench-{self.name}-")
+        """A scratch directory, removed when the step ends: made in the step's own directory
+        under the system's temporary one, which is marked to spread the directories made in
+        it over the file system (:func:`.common.spread_directories`, where it can be)."""
+        if self._base is None:
+            from .common import spread_directories
+
+            self._base = tempfile.mkdtemp(prefix=f"agentlog-bench-{self.name}-")
+            self.spread_scratch = spread_directories(self._base)
+        path = tempfile.mkdtemp(dir=self._base)
         self._tmp.append(path)
         return path
 
@@ -170,6 +180,9 @@ class StepContext:
         for path in self._tmp:
             shutil.rmtree(path, ignore_errors=True)
         self._tmp.clear()
+        if self._base is not None:
+            shutil.rmtree(self._base, ignore_errors=True)
+            self._base = None
 
 
 def peak_rss() -> dict[str, int | None]:
@@ -212,6 +225,7 @@ def run_step(name: str, fn: StepFn, ctx: StepContext) -> dict[str, Any]:
             "step_wall_secs": wall,
             "capped": ctx.capped,
             "cap_notes": ctx.cap_notes,
+            "scratch_spread": ctx.spread_scratch,
             "peak_rss": peak_rss(),
             "metrics": metrics,
             "tables": tables,

@@ -68,6 +68,55 @@ def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], 
     return ids, append, tags
 
 
+def _growth_table(base: dict[str, Any], big: dict[str, Any]) -> dict[str, Any]:
+    """Each operation at engram's scale and at the larger size, and how much it grew (linear
+    growth is the ratio of the sizes)."""
+    def ops(r: dict[str, Any]) -> list[tuple[str, float]]:
+        return ([("append p50", r["append"]["median"]), ("tag update p50", r["tag_update"]["median"]),
+                 ("rebuild", r["rebuild_ms"]), ("differential verify", r["verify_ms"])]
+                + [(f"search {q} p50", st["median"]) for q, st in r["search"].items()]
+                + [(f"search {q} p95", st["p95"]) for q, st in r["search"].items()]
+                + [("proposal open p50", r["proposal_open"]["median"]), ("merge p50", r["merge"]["median"]),
+                   ("undo p50", r["undo"]["median"]), ("export p50", r["export_ms"]), ("restore p50", r["restore_ms"])])
+
+    sizes = big["memories"] / max(base["memories"], 1)
+    rows = [[name, f"{a:,.2f} ms", f"{b:,.2f} ms", f"{b / a:,.1f}×" if a > 0 else "—"]
+            for (name, a), (_, b) in zip(ops(base), ops(big))]
+    return {"title": "Growth from engram's scale to the larger size (strict)",
+            "columns": ["operation", f"{base['memories']:,} memories", f"{big['memories']:,} memories", "grew"],
+            "rows": rows,
+            "note": f"The sizes differ {sizes:,.0f}×: an operation growing linearly with the memories grows about "
+                    f"{sizes:,.0f}×, one whose cost does not depend on them about 1×. Searches over every match "
+                    "(a word in every memory) rank them all; the others read what their operators select."}
+
+
+def _read_tree(top: str) -> list[tuple[str, bytes]]:
+    """Every file under ``top``: (its path under ``top``, its bytes), in walk order."""
+    out = []
+    for d, _, names in os.walk(top):
+        for name in names:
+            with open(os.path.join(d, name), "rb") as fh:
+                out.append((os.path.relpath(os.path.join(d, name), top), fh.read()))
+    return out
+
+
+def _write_tree(top: str, files: list[tuple[str, bytes]]) -> None:
+    """The file system's floor for an export: the same files made with nothing else done —
+    a directory made once, then per file an open, a write and a close."""
+    made: set[str] = set()
+    for rel, data in files:
+        path = os.path.join(top, rel)
+        d = os.path.dirname(path)
+        if d not in made:
+            os.makedirs(d, exist_ok=True)
+            made.add(d)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
 def _spread(st: dict[str, float]) -> str:
     """A median with its maximum when there was more than one run."""
     return f"{st['median']:.0f} ms" + (f" ({st['max']:.0f})" if st["n"] > 1 else "")
@@ -127,23 +176,26 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
     # state moves from run to run: several runs, each into an empty directory / root, and the median
     exchange_runs = EXCHANGE_RUNS if n <= 10_000 else 1
     exports: list[float] = []
+    floors: list[float] = []
     out = ""
     for _ in range(exchange_runs):
         out = os.path.join(ctx.tmpdir(), "export")
         exports.append(_ms(lambda: exchange.export(root, out)))
+        files = _read_tree(out)
+        floors.append(_ms(lambda: _write_tree(os.path.join(ctx.tmpdir(), "floor"), files)))
     again_ms = _ms(lambda: exchange.export(root, out))  # into the last one: no file changed
     restores: list[float] = []
     for _ in range(exchange_runs):
         fresh = ctx.tmpdir()
         restores.append(_ms(lambda: exchange.restore(fresh, out)))
-    export, restore = _stats(exports), _stats(restores)
+    export, restore, floor = _stats(exports), _stats(restores), _stats(floors)
     return {"memories": n, "events": n + extra + 90, "build_secs": build_s, "append": _stats(append),
             "tag_update": _stats(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
             "search_p95_ms": max(s["p95"] for s in search.values()),
             "search_mean_ms": sum(s["mean"] for s in search.values()) / len(search),
             "search_after_write": _stats(after_write), "proposal_open": _stats(opened),
             "merge": _stats(merged), "undo": _stats(undone), "export": export, "export_ms": export["median"],
-            "export_again_ms": again_ms, "restore": restore, "restore_ms": restore["median"]}
+            "export_again_ms": again_ms, "export_floor": floor, "export_floor_ms": floor["median"], "restore": restore, "restore_ms": restore["median"]}
 
 
 #: dashboard routes timed at engram's scale: (name, path; ``{id}`` a memory's id)
@@ -206,7 +258,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "search_p95_ms": base["search_p95_ms"], "search_after_write_p50_ms": base["search_after_write"]["median"],
         "proposal_open_p50_ms": base["proposal_open"]["median"],
         "merge_p50_ms": base["merge"]["median"], "undo_p50_ms": base["undo"]["median"],
-        "export_ms": base["export_ms"], "restore_ms": base["restore_ms"],
+        "export_ms": base["export_ms"], "restore_ms": base["restore_ms"], "export_floor_ms": base["export_floor_ms"],
         "cli_list_ms": cli["list"]["median"], "cli_show_ms": cli["show"]["median"],
         "cli_search_ms": cli["search"]["median"],
         "relaxed.append_p50_ms": relaxed["append"]["median"], "relaxed.tag_update_p50_ms": relaxed["tag_update"]["median"],
@@ -246,14 +298,15 @@ def memory(ctx: StepContext) -> dict[str, Any]:
                 f"{r['tag_update']['median']:.2f} ms", f"{r['rebuild_ms'] / 1000:.2f} s", f"{r['verify_ms'] / 1000:.2f} s",
                 f"{r['search_p95_ms']:.1f} ms", f"{r['search_after_write']['median']:.1f} ms",
                 f"{r['proposal_open']['median']:.2f} / {r['merge']['median']:.2f} ms",
-                f"{r['undo']['median']:.2f} ms", _spread(r["export"]), _spread(r["restore"])]
+                f"{r['undo']['median']:.2f} ms", _spread(r["export"]), f"{r['export_floor']['median']:.0f} ms",
+                _spread(r["restore"])]
 
     rows = [row("engram's scale", base), row("engram's scale, relaxed", relaxed)] + ([row("larger", big)] if big else [])
     tables = [{
         "title": "Memory operations (in process)",
         "columns": ["size", "memories / events", "append p50", "tag update p50", "rebuild", "differential verify",
                     "search p95 (5 shapes)", "search after a write p50", "proposal open / merge p50", "undo p50",
-                    "export p50 (max)", "restore p50 (max)"],
+                    "export p50 (max)", "its file-system floor p50", "restore p50 (max)"],
         "rows": rows,
         "note": "One process, strict durability (each write fdatasyncs the memory log; its head is overwritten in "
                 "place, not synced), except the row "
@@ -264,10 +317,12 @@ def memory(ctx: StepContext) -> dict[str, Any]:
                 "slowest run); search after a write = an edit, then a search that finds it (the text index is caught up: one "
                 "tantivy commit), 20 times; proposals edit one memory, 30 of them, each merged and undone; export and restore "
                 f"{EXCHANGE_RUNS} times each at engram's scale (once at the larger size), each into an empty directory or "
-                "root (a file per memory: the file system's share moves with the disk's state). Targets at engram's "
+                "root (a file per memory: the file system's share moves with the disk's state); its floor = the same "
+                "files written into another empty directory with nothing else done (a directory made once, then an "
+                "open, a write and a close per file), right after each export. Targets at engram's "
                 "scale: append ≤ 0.5 ms, rebuild ≤ 0.5 s, verify ≤ 0.5 s, search p95 ≤ 5 ms, open and merge ≤ 1 ms, "
                 "undo ≤ 5 ms, export ≤ 150 ms, restore ≤ 150 ms.",
-    }, {
+    }, *([_growth_table(base, big)] if big else []), {
         "title": "agentlog memory commands as whole processes (engram's scale)",
         "columns": ["command", "p50", "p95"],
         "rows": [[f"agentlog memory {k}", f"{v['median']:.0f} ms", f"{v['p95']:.0f} ms"] for k, v in cli.items()],

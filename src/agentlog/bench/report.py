@@ -146,7 +146,24 @@ def steps_summary(results: dict[str, Any]) -> list[str]:
         "250 ms, for the child alone and summed over its process group (the hooks and commands a step spawns; shared "
         "pages count once per process there).",
         "",
+        *_scratch_note(results),
     ]
+
+
+def _scratch_note(results: dict[str, Any]) -> list[str]:
+    """Where the steps' scratch directories were made (spread by the file system or not)."""
+    spread = [s["name"] for s in results.get("steps", []) if (s.get("result") or {}).get("scratch_spread")]
+    plain = [s["name"] for s in results.get("steps", []) if (s.get("result") or {}).get("scratch_spread") is False]
+    if not spread and not plain:
+        return []
+    text = "Scratch directories: "
+    if spread:
+        text += (f"spread over the file system's block groups ({', '.join(spread)}: ext4's top-directory flag, so no "
+                 "step creates files where an earlier one just removed thousands — ext4 without a journal skips "
+                 "recently freed inodes one by one)")
+    if plain:
+        text += ("; " if spread else "") + f"where the file system puts them ({', '.join(plain)}: it has no such flag)"
+    return [text + ".", ""]
 
 
 def step_sections(results: dict[str, Any]) -> list[str]:

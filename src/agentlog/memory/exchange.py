@@ -118,10 +118,13 @@ def _write(path: str, data: bytes) -> None:
         fh.write(data)
 
 
-def _write_if_changed(path: str, data: bytes, dirs: set[str]) -> None:
+def _write_if_changed(path: str, data: bytes, dirs: set[str], existed: bool) -> None:
     """``data`` at ``path`` unless the file already holds exactly it (a re-export then leaves
-    unchanged files alone: their times too)."""
+    unchanged files alone: their times too). ``existed``: the file was there when the export
+    began (a file that was not is created without trying to read it first)."""
     try:
+        if not existed:
+            raise FileNotFoundError(path)
         with open(path, "rb") as fh:
             if fh.read(len(data) + 1) == data:
                 return
@@ -167,7 +170,7 @@ def export(root: str, out_dir: str) -> dict[str, Any]:
         if rel_path in files:  # a slug two memories share (a log written before slugs were unique): both kept
             rel_path = f"memories/{r[1]}/{r[3]}.{r[0]}.md"
         data = _memory_file(r, evidence.get(r[0], []), links.get(r[0], [])).encode("utf-8")
-        _write_if_changed(os.path.join(out_dir, rel_path), data, dirs)
+        _write_if_changed(os.path.join(out_dir, rel_path), data, dirs, rel_path in before)
         files[rel_path] = hashlib.sha256(data).hexdigest()
     for gone in sorted(before - set(files)):
         os.remove(os.path.join(out_dir, gone))
