@@ -367,14 +367,62 @@ def test_undo_is_refused_when_another_memory_links_to_one_it_created(agentlog_ho
     after = _state(root)
     with pytest.raises(P.StaleProposal, match=f"memory {a.slug} was linked to {created.slug}, which the proposal "
                                               "created, after the merge: undo would leave that link pointing at "
-                                              "nothing; nothing was undone"):
+                                              "nothing; nothing was undone \\(remove the link first: agentlog "
+                                              f"memory unlink {a.slug} relates_to {created.slug}\\)"):
         P.undo(root, q.id)
     assert _state(root) == after and P.get(root, q.id).status == "merged"
+    # the command it names removes the link, and the undo goes through
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    r = CliRunner().invoke(cli, ["memory", "unlink", a.slug, "relates_to", created.slug, "--json"],
+                           env={"AGENTLOG_HOME": root})
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["links"] == []
+    assert P.undo(root, q.id).status == "undone"
+    assert S.get(root, a.id).links == [] and created.id not in {m.id for m in S.list_memories(root)}
     # what it asks costs the links to the created memory, found by an index (not every link, not the log)
     con = store.connect(root)
     plan = " ".join(str(r) for r in con.execute("EXPLAIN QUERY PLAN SELECT l.source FROM links l JOIN memories m "
                                                  "ON m.id = l.source WHERE l.target = ?", (created.id,)))
     assert "links_target" in plan and "SCAN l" not in plan
+
+
+def test_a_link_is_removed_directly_or_by_a_proposal_and_the_undo_puts_it_back(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    S.link(root, a.id, "relates_to", b.id)
+    with pytest.raises(InvalidMemory, match=f"memory {a.slug} has no link about → {b.slug}"):
+        S.unlink(root, a.id, "about", b.slug)
+    v = S.get(root, a.id).version
+    gone = S.unlink(root, a.slug, "relates_to", b.slug)
+    assert gone.links == [] and gone.version == v + 1
+    # by a proposal: reviewed as a removed link, merged, undone exactly
+    S.link(root, a.id, "relates_to", b.id)
+    with pytest.raises(InvalidMemory, match="has no link supersedes"):
+        P.open_proposal(root, [{"op": "unlink", "memory": a.id, "relation": "supersedes", "target": b.id}], title="t")
+    p = P.open_proposal(root, [{"op": "unlink", "memory": a.slug, "relation": "relates_to", "target": b.slug}],
+                        title="t", actor="agent")
+    assert p.changes == [{"op": "unlink", "memory": a.id, "relation": "relates_to", "target": b.id}]
+    assert f"-   link relates_to → {b.slug}" in P.diff(root, p.id)
+    before = _state(root)
+    P.approve(root, p.id)
+    assert S.get(root, a.id).links == []
+    P.undo(root, p.id)
+    assert _state(root) == before and S.get(root, a.id).links == [("relates_to", b.id)]
+    _replays_to_the_same(root)
+    # a proposal whose link went away meanwhile is not merged
+    q = P.open_proposal(root, [{"op": "unlink", "memory": a.id, "relation": "relates_to", "target": b.id}], title="t")
+    S.unlink(root, a.id, "relates_to", b.id)
+    assert "(no longer linked)" in "\n".join(P.diff(root, q.id))
+    with pytest.raises(P.StaleProposal, match=f"memory {a.slug} changed since"):
+        P.approve(root, q.id)
+    # a link to a memory deleted since is removed by the deleted memory's id (or its prefix)
+    S.link(root, a.id, "relates_to", b.id)
+    S.delete(root, b.id)
+    assert S.get(root, a.id).links == [("relates_to", b.id)]
+    assert S.unlink(root, a.id, "relates_to", b.id[:8]).links == []
 
 
 # -- the review of a create shows everything ------------------------------------------------

@@ -42,7 +42,7 @@ _DESCRIPTIONS: Final = {
                      "pending prompts and what is known.",
     "memory_search": "Search the memory (facts, decisions, conventions, procedures, pitfalls…) by words and operators.",
     "memory_get": "One memory with its evidence resolved to what was recorded.",
-    "memory_propose": "Propose memory changes (create, edit, confirm, contradict, add_evidence, link, archive, "
+    "memory_propose": "Propose memory changes (create, edit, confirm, contradict, add_evidence, link, unlink, archive, "
                       "delete); nothing changes until a person approves.",
 }
 

@@ -361,7 +361,7 @@ def memory_propose(root: str, *, changes: list[dict[str, Any]], title: str,
     from .memory.store import NotFound, VersionConflict
 
     if not isinstance(changes, list) or not changes or len(changes) > 50:
-        raise ToolError("changes is a list of 1–50 changes ({op: create|edit|confirm|contradict|add_evidence|link|"
+        raise ToolError("changes is a list of 1–50 changes ({op: create|edit|confirm|contradict|add_evidence|link|unlink|"
                         "archive|delete, …})")
     try:
         p = open_proposal(root, changes, title=title, note=note, actor="agent")

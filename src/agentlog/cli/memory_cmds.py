@@ -333,7 +333,7 @@ def _proposal_line(p: Any) -> dict[str, Any]:
 @click.option("--title", required=True, help="What the proposal is about.")
 @click.option("--note", default=None, help="Why (shown when it is reviewed).")
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A JSON list of changes ({op: create|edit|confirm|contradict|add_evidence|link|archive|delete, …}).")
+              help="A JSON list of changes ({op: create|edit|confirm|contradict|add_evidence|link|unlink|archive|delete, …}).")
 @click.option("--change", "inline", multiple=True, metavar="JSON", help="One change as JSON (repeatable).")
 @click.option("--actor", type=click.Choice(["agent", "import", "person"]), default="agent", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the proposal as JSON.")
@@ -604,4 +604,19 @@ def link_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
 
     with _errors():
         m = service.link(data_root(), ident, relation, target)
+    _show_one(m, as_json)
+
+
+@memory.command(name="unlink")
+@click.argument("ident")
+@click.argument("relation")
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+def unlink_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
+    """Remove the link RELATION from memory IDENT to TARGET (its id, id prefix or slug; the id of
+    a deleted memory too) — e.g. the link that keeps a proposal from being undone."""
+    from ..memory import service
+
+    with _errors():
+        m = service.unlink(data_root(), ident, relation, target)
     _show_one(m, as_json)

@@ -47,7 +47,7 @@ from .model import (
 from .service import check_slug_free, free_slug
 from .store import NotFound, VersionConflict, connect, new_event, snapshot, transact
 
-OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "archive", "delete")
+OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "unlink", "archive", "delete")
 
 
 class StaleProposal(RuntimeError):
@@ -163,6 +163,14 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
             target = _memory_row(con, target)[0]
         out["relation"] = validate_link(change.get("relation"), mid, target)
         out["target"] = target
+    elif op == "unlink":
+        relation, target = str(change.get("relation")), str(change.get("target"))
+        found = con.execute("SELECT target FROM links WHERE source = ? AND relation = ? AND target IN "
+                            "(?, (SELECT id FROM memories WHERE slug = ? AND deleted = 0))",
+                            (mid, relation, target, target)).fetchone()
+        if found is None:
+            raise InvalidMemory(f"memory {slug} has no link {relation} → {target}")
+        out["relation"], out["target"] = relation, found[0]
     return out
 
 
@@ -524,6 +532,10 @@ def _diff_lines(con: sqlite3.Connection, p: Proposal) -> list[str]:
             lines.append(f"+   evidence {_ref(c['evidence'])}")
         elif c["op"] == "link":
             lines.append(f"+   link {c['relation']} → {_label(con, c['target'], created)}")
+        elif c["op"] == "unlink":
+            gone = "" if con.execute("SELECT 1 FROM links WHERE source = ? AND relation = ? AND target = ?",
+                                     (mid, c["relation"], c["target"])).fetchone() else "  (no longer linked)"
+            lines.append(f"-   link {c['relation']} → {_label(con, c['target'], created)}{gone}")
     return lines
 
 
@@ -595,6 +607,8 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
     versions: dict[str, int] = dict(p.bases)
     before: dict[str, Any] = {}
     state: dict[str, float] = {}
+    linked: set[tuple[str, str, str]] = set()  # links this merge adds so far, and removes
+    unlinked: set[tuple[str, str, str]] = set()
     for n, c in enumerate(p.changes, 1):
         if c["op"] == "create":
             mid = c.get("id") or uuid7()
@@ -647,6 +661,16 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
                 raise refuse(n, c, f"{m['slug']} would link to {target['slug'] if target else c['target']}, "
                                    "which is gone")
             name, body = "memory_linked", {"relation": c["relation"], "target": c["target"]}
+            unlinked.discard((mid, c["relation"], c["target"]))
+            linked.add((mid, c["relation"], c["target"]))
+        elif c["op"] == "unlink":
+            key = (mid, c["relation"], c["target"])
+            if key not in linked and (key in unlinked or not con.execute(
+                    "SELECT 1 FROM links WHERE source = ? AND relation = ? AND target = ?", key).fetchone()):
+                raise refuse(n, c, f"{m['slug']} is no longer linked {c['relation']} → {c['target']}")
+            linked.discard(key)
+            unlinked.add(key)
+            name, body = "memory_unlinked", {"relation": c["relation"], "target": c["target"]}
         elif c["op"] == "archive":
             name, body = "memory_archived", {}
             m["archived"] = True
@@ -688,13 +712,15 @@ def undo(root: str, pid: str, *, actor: str = "person") -> Proposal:
                                     f"then, {row[0] if row else 'gone'} now): undo would lose that change; "
                                     "nothing was undone")
         for mid in sorted(m for m, snap in before.items() if snap is None):  # the memories it created
-            for source, slug in con.execute("SELECT l.source, m.slug FROM links l JOIN memories m ON m.id = l.source "
-                                            "WHERE l.target = ? ORDER BY l.source", (mid,)):
+            for source, slug, relation in con.execute(
+                    "SELECT l.source, m.slug, l.relation FROM links l JOIN memories m ON m.id = l.source "
+                    "WHERE l.target = ? ORDER BY l.source, l.relation", (mid,)):
                 if source not in before:
                     made = con.execute("SELECT slug FROM memories WHERE id = ?", (mid,)).fetchone()
-                    raise StaleProposal(f"memory {slug} was linked to {made[0] if made else mid}, which the proposal "
-                                        "created, after the merge: undo would leave that link pointing at nothing; "
-                                        "nothing was undone")
+                    name = made[0] if made else mid
+                    raise StaleProposal(f"memory {slug} was linked to {name}, which the proposal created, after the "
+                                        "merge: undo would leave that link pointing at nothing; nothing was undone "
+                                        f"(remove the link first: agentlog memory unlink {slug} {relation} {name})")
         for mid, snap in sorted(before.items()):  # a slug put back must still be free
             if snap is not None:
                 other = con.execute("SELECT id FROM memories WHERE slug = ? AND id != ?",

@@ -311,6 +311,39 @@ def link(root: str, ident: str, relation: str, target: str, *, actor: str = "per
     return _change(root, m, "memory_linked", expected_version, actor, body={"relation": relation, "target": other.id})
 
 
+def unlink(root: str, ident: str, relation: str, target: str, *, actor: str = "person",
+           expected_version: int | None = None) -> Memory:
+    """Remove the link ``relation`` from memory ``ident`` to ``target`` (a memory's id, id
+    prefix or slug — or the id of a memory since deleted, which a link can still name);
+    refused when there is no such link. An archived memory's links can be removed."""
+    m = get(root, ident)
+    target_id = _link_target(root, m, target)
+    if (relation, target_id) not in (m.links or []):
+        have = ", ".join(f"{r} → {t}" for r, t in m.links or []) or "none"
+        raise InvalidMemory(f"memory {m.slug} has no link {relation} → {target} (its links: {have})")
+    return _change(root, m, "memory_unlinked", expected_version, actor, body={"relation": relation, "target": target_id})
+
+
+def _link_target(root: str, m: Memory, target: str) -> str:
+    """The id ``target`` names among ``m``'s link targets: a memory found as every command finds
+    one when ``m`` links to it; else the one target id of ``m``'s links that is or starts with
+    ``target`` (a memory deleted since); else the memory found (the caller says there is no link)."""
+    try:
+        found: str | None = get(root, target).id
+    except NotFound:
+        found = None
+    targets = {t for _, t in m.links or []}
+    if found in targets:
+        return str(found)
+    ids = sorted(t for t in targets if t == target or (len(target) >= 4 and t.startswith(target)))
+    if len(ids) == 1:
+        return ids[0]
+    if found is None:
+        raise NotFound(f"no memory {target!r}" + (f" ({target!r} starts {len(ids)} of the ids {m.slug} links to; "
+                                                   "give more of it)" if ids else ""))
+    return found
+
+
 def archive(root: str, ident: str, *, restore: bool = False, actor: str = "person",
             expected_version: int | None = None) -> Memory:
     m = get(root, ident)
