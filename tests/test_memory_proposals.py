@@ -510,3 +510,67 @@ def test_a_proposal_approved_at_once_by_several_writers_is_merged_once(agentlog_
         t.join(60)
     assert sorted(outcomes) == ["merged", "refused", "refused", "refused"]
     assert [m.title for m in S.list_memories(root)].count("Merged once") == 1
+
+
+def test_a_change_that_is_so_already_is_merged_as_nothing(agentlog_home: Path) -> None:
+    """As the direct commands: an edit to what a memory says already, a link it has, an archive of
+    an archived memory write no event and take no version; the fields of an edit that do
+    change are the only ones written."""
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    S.link(root, a.id, "relates_to", b.id)
+    a, b = S.get(root, a.id), S.get(root, b.id)
+    p = P.open_proposal(root, [
+        {"op": "edit", "memory": a.id, "fields": {"content": a.content, "title": a.title, "tags": a.tags}},
+        {"op": "link", "memory": a.id, "relation": "relates_to", "target": b.id}], title="t")
+    review = "\n".join(P.diff(root, p.id))
+    assert "(so already: merging writes nothing for it)" in review and "(linked already" in review
+    before = _state(root)
+    merged = P.approve(root, p.id)
+    assert merged.status == "merged" and _state(root) == before
+    assert S.get(root, a.id).version == a.version
+    q = P.open_proposal(root, [{"op": "edit", "memory": b.id, "fields": {"title": b.title, "content": "new"}}],
+                        title="t")
+    P.approve(root, q.id)
+    (merge,) = [e for e in _memory_events(root)
+                if e["provider_event_name"] == "proposal_merged" and e["attrs"].get("proposal_id") == q.id]
+    ops = merge["content"]["ops"]
+    assert [(o["name"], o["body"]) for o in ops] == [("memory_edited", {"content": "new"})]
+    assert S.get(root, b.id).version == b.version + 1
+    S.archive(root, b.id)
+    r = P.open_proposal(root, [{"op": "archive", "memory": b.id}], title="t")
+    v = S.get(root, b.id).version
+    P.approve(root, r.id)
+    assert S.get(root, b.id).version == v
+    _replays_to_the_same(root)
+
+
+def test_undo_is_refused_while_a_relationship_names_a_memory_it_created(agentlog_home: Path) -> None:
+    import uuid
+
+    root = str(agentlog_home)
+    a, _ = _setup(root)
+    made = str(uuid.uuid4())
+    p = P.open_proposal(root, [{"op": "create", "id": made, "kind": "person", "title": "Ada",
+                                "attributes": {"full_name": "Ada"}}], title="t")
+    P.approve(root, p.id)
+    rel = S.create(root, "relationship", "Ada maintains it",
+                   attributes={"subject_id": made, "predicate": "maintains", "object_id": a.id})
+    after = _state(root)
+    with pytest.raises(P.StaleProposal, match=f"relationship {rel.slug} names ada-.*, which the proposal created, "
+                                              "as its subject_id: undo would leave it naming nothing"):
+        P.undo(root, p.id)
+    assert _state(root) == after
+    # the other end too
+    S.edit(root, rel.id, attributes={"subject_id": a.id, "object_id": made})
+    with pytest.raises(P.StaleProposal, match="as its object_id"):
+        P.undo(root, p.id)
+    # and it asks the two partial indexes, not every memory
+    con = store.connect(root)
+    for col in ("subject_id", "object_id"):
+        plan = " ".join(str(r) for r in con.execute(
+            f"EXPLAIN QUERY PLAN SELECT id FROM memories WHERE kind = 'relationship' AND deleted = 0 AND "
+            f"json_extract(attributes, '$.{col}') = ?", (made,)))
+        assert f"memories_{col.split('_')[0]}" in plan and "SCAN" not in plan, plan
+    S.delete(root, rel.id)
+    assert P.undo(root, p.id).status == "undone"

@@ -514,6 +514,8 @@ def _diff_lines(con: sqlite3.Connection, p: Proposal) -> list[str]:
         lines.append(f"~ #{n} {c['op']} {slug}{flags}")
         if c["op"] == "edit":
             now = {"title": mtitle, "content": content, "attributes": attrs, "tags": tags, "slug": slug}
+            if all(now.get(k) == v for k, v in c["fields"].items()):
+                lines.append("    (so already: merging writes nothing for it)")
             for k, v in c["fields"].items():
                 if k == "attributes":  # attribute by attribute
                     for name in dict.fromkeys([*attrs, *v]):
@@ -531,7 +533,10 @@ def _diff_lines(con: sqlite3.Connection, p: Proposal) -> list[str]:
         elif c["op"] == "add_evidence":
             lines.append(f"+   evidence {_ref(c['evidence'])}")
         elif c["op"] == "link":
-            lines.append(f"+   link {c['relation']} → {_label(con, c['target'], created)}")
+            there = " (linked already: merging writes nothing for it)" if con.execute(
+                "SELECT 1 FROM links WHERE source = ? AND relation = ? AND target = ?",
+                (mid, c["relation"], c["target"])).fetchone() else ""
+            lines.append(f"+   link {c['relation']} → {_label(con, c['target'], created)}{there}")
         elif c["op"] == "unlink":
             gone = "" if con.execute("SELECT 1 FROM links WHERE source = ? AND relation = ? AND target = ?",
                                      (mid, c["relation"], c["target"])).fetchone() else "  (no longer linked)"
@@ -607,6 +612,7 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
     versions: dict[str, int] = dict(p.bases)
     before: dict[str, Any] = {}
     state: dict[str, float] = {}
+    edited: dict[str, dict[str, Any]] = {}  # the edited fields of each memory, as the changes so far leave them
     linked: set[tuple[str, str, str]] = set()  # links this merge adds so far, and removes
     unlinked: set[tuple[str, str, str]] = set()
     for n, c in enumerate(p.changes, 1):
@@ -626,6 +632,7 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
             body["visibility"] = c.get("visibility", {"visibility": "shared", "allowed_actors": []})
             ops.append({"name": "memory_created", "memory_id": mid, "version": 1, "body": body})
             live[mid] = {"slug": body["slug"], "archived": bool(c.get("archived")), "deleted": False}
+            edited[mid] = {k: body[k] for k in ("title", "content", "attributes", "tags", "slug")}
             for flag, name in (("pinned", "memory_pinned"), ("archived", "memory_archived")):
                 if c.get(flag):
                     versions[mid] += 1
@@ -638,11 +645,16 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
             raise refuse(n, c, f"{m['slug'] if m else mid} is gone")
         if m["archived"] and c["op"] in ("edit", "link"):
             raise refuse(n, c, f"{m['slug']} is archived: restore it first")
+        fields = edited[mid] if mid in edited else edited.setdefault(mid, _fields(con, mid))
+        if _changes_nothing(c, fields, m, linked, unlinked, con):
+            continue  # as the direct command: what is so already writes nothing (and takes no version)
         if mid not in before:
             before[mid] = snapshot(con, mid)
         versions[mid] += 1
         if c["op"] == "edit":
-            name, body = "memory_edited", c["fields"]
+            body = {k: v for k, v in c["fields"].items() if fields.get(k) != v}  # the fields that change
+            fields.update(body)
+            name = "memory_edited"
             if "slug" in body:  # taken by another memory since the proposal was opened
                 try:
                     check_slug_free(con, body["slug"], mid)
@@ -679,6 +691,31 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
             m["deleted"] = True
         ops.append({"name": name, "memory_id": mid, "version": versions[mid], "body": body})
     return ops, before, {mid: versions[mid] for mid in before}
+
+
+def _fields(con: sqlite3.Connection, mid: str) -> dict[str, Any]:
+    """A memory's fields an edit changes, as an edit change holds them (decoded)."""
+    row = con.execute("SELECT title, content, attributes, tags, slug FROM memories WHERE id = ?", (mid,)).fetchone()
+    if row is None:  # (a memory the merge creates: its fields are kept from its create)
+        return {}
+    return {"title": row[0], "content": row[1], "attributes": json.loads(row[2]), "tags": json.loads(row[3]),
+            "slug": row[4]}
+
+
+def _changes_nothing(c: dict[str, Any], fields: dict[str, Any], m: dict[str, Any],
+                     linked: set[tuple[str, str, str]], unlinked: set[tuple[str, str, str]],
+                     con: sqlite3.Connection) -> bool:
+    """An edit whose every field is so already, a link that exists already, an archive of an
+    archived memory (as the merge's earlier changes leave them)."""
+    if c["op"] == "edit":
+        return all(fields.get(k) == v for k, v in c["fields"].items())
+    if c["op"] == "link":
+        key = (c["memory"], c["relation"], c["target"])
+        return key in linked or (key not in unlinked and con.execute(
+            "SELECT 1 FROM links WHERE source = ? AND relation = ? AND target = ?", key).fetchone() is not None)
+    if c["op"] == "archive":
+        return bool(m["archived"])
+    return False
 
 
 def reject(root: str, pid: str, *, reason: str | None = None, actor: str = "person") -> Proposal:
@@ -721,6 +758,16 @@ def undo(root: str, pid: str, *, actor: str = "person") -> Proposal:
                     raise StaleProposal(f"memory {slug} was linked to {name}, which the proposal created, after the "
                                         "merge: undo would leave that link pointing at nothing; nothing was undone "
                                         f"(remove the link first: agentlog memory unlink {slug} {relation} {name})")
+            for source, slug, role in con.execute(  # a relationship naming it (the two partial indexes)
+                    "SELECT id, slug, 'subject_id' FROM memories WHERE kind = 'relationship' AND deleted = 0 AND "
+                    "json_extract(attributes, '$.subject_id') = ? UNION ALL "
+                    "SELECT id, slug, 'object_id' FROM memories WHERE kind = 'relationship' AND deleted = 0 AND "
+                    "json_extract(attributes, '$.object_id') = ? ORDER BY 1, 3", (mid, mid)):
+                if source not in before:
+                    made = con.execute("SELECT slug FROM memories WHERE id = ?", (mid,)).fetchone()
+                    raise StaleProposal(f"relationship {slug} names {made[0] if made else mid}, which the proposal "
+                                        f"created, as its {role}: undo would leave it naming nothing; nothing was "
+                                        "undone (edit or delete that relationship first)")
         for mid, snap in sorted(before.items()):  # a slug put back must still be free
             if snap is not None:
                 other = con.execute("SELECT id FROM memories WHERE slug = ? AND id != ?",

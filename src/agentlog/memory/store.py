@@ -44,7 +44,7 @@ PROVIDER: Final = "agentlog"
 LOG_KEY: Final = "memory"
 DB_FILE: Final = "memory.sqlite3"
 LOCK_FILE: Final = "memory.lock"
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The read model's layout (``PRAGMA user_version``); a file of another is rebuilt from the log
 (1: text in an FTS5 table, now in the tantivy index of :mod:`.text_index`; 2: no index of links
 by target, which undo asks of each memory it would remove)."""
@@ -59,6 +59,8 @@ CREATE TABLE IF NOT EXISTS memories (
   pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memories_slug ON memories(slug);
+CREATE INDEX IF NOT EXISTS memories_subject ON memories(json_extract(attributes, '$.subject_id')) WHERE kind = 'relationship';
+CREATE INDEX IF NOT EXISTS memories_object ON memories(json_extract(attributes, '$.object_id')) WHERE kind = 'relationship';
 CREATE TABLE IF NOT EXISTS evidence (
   memory_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL, ref TEXT NOT NULL,
   added_at INTEGER NOT NULL, PRIMARY KEY (memory_id, seq)
