@@ -156,3 +156,49 @@ def test_what_create_returns_is_what_the_read_model_holds(agentlog_home: Path, k
         a.pop(k), b.pop(k)
     assert a == b
     assert list(a) == list(b) and [list(e) for e in a["evidence"]] == [list(e) for e in b["evidence"]]
+
+
+def test_kind_tags_and_flags_narrow_the_matches_in_the_index_itself(agentlog_home: Path) -> None:
+    """The index holds each memory's kind, tags and flags (pinned, archived), kept as the memory
+    changes — so a text search's operators narrow its matches before the read model is asked."""
+    from agentlog.memory.search import parse
+
+    root = str(agentlog_home)
+    a = S.create(root, "convention", "parse configs with tomllib", attributes={"rule": "tomllib"}, tags=["ci"])
+    b = S.create(root, "pitfall", "parse errors on empty files", attributes={"symptom": "x", "avoid": "y"})
+    con = store.connect(root)
+    rows = {m: con.execute("SELECT rowid FROM memories WHERE id = ?", (m,)).fetchone()[0] for m in (a.id, b.id)}
+
+    def in_index(q: str) -> set[str]:
+        parsed = parse(q)
+        narrow = parsed.narrow + ([] if parsed.archived else [("flag", "archived", False)])
+        found = text_index.matches(root, con, parsed.free_text(), narrow) or {}
+        return {m for m, r in rows.items() if r in found}
+
+    assert in_index("parse") == {a.id, b.id}
+    assert in_index("parse kind:pitfall") == {b.id} and in_index("parse tag:ci") == {a.id}
+    assert in_index("parse is:pinned") == set()
+    S.edit(root, b.id, pinned=True)  # a flag changed: queued for the index like a text change
+    assert in_index("parse is:pinned") == {b.id} == ids(root, "parse is:pinned")
+    S.edit(root, a.id, tags=["style"])
+    assert in_index("parse tag:ci") == set() and in_index("parse tag:style") == {a.id}
+    S.archive(root, a.id)
+    assert in_index("parse") == {b.id} == ids(root, "parse")
+    assert in_index("parse is:archived") == {a.id} == ids(root, "parse is:archived")
+    S.archive(root, a.id, restore=True)
+    S.edit(root, b.id, pinned=False)
+    assert in_index("parse") == {a.id, b.id} and in_index("parse is:pinned") == set()
+    assert store.verify(root)["ok"]
+
+
+def test_an_index_of_the_first_layout_is_replaced(agentlog_home: Path) -> None:
+    root = str(agentlog_home)
+    a = S.create(root, "fact", "cache in redis", attributes={"statement": "redis"})
+    old = os.path.join(os.path.dirname(text_index.index_path(root)), "memory-text")
+    os.makedirs(old)
+    with open(os.path.join(old, "meta.json"), "w") as fh:
+        fh.write("{}")
+    text_index._forget(root)
+    text_index.remove(root)
+    assert ids(root, "redis") == {a.id}  # built in the new layout's place; the old one is gone
+    assert not os.path.exists(old) and os.path.isdir(text_index.index_path(root))

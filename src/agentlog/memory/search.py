@@ -55,6 +55,8 @@ class Query:
     stale: bool | None = None
     confidence: list[tuple[str, float]] = field(default_factory=list)
     archived: bool = False
+    narrow: list[tuple[str, str, bool]] = field(default_factory=list)
+    """The operators the text index can also answer (:func:`.text_index.matches`)."""
 
     def free_text(self) -> Any:
         """The free text parsed as event search parses it (None when there is none)."""
@@ -120,17 +122,21 @@ def _operator(q: Query, name: str, value: str) -> bool:
     if name == "kind":
         q.where.append("kind = ?")
         q.args.append(low)
+        q.narrow.append(("kind", low, True))
     elif name == "tag":
         q.where.append("EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ?)")
         q.args.append(low)
+        q.narrow.append(("tag", low, True))
     elif name == "is" and low in ("stale", "archived", "pinned"):
         if low == "stale":
             q.stale = True
         elif low == "archived":
             q.archived = True
             q.where.append("archived = 1")
+            q.narrow.append(("flag", "archived", True))
         else:
             q.where.append("pinned = 1")
+            q.narrow.append(("flag", "pinned", True))
     elif name == "has" and low in ("evidence", "links"):
         table, col = ("evidence", "memory_id") if low == "evidence" else ("links", "source")
         q.where.append(f"EXISTS (SELECT 1 FROM {table} WHERE {col} = memories.id)")
@@ -259,7 +265,9 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
 
         if root is None:
             raise ValueError("a free-text memory search needs the data root (its text index)")
-        found = text_index.matches(root, con, free)
+        # the index narrows by kind, tag and flags too (archived memories left out unless asked for)
+        narrow = q.narrow + ([] if q.archived else [("flag", "archived", False)])
+        found = text_index.matches(root, con, free, narrow)
         if not found:
             return []
         # the matches as one JSON object {row: relevance}, bound as a parameter

@@ -662,8 +662,8 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
     con.execute(f"UPDATE memories SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",  # keys: a fixed list
                 (*sets.values(), mid))
     _history(con, mid, version, name.removeprefix("memory_"), actor, at, proposal_id)
-    if name in ("memory_edited", "memory_deleted"):  # its text changed, or leaves the index
-        indexed.add(mid)
+    if name in ("memory_edited", "memory_deleted", "memory_archived", "memory_restored", "memory_pinned"):
+        indexed.add(mid)  # its text, tags or flags changed (the text index holds them), or it leaves the index
 
 
 def verify(root: str) -> dict[str, Any]:

@@ -1,18 +1,24 @@
 """The memory's free-text index: tantivy, the engine of event search (:mod:`agentlog.search`).
 
-``state/memory-text/`` holds one document per memory that is not deleted:
+``state/memory-text-2/`` holds one document per memory that is not deleted:
 its text (title, content, attribute values, tags, and what their identifiers
 add — :func:`agentlog.search.text.additions`) *indexed, not stored*, with
 positions (phrases are matched by the index: a memory is short), tokenised
 as events are (:func:`agentlog.search.index.analyzer`); its id (to replace or
-delete it); and its row in the read model (a fast field: a hit is joined to
-``memories`` by it). One ``meta:state`` document holds how far the index has
+delete it); its row in the read model (a fast field: a hit is joined to
+``memories`` by it); and its kind, tags and flags (``pinned``, ``archived``)
+as exact terms, so a search's ``kind:``, ``tag:`` and ``is:`` operators — and
+the archived memories it leaves out — narrow the matches in the index before
+the read model is asked (which checks them again: it is the truth). The
+``-2`` is the layout: an index of another layout (``memory-text/``, the
+first, without those terms) is removed and this one built in its place. One ``meta:state`` document holds how far the index has
 followed the read model, replaced in the same commit as the documents it
 accounts for.
 
 **Following the read model.** A write does not touch this index (no tantivy
 commit on the write path): the fold appends the ids of memories whose text
-changed to the read model's ``text_queue`` in the write's own transaction.
+changed (text, tags, flags) to the read model's ``text_queue`` in the
+write's own transaction.
 A search first catches the index up (:func:`catch_up`): the queue's rows
 after the index's mark are read in one snapshot with those memories' rows,
 their documents replaced (or deleted), and the mark committed with them. So
@@ -35,7 +41,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Sequence, cast
 
 from ..paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 
@@ -44,7 +50,9 @@ if TYPE_CHECKING:
 
     from ..search.text import Query, Term
 
-INDEX_DIR: Final = "memory-text"
+INDEX_DIR: Final = "memory-text-2"
+OLD_INDEX_DIRS: Final = ("memory-text",)
+"""Indexes of earlier layouts, removed when this one is made."""
 LOCK_FILE: Final = "memory-text.lock"
 META: Final = "state"
 HEAP_BYTES: Final = 15_000_000
@@ -69,6 +77,9 @@ def schema() -> tantivy.Schema:
     b.add_text_field("id", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("row", stored=False, indexed=False, fast=True)
     b.add_text_field("meta", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("kind", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("tag", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("flag", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("m_mark", stored=True)
     b.add_text_field("m_generation", stored=True, tokenizer_name="raw", index_option="basic")
     return b.build()
@@ -112,6 +123,8 @@ def _index(root: str) -> tantivy.Index:
     if kept is not None and stamp is not None and kept[1] == stamp:
         return kept[0]
     if stamp is None:
+        for old in OLD_INDEX_DIRS:  # (an earlier layout's: it cannot hold this one's documents)
+            shutil.rmtree(os.path.join(state_dir(root), old), ignore_errors=True)
         ensure_dir(path)
         os.chmod(path, DIR_MODE)
         idx = _register(tantivy.Index(schema(), path=path, reuse=True))
@@ -180,16 +193,15 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
                 return 0
             whole = generation != current
             if whole:
-                rows = con.execute("SELECT id, rowid, title, content, attributes, tags FROM memories "
-                                   "WHERE deleted = 0").fetchall()
+                rows = con.execute(f"SELECT {_DOC_COLUMNS} FROM memories WHERE deleted = 0").fetchall()
                 ids: list[str] = []
             else:
                 ids = [r[0] for r in con.execute("SELECT DISTINCT memory_id FROM text_queue WHERE rowid > ? "
                                                  "AND rowid <= ?", (mark, last))]
                 rows = []
                 for mid in ids:
-                    rows += con.execute("SELECT id, rowid, title, content, attributes, tags FROM memories "
-                                        "WHERE id = ? AND deleted = 0", (mid,)).fetchall()
+                    rows += con.execute(f"SELECT {_DOC_COLUMNS} FROM memories WHERE id = ? AND deleted = 0",
+                                        (mid,)).fetchall()
         finally:
             con.execute("COMMIT")
         _write(root, idx, rows, ids, last, current, whole)
@@ -197,6 +209,9 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
             with contextlib.suppress(sqlite3.OperationalError):  # busy: the next catch-up prunes
                 con.execute("DELETE FROM text_queue WHERE rowid < ?", (last,))  # (the last row keeps rowids rising)
         return len(rows)
+
+
+_DOC_COLUMNS: Final = "id, rowid, title, content, attributes, tags, kind, pinned, archived"
 
 
 def _write(root: str, idx: tantivy.Index, rows: list[tuple[Any, ...]], ids: list[str], mark: int,
@@ -211,10 +226,13 @@ def _write(root: str, idx: tantivy.Index, rows: list[tuple[Any, ...]], ids: list
             writer.delete_all_documents()
         for mid in ids:
             writer.delete_documents_by_term("id", mid)
-        for mid, rowid, title, content, attributes, tags in rows:
+        for mid, rowid, title, content, attributes, tags, kind, pinned, archived in rows:
+            tag_list = json.loads(tags)
+            terms: dict[str, list[str]] = {"kind": [kind], "tag": [str(t) for t in tag_list],
+                                           "flag": [f for f, on in (("pinned", pinned), ("archived", archived)) if on]}
             writer.add_document(tantivy.Document(
-                id=[mid], row=[int(rowid)],
-                body=[text_of(title, content or "", json.loads(attributes), json.loads(tags))]))
+                id=[mid], row=[int(rowid)], body=[text_of(title, content or "", json.loads(attributes), tag_list)],
+                **{k: v for k, v in terms.items() if v}))
         writer.delete_documents_by_term("meta", META)
         writer.add_document(tantivy.Document(meta=[META], m_mark=[mark], m_generation=[generation]))
         writer.commit()
@@ -303,12 +321,23 @@ def _first(pair: tuple[Any, float]) -> int:
     return -1 if pair[0] is None else int(pair[0])
 
 
-def matches(root: str, con: sqlite3.Connection, q: Query) -> dict[int, float] | None:
+def matches(root: str, con: sqlite3.Connection, q: Query,
+            narrow: Sequence[tuple[str, str, bool]] = ()) -> dict[int, float] | None:
     """Every memory matching the free text ``q``: its row in the read model → BM25, in row
-    order, after catching the index up with ``con``; None when ``q`` can match nothing."""
+    order, after catching the index up with ``con``; None when ``q`` can match nothing.
+    ``narrow``: (field, term, wanted) — the documents with (or without) the exact term ``kind``,
+    ``tag`` or ``flag`` only (a search's operators, which the caller checks again)."""
     query = engine_query(q)
     if query is None:
         return None
+    if narrow:
+        import tantivy
+
+        sc = schema()
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, query)]
+            + [(tantivy.Occur.Must if wanted else tantivy.Occur.MustNot, tantivy.Query.term_query(sc, name, term))
+               for name, term, wanted in narrow])
     catch_up(root, con)
     searcher = _index(root).searcher()
     hits = searcher.search(query, max(searcher.num_docs, 1), count=False).hits
