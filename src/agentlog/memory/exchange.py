@@ -204,7 +204,24 @@ def _manifest(src: str) -> dict[str, Any]:
 
 
 def restore(root: str, src: str) -> int:
-    """The export's events appended to an empty memory; how many."""
+    """The export's events appended to an empty memory; how many. Python's cycle collector is
+    paused meanwhile: every event is held parsed until all are checked (nothing is written
+    unless all are good), and the collector's full passes over that growing heap cost a sixth
+    of a restore of 100,000 memories (a fresh process each, 3 rounds interleaved with the code
+    before: 5.36 / 5.38 / 5.56 s → 4.40 / 4.52 / 4.69 s; 1,000: 75–96 → 59–80 ms). The events
+    are plain dicts and lists: no cycle waits on it."""
+    import gc
+
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _restore(root, src)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _restore(root: str, src: str) -> int:
     from ..log.writer import SessionLog
     from .store import _applied, _durability, _fold, _locked, _log_stamp, _parse_all, catch_up
 
