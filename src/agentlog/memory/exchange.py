@@ -223,7 +223,7 @@ def restore(root: str, src: str) -> int:
 
 def _restore(root: str, src: str) -> int:
     from ..log.writer import SessionLog
-    from .store import _applied, _durability, _fold, _locked, _log_stamp, _parse_all, catch_up
+    from .store import _applied, _durability, _fold, _locked, _log_stamp, _parse_all, bulk_cache, catch_up
 
     manifest = _manifest(src)
     with open(os.path.join(src, "events.ndjson"), "rb") as fh:
@@ -256,11 +256,12 @@ def _restore(root: str, src: str) -> int:
             end, repaired = end + res.written, repaired or bool(res.gaps)
         con = connect(root)
         try:
-            if repaired or before or _applied(con):  # the log held more than these frames: read it back
-                catch_up(root, con)
-            else:  # exactly these frames, from an empty log: fold what was parsed above, as a replay would
-                path = os.path.abspath(log_path(root))
-                _fold(con, ((end, ev) for ev in parsed), path, _log_stamp(path))
+            with bulk_cache(con):
+                if repaired or before or _applied(con):  # the log held more than these frames: read it back
+                    catch_up(root, con)
+                else:  # exactly these frames, from an empty log: fold what was parsed above, as a replay would
+                    path = os.path.abspath(log_path(root))
+                    _fold(con, ((end, ev) for ev in parsed), path, _log_stamp(path))
         finally:
             con.close()
     return len(lines)
