@@ -279,6 +279,43 @@ def test_engram_loose_values_are_converted_or_kept_and_reported_never_failing_th
     assert {m.id for m, _ in S.search(root, "cult")} == {acme.id}
 
 
+def test_engram_relationships_follow_what_they_name_and_dangling_ones_are_left_out(tmp_path: Path) -> None:
+    """engram does not check a relationship's ends: one written before the memories it names is
+    made after them; one naming a memory that is nowhere (or a relationship left out) is left
+    out and reported, and links to it with it."""
+    from agentlog.memory.engram import import_engram
+
+    ids = [f"0190a8f0-0000-7000-8000-00000000020{n}" for n in range(6)]
+    base = {k: v for k, v in ENGRAM[1].items() if k not in ("id", "kind", "title", "slug", "attributes")}
+
+    def rec(n: int, kind: str, title: str, attributes: dict[str, object], **more: object) -> dict[str, object]:
+        return {**base, "id": ids[n], "kind": kind, "title": title, "slug": title.lower().replace(" ", "-"),
+                "attributes": attributes, "archived": False, **more}
+
+    def rel(n: int, title: str, subject: str, obj: str, **more: object) -> dict[str, object]:
+        return rec(n, "relationship", title, {"subject_id": subject, "predicate": "knows", "object_id": obj}, **more)
+
+    records = [
+        rel(0, "About knowing", ids[1], ids[3]),  # names a relationship that follows it
+        rel(1, "Ada knows Bob", ids[3], ids[4]),  # names people that follow it
+        rec(3, "person", "Ada", {"full_name": "Ada"}),
+        rec(4, "person", "Bob", {"full_name": "Bob"},
+            links=[{"relation": "relates_to", "target": ids[5]}]),  # to a relationship left out
+        rel(5, "Ada knows a ghost", ids[3], "0190a8f0-0000-7000-8000-0000000002ff"),
+    ]
+    _engram_export(tmp_path / "engram", records)
+    root = str(tmp_path / "home")
+    got = import_engram(root, str(tmp_path / "engram"))
+    report = {e["title"]: e for e in got.report}
+    assert got.memories == 4 and set(report) == {"Ada knows a ghost", "Bob"}
+    assert report["Ada knows a ghost"]["skipped"] and "object_id 0190a8f0-0000-7000-8000-0000000002ff names a " \
+        "memory neither in the export nor here" in " ".join(report["Ada knows a ghost"]["notes"])
+    assert not report["Bob"]["skipped"] and "left out" in " ".join(report["Bob"]["notes"])
+    assert [c.get("title") for c in got.proposal.changes] == ["Ada", "Bob", "Ada knows Bob", "About knowing"]
+    P.approve(root, got.proposal.id)
+    assert S.get(root, ids[0]).attributes["subject_id"] == ids[1] and S.get(root, ids[4]).links == []
+
+
 def test_an_engram_import_from_the_cli_reports_each_memory(agentlog_home: Path, tmp_path: Path) -> None:
     import json
 

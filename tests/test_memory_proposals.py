@@ -574,3 +574,45 @@ def test_undo_is_refused_while_a_relationship_names_a_memory_it_created(agentlog
         assert f"memories_{col.split('_')[0]}" in plan and "SCAN" not in plan, plan
     S.delete(root, rel.id)
     assert P.undo(root, p.id).status == "undone"
+
+
+def test_a_relationship_names_memories_that_exist(agentlog_home: Path) -> None:
+    """Made directly, by a proposal or edited: each end a memory here (or made by an earlier change of
+    the same proposal), never a deleted one, never itself; a merge checks again against what is there then."""
+    import uuid
+
+    root = str(agentlog_home)
+    a, b = _setup(root)
+    nowhere = str(uuid.uuid4())
+    rel = {"predicate": "maintains", "subject_id": a.id}
+    with pytest.raises(InvalidMemory, match=f"object_id {nowhere} names no memory here"):
+        S.create(root, "relationship", "x", attributes={**rel, "object_id": nowhere})
+    made = S.create(root, "relationship", "a maintains b", attributes={**rel, "object_id": b.id})
+    with pytest.raises(InvalidMemory, match="subject_id cannot be the relationship itself"):
+        S.edit(root, made.id, attributes={"subject_id": made.id})
+    with pytest.raises(InvalidMemory, match=f"object_id {nowhere} names no memory here"):
+        S.edit(root, made.id, attributes={"object_id": nowhere})
+    assert S.get(root, made.id).version == 1
+    # a proposal: refused at open for a memory that is nowhere; one made by an earlier change is fine
+    with pytest.raises(InvalidMemory, match="names no memory here"):
+        P.open_proposal(root, [{"op": "create", "kind": "relationship", "title": "r",
+                                "attributes": {**rel, "object_id": nowhere}}], title="t")
+    ada = str(uuid.uuid4())
+    p = P.open_proposal(root, [{"op": "create", "id": ada, "kind": "person", "title": "Ada",
+                                "attributes": {"full_name": "Ada"}},
+                               {"op": "create", "kind": "relationship", "title": "Ada maintains b",
+                                "attributes": {"subject_id": ada, "predicate": "maintains", "object_id": b.id}}],
+                        title="t")
+    P.approve(root, p.id)
+    assert sorted(m.title for m in S.list_memories(root, kind="relationship")) == ["Ada maintains b", "a maintains b"]
+    # an end deleted after the proposal was opened: the merge refuses it, naming the end
+    q = P.open_proposal(root, [{"op": "create", "kind": "relationship", "title": "late",
+                                "attributes": {**rel, "object_id": b.id}}], title="t")
+    S.delete(root, b.id)
+    before = _state(root)
+    with pytest.raises(P.StaleProposal, match=f"'late' is a relationship whose object_id {b.slug} is gone"):
+        P.approve(root, q.id)
+    assert _state(root) == before
+    with pytest.raises(InvalidMemory, match=rf"object_id {b.id} names no memory here \({b.slug} was deleted\)"):
+        S.create(root, "relationship", "y", attributes={**rel, "object_id": b.id})
+    _replays_to_the_same(root)

@@ -24,8 +24,10 @@ values can be loose. One memory's loose value never fails the import:
   (``tag:engram-loose`` finds them); a required attribute whose closed
   vocabulary has ``other`` takes ``other``;
 - a memory that still cannot be made (an unknown kind, no title, a required
-  attribute missing or unfixable, an id this memory has already) is left out,
-  and so are links to it or to a memory that is nowhere;
+  attribute missing or unfixable, an id this memory has already, a
+  relationship naming a memory neither in the export nor here) is left out,
+  and so are links to it or to a memory that is nowhere; relationships come
+  after the memories they name (engram's records need not);
 - a confidence, visibility, lifetime, slug, tag or evidence item that is not
   valid is replaced by the default (the import prior 0.70, ``private`` — closed,
   as engram's recall treats an unknown visibility — ``standard``, a slug from
@@ -55,6 +57,7 @@ from .model import (
     VISIBILITIES,
     Attr,
     InvalidMemory,
+    relationship_ends,
     validate_attributes,
     validate_evidence,
     validate_lifetime,
@@ -308,6 +311,7 @@ def changes_from(src: str, existing: set[str] | frozenset[str] = frozenset(),
         pending_links += [(change, link) for link in (raw_links if isinstance(raw_links, list) else [raw_links])]
         if notes:
             report.append(entry)
+    creates = _relationships_last(creates, seen, known, report)
     links: list[dict[str, Any]] = []
     for change, link in pending_links:
         target = str(link.get("target")) if isinstance(link, dict) else None
@@ -327,6 +331,38 @@ def changes_from(src: str, existing: set[str] | frozenset[str] = frozenset(),
         problems = "; ".join(f"{e['at']}: {' '.join(e['notes'])}" for e in report[:20])
         raise ExchangeError(f"{where}: no memory to import" + (f" ({problems})" if problems else ""))
     return creates + links, report
+
+
+def _relationships_last(creates: list[dict[str, Any]], seen: set[str], known: set[str] | frozenset[str],
+                        report: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The creates with each relationship after the memories it names (a proposal's change may
+    name only what is there or made by an earlier change); a relationship naming a memory
+    neither in the export nor here — or one left out — is left out itself, and reported
+    (its id leaves ``seen``: links to it are left out too)."""
+    placed = set(known) | {c["id"] for c in creates if c["kind"] != "relationship"}
+    waiting = [c for c in creates if c["kind"] == "relationship"]
+    ordered = [c for c in creates if c["kind"] != "relationship"]
+    while waiting:  # (relationships naming relationships: as many rounds as the longest chain)
+        ready = [c for c in waiting if all(end in placed and end != c["id"]
+                                           for _, end in relationship_ends("relationship", c["attributes"]))]
+        if not ready:
+            break
+        ordered += ready
+        placed.update(c["id"] for c in ready)
+        taken = {id(c) for c in ready}
+        waiting = [c for c in waiting if id(c) not in taken]
+    for c in waiting:
+        missing = [f"{name} {end}" for name, end in relationship_ends("relationship", c["attributes"])
+                   if end not in placed or end == c["id"]]
+        seen.discard(c["id"])
+        found = next((e for e in report if e["id"] == c["id"]), None)
+        if found is None:
+            found = {"id": c["id"], "title": c["title"], "at": "", "notes": [], "skipped": True}
+            report.append(found)
+        found["skipped"] = True
+        found["notes"].append(f"left out: the relationship's {', '.join(missing)} names a memory neither in the "
+                              "export nor here")
+    return ordered
 
 
 def import_engram(root: str, src: str) -> EngramImport:

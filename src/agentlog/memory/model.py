@@ -132,6 +132,18 @@ def _check_value(kind: str, attr: Attr, value: Any) -> Any:
     raise AssertionError(f"unknown attribute type {t}")  # pragma: no cover
 
 
+RELATIONSHIP_ENDS: Final = ("subject_id", "object_id")
+"""The attributes of a ``relationship`` that name memories (checked to exist where it is made)."""
+
+
+def relationship_ends(kind: str, attributes: dict[str, Any]) -> list[tuple[str, str]]:
+    """(attribute, memory id) for each memory a relationship's attributes name; none for
+    another kind."""
+    if kind != "relationship":
+        return []
+    return [(k, str(attributes[k])) for k in RELATIONSHIP_ENDS if attributes.get(k) is not None]
+
+
 def validate_attributes(kind: str, attributes: dict[str, Any]) -> dict[str, Any]:
     """``attributes`` checked against ``kind``'s schema, normalised, in schema order.
     Raises :class:`InvalidMemory` naming the first problem."""

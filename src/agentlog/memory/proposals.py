@@ -35,6 +35,7 @@ from .model import (
     RECORDED_EVIDENCE,
     InvalidMemory,
     normalize_tags,
+    relationship_ends,
     slugify,
     validate_attributes,
     validate_evidence,
@@ -44,7 +45,7 @@ from .model import (
     validate_title,
     validate_visibility,
 )
-from .service import check_slug_free, free_slug
+from .service import check_relationship_ends, check_slug_free, free_slug
 from .store import NotFound, VersionConflict, connect, new_event, snapshot, transact
 
 OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "unlink", "archive", "delete")
@@ -109,6 +110,7 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
                 raise InvalidMemory(f"a memory id is a UUID, not {change['id']!r}") from None
             if con.execute("SELECT 1 FROM memories WHERE id = ?", (out["id"],)).fetchone():
                 raise InvalidMemory(f"memory {out['id']} exists already")
+        check_relationship_ends(con, str(out["kind"]), out["attributes"], out.get("id", ""), created)
         if change.get("confidence") is not None:
             c = change["confidence"]
             if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
@@ -149,6 +151,7 @@ def _check(con: sqlite3.Connection, change: dict[str, Any], bases: dict[str, int
             f["content"] = str(fields["content"])
         if "attributes" in fields:
             f["attributes"] = validate_attributes(kind, {**attrs, **(fields["attributes"] or {})})
+            check_relationship_ends(con, kind, f["attributes"], mid, created)
         if "tags" in fields:
             f["tags"] = normalize_tags(fields["tags"])
         if "slug" in fields:
@@ -607,6 +610,17 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
     def refuse(n: int, c: dict[str, Any], why: str) -> StaleProposal:
         return StaleProposal(f"change {n} ({c['op']}): memory {why}: nothing was merged")
 
+    kinds: dict[str, str] = {}  # of the memories this merge creates
+
+    def gone_end(n: int, c: dict[str, Any], label: str, kind: str, attributes: dict[str, Any]) -> None:
+        """A relationship must name memories that are there when it is merged (as the changes
+        before it leave them)."""
+        for name, end in relationship_ends(kind, attributes):
+            target = memory(end)
+            if target is None or target["deleted"]:
+                raise refuse(n, c, f"{label} is a relationship whose {name} "
+                                   f"{target['slug'] if target else end} is gone")
+
     ops: list[dict[str, Any]] = []
     slugs: set[str] = set()  # given by this merge so far (unique slugs: service.free_slug)
     versions: dict[str, int] = dict(p.bases)
@@ -623,6 +637,8 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
             before[mid] = None
             versions[mid] = 1
             body = {k: c[k] for k in ("kind", "title", "content", "attributes", "tags", "evidence")}
+            gone_end(n, c, repr(c["title"]), c["kind"], c["attributes"])
+            kinds[mid] = c["kind"]
             # the slug asked for, or the nearest free one (a memory made since may have it)
             body["slug"] = free_slug(con, c.get("slug") or slugify(c["title"], mid), slugs)
             slugs.add(body["slug"])
@@ -655,6 +671,9 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
             body = {k: v for k, v in c["fields"].items() if fields.get(k) != v}  # the fields that change
             fields.update(body)
             name = "memory_edited"
+            if "attributes" in body:
+                kind = kinds.get(mid) or con.execute("SELECT kind FROM memories WHERE id = ?", (mid,)).fetchone()[0]
+                gone_end(n, c, m["slug"], kind, body["attributes"])
             if "slug" in body:  # taken by another memory since the proposal was opened
                 try:
                     check_slug_free(con, body["slug"], mid)

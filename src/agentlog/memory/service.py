@@ -22,6 +22,7 @@ from .model import (
     RECORDED_EVIDENCE,
     InvalidMemory,
     normalize_tags,
+    relationship_ends,
     slugify,
     suffixed,
     validate_attributes,
@@ -180,6 +181,7 @@ def create(root: str, kind: str, title: str, *, content: str = "", attributes: d
 
     def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
         # the slug decided under the lock, against every memory there is (no other write can take it meanwhile)
+        check_relationship_ends(con, kind, attrs, mid)
         if wanted is not None:
             check_slug_free(con, wanted, mid)
             body["slug"] = wanted
@@ -220,6 +222,21 @@ def check_slug_free(con: sqlite3.Connection, slug: str, mid: str) -> None:
         raise InvalidMemory(f"slug {slug!r} is taken by memory {owner[0]} ({owner[1]!r}): choose another")
 
 
+def check_relationship_ends(con: sqlite3.Connection, kind: str, attributes: dict[str, Any], mid: str,
+                            created: set[str] | frozenset[str] = frozenset()) -> None:
+    """A relationship names memories that exist (not deleted) — or that ``created`` holds (made
+    by the same proposal's earlier changes) — and not itself; other kinds name none."""
+    for name, end in relationship_ends(kind, attributes):
+        if end == mid:
+            raise InvalidMemory(f"a relationship's {name} cannot be the relationship itself")
+        if end in created:
+            continue
+        row = con.execute("SELECT deleted, slug FROM memories WHERE id = ?", (end,)).fetchone()
+        if row is None or row[0]:
+            raise InvalidMemory(f"the relationship's {name} {end} names no memory here"
+                                + (f" ({row[1]} was deleted)" if row else ""))
+
+
 def _as_created(ev: dict[str, Any]) -> Memory:
     """The memory a ``memory_created`` event just written and folded made: its row as the fold
     wrote it (:func:`.store.created_row`) read as :func:`get` reads it — without asking the
@@ -255,13 +272,18 @@ def edit(root: str, ident: str, *, expected_version: int | None = None, actor: s
         change["title"] = validate_title(title)
     if slug is not None and validate_slug(slug) != m.slug:
         change["slug"] = slug
-    check = (lambda con: check_slug_free(con, change["slug"], m.id)) if "slug" in change else None
     if content is not None and content != m.content:
         change["content"] = content
     if attributes is not None:
         merged = validate_attributes(m.kind, {**m.attributes, **attributes})
         if merged != m.attributes:
             change["attributes"] = merged
+
+    def check(con: sqlite3.Connection) -> None:  # under the lock, against every memory there is
+        if "slug" in change:
+            check_slug_free(con, change["slug"], m.id)
+        if "attributes" in change:
+            check_relationship_ends(con, m.kind, change["attributes"], m.id)
     if tags is not None and normalize_tags(tags) != m.tags:
         change["tags"] = normalize_tags(tags)
     if change:
@@ -372,7 +394,7 @@ def _change(root: str, m: Memory, events: str | list[tuple[str, dict[str, Any]]]
             body: dict[str, Any] | None = None) -> Memory:
     """The ``events`` ((name, body) each; or one name with ``body``) changing ``m``, based on
     its version (or ``expected_version``); ``check`` runs under the lock first (what depends
-    on other memories: a slug)."""
+    on other memories: a slug, a relationship's ends)."""
     base = m.version if expected_version is None else expected_version
     named = [(events, body or {})] if isinstance(events, str) else events
     evs = [new_event(name, m.id, base + i, actor, b) for i, (name, b) in enumerate(named, 1)]
