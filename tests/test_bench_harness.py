@@ -421,3 +421,20 @@ def test_scratch_directories_live_in_the_steps_own_spread_directory(tmp_path: Pa
     assert spread_directories(str(tmp_path / "missing")) is False
     ctx.cleanup()
     assert not os.path.exists(base) and not os.path.exists(a)
+
+
+def test_the_memory_growth_table_gives_each_step_and_the_exponent() -> None:
+    from agentlog.bench.memory_steps import _growth_table
+
+    def size(n: int, linear: float, flat: float) -> dict[str, object]:
+        st = {"median": flat, "p95": flat}
+        return {"memories": n, "append": st, "tag_update": st, "rebuild_ms": linear, "verify_ms": linear * n / 1000,
+                "search": {"q": st}, "proposal_open": st, "merge": st, "undo": st, "export_ms": linear,
+                "export_floor_ms": linear, "restore_ms": linear}
+
+    table = _growth_table([size(1000, 10.0, 0.5), size(10_000, 100.0, 0.5), size(100_000, 1000.0, 0.5)])
+    assert table["columns"][1:] == ["1,000 memories", "10,000 memories", "100,000 memories", "grew 10× larger",
+                                    "grew 10× larger", "exponent"]
+    rows = {r[0]: r[1:] for r in table["rows"]}
+    assert rows["rebuild"] == ["10.00 ms", "100.00 ms", "1,000.00 ms", "10.0×", "10.0×", "1.00"]
+    assert rows["append p50"][-1] == "0.00" and rows["differential verify"][-1] == "2.00"  # constant; quadratic

@@ -8,12 +8,14 @@ times each operation: append (a memory created), tag update, full rebuild
 over five query shapes, proposal open and merge, undo, export and restore;
 then ``agentlog memory list|show|search`` as whole processes. Then the same
 store operations at the larger size (``--events`` / 14 memories, at most
-100,000) — only from ``--events 140000`` up: ``--events 100000 --only memory``
+100,000) and at one between (their geometric mean: 10,000), for the growth's
+shape — only from ``--events 140000`` up: ``--events 100000 --only memory``
 runs the 1,000-memory part alone (strict, relaxed, the commands), for iterating.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -68,26 +70,37 @@ def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], 
     return ids, append, tags
 
 
-def _growth_table(base: dict[str, Any], big: dict[str, Any]) -> dict[str, Any]:
-    """Each operation at engram's scale and at the larger size, and how much it grew (linear
-    growth is the ratio of the sizes)."""
+def _growth_table(sizes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each operation at each size (engram's first), how much it grew from one size to the
+    next, and the exponent of its growth over the whole range: the slope of log(time) against
+    log(memories) — 1.0 is linear, 0 is constant, above 1 faster than linear."""
     def ops(r: dict[str, Any]) -> list[tuple[str, float]]:
         return ([("append p50", r["append"]["median"]), ("tag update p50", r["tag_update"]["median"]),
                  ("rebuild", r["rebuild_ms"]), ("differential verify", r["verify_ms"])]
                 + [(f"search {q} p50", st["median"]) for q, st in r["search"].items()]
                 + [(f"search {q} p95", st["p95"]) for q, st in r["search"].items()]
                 + [("proposal open p50", r["proposal_open"]["median"]), ("merge p50", r["merge"]["median"]),
-                   ("undo p50", r["undo"]["median"]), ("export p50", r["export_ms"]), ("restore p50", r["restore_ms"])])
+                   ("undo p50", r["undo"]["median"]), ("export p50", r["export_ms"]),
+                   ("its file-system floor p50", r["export_floor_ms"]), ("restore p50", r["restore_ms"])])
 
-    sizes = big["memories"] / max(base["memories"], 1)
-    rows = [[name, f"{a:,.2f} ms", f"{b:,.2f} ms", f"{b / a:,.1f}×" if a > 0 else "—"]
-            for (name, a), (_, b) in zip(ops(base), ops(big))]
+    per = [ops(r) for r in sizes]
+    ns = [r["memories"] for r in sizes]
+    rows = []
+    for i, (name, _) in enumerate(per[0]):
+        times = [p[i][1] for p in per]
+        steps = [f"{b / a:,.1f}×" if a > 0 else "—" for a, b in zip(times, times[1:])]
+        fit = (f"{math.log(times[-1] / times[0]) / math.log(ns[-1] / ns[0]):.2f}"
+               if times[0] > 0 and times[-1] > 0 and ns[-1] > ns[0] else "—")
+        rows.append([name, *(f"{t:,.2f} ms" for t in times), *steps, fit])
     return {"title": "Growth from engram's scale to the larger size (strict)",
-            "columns": ["operation", f"{base['memories']:,} memories", f"{big['memories']:,} memories", "grew"],
+            "columns": ["operation", *(f"{n:,} memories" for n in ns),
+                        *(f"grew {b // a if a else 0:,}× larger" for a, b in zip(ns, ns[1:])), "exponent"],
             "rows": rows,
-            "note": f"The sizes differ {sizes:,.0f}×: an operation growing linearly with the memories grows about "
-                    f"{sizes:,.0f}×, one whose cost does not depend on them about 1×. Searches over every match "
-                    "(a word in every memory) rank them all; the others read what their operators select."}
+            "note": "From one size to the next the memories grow by the factor in each 'grew' column's heading: an "
+                    "operation growing linearly grows about as much, one whose cost does not depend on them about 1×. "
+                    "Exponent: log(last time / first time) / log(last size / first size) — 1.00 is linear, 0 constant. "
+                    "Searches over every match (a word in every memory) rank them all; the others read what their "
+                    "operators select."}
 
 
 def _read_tree(top: str) -> list[tuple[str, bytes]]:
@@ -248,10 +261,15 @@ def memory(ctx: StepContext) -> dict[str, Any]:
     dashboard = _dashboard(ctx, root)
     big_n = min(100_000, ctx.events // 14)
     big: dict[str, Any] | None = None
+    larger: list[dict[str, Any]] = []  # the sizes above engram's, smallest first
     if big_n >= 10 * BASE_MEMORIES:  # the larger size only where it says something (--events ≥ 140,000)
-        big_root = ctx.tmpdir()
-        big = _store_ops(ctx, big_root, big_n, big_n * EXTRA_CHANGES // BASE_MEMORIES)
-        shutil.rmtree(big_root, ignore_errors=True)
+        # and one between (their geometric mean: 10,000 for 100,000), for the growth's shape
+        between = int(round(math.sqrt(BASE_MEMORIES * big_n), -3))
+        for n in ([between] if BASE_MEMORIES < between < big_n else []) + [big_n]:
+            size_root = ctx.tmpdir()
+            larger.append(_store_ops(ctx, size_root, n, n * EXTRA_CHANGES // BASE_MEMORIES))
+            shutil.rmtree(size_root, ignore_errors=True)
+        big = larger[-1]
     metrics: dict[str, Any] = {
         "append_p50_ms": base["append"]["median"], "tag_update_p50_ms": base["tag_update"]["median"],
         "rebuild_secs": base["rebuild_ms"] / 1000, "verify_secs": base["verify_ms"] / 1000,
@@ -281,17 +299,20 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "dashboard_list_mean_ms": dashboard["list"]["mean"], "dashboard_list_p95_ms": dashboard["list"]["p95"],
         "dashboard_get_mean_ms": dashboard["get"]["mean"], "dashboard_get_p95_ms": dashboard["get"]["p95"],
     }
-    if big is not None:
-        metrics.update({f"big.{k}": v for k, v in (("memories", big["memories"]),
-                                                    ("append_p50_ms", big["append"]["median"]),
-                                                    ("rebuild_secs", big["rebuild_ms"] / 1000),
-                                                    ("verify_secs", big["verify_ms"] / 1000),
-                                                    ("search_p95_ms", big["search_p95_ms"]),
-                                                    ("search_after_write_p50_ms", big["search_after_write"]["median"]),
-                                                    ("merge_p50_ms", big["merge"]["median"]),
-                                                    ("undo_p50_ms", big["undo"]["median"]),
-                                                    ("export_ms", big["export_ms"]),
-                                                    ("restore_ms", big["restore_ms"]))})
+    sized: list[tuple[str, dict[str, Any]]] = ([("mid", larger[0])] if len(larger) > 1 else []) + \
+        ([("big", big)] if big else [])
+    for prefix, r in sized:
+        metrics.update({f"{prefix}.{k}": v for k, v in (("memories", r["memories"]),
+                                                        ("append_p50_ms", r["append"]["median"]),
+                                                        ("rebuild_secs", r["rebuild_ms"] / 1000),
+                                                        ("verify_secs", r["verify_ms"] / 1000),
+                                                        ("search_p95_ms", r["search_p95_ms"]),
+                                                        ("search_after_write_p50_ms",
+                                                         r["search_after_write"]["median"]),
+                                                        ("merge_p50_ms", r["merge"]["median"]),
+                                                        ("undo_p50_ms", r["undo"]["median"]),
+                                                        ("export_ms", r["export_ms"]),
+                                                        ("restore_ms", r["restore_ms"]))})
 
     def row(label: str, r: dict[str, Any]) -> list[Any]:
         return [label, f"{r['memories']:,} / {r['events']:,}", f"{r['append']['median']:.2f} ms",
@@ -301,7 +322,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
                 f"{r['undo']['median']:.2f} ms", _spread(r["export"]), f"{r['export_floor']['median']:.0f} ms",
                 _spread(r["restore"])]
 
-    rows = [row("engram's scale", base), row("engram's scale, relaxed", relaxed)] + ([row("larger", big)] if big else [])
+    rows = [row("engram's scale", base), row("engram's scale, relaxed", relaxed)] + [row("larger", r) for r in larger]
     tables = [{
         "title": "Memory operations (in process)",
         "columns": ["size", "memories / events", "append p50", "tag update p50", "rebuild", "differential verify",
@@ -322,7 +343,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
                 "open, a write and a close per file), right after each export. Targets at engram's "
                 "scale: append ≤ 0.5 ms, rebuild ≤ 0.5 s, verify ≤ 0.5 s, search p95 ≤ 5 ms, open and merge ≤ 1 ms, "
                 "undo ≤ 5 ms, export ≤ 150 ms, restore ≤ 150 ms.",
-    }, *([_growth_table(base, big)] if big else []), {
+    }, *([_growth_table([base, *larger])] if big else []), {
         "title": "agentlog memory commands as whole processes (engram's scale)",
         "columns": ["command", "p50", "p95"],
         "rows": [[f"agentlog memory {k}", f"{v['median']:.0f} ms", f"{v['p95']:.0f} ms"] for k, v in cli.items()],
