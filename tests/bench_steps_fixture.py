@@ -19,7 +19,8 @@ def quick(ctx: StepContext) -> dict[str, Any]:
     return {
         "tables": [{"title": "Quick", "columns": ["what", "value"], "rows": [["events", ctx.events], ["seed", ctx.seed]], "note": "a note"}],
         "metrics": {"events": ctx.events, "half": ctx.events / 2},
-        "extra": {"pid": os.getpid()},
+        "extra": {"pid": os.getpid(), "bytecode": [os.environ.get(k) for k in ("PYTHONPYCACHEPREFIX",
+                                                                             "PYTHONDONTWRITEBYTECODE")]},
     }
 
 

@@ -164,6 +164,22 @@ def test_only_and_skip(tmp_path: Path) -> None:
         select(["a"], ["z"], [])
 
 
+def test_steps_keep_their_bytecode_even_where_the_caller_forbids_writing_it(tmp_path: Path) -> None:
+    """A step's Python (and what it starts) compiles each module once per run, into a scratch cache
+    removed at the end — not on every process start because PYTHONDONTWRITEBYTECODE is set."""
+    r = subprocess.run([sys.executable, "-m", "agentlog", "bench", "run", "--steps-module", FIXTURE, "--out",
+                        str(tmp_path), "--only", "quick"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "results.json").read_text())
+    prefix, forbid = steps(data)["quick"]["result"]["raw"]["extra"]["bytecode"]
+    assert prefix and os.path.basename(prefix).startswith("agentlog-bench-bytecode-") and forbid is None
+    assert not os.path.exists(prefix)
+    assert data["run"]["bytecode"] == {"cached": True, "caller_forbade_writing": True}
+    assert "Bytecode: the steps and the processes they start compile each module once per run" in \
+        (tmp_path / "results.md").read_text()
+
+
 def test_steps_module_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTLOG_BENCH_STEPS_MODULE", FIXTURE)
     r = bench("step", "quick", "--events", "123", "--json")

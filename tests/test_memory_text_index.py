@@ -171,8 +171,7 @@ def test_kind_tags_and_flags_narrow_the_matches_in_the_index_itself(agentlog_hom
 
     def in_index(q: str) -> set[str]:
         parsed = parse(q)
-        narrow = parsed.narrow + ([] if parsed.archived else [("flag", "archived", False)])
-        found = text_index.matches(root, con, parsed.free_text(), narrow) or {}
+        found = text_index.matches(root, con, parsed.free_text(), parsed.index_narrowing()) or {}
         return {m for m, r in rows.items() if r in found}
 
     assert in_index("parse") == {a.id, b.id}

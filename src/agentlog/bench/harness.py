@@ -379,6 +379,11 @@ class Runner:
     python: str = sys.executable
     status: Callable[[str], None] | None = None
     on_spawn: Callable[[], None] | None = None
+    bytecode_dir: str | None = None
+    """Where the steps' Pythons (and the processes they start) keep compiled bytecode
+    (``PYTHONPYCACHEPREFIX``, with ``PYTHONDONTWRITEBYTECODE`` dropped): each module compiled
+    once per run, as an installed package has its bytecode — not on every process start
+    when the caller's environment forbids writing it."""
 
     def child_argv(self, name: str) -> list[str]:
         argv = [
@@ -401,6 +406,9 @@ class Runner:
             os.remove(result_path)
         argv = self.child_argv(name)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.bytecode_dir:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = self.bytecode_dir
         entry["disk_flush_secs"] = flush_disk()
         entry["disk_settle_secs"] = settle_disk()
         t0 = time.monotonic()
@@ -535,10 +543,13 @@ def run_all(
         names=names, events=events, seed=seed, time_cap_secs=time_cap_secs, rss_cap_bytes=rss_cap_bytes,
         out_dir=out_dir, only=only, skip=skip, descriptions={n: describe_step(reg[n]) for n in names}, known=list(reg),
     )  # fmt: skip
+    bytecode = tempfile.mkdtemp(prefix="agentlog-bench-bytecode-")
+    results["run"]["bytecode"] = {"cached": True, "caller_forbade_writing": bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))}
     write_json_atomic(results_path, results)
     runner = Runner(
         out_dir=out_dir, events=events, seed=seed, time_cap_secs=time_cap_secs, rss_cap_bytes=rss_cap_bytes,
         steps_module=steps_module, status=on_status, on_spawn=lambda: write_json_atomic(results_path, results),
+        bytecode_dir=bytecode,
     )  # fmt: skip
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -569,6 +580,7 @@ def run_all(
         # logs loaded once and shared by the steps of this run (bench.store_steps);
         # a cache named by $AGENTLOG_BENCH_CACHE_DIR is kept for the next run
         shutil.rmtree(os.path.join(out_dir, ".workload-cache"), ignore_errors=True)
+        shutil.rmtree(bytecode, ignore_errors=True)
         results["run"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results["run"]["wall_secs"] = time.monotonic() - t0
         write_json_atomic(results_path, finite(results))

@@ -147,7 +147,20 @@ def steps_summary(results: dict[str, Any]) -> list[str]:
         "pages count once per process there).",
         "",
         *_scratch_note(results),
+        *_bytecode_note(results),
     ]
+
+
+def _bytecode_note(results: dict[str, Any]) -> list[str]:
+    """How the steps' Pythons had their bytecode (a run before this note did not say)."""
+    bytecode = results.get("run", {}).get("bytecode")
+    if not bytecode:
+        return []
+    forbade = (" (the environment that started the run set `PYTHONDONTWRITEBYTECODE`: dropped for the steps)"
+               if bytecode.get("caller_forbade_writing") else "")
+    return ["Bytecode: the steps and the processes they start compile each module once per run into a scratch cache "
+            f"(`PYTHONPYCACHEPREFIX`), as an installed package has its bytecode; a process's first import of a module "
+            f"compiles it, later processes read it{forbade}.", ""]
 
 
 def _scratch_note(results: dict[str, Any]) -> list[str]:

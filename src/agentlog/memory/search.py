@@ -56,7 +56,12 @@ class Query:
     confidence: list[tuple[str, float]] = field(default_factory=list)
     archived: bool = False
     narrow: list[tuple[str, str, bool]] = field(default_factory=list)
-    """The operators the text index can also answer (:func:`.text_index.matches`)."""
+    """The operators the text index can also answer (:func:`.text_index.matches`); see :meth:`index_narrowing`."""
+
+    def index_narrowing(self) -> list[tuple[str, str, bool]]:
+        """What the text index narrows its matches by: :attr:`narrow`, and archived memories
+        left out unless ``is:archived`` asks for them (as the read model's conditions do)."""
+        return self.narrow + ([] if self.archived else [("flag", "archived", False)])
 
     def free_text(self) -> Any:
         """The free text parsed as event search parses it (None when there is none)."""
@@ -265,9 +270,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
 
         if root is None:
             raise ValueError("a free-text memory search needs the data root (its text index)")
-        # the index narrows by kind, tag and flags too (archived memories left out unless asked for)
-        narrow = q.narrow + ([] if q.archived else [("flag", "archived", False)])
-        found = text_index.matches(root, con, free, narrow)
+        found = text_index.matches(root, con, free, q.index_narrowing())  # (kind, tag and flags too)
         if not found:
             return []
         # the matches as one JSON object {row: relevance}, bound as a parameter
