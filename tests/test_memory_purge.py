@@ -130,3 +130,24 @@ def test_the_cli_deletes_for_real_only_when_asked(agentlog_home: Path) -> None:
     assert files_holding(agentlog_home, b"qzxw") == []
     r = _cli(agentlog_home, "memory", "delete", a.slug, "--purge", "--yes")
     assert r.returncode == 1 and "no memory" in r.stderr
+
+
+def test_a_process_keeping_the_read_model_open_follows_another_processes_purge(agentlog_home: Path) -> None:
+    """A long-lived process (the dashboard, the MCP server) keeps its connection to the read model;
+    another process's purge replaces the file: this one then reads the new file — nothing of the
+    purged memory — and its own writes go there too."""
+    root = str(agentlog_home)
+    secret = S.create(root, "fact", "the launch code", content="zebra-42-ostrich", attributes={"statement": "x"})
+    kept = S.create(root, "fact", "the tests run with make test", attributes={"statement": "make test"})
+    assert S.get(root, secret.id).content == "zebra-42-ostrich"  # this process's connection is open
+    done = subprocess.run([sys.executable, "-m", "agentlog", "memory", "delete", secret.id, "--purge", "--yes"],
+                          env={**os.environ, "AGENTLOG_HOME": root}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(store.NotFound):
+        S.get(root, secret.id)
+    assert [m.id for m, _ in S.search(root, "zebra")] == [] and [m.id for m in S.list_memories(root)] == [kept.id]
+    S.edit(root, kept.id, content="make test, or pytest -n 2")
+    fresh = subprocess.run([sys.executable, "-m", "agentlog", "memory", "show", kept.id, "--json"],
+                           env={**os.environ, "AGENTLOG_HOME": root}, capture_output=True, text=True, timeout=120)
+    assert json.loads(fresh.stdout)["content"] == "make test, or pytest -n 2"
+    assert store.verify(root)["ok"]

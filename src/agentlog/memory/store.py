@@ -175,6 +175,9 @@ class _Shared(sqlite3.Connection):
     """A connection this process keeps open for a data root (per thread): ``close``
     leaves it open for the next caller; :func:`_forget` really closes it."""
 
+    file_id: tuple[int, int] = (-1, -1)
+    """The file it opened (device, inode): :func:`connect` reopens when the path names another."""
+
     def close(self) -> None:
         pass
 
@@ -199,14 +202,24 @@ def _forget(root: str) -> None:
 def connect(root: str, path: str | None = None) -> sqlite3.Connection:
     """The read model (created when missing), 0600. Without ``path``, the connection
     this process (thread) keeps open for the data root: opening one, with the schema
-    checked, costs more than most reads."""
+    checked, costs more than most reads. It is the file at the path now: when another
+    process has replaced it (a rebuild, a memory purge), the kept connection — still on
+    the old file, which may hold what a purge removed — is closed and the new file opened."""
     shared = path is None
     path = path or db_path(root)
     key = (os.path.abspath(path), threading.get_ident())
-    if shared and key in _OPEN and os.path.exists(path):
-        return _OPEN[key]
+    try:
+        st = os.stat(path)
+        file_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except FileNotFoundError:
+        file_id = None
+    if shared and key in _OPEN:
+        kept = _OPEN[key]
+        if file_id is not None and kept.file_id == file_id:
+            return kept
+        _forget(root)  # (replaced or removed: every thread's connection to it, and what this process saw of the log)
     ensure_dir(os.path.dirname(path))
-    new = not os.path.exists(path)
+    new = file_id is None
     con = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_Shared if shared else sqlite3.Connection)
     if new:
         os.chmod(path, FILE_MODE)
@@ -230,6 +243,11 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
                           f"INSERT OR IGNORE INTO meta VALUES ('generation', '{uuid7()}'); COMMIT;")
     if shared:
         assert isinstance(con, _Shared)
+        if file_id is None:  # (made just now)
+            st = os.stat(path)
+            file_id = (st.st_dev, st.st_ino)
+        # (its stat from before it was opened: a file replaced in between is told apart at the next connect)
+        con.file_id = file_id
         _OPEN[key] = con
     return con
 
