@@ -446,7 +446,7 @@ def test_the_memory_growth_table_gives_each_step_and_the_exponent() -> None:
         st = {"median": flat, "p95": flat}
         return {"memories": n, "append": st, "tag_update": st, "rebuild_ms": linear, "verify_ms": linear * n / 1000,
                 "search": {"q": st}, "proposal_open": st, "merge": st, "undo": st, "export_ms": linear,
-                "export_floor_ms": linear, "restore_ms": linear}
+                "export_floor_ms": linear, "restore_ms": linear, "machine_loop_ms": 30.0}
 
     table = _growth_table([size(1000, 10.0, 0.5), size(10_000, 100.0, 0.5), size(100_000, 1000.0, 0.5)])
     assert table["columns"][1:] == ["1,000 memories", "10,000 memories", "100,000 memories", "grew 10× larger",
@@ -454,3 +454,4 @@ def test_the_memory_growth_table_gives_each_step_and_the_exponent() -> None:
     rows = {r[0]: r[1:] for r in table["rows"]}
     assert rows["rebuild"] == ["10.00 ms", "100.00 ms", "1,000.00 ms", "10.0×", "10.0×", "1.00"]
     assert rows["append p50"][-1] == "0.00" and rows["differential verify"][-1] == "2.00"  # constant; quadratic
+    assert rows["a fixed Python loop (the machine's speed)"] == ["30.00 ms"] * 3 + ["1.0×"] * 2 + ["0.00"]

@@ -81,7 +81,8 @@ def _growth_table(sizes: list[dict[str, Any]]) -> dict[str, Any]:
                 + [(f"search {q} p95", st["p95"]) for q, st in r["search"].items()]
                 + [("proposal open p50", r["proposal_open"]["median"]), ("merge p50", r["merge"]["median"]),
                    ("undo p50", r["undo"]["median"]), ("export p50", r["export_ms"]),
-                   ("its file-system floor p50", r["export_floor_ms"]), ("restore p50", r["restore_ms"])])
+                   ("its file-system floor p50", r["export_floor_ms"]), ("restore p50", r["restore_ms"]),
+                   ("a fixed Python loop (the machine's speed)", r.get("machine_loop_ms", 0.0))])
 
     per = [ops(r) for r in sizes]
     ns = [r["memories"] for r in sizes]
@@ -99,6 +100,9 @@ def _growth_table(sizes: list[dict[str, Any]]) -> dict[str, Any]:
             "note": "From one size to the next the memories grow by the factor in each 'grew' column's heading: an "
                     "operation growing linearly grows about as much, one whose cost does not depend on them about 1×. "
                     "Exponent: log(last time / first time) / log(last size / first size) — 1.00 is linear, 0 constant. "
+                    "The last row times the same million additions before and after each size's operations (the mean "
+                    "of the two medians of three): it does not depend on the size, so its growth is the machine's own "
+                    "drift over the run — a shared machine slowing by that much slows every row with it. "
                     "Searches over every match (a word in every memory) rank them all; the others read what their "
                     "operators select."}
 
@@ -141,10 +145,22 @@ def _stats(xs: list[float]) -> dict[str, float]:
     return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
 
 
+def _machine_loop_ms() -> float:
+    """A fixed piece of pure Python (a million additions), its median of three: how fast this
+    machine is running now — a shared machine's speed drifts over the minutes a size takes."""
+    def loop() -> None:
+        x = 0
+        for i in range(1_000_000):
+            x += i
+
+    return sorted(_ms(loop) for _ in range(3))[1]
+
+
 def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any]:
     from ..memory import exchange, proposals as P, service as S, store
 
     ctx.progress(f"{n:,} memories, {extra:,} more changes")
+    machine = [_machine_loop_ms()]
     t0 = time.perf_counter()
     ids, append, tags = _build(ctx, root, n, extra)
     n = len(ids)
@@ -202,7 +218,8 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
         fresh = ctx.tmpdir()
         restores.append(_ms(lambda: exchange.restore(fresh, out)))
     export, restore, floor = _stats(exports), _stats(restores), _stats(floors)
-    return {"memories": n, "events": n + extra + 90, "build_secs": build_s, "append": _stats(append),
+    machine.append(_machine_loop_ms())
+    return {"machine_loop_ms": sum(machine) / len(machine), "memories": n, "events": n + extra + 90, "build_secs": build_s, "append": _stats(append),
             "tag_update": _stats(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
             "search_p95_ms": max(s["p95"] for s in search.values()),
             "search_mean_ms": sum(s["mean"] for s in search.values()) / len(search),
@@ -271,6 +288,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
             shutil.rmtree(size_root, ignore_errors=True)
         big = larger[-1]
     metrics: dict[str, Any] = {
+        "machine_loop_ms": base["machine_loop_ms"],
         "append_p50_ms": base["append"]["median"], "tag_update_p50_ms": base["tag_update"]["median"],
         "rebuild_secs": base["rebuild_ms"] / 1000, "verify_secs": base["verify_ms"] / 1000,
         "search_p95_ms": base["search_p95_ms"], "search_after_write_p50_ms": base["search_after_write"]["median"],
@@ -312,7 +330,8 @@ def memory(ctx: StepContext) -> dict[str, Any]:
                                                         ("merge_p50_ms", r["merge"]["median"]),
                                                         ("undo_p50_ms", r["undo"]["median"]),
                                                         ("export_ms", r["export_ms"]),
-                                                        ("restore_ms", r["restore_ms"]))})
+                                                        ("restore_ms", r["restore_ms"]),
+                                                        ("machine_loop_ms", r["machine_loop_ms"]))})
 
     def row(label: str, r: dict[str, Any]) -> list[Any]:
         return [label, f"{r['memories']:,} / {r['events']:,}", f"{r['append']['median']:.2f} ms",
