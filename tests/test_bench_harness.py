@@ -450,8 +450,14 @@ def test_the_memory_growth_table_gives_each_step_and_the_exponent() -> None:
 
     table = _growth_table([size(1000, 10.0, 0.5), size(10_000, 100.0, 0.5), size(100_000, 1000.0, 0.5)])
     assert table["columns"][1:] == ["1,000 memories", "10,000 memories", "100,000 memories", "grew 10× larger",
-                                    "grew 10× larger", "exponent"]
+                                    "grew 10× larger", "exponent", "less the machine's drift"]
     rows = {r[0]: r[1:] for r in table["rows"]}
-    assert rows["rebuild"] == ["10.00 ms", "100.00 ms", "1,000.00 ms", "10.0×", "10.0×", "1.00"]
-    assert rows["append p50"][-1] == "0.00" and rows["differential verify"][-1] == "2.00"  # constant; quadratic
-    assert rows["a fixed Python loop (the machine's speed)"] == ["30.00 ms"] * 3 + ["1.0×"] * 2 + ["0.00"]
+    assert rows["rebuild"] == ["10.00 ms", "100.00 ms", "1,000.00 ms", "10.0×", "10.0×", "1.00", "1.00"]
+    assert rows["append p50"][-2] == "0.00" and rows["differential verify"][-2] == "2.00"  # constant; quadratic
+    assert rows["a fixed Python loop (the machine's speed)"] == ["30.00 ms"] * 3 + ["1.0×"] * 2 + ["0.00"] * 2
+    # a machine that slowed 10× over the run: the loop's exponent is taken from each
+    slowed = [size(1000, 10.0, 0.5), size(10_000, 300.0, 0.5), size(100_000, 10_000.0, 0.5)]
+    slowed[-1]["machine_loop_ms"] = 300.0
+    rows = {r[0]: r[1:] for r in _growth_table(slowed)["rows"]}
+    assert rows["rebuild"][-2:] == ["1.50", "1.00"] and rows["a fixed Python loop (the machine's speed)"][-2:] == \
+        ["0.50", "0.00"]
