@@ -229,8 +229,8 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
         restores.append(_ms(lambda: exchange.restore(fresh, out)))
     export, restore, floor = _stats(exports), _stats(restores), _stats(floors)
     machine.append(_machine_loop_ms())
-    return {"machine_loop_ms": sum(machine) / len(machine), "memories": n, "events": n + extra + 90, "build_secs": build_s, "append": _stats(append),
-            "tag_update": _stats(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
+    return {"machine_loop_ms": sum(machine) / len(machine), "memories": n, "events": n + extra + 90,
+            "build_secs": build_s, "append": _stats(append), "tag_update": _stats(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
             "search_p95_ms": max(s["p95"] for s in search.values()),
             "search_mean_ms": sum(s["mean"] for s in search.values()) / len(search),
             "search_after_write": _stats(after_write), "proposal_open": _stats(opened),

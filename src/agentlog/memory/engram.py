@@ -342,18 +342,20 @@ def _relationships_last(creates: list[dict[str, Any]], seen: set[str], known: se
     placed = set(known) | {c["id"] for c in creates if c["kind"] != "relationship"}
     waiting = [c for c in creates if c["kind"] == "relationship"]
     ordered = [c for c in creates if c["kind"] != "relationship"]
+
+    def unplaced(c: dict[str, Any]) -> list[str]:  # the ends not made before it ("subject_id <id>")
+        return [f"{name} {end}" for name, end in relationship_ends("relationship", c["attributes"])
+                if end not in placed or end == c["id"]]
+
     while waiting:  # (relationships naming relationships: as many rounds as the longest chain)
-        ready = [c for c in waiting if all(end in placed and end != c["id"]
-                                           for _, end in relationship_ends("relationship", c["attributes"]))]
+        ready = [c for c in waiting if not unplaced(c)]
         if not ready:
             break
         ordered += ready
         placed.update(c["id"] for c in ready)
-        taken = {id(c) for c in ready}
-        waiting = [c for c in waiting if id(c) not in taken]
+        waiting = [c for c in waiting if c["id"] not in placed]  # (ids are unique among the creates)
     for c in waiting:
-        missing = [f"{name} {end}" for name, end in relationship_ends("relationship", c["attributes"])
-                   if end not in placed or end == c["id"]]
+        missing = unplaced(c)
         seen.discard(c["id"])
         found = next((e for e in report if e["id"] == c["id"]), None)
         if found is None:

@@ -278,12 +278,6 @@ def edit(root: str, ident: str, *, expected_version: int | None = None, actor: s
         merged = validate_attributes(m.kind, {**m.attributes, **attributes})
         if merged != m.attributes:
             change["attributes"] = merged
-
-    def check(con: sqlite3.Connection) -> None:  # under the lock, against every memory there is
-        if "slug" in change:
-            check_slug_free(con, change["slug"], m.id)
-        if "attributes" in change:
-            check_relationship_ends(con, m.kind, change["attributes"], m.id)
     if tags is not None and normalize_tags(tags) != m.tags:
         change["tags"] = normalize_tags(tags)
     if change:
@@ -296,6 +290,13 @@ def edit(root: str, ident: str, *, expected_version: int | None = None, actor: s
         new_visibility = validate_visibility(visibility or "restricted", allowed_actors)
         if new_visibility != m.visibility:
             change["visibility"] = new_visibility
+
+    def check(con: sqlite3.Connection) -> None:  # under the lock, against every memory there is
+        if "slug" in change:
+            check_slug_free(con, change["slug"], m.id)
+        if "attributes" in change:
+            check_relationship_ends(con, m.kind, change["attributes"], m.id)
+
     events = [("memory_edited", change)] if change else []
     if pinned is not None and pinned != m.pinned:
         events.append(("memory_pinned", {"pinned": pinned}))

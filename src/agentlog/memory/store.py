@@ -511,7 +511,7 @@ def _restore(con: sqlite3.Connection, mid: str, snap: dict[str, Any] | None, ind
 BULK_CACHE_KIB: Final = 65536
 """SQLite's page cache for a fold of a whole log (rebuild, restore): 64 MiB, where a connection
 has 2 MiB — taken only as pages are used. A rebuild of 100,000 memories (220,000 events, a
-read model of 70 MB) touches most of its pages again and again: 7.5-7.7 s → 6.6-7.0 s."""
+read model of 70 MB) touches most of its pages again and again: 7.5-7.7 s → 6.7-7.1 s."""
 
 
 @contextmanager
