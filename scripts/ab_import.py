@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 from agentlog.bench.import_steps import RUN, build_corpus  # noqa: E402
-from agentlog.fixtures import shared_dir  # noqa: E402
+from agentlog.operations.fixtures import shared_dir  # noqa: E402
 
 
 def main(base: str, new: str, target: int, rounds: int, mode: str) -> None:

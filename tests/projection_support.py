@@ -22,13 +22,13 @@ from typing import Any, Iterable
 import orjson
 from hypothesis import strategies as st
 
-from agentlog import fastjson
+from agentlog.core import fastjson
 from agentlog.log.writer import open_session_log
-from agentlog.model import Event
-from agentlog.project import observe
-from agentlog.project.ids import derive
-from agentlog.project.projector import project
-from agentlog.project.tables import PUBLIC
+from agentlog.core.model import Event
+from agentlog.projection import observe
+from agentlog.projection.ids import derive
+from agentlog.projection.projector import project
+from agentlog.projection.tables import PUBLIC
 
 US = 1_000_000
 BASE_US = int(datetime(2026, 11, 2, 10, 0, 0, tzinfo=timezone.utc).timestamp()) * US

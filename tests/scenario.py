@@ -341,7 +341,7 @@ def reference_engine(base: Path) -> Iterator[tuple[Scenario, Any]]:
 
 
 def _ids() -> tuple[str, str, str, str, str]:
-    from agentlog.project.ids import derive
+    from agentlog.projection.ids import derive
 
     claude = derive("session", "claude_code", CLAUDE_SESSION)
     codex = derive("session", "codex", CODEX_SESSION)

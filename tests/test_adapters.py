@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog import fastjson
+from agentlog.core import fastjson
 from agentlog.capture.adapters import claude_code, codex, common, cursor, gemini_cli
-from agentlog.kinds import EVENT_KINDS
-from agentlog.model import Event
+from agentlog.core.kinds import EVENT_KINDS
+from agentlog.core.model import Event
 
 ADAPTERS = (claude_code, codex, cursor, gemini_cli)
 CAPTURED_AT = 1_787_904_000_000_000

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from agentlog.cli import cli
-from agentlog.store.daemon import DaemonRunning, start, state, stop
+from agentlog.operations.daemon import DaemonRunning, start, state, stop
 from agentlog.store.status import status
 
 from conftest import run_hook
@@ -58,7 +58,7 @@ def test_background_work_runs_at_the_lowest_priority() -> None:
     import sys
     import threading
 
-    from agentlog.store.daemon import lower_priority
+    from agentlog.operations.daemon import lower_priority
 
     if not sys.platform.startswith("linux"):
         pytest.skip("per-thread niceness is Linux's")

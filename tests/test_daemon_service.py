@@ -20,9 +20,16 @@ import pytest
 from click.testing import CliRunner
 
 from agentlog.cli import cli
-from agentlog.store import service
-from agentlog.store.daemon import log_path
-from agentlog.store.service import ServiceConflict, ServiceError, install, service_spec, systemd_word, uninstall
+from agentlog.operations import login_service as service
+from agentlog.operations.daemon import log_path
+from agentlog.operations.login_service import (
+    ServiceConflict,
+    ServiceError,
+    install,
+    service_spec,
+    systemd_word,
+    uninstall,
+)
 
 AGENTLOG = Path(sys.executable).parent / "agentlog"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agentlog import demo
+from agentlog.operations import demo
 from agentlog.cli import cli
-from agentlog.fixtures import claude_hook_fixtures
+from agentlog.operations.fixtures import claude_hook_fixtures
 
 
 @pytest.mark.slow
@@ -133,7 +133,7 @@ def test_demo_reruns_into_its_own_directory(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_a_local_clone_finds_the_fixtures_beside_its_origin(tmp_path: Path) -> None:
-    from agentlog.fixtures import _local_origins
+    from agentlog.operations.fixtures import _local_origins
 
     origin = tmp_path / "work" / "main"
     (origin / ".git").mkdir(parents=True)

@@ -8,7 +8,7 @@ the mapping-relevant fields of the adapter's output. Regenerate with
 Home directories in paths are written as ``~`` in the goldens so that the
 third parties' user names in the fixtures are not copied into this repo.
 
-The shared directory is found by ``agentlog.fixtures.shared_dir`` (``<repo>/../shared``; ``AGENTLOG_SHARED`` overrides).
+The shared directory is found by ``agentlog.operations.fixtures.shared_dir`` (``<repo>/../shared``; ``AGENTLOG_SHARED`` overrides).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from agentlog.capture.adapters import claude_code
-from agentlog.fixtures import shared_dir
-from agentlog.model import Event
+from agentlog.operations.fixtures import shared_dir
+from agentlog.core.model import Event
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"  # the same lookup as the demo

@@ -12,7 +12,7 @@ import pytest
 
 from agentlog.log.layout import iter_logs
 from agentlog.log.verify import verify_log
-from agentlog.model import Event
+from agentlog.core.model import Event
 
 from conftest import REPO, hook_argv, run_hook
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import blake3
 
-from agentlog.importer.anchors import genesis, split_sealed
-from agentlog.importer.run import import_paths
+from agentlog.importers.anchors import genesis, split_sealed
+from agentlog.importers.run import import_paths
 from import_support import log_events as _log_events
 
 SID = "3f2d1c48-9b7a-4e51-8c6d-0a1b2c3d4e5f"
@@ -166,7 +166,7 @@ SESSION = "454a41e5-90f7-5286-b08b-ea2d1f7f806b"  # attemptdb's SessionId for (c
 
 
 def test_attemptdb_session_and_event_retractions_become_ours_and_apply(agentlog_home: Path, tmp_path: Path) -> None:
-    from agentlog.project.ids import derive
+    from agentlog.projection.ids import derive
     from agentlog.query.engine import open_current
 
     assert derive("session", "claude_code", "abc") == SESSION  # the same derivation: the ids name the same session

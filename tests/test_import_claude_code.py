@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.fixtures import shared_dir
-from agentlog.importer import run
-from agentlog.importer.claude_code import ClaudeCodeParser
-from agentlog.importer.run import import_paths
-from agentlog.model import Event
+from agentlog.operations.fixtures import shared_dir
+from agentlog.importers import run
+from agentlog.importers.claude_code import ClaudeCodeParser
+from agentlog.importers.run import import_paths
+from agentlog.core.model import Event
 from import_support import lines_held, source_lines
 from import_support import log_events as _log_events
 
@@ -129,7 +129,7 @@ def test_usage_totals_equal_a_count_made_from_the_json() -> None:
 
 @needs_fixtures
 def test_import_twice_changes_nothing_and_every_event_is_ingested(agentlog_home: Path) -> None:
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
 
@@ -302,7 +302,7 @@ def test_lines_of_12_mb_import_in_bounded_memory(agentlog_home: Path, tmp_path: 
     # the child's own high-water mark (VmHWM, of the memory it has since exec): its ru_maxrss
     # counts the parent's resident set at the fork too (485 MiB once under a large pytest worker)
     child = ("import sys\n"
-             "from agentlog.importer.run import import_paths\n"
+             "from agentlog.importers.run import import_paths\n"
              "r = import_paths(sys.argv[1], ['claude-code'], [sys.argv[2]], workers=1)\n"
              "hwm = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
              "print(r.totals()['events'], hwm)\n")
@@ -318,7 +318,7 @@ def test_compaction_queued_prompts_and_api_errors_map_to_their_events(agentlog_h
     """Hand-made records in the shapes of hooks.md §5.1: compaction boundaries (and the
     summary prompt after one), queued prompts, an assistant API error message and a
     system api_error — each to its event, none a prompt that opens a turn."""
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
 
@@ -598,7 +598,7 @@ def test_non_ascii_lines_keep_their_text_in_raw_and_their_secrets_redacted(agent
 def test_raw_line_written_without_decoding_is_what_orjson_writes(text: str) -> None:
     import orjson
 
-    from agentlog.importer.base import raw_line
+    from agentlog.importers.base import raw_line
 
     data = orjson.dumps({"text": text, "n": [1, "\\\"x"]})  # a line that parses as JSON as it is
     raw = raw_line(data, parsed=True)
@@ -615,7 +615,7 @@ def test_the_head_digest_of_the_bytes_read_is_the_digest_of_the_file_read_again(
     with its incomplete last line left, grown — not replaced)."""
     import hashlib
 
-    from agentlog.importer.run import HEAD_BYTES, load_state
+    from agentlog.importers.run import HEAD_BYTES, load_state
 
     work = tmp_path_factory.mktemp("head")
     root, path = work / "home", work / "s.jsonl"

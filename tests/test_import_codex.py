@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from agentlog import fastjson
+from agentlog.core import fastjson
 from agentlog.capture.adapters import codex as codex_hook
 from agentlog.capture.adapters.common import timestamp_us
-from agentlog.importer.base import NOT_JSON, SourceLine, text_digest
-from agentlog.importer.codex import MAX_OPEN_CALLS, CodexParser
-from agentlog.fixtures import shared_dir
-from agentlog.importer import run
-from agentlog.importer.sources import AGENTS
-from agentlog.model import Event
+from agentlog.importers.base import NOT_JSON, SourceLine, text_digest
+from agentlog.importers.codex import MAX_OPEN_CALLS, CodexParser
+from agentlog.operations.fixtures import shared_dir
+from agentlog.importers import run
+from agentlog.importers.sources import AGENTS
+from agentlog.core.model import Event
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURE = SHARED / "fixtures" / "codex" / "agent-history__real_sessions-codex-session-01.jsonl"

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from agentlog import fastjson
+from agentlog.core import fastjson
 from agentlog.capture.adapters import common
 from agentlog.capture.adapters import cursor as cursor_hook
-from agentlog.importer.base import NOT_JSON, SourceLine, merge_key, text_digest
-from agentlog.importer.cursor import LINE_STEP_US, CursorParser, parse_cursor_timestamp, split_user_text
-from agentlog.fixtures import shared_dir
-from agentlog.model import Event
+from agentlog.importers.base import NOT_JSON, SourceLine, merge_key, text_digest
+from agentlog.importers.cursor import LINE_STEP_US, CursorParser, parse_cursor_timestamp, split_user_text
+from agentlog.operations.fixtures import shared_dir
+from agentlog.core.model import Event
 
 STEM = "Cala-OpenAI__0-full"
 

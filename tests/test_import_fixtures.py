@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.fixtures import shared_dir
-from agentlog.importer.run import import_paths
+from agentlog.operations.fixtures import shared_dir
+from agentlog.importers.run import import_paths
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures"
@@ -37,7 +37,7 @@ AGENTS = ("claude-code", "codex", "gemini-cli", "cursor")
 
 @needs_fixtures
 def test_every_fixture_imports_ingests_and_projects(agentlog_home: Path) -> None:
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
 
@@ -76,8 +76,8 @@ def test_batches_spanning_files_write_what_importing_file_by_file_writes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
     """A worker's chunk of sessions is written in batches that span its files: the logs,
     the per-file counts and the offsets are those of importing each file on its own."""
-    from agentlog.importer import run
-    from agentlog.importer.sources import AGENTS, make_parser
+    from agentlog.importers import run
+    from agentlog.importers.sources import AGENTS, make_parser
 
     alone, chunked = str(tmp_path / "alone"), str(tmp_path / "chunked")
     files = sorted(str(p) for p in (FIXTURES / "claude-code").glob("*.jsonl"))
@@ -106,7 +106,7 @@ def test_every_line_of_every_fixture_is_in_the_log_byte_for_byte(agentlog_home: 
 
     files = sorted((FIXTURES / agent).glob("*.jsonl"))
     assert files
-    from agentlog.model import Event
+    from agentlog.core.model import Event
     from import_support import log_events
 
     import_paths(str(agentlog_home), [agent], [str(f) for f in files])
@@ -125,8 +125,8 @@ def test_every_line_of_every_fixture_is_in_the_log_byte_for_byte(agentlog_home: 
 def test_the_lines_kept_change_nothing_the_projection_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same fixtures imported with and without the ``transcript_line`` events project
     to the same sessions, turns, tool calls, attempts and edges."""
-    from agentlog.importer import base, run
-    from agentlog.project.persist import refresh
+    from agentlog.importers import base, run
+    from agentlog.projection.persist import refresh
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
 

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog import fastjson
+from agentlog.core import fastjson
 from agentlog.capture.adapters import gemini_cli as hook
-from agentlog.fixtures import shared_dir
-from agentlog.importer.base import NOT_JSON, SourceLine, text_digest
-from agentlog.importer.gemini_cli import GeminiCliParser, chat_document
-from agentlog.model import Event
+from agentlog.operations.fixtures import shared_dir
+from agentlog.importers.base import NOT_JSON, SourceLine, text_digest
+from agentlog.importers.gemini_cli import GeminiCliParser, chat_document
+from agentlog.core.model import Event
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURE = SHARED / "fixtures" / "gemini-cli" / "agent-sessions__stage0-gemini-jsonl_v040.jsonl"
@@ -132,8 +132,8 @@ def test_fixture_event_ids_are_deterministic() -> None:
 
 @needs_fixture
 def test_fixture_through_the_runner(tmp_path: Path) -> None:
-    from agentlog.importer.run import import_file
-    from agentlog.importer.sources import AGENTS, make_parser
+    from agentlog.importers.run import import_file
+    from agentlog.importers.sources import AGENTS, make_parser
 
     parser = make_parser(AGENTS["gemini-cli"], str(FIXTURE))
     assert isinstance(parser, GeminiCliParser)
@@ -394,7 +394,7 @@ def test_usage_events_are_the_final_messages_counts_normalised() -> None:
 
 
 def test_a_single_document_chat_imports_through_the_runner(tmp_path: Path) -> None:
-    from agentlog.importer.run import import_paths
+    from agentlog.importers.run import import_paths
 
     chats = tmp_path / "tmp" / "abc" / "chats"
     chats.mkdir(parents=True)
@@ -413,7 +413,7 @@ def test_a_document_rewritten_in_place_keeping_its_first_4_kib_is_read_again_who
     rewrite that keeps the first 4 KiB and adds a message is not growth (read from the
     old size it gives JSON fragments: unknown events), the file is read again whole and
     what was imported before is recognised."""
-    from agentlog.importer.run import HEAD_BYTES, import_paths
+    from agentlog.importers.run import HEAD_BYTES, import_paths
     from import_support import log_events
 
     chats = tmp_path / "tmp" / "abc" / "chats"
@@ -449,7 +449,7 @@ def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
     imports, an agent message written again with the same id and time keeps the
     version imported first; new token counts are a new usage event (the usage view
     keeps the last); a call's completion is recorded when it comes."""
-    from agentlog.importer.run import import_paths
+    from agentlog.importers.run import import_paths
     from import_support import log_events
 
     chats = tmp_path / "tmp" / "abc" / "chats"

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from agentlog.cli import cli
-from agentlog.importer.run import import_paths
-from agentlog.usage import PRICES, Price, PriceError, load_prices
+from agentlog.importers.run import import_paths
+from agentlog.query.usage import PRICES, Price, PriceError, load_prices
 
 SONNET, HAIKU, UNPRICED = "claude-sonnet-4-5-20250929", "claude-haiku-4-5", "claude-opus-4-6"
 

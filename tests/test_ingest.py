@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentlog.fastjson import dumps_bytes
+from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.writer import open_session_log
 from agentlog.store.ingest import OFFSETS_NAME, ingest
 from agentlog.store.schema import EVENTS_SCHEMA, read_events
@@ -405,7 +405,7 @@ def test_ingest_reads_across_sealed_segments(root: str) -> None:
 
 
 def test_daemon_seals_only_what_the_store_has_ingested(root: str) -> None:
-    from agentlog.store.daemon import ingested_through
+    from agentlog.operations.daemon import ingested_through
     from agentlog.log.segments import logical_size
 
     append(root, "sa", 0, 4)

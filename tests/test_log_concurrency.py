@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from agentlog.capture.command import hook_argv
-from agentlog.fastjson import dumps_bytes
+from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.frame import event_bytes, parse_envelope
 from agentlog.log.layout import log_path
 from agentlog.log.verify import verify_log

@@ -28,17 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentlog.cli import cli
-from agentlog.fastjson import dumps_bytes
+from agentlog.core.fastjson import dumps_bytes
 from agentlog.log import seal as seal_mod
 from agentlog.log.frame import event_bytes, parse_envelope, seal as seal_frame
-from agentlog.log.layout import (
-    encode_trailer,
-    iter_logs,
-    log_path,
-    read_trailer,
-    sealed_dir,
-    sealed_segments,
-)
+from agentlog.log.layout import encode_trailer, iter_logs, log_path, read_trailer, sealed_dir, sealed_segments
 from agentlog.log.seal import SealResult, seal_idle, seal_log
 from agentlog.log.segments import line_at, line_ending_at, list_segments, logical_size, read_from
 from agentlog.log.verify import verify_log

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from agentlog.fastjson import dumps_bytes, loads
+from agentlog.core.fastjson import dumps_bytes, loads
 from agentlog.log.frame import (
     EVENT_MARK,
     PREV_END,

@@ -12,7 +12,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from agentlog import demo
+from agentlog.operations import demo
 from agentlog.memory import service as S
 from agentlog.memory.proposals import list_proposals
 
@@ -114,7 +114,7 @@ def test_mcp_help(tmp_path: Path) -> None:
 
 
 def test_a_statement_s_rows_keep_to_the_row_budget(home: str) -> None:
-    from agentlog import mcp_tools
+    from agentlog.mcp import tools as mcp_tools
 
     _, everything = mcp_tools.query(home, statement="SHOW ATTEMPTS", max_rows=1000)
     assert len(everything["rows"]) > 1 and everything["truncated"] is False

@@ -316,7 +316,7 @@ def test_an_edit_of_an_archived_memory_is_refused_at_open_and_at_merge(agentlog_
 
 def test_evidence_gone_from_the_recorded_history_since_opening_is_not_merged(agentlog_home: Path) -> None:
     from agentlog.log.purge import Selector
-    from agentlog.store.purge import purge
+    from agentlog.operations.purge import purge
 
     root = str(agentlog_home)
     a, _ = _setup(root)

@@ -16,9 +16,9 @@ from agentlog.log.purge import Selector
 from agentlog.memory import service as S
 from agentlog.memory import store
 from agentlog.memory.proposals import approve, open_proposal
-from agentlog.memory.purge import purge_memory
+from agentlog.operations.memory_purge import purge_memory
 from agentlog.store.ingest import ingest
-from agentlog.store.purge import purge
+from agentlog.operations.purge import purge
 
 
 def _dump(root: str) -> dict[str, list[tuple[object, ...]]]:

@@ -255,7 +255,7 @@ def test_a_process_writing_to_many_roots_keeps_a_few_lock_files_open(tmp_path: P
 def test_a_refused_write_writes_nothing_and_keeps_what_it_caught_up(agentlog_home: Path) -> None:
     """The write is one SQLite transaction: a conflict rolls back nothing the log holds (a
     catch-up of frames another writer left unapplied is kept) and leaves none open."""
-    from agentlog.fastjson import dumps_bytes
+    from agentlog.core.fastjson import dumps_bytes
     from agentlog.log.writer import SessionLog
 
     root = str(agentlog_home)
@@ -325,7 +325,7 @@ def test_a_json_column_reads_as_json_reads_it(value: Any) -> None:
 
 def test_an_event_appended_but_not_applied_is_applied_by_the_next_write(agentlog_home: Path) -> None:
     """A crash between appending and updating SQLite loses nothing."""
-    from agentlog.fastjson import dumps_bytes
+    from agentlog.core.fastjson import dumps_bytes
     from agentlog.log.writer import SessionLog
 
     root = str(agentlog_home)

@@ -13,7 +13,7 @@ from test_purge import files_holding
 
 from agentlog.memory import service as S
 from agentlog.memory import store, text_index
-from agentlog.memory.purge import purge_memory
+from agentlog.operations.memory_purge import purge_memory
 
 
 def ids(root: str, q: str) -> set[str]:

@@ -21,9 +21,9 @@ from click.testing import CliRunner, Result
 from agentlog.cli import cli
 from agentlog.log.layout import log_path
 from agentlog.log.verify import verify_logs
-from agentlog.model import Event
-from agentlog.project.ids import derive
-from agentlog.project.meta_events import MetaError, record_correction, write_correction, write_retraction
+from agentlog.core.model import Event
+from agentlog.projection.ids import derive
+from agentlog.projection.meta_events import MetaError, record_correction, write_correction, write_retraction
 from agentlog.query.engine import open_current
 
 from scenario import Scenario, build_reference

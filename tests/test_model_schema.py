@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 from hypothesis import given, strategies as st
 
-from agentlog import fastjson, ids, schema
-from agentlog.kinds import EVENT_KINDS
-from agentlog.model import Event, ModelError
+from agentlog.core import fastjson, ids, schema
+from agentlog.core.kinds import EVENT_KINDS
+from agentlog.core.model import Event, ModelError
 
 from conftest import REPO
 
@@ -34,7 +34,7 @@ def minimal(**kw: object) -> dict:
 
 def test_committed_schema_is_generated_from_the_model() -> None:
     committed = (REPO / "docs" / "event.schema.json").read_text()
-    assert committed == schema.render(), "run: python -m agentlog.schema > docs/event.schema.json"
+    assert committed == schema.render(), "run: python -m agentlog.core.schema > docs/event.schema.json"
 
 
 def test_schema_covers_every_kind() -> None:

@@ -26,11 +26,11 @@ import orjson
 import pytest
 
 from agentlog.capture import hook
-from agentlog.fixtures import shared_dir
-from agentlog.project import observe
-from agentlog.project.ids import derive
-from agentlog.project.persist import refresh
-from agentlog.project.projector import project
+from agentlog.operations.fixtures import shared_dir
+from agentlog.projection import observe
+from agentlog.projection.ids import derive
+from agentlog.projection.persist import refresh
+from agentlog.projection.projector import project
 from agentlog.query.engine import open_current
 from agentlog.store.ingest import ingest
 from projection_support import (

@@ -27,9 +27,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.project.observe import session_key
-from agentlog.project import persist
-from agentlog.project.persist import refresh, shard_of
+from agentlog.projection.observe import session_key
+from agentlog.projection import persist
+from agentlog.projection.persist import refresh, shard_of
 from agentlog.store.ingest import ingest
 from projection_support import (
     BASE_US,
@@ -269,7 +269,7 @@ def test_reference_scenario_delivered_in_shuffled_chunks(tmp_path: Path) -> None
 
 
 def test_full_build_in_worker_processes_equals_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Large stores project their shards in ``python -m agentlog.project.persist``
+    """Large stores project their shards in ``python -m agentlog.projection.persist``
     children; forced here on a small store, the tables must be the same."""
     root = str(tmp_path / "home")
     build_reference(root, str(tmp_path))

@@ -14,7 +14,7 @@ import orjson
 import pytest
 import zstandard
 
-from agentlog.ids import uuid7
+from agentlog.core.ids import uuid7
 from agentlog.log.frame import is_purged, parse_any, purged_line
 from agentlog.log.layout import sealed_segments
 from agentlog.log.purge import PURGE_LOG, Selector, iter_records, purge_log_path
@@ -23,7 +23,7 @@ from agentlog.log.verify import verify_log
 from agentlog.log.writer import SessionLog
 from agentlog.store.compact import compact
 from agentlog.store.ingest import ingest
-from agentlog.store.purge import purge
+from agentlog.operations.purge import purge
 from agentlog.store.schema import read_events
 
 DAY = 86_400_000_000
@@ -279,7 +279,7 @@ def test_hook_appending_during_a_purge_still_chains(agentlog_home: Path) -> None
 
 def _maintain(root: str) -> None:
     """The daemon's maintain(), on a thread of its own as in the daemon (it lowers its thread's priority)."""
-    from agentlog.store.daemon import maintain
+    from agentlog.operations.daemon import maintain
 
     t = threading.Thread(target=maintain, args=(root,))
     t.start()

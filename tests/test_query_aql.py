@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from agentlog.cli import cli
-from agentlog.project.ids import derive
-from agentlog.project.state import ResolveError
+from agentlog.projection.ids import derive
+from agentlog.query.state import ResolveError
 from agentlog.query.aql import AqlResult, execute
 from agentlog.query.attemptql import ParseError
 from agentlog.query.engine import Engine, QueryError

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.fixtures import shared_dir
-from agentlog.importer.run import import_paths
+from agentlog.operations.fixtures import shared_dir
+from agentlog.importers.run import import_paths
 from agentlog.search import index
 from agentlog.search.service import QueryError, search
 from agentlog.search.text import parse_query, parts
@@ -242,7 +242,7 @@ def test_a_search_while_the_writer_is_held_elsewhere_reads_what_is_committed(tmp
 
 def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
     from agentlog.log.purge import Selector
-    from agentlog.store.purge import purge
+    from agentlog.operations.purge import purge
 
     root = str(tmp_path / "home")
     _tool(root, "gone", 1, "echo canaryqzxwvk", "canaryqzxwvk printed")
@@ -460,8 +460,8 @@ def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading only the projection files of the hits' sessions places every hit (session, turn,
     attempt, outcome, what superseded it) exactly as the views do."""
-    from agentlog.project import persist
-    from agentlog.project.persist import refresh
+    from agentlog.projection import persist
+    from agentlog.projection.persist import refresh
 
     if not FIXTURES.is_dir():
         pytest.skip("no fixtures")
@@ -490,7 +490,7 @@ def test_place_sidecars_follow_the_projection_and_answer_by_event_id(tmp_path: P
     """Catching up makes one sidecar per session part and overlay file; a projection that moves on
     gets new ones (the old removed); a search finds its hits' places in them, one small lookup per
     part, and a sidecar lost meanwhile is made again."""
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
     from agentlog.search import places
 
     root = str(tmp_path / "home")
@@ -562,7 +562,7 @@ def test_a_purge_in_a_large_segment_rebuilds_the_index_without_it(tmp_path: Path
     """When the segments holding the purged events hold more than REWRITE_MAX events, the index is
     rebuilt without them instead (as before): the term is gone, the rest still found."""
     from agentlog.log.purge import Selector
-    from agentlog.store.purge import purge
+    from agentlog.operations.purge import purge
 
     root = str(tmp_path / "home")
     _tool(root, "gone", 1, "echo canarybigseg", "canarybigseg printed")

@@ -281,7 +281,7 @@ def test_the_dashboard_shows_each_hit_s_turn_and_replacement_and_its_pager_keeps
 
 
 def test_the_mcp_tool_gives_each_hit_s_place_and_takes_an_outcome(built: Built) -> None:
-    from agentlog import mcp_tools
+    from agentlog.mcp import tools as mcp_tools
 
     text, data = mcp_tools.search(built.root, query="tests", outcome="superseded")
     assert [h["event_id"] for h in data["hits"]] == [built.superseded]
@@ -294,7 +294,7 @@ def test_the_mcp_tool_gives_each_hit_s_place_and_takes_an_outcome(built: Built) 
 
 
 def test_a_session_prefix_that_names_two_sessions_is_refused(tmp_path: Path) -> None:
-    from agentlog.project.ids import derive
+    from agentlog.projection.ids import derive
 
     seen: dict[str, str] = {}
     for i in range(100_000):  # two provider sessions whose ids (ours) share their first 4 hex digits

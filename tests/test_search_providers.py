@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.fixtures import shared_dir
-from agentlog.importer.run import import_paths
+from agentlog.operations.fixtures import shared_dir
+from agentlog.importers.run import import_paths
 from agentlog.search import index
 from agentlog.search.service import search
 from agentlog.store.ingest import ingest

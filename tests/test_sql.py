@@ -83,7 +83,7 @@ def test_only_the_store_and_projection_directories_are_readable(root: str) -> No
     everything else under the data root — the logs, config, state — stays out of reach."""
     import glob
 
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
 
     refresh(root)
     logs = glob.glob(os.path.join(root, "logs", "**", "*.jsonl"), recursive=True)
@@ -168,10 +168,10 @@ def test_catalog_covers_every_column_and_every_example_runs(agentlog_home: Path)
     from agentlog.bench.workload.load import load
     from agentlog.query.catalog import tables
 
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
 
-    from agentlog.fixtures import shared_dir
-    from agentlog.importer.run import import_paths
+    from agentlog.operations.fixtures import shared_dir
+    from agentlog.importers.run import import_paths
 
     root = str(agentlog_home)
     load(600, root=root)

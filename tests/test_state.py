@@ -1,5 +1,5 @@
 """State at an instant, DIFF, WHY, WHAT IS … NOW, TRACE and id resolution
-(agentlog.project.state) on the reference scenario and on small purpose-built
+(agentlog.query.state) on the reference scenario and on small purpose-built
 sessions — the negative cases matter most: no rule fires, no guess is made."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from agentlog.project import state as S
-from agentlog.project.ids import derive
+from agentlog.query import state as S
+from agentlog.projection.ids import derive
 from agentlog.query.engine import Engine, QueryResult, open_current
 from scenario import (BASE_US, CLAUDE, CLAUDE_SESSION, CODEX, CODEX_ATTEMPT, FAILED_EDIT, RETRY, SECOND, Scenario,
                       make_repo, reference_engine, write)

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from agentlog.cli import cli
-from agentlog.fastjson import dumps_bytes
+from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.writer import open_session_log
 
 

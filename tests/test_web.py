@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from agentlog import demo
+from agentlog.operations import demo
 from agentlog.memory import service as S
 from agentlog.memory.proposals import open_proposal
 from agentlog.web.app import create_app
@@ -241,8 +241,8 @@ def test_search_page_filters_and_results_fragment(client: TestClient) -> None:
 
 def test_usage_breakdowns_equal_sums_over_the_usage_rows(agentlog_home: Path) -> None:
     """The Usage page's one-pass grouping equals sums made here from the usage rows themselves."""
-    from agentlog.fixtures import shared_dir
-    from agentlog.importer.run import import_paths
+    from agentlog.operations.fixtures import shared_dir
+    from agentlog.importers.run import import_paths
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
     from agentlog.web import data

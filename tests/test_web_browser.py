@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from agentlog import demo
+from agentlog.operations import demo
 from agentlog.capture.command import hook_argv
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -20,9 +20,9 @@ from agentlog.bench.workload.generator import chain_edits
 from agentlog.bench.workload.text import GENRES, TextSource
 from agentlog.capture.classify import classify_failure
 from agentlog.cli import cli
-from agentlog.fastjson import dumps_bytes
+from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.verify import verify_log
-from agentlog.model import Event
+from agentlog.core.model import Event
 
 KEYS = ["n", "t", "provider", "agent", "source", "session", "kind", "profile"]
 AGENTS = {"claude_code": "claude-code", "codex": "codex", "cursor": "cursor", "gemini_cli": "gemini-cli"}

@@ -12,10 +12,10 @@ import sys
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "hook":
-        from .capture.hook import main as hook_main
+        from agentlog.capture.hook import main as hook_main
 
         return hook_main(sys.argv[2:])
-    from .cli import cli
+    from agentlog.cli import cli
 
     cli()
     return 0

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from .. import __version__
+from agentlog import __version__
 
 
 FS_IOC_GETFLAGS = 0x80086601

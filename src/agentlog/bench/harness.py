@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from types import FrameType, ModuleType
 from typing import Any, Callable, Final
 
-from .common import describe_machine, finite, write_json_atomic
+from agentlog.bench.common import describe_machine, finite, write_json_atomic
 
 DEFAULT_EVENTS = 200_000
 DEFAULT_SEED = 20261130  # the workload generator's (a test keeps them equal)
@@ -60,7 +60,7 @@ STATUSES = ("ok", "capped", "killed", "failed", "interrupted", "pending", "runni
 
 def default_rss_cap_bytes() -> int:
     """75 % of physical memory (1 GiB when it cannot be read)."""
-    from .common import memory_bytes
+    from agentlog.bench.common import memory_bytes
 
     mem = memory_bytes()
     return int(mem * 0.75) if mem else 1 << 30
@@ -94,7 +94,7 @@ def steps_module_spec(option: str | None) -> str | None:
 
 def registry(steps_module: str | None = None) -> dict[str, StepFn]:
     """Every known step, in run order: the shipped ones, then any from ``steps_module``."""
-    from .steps import STEPS
+    from agentlog.bench.steps import STEPS
 
     reg: dict[str, StepFn] = dict(STEPS)
     if steps_module:
@@ -168,7 +168,7 @@ class StepContext:
         under the system's temporary one, which is marked to spread the directories made in
         it over the file system (:func:`.common.spread_directories`, where it can be)."""
         if self._base is None:
-            from .common import spread_directories
+            from agentlog.bench.common import spread_directories
 
             self._base = tempfile.mkdtemp(prefix=f"agentlog-bench-{self.name}-")
             self.spread_scratch = spread_directories(self._base)
@@ -584,7 +584,7 @@ def run_all(
         results["run"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results["run"]["wall_secs"] = time.monotonic() - t0
         write_json_atomic(results_path, finite(results))
-        from .report import render_markdown
+        from agentlog.bench.report import render_markdown
 
         with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
             f.write(render_markdown(results))

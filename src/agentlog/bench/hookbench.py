@@ -22,11 +22,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from ..capture.command import hook_argv, interpreter_argv
-from ..fastjson import dumps_bytes
-from ..log.verify import verify_log
-from ..log.writer import SessionLog
-from .common import describe, machine, write_results
+from agentlog.capture.command import hook_argv, interpreter_argv
+from agentlog.core.fastjson import dumps_bytes
+from agentlog.log.verify import verify_log
+from agentlog.log.writer import SessionLog
+from agentlog.bench.common import describe, machine, write_results
 
 __all__ = ["run_hook_bench", "write_results", "bench_payload", "build_session"]
 

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, Callable, Final
 
-from .harness import StepContext
+from agentlog.bench.harness import StepContext
 
 BASE_MEMORIES: Final = 1000
 EXTRA_CHANGES: Final = 1200
@@ -41,7 +41,7 @@ def _ms(fn: Callable[[], Any]) -> float:
 
 
 def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], list[float], list[float]]:
-    from ..memory import service as S
+    from agentlog.memory import service as S
 
     ids: list[str] = []
     append: list[float] = []
@@ -150,7 +150,7 @@ def _spread(st: dict[str, float]) -> str:
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
-    from .common import describe
+    from agentlog.bench.common import describe
 
     return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
 
@@ -167,7 +167,7 @@ def _machine_loop_ms() -> float:
 
 
 def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any]:
-    from ..memory import exchange, proposals as P, service as S, store
+    from agentlog.memory import exchange, proposals as P, service as S, store
 
     ctx.progress(f"{n:,} memories, {extra:,} more changes")
     machine = [_machine_loop_ms()]
@@ -246,7 +246,7 @@ DASHBOARD_ROUTES: Final = (("list", "/memory"), ("list_json", "/api/memory"), ("
 def _dashboard(ctx: StepContext, root: str) -> dict[str, dict[str, float]]:
     """The dashboard's memory pages over ``root`` (1,000 memories): ``agentlog serve --no-live``
     a child process, signed in, each route over HTTP on loopback after one untimed request."""
-    from .web_steps import _client, _serve, _stop, _time_routes
+    from agentlog.bench.web_steps import _client, _serve, _stop, _time_routes
 
     ctx.progress("the dashboard's memory pages (agentlog serve, HTTP on loopback)")
     proc, url = _serve(root, live=False)
@@ -262,7 +262,7 @@ def _dashboard(ctx: StepContext, root: str) -> dict[str, dict[str, float]]:
 
 def memory(ctx: StepContext) -> dict[str, Any]:
     """engram's memory operations at 1,000 memories, then at up to 100,000."""
-    from .projection_steps import _child
+    from agentlog.bench.projection_steps import _child
 
     root = ctx.tmpdir()
     base = _store_ops(ctx, root, BASE_MEMORIES, EXTRA_CHANGES)
@@ -279,7 +279,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
             os.environ["AGENTLOG_DURABILITY"] = was
     env = {**os.environ, "AGENTLOG_HOME": root}
     cli: dict[str, dict[str, float]] = {}
-    from ..memory import service as S
+    from agentlog.memory import service as S
 
     slug = S.list_memories(root, limit=1)[0].slug
     for name, args in (("list", ["list", "--limit", "20"]), ("show", ["show", slug]), ("search", ["search", "tests"])):

@@ -37,8 +37,8 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
-from .harness import StepContext, StepFn
-from .store_steps import FULL_EVENTS, cache_root, loaded_logs
+from agentlog.bench.harness import StepContext, StepFn
+from agentlog.bench.store_steps import FULL_EVENTS, cache_root, loaded_logs
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STORE_MARKER = ".bench-store.json"
@@ -82,7 +82,7 @@ if what == "ingest":
     r = ingest(root, durability="relaxed")
     out = {"events": r.events, "ingest_secs": time.perf_counter() - t0, "breaks": len(r.breaks)}
 else:
-    from agentlog.project.persist import refresh
+    from agentlog.projection.persist import refresh
     r = refresh(root, full=True)
     out = {"projection_secs": r.seconds, "projection_mode": r.mode, "projection_counts": r.counts}
 print(json.dumps(out))
@@ -108,7 +108,7 @@ def _label(size: int) -> str:
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
-    from .common import describe
+    from agentlog.bench.common import describe
 
     return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
 
@@ -149,7 +149,7 @@ def _reset_peak() -> bool:
 
 
 def _vmhwm() -> int | None:
-    from .harness import peak_rss
+    from agentlog.bench.harness import peak_rss
 
     return peak_rss()["vmhwm_bytes"]
 
@@ -187,7 +187,7 @@ def _aql() -> ModuleType | None:
 
 def _aql_run(aql: ModuleType, engine: Any, text: str) -> Any:
     """One AttemptQL statement over every project, ``now`` the latest event (the executor's default)."""
-    from ..query.scope import Scope
+    from agentlog.query.scope import Scope
 
     return aql.execute(engine, text, scope=Scope())
 
@@ -197,7 +197,7 @@ def _no_aql(ctx: StepContext) -> dict[str, Any]:
 
 
 def _iso(us: int) -> str:
-    from ..query.timeexpr import format_us
+    from agentlog.query.timeexpr import format_us
 
     return format_us(us)
 
@@ -327,7 +327,7 @@ def _clone(ctx: StepContext, built: str) -> str:
 
 
 def _counts(root: str) -> dict[str, int]:
-    from ..query.engine import Engine
+    from agentlog.query.engine import Engine
 
     with Engine(root) as engine:
         return {t: int(engine.run(f"SELECT count(*) FROM {t}").rows[0][0]) for t in COUNT_TABLES}
@@ -340,7 +340,7 @@ def projection_step(size: int) -> StepFn:
     label = _label(size)
 
     def step(ctx: StepContext) -> dict[str, Any]:
-        from ..project.persist import projection_dir, refresh
+        from agentlog.projection.persist import projection_dir, refresh
 
         skipped = _skip(ctx, size)
         if skipped:
@@ -386,7 +386,7 @@ def projection_step(size: int) -> StepFn:
                       counts["sessions"], counts["turns"], counts["attempts"], counts["edges"], counts["tool_calls"],
                       counts["work_units"], f"{proj_bytes / 2**20:,.1f} MiB ({metrics['projection_bytes_per_event']:,.0f} B/event)"]],
             "note": "The store was ingested first in a child process (not timed: "
-            f"{info.get('ingest_secs', 0.0):.1f} s). Timed: `agentlog.project.persist.refresh(root, full=True)` — read "
+            f"{info.get('ingest_secs', 0.0):.1f} s). Timed: `agentlog.projection.persist.refresh(root, full=True)` — read "
             "the store's columns the projector uses, split sessions into 16 shards, project each session (turns, "
             "tool-call pairing, attempts, supersession, signals, commits), the cross-session stage (work units, "
             "handoffs, decisions, conflicts), and write every table as Parquet. Peak RSS: this process's VmHWM over "
@@ -421,7 +421,7 @@ def engine_step(size: int) -> StepFn:
     label = _label(size)
 
     def step(ctx: StepContext) -> dict[str, Any]:
-        from ..query.engine import Engine
+        from agentlog.query.engine import Engine
 
         skipped = _skip(ctx, size)
         if skipped:
@@ -561,8 +561,8 @@ TIMELINE_SQL = (
 
 def recent_timeline(ctx: StepContext) -> dict[str, Any]:
     """The last 24 h of synthetic time: the timeline (sessions → turns → attempts) and SHOW statements, p50/p95/p99."""
-    from ..query.engine import Engine
-    from ..query.scope import Scope
+    from agentlog.query.engine import Engine
+    from agentlog.query.scope import Scope
 
     root, info = built_root(ctx, ctx.events)
     aql = _aql()
@@ -652,7 +652,7 @@ def recent_timeline(ctx: StepContext) -> dict[str, Any]:
 
 def state_at(ctx: StepContext) -> dict[str, Any]:
     """STATE project AT 10 points over the synthetic history (the latest included) and DIFF STATE, p50/p95/p99."""
-    from ..query.engine import Engine
+    from agentlog.query.engine import Engine
 
     aql = _aql()
     if aql is None:
@@ -732,9 +732,9 @@ def state_at(ctx: StepContext) -> dict[str, Any]:
 
 def trace_chain(ctx: StepContext) -> dict[str, Any]:
     """TRACE the last attempt of the 200-attempt chain CAUSES DEPTH 1/10/50/200 (UP): p50/p95/p99 and rows."""
-    from ..project.ids import display
-    from ..query.engine import Engine
-    from .workload.model import CHAIN_SESSION_ID
+    from agentlog.projection.ids import display
+    from agentlog.query.engine import Engine
+    from agentlog.bench.workload.model import CHAIN_SESSION_ID
 
     aql = _aql()
     if aql is None:
@@ -795,9 +795,9 @@ class _Feed:
     sessions go on from one call to the next."""
 
     def __init__(self, root: str, seed: int, start_us: int, world_seed: int) -> None:
-        from .workload.generator import generate
-        from .workload.load import _Writer
-        from .workload.model import CHAIN_SESSION_ID, START_TIME_US
+        from agentlog.bench.workload.generator import generate
+        from agentlog.bench.workload.load import _Writer
+        from agentlog.bench.workload.model import CHAIN_SESSION_ID, START_TIME_US
 
         self.samples = generate(10_000_000, seed, world_seed)
         self.writer = _Writer(root, 1000)
@@ -807,8 +807,8 @@ class _Feed:
 
     def write(self, events: int) -> tuple[int, int]:
         """At least ``events`` events (a sample can give several): (events written, sessions they touched)."""
-        from ..fastjson import dumps
-        from .workload.generator import iso_ms
+        from agentlog.core.fastjson import dumps
+        from agentlog.bench.workload.generator import iso_ms
 
         before = self.writer.events
         touched: set[str] = set()
@@ -836,9 +836,9 @@ class _Feed:
 def refresh(ctx: StepContext) -> dict[str, Any]:
     """Answer again after 1,000 new events landed in the store: incremental projection + a new
     engine + a statement, in one process (the catch-up ingest timed beside it) and fresh."""
-    from ..project.persist import refresh as refresh_projection
-    from ..query.engine import Engine
-    from ..store.ingest import catch_up
+    from agentlog.projection.persist import refresh as refresh_projection
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import catch_up
 
     built, info = built_root(ctx, ctx.events)
     ctx.progress("copying the store and projection")

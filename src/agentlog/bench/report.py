@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .anchors import Comparison, TargetCheck, check_targets, compare, load_anchors, step_metric
-from .common import markdown_table
+from agentlog.bench.anchors import Comparison, TargetCheck, check_targets, compare, load_anchors, step_metric
+from agentlog.bench.common import markdown_table
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any, Final
 
-from .harness import StepContext
+from agentlog.bench.harness import StepContext
 
 RUNS: Final = 15
 _BUILD: Final = """
@@ -110,9 +110,9 @@ def hook_to_hit(root: str, n: int, *, timeout: float = 30.0, poll: float = 0.01)
     import subprocess
     import time
 
-    from ..capture.command import hook_argv
-    from ..search.service import search as find
-    from ..store import daemon
+    from agentlog.capture.command import hook_argv
+    from agentlog.search.service import search as find
+    from agentlog.operations import daemon
 
     def fire(word: str, i: int) -> float:
         payload = {"session_id": f"fresh-{i % 3}", "hook_event_name": "UserPromptSubmit", "cwd": "/tmp/fresh",
@@ -148,10 +148,10 @@ def search(ctx: StepContext) -> dict[str, Any]:
     """Index build (events/s, MB/s, size, peak RSS) and ten query shapes' p50/p95, on the 200 k and full stores."""
     import shutil
 
-    from ..search.index import index_path
-    from ..search.places import places_dir
-    from ..store.schema import events_path
-    from .projection_steps import SRC, _child, built_root
+    from agentlog.search.index import index_path
+    from agentlog.search.places import places_dir
+    from agentlog.store.schema import events_path
+    from agentlog.bench.projection_steps import SRC, _child, built_root
 
     tables: list[dict[str, Any]] = []
     metrics: dict[str, Any] = {}

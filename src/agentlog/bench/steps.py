@@ -15,13 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .harness import StepContext, StepFn
-from .import_steps import IMPORT_STEPS
-from .memory_steps import MEMORY_STEPS
-from .projection_steps import PROJECTION_STEPS
-from .search_steps import SEARCH_STEPS
-from .store_steps import STORE_STEPS
-from .web_steps import WEB_STEPS
+from agentlog.bench.harness import StepContext, StepFn
+from agentlog.bench.import_steps import IMPORT_STEPS
+from agentlog.bench.memory_steps import MEMORY_STEPS
+from agentlog.bench.projection_steps import PROJECTION_STEPS
+from agentlog.bench.search_steps import SEARCH_STEPS
+from agentlog.bench.store_steps import STORE_STEPS
+from agentlog.bench.web_steps import WEB_STEPS
 
 ZSTD_LEVEL = 3
 HOOK_SIZES = (1000, 10000, 50000)
@@ -96,10 +96,10 @@ def event_profile(event: dict[str, Any]) -> str:
 
 def size_by_kind(ctx: StepContext) -> dict[str, Any]:
     """JSON and JSONL+zstd(3) bytes per event kind and profile; the generator's calibration."""
-    from ..fastjson import dumps_bytes
-    from .anchors import load_anchors
-    from .workload import Canonicalizer, generate
-    from .workload.model import CHAIN_SESSION_ID
+    from agentlog.core.fastjson import dumps_bytes
+    from agentlog.bench.anchors import load_anchors
+    from agentlog.bench.workload import Canonicalizer, generate
+    from agentlog.bench.workload.model import CHAIN_SESSION_ID
 
     total = _Bytes()
     kinds: dict[str, _Bytes] = {}
@@ -291,7 +291,7 @@ def size_by_kind(ctx: StepContext) -> dict[str, Any]:
 
 def hook(ctx: StepContext) -> dict[str, Any]:
     """Hook wall time as the agent waits for it, vs /usr/bin/true and the interpreter floor."""
-    from .hookbench import run_hook_bench
+    from agentlog.bench.hookbench import run_hook_bench
 
     runs = min(200, max(30, ctx.events // 1000))
     sizes = [s for s in HOOK_SIZES if s <= ctx.events] or [max(1, ctx.events)]
@@ -381,7 +381,7 @@ def hook(ctx: StepContext) -> dict[str, Any]:
 
 def verify(ctx: StepContext) -> dict[str, Any]:
     """Verify throughput (MB/s), in process and as a whole command, jobs 1 and 2."""
-    from .verifybench import run_verify_bench
+    from agentlog.bench.verifybench import run_verify_bench
 
     sizes = [s for s in VERIFY_SIZES if s <= ctx.events] or [max(1, ctx.events)]
     repeat = 9 if ctx.events >= 100_000 else 5

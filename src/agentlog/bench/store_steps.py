@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from .harness import StepContext, StepFn
+from agentlog.bench.harness import StepContext, StepFn
 
 FULL_EVENTS = 1_450_000
 CACHE_DIR = ".workload-cache"
@@ -46,7 +46,7 @@ def _fmt_lat(d: dict[str, float]) -> str:
 
 
 def _lat(xs: list[float]) -> dict[str, float]:
-    from .common import describe
+    from agentlog.bench.common import describe
 
     return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
 
@@ -55,7 +55,7 @@ def loaded_logs(ctx: StepContext, size: int) -> tuple[str, float]:
     """A data root whose ``logs`` hold ``size`` generated events (loaded once
     per run and shared), and the seconds loading took (0 when cached: the
     first load's time is reused)."""
-    from .workload.load import default_jobs, load
+    from agentlog.bench.workload.load import default_jobs, load
 
     root = cache_root(ctx)
     if root:
@@ -113,9 +113,9 @@ def _ingest_step(size: int, durability: str) -> StepFn:
     label = "full" if size == FULL_EVENTS else f"{size // 1000}k"
 
     def step(ctx: StepContext) -> dict[str, Any]:
-        from ..store.ingest import ingest
-        from ..store.schema import events_path
-        from .workload.load import default_jobs
+        from agentlog.store.ingest import ingest
+        from agentlog.store.schema import events_path
+        from agentlog.bench.workload.load import default_jobs
 
         if ctx.events < size:
             return {"tables": [], "metrics": {}, "skipped": f"--events {ctx.events:,} is below {size:,}"}
@@ -208,7 +208,7 @@ os._exit(0)
 
 def ingest_200k_reader(ctx: StepContext) -> dict[str, Any]:
     """A reader opening, scanning and counting the store once a second while 200k events are ingested."""
-    from ..store.ingest import ingest
+    from agentlog.store.ingest import ingest
 
     size = 200_000
     if ctx.events < size:
@@ -284,7 +284,7 @@ COMPACTOR = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from agentlog.store.compact import compact
-from agentlog.store.daemon import lower_priority
+from agentlog.operations.daemon import lower_priority
 root, out_file, stop_file = sys.argv[2], sys.argv[3], sys.argv[4]
 lower_priority()  # as the daemon's background thread runs it
 runs = []
@@ -304,8 +304,8 @@ os._exit(0)
 
 def ingest_compaction(ctx: StepContext) -> dict[str, Any]:
     """Daemon-like 100-event ingests with and without a compactor looping beside them: the stall compaction adds."""
-    from ..store.ingest import ingest
-    from ..store.schema import events_path
+    from agentlog.store.ingest import ingest
+    from agentlog.store.schema import events_path
 
     size = min(ctx.events, 20_000)
     logs_root, _ = loaded_logs(ctx, size)
@@ -371,7 +371,7 @@ def _read_costs(root: str, repeat: int = 5) -> dict[str, float]:
     import duckdb
     from deltalake import DeltaTable
 
-    from ..store.schema import events_path, read_events
+    from agentlog.store.schema import events_path, read_events
 
     opens, counts, filtered = [], [], []
     for _ in range(repeat):
@@ -396,9 +396,9 @@ def _read_costs(root: str, repeat: int = 5) -> dict[str, float]:
 
 def segments_100k(ctx: StepContext) -> dict[str, Any]:
     """Read cost against file count: 100k events ingested 100 at a time, before and after compaction."""
-    from ..store.compact import compact
-    from ..store.ingest import ingest
-    from ..store.schema import events_path
+    from agentlog.store.compact import compact
+    from agentlog.store.ingest import ingest
+    from agentlog.store.schema import events_path
 
     size = 100_000
     if ctx.events < size:
@@ -455,10 +455,10 @@ def disk(ctx: StepContext) -> dict[str, Any]:
     import pyarrow.compute as pc  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from ..store.compact import compact
-    from ..store.ingest import ingest
-    from ..store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events
-    from ..paths import logs_dir, state_dir
+    from agentlog.store.compact import compact
+    from agentlog.store.ingest import ingest
+    from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events
+    from agentlog.core.paths import logs_dir, state_dir
 
     size = min(ctx.events, 200_000)
     logs_root, _ = loaded_logs(ctx, size)
@@ -473,12 +473,12 @@ def disk(ctx: StepContext) -> dict[str, Any]:
     sealed_note = ""
     seal_secs = 0.0
     try:
-        from ..log import seal as _seal  # sealing ships with the log layer
+        from agentlog.log import seal as _seal  # sealing ships with the log layer
     except ImportError:
         _seal = None  # type: ignore[assignment]
     if _seal is not None and hasattr(_seal, "seal_log"):
         ctx.progress("sealing every log")
-        from ..log.layout import iter_logs
+        from agentlog.log.layout import iter_logs
 
         t0 = time.perf_counter()
         for log in iter_logs(root):

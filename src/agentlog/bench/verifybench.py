@@ -24,9 +24,9 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from ..log.verify import verify_log
-from .common import describe, machine
-from .hookbench import build_session
+from agentlog.log.verify import verify_log
+from agentlog.bench.common import describe, machine
+from agentlog.bench.hookbench import build_session
 
 
 def hash_only(path: str) -> int:

@@ -21,8 +21,8 @@ import sys
 import time
 from typing import Any, Final
 
-from .common import describe
-from .harness import StepContext
+from agentlog.bench.common import describe
+from agentlog.bench.harness import StepContext
 
 RUNS: Final = 7
 LIVE_RUNS: Final = 10
@@ -84,7 +84,7 @@ catch_up(sys.argv[2])
 
 def _indexed(ctx: StepContext, root: str, size: int) -> None:
     """The full-text index brought up to date first (a child process, not timed), as the daemon keeps it."""
-    from .projection_steps import SRC, _child
+    from agentlog.bench.projection_steps import SRC, _child
 
     ctx.progress(f"indexing {size:,} events for search (a child process, not timed)")
     _child([sys.executable, "-c", _INDEX, SRC, root])
@@ -128,7 +128,7 @@ def _live(ctx: StepContext, root: str) -> dict[str, float]:
     """Hook → SSE message, with the daemon running over ``root``."""
     import httpx
 
-    from ..capture.command import hook_argv
+    from agentlog.capture.command import hook_argv
 
     env = {**os.environ, "AGENTLOG_HOME": root}
     daemon = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run"], env=env,
@@ -168,7 +168,7 @@ def _live(ctx: StepContext, root: str) -> dict[str, float]:
 
 def web(ctx: StepContext) -> dict[str, Any]:
     """Every dashboard page and API route (p50/p95) on the 200 k and full stores; hook-to-browser latency."""
-    from .projection_steps import _clone, served_root
+    from agentlog.bench.projection_steps import _clone, served_root
 
     tables: list[dict[str, Any]] = []
     metrics: dict[str, Any] = {}
@@ -252,7 +252,7 @@ async def _mcp_times(root: str) -> dict[str, dict[str, float]]:
 
 def mcp(ctx: StepContext) -> dict[str, Any]:
     """Every MCP tool (p50/p95) through a real `agentlog mcp` over stdio, on the 200 k and full stores."""
-    from .projection_steps import served_root
+    from agentlog.bench.projection_steps import served_root
 
     tables, metrics, raw = [], {}, {}
     for size in _sizes(ctx):

@@ -14,15 +14,15 @@ Standard library only, and only the cheap parts of it (docs/hook-path.md).
 
 from __future__ import annotations
 
-from .. import _oslite as os
+from agentlog.core import oslite as os
 import sys
 import time
 
-from .. import __version__
-from ..fastjson import DecodeError, dumps_bytes, loads
-from ..ids import uuid7
-from ..kinds import AGENT_PROVIDERS
-from ..paths import FILE_MODE, data_root, diagnostics_log, ensure_dir, state_dir
+from agentlog import __version__
+from agentlog.core.fastjson import DecodeError, dumps_bytes, loads
+from agentlog.core.ids import uuid7
+from agentlog.core.kinds import AGENT_PROVIDERS
+from agentlog.core.paths import FILE_MODE, data_root, diagnostics_log, ensure_dir, state_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def build(
         "capture_mode": capture_mode,
         "agentlog_version": __version__,
     }
-    from .adapters.common import put_optional
+    from agentlog.capture.adapters.common import put_optional
 
     put_optional(event, partial)
 
@@ -197,7 +197,7 @@ def build(
             work_dir = None
     project = None
     if work_dir:
-        from .project import attach_project, project_info
+        from agentlog.capture.project import attach_project, project_info
 
         project = project_info(work_dir)
         attach_project(event, project, work_dir)
@@ -213,7 +213,7 @@ def build(
         content = None
         raw = None
     elif redact:
-        from .redact import redact_into
+        from agentlog.capture.redact import redact_into
 
         content, raw = redact_into(attrs, content or None, raw)  # type: ignore[assignment]
 
@@ -263,19 +263,19 @@ def _adapter(provider: str) -> Any:
     """Import only the adapter this hook needs."""
     name = _ADAPTER_MODULES[provider]
     if name == "claude_code":
-        from .adapters import claude_code as mod
+        from agentlog.capture.adapters import claude_code as mod
     elif name == "codex":
-        from .adapters import codex as mod  # type: ignore[no-redef]
+        from agentlog.capture.adapters import codex as mod  # type: ignore[no-redef]
     elif name == "cursor":
-        from .adapters import cursor as mod  # type: ignore[no-redef]
+        from agentlog.capture.adapters import cursor as mod  # type: ignore[no-redef]
     else:
-        from .adapters import gemini_cli as mod  # type: ignore[no-redef]
+        from agentlog.capture.adapters import gemini_cli as mod  # type: ignore[no-redef]
     return mod
 
 
 def record(captured: Captured, root: str, durability: str) -> None:
     """Append the event to its session's log."""
-    from ..log.writer import open_session_log
+    from agentlog.log.writer import open_session_log
 
     event = captured.event
     log = open_session_log(
@@ -302,7 +302,7 @@ def _complain(root: str | None, message: str) -> None:
     """One line to stderr and to the diagnostics log (secrets redacted: an
     exception message can quote the payload)."""
     try:
-        from .redact import redact_text
+        from agentlog.capture.redact import redact_text
 
         message = redact_text(message)[0]
     except Exception:
@@ -331,13 +331,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         agent = args[0]
         root = data_root()
-        from ..config import ConfigError, load
+        from agentlog.core.config import ConfigError, load
 
         try:
             settings = load(root)
         except ConfigError as e:
             _complain(root, f"bad config, using defaults: {e}")
-            from ..config import DEFAULTS
+            from agentlog.core.config import DEFAULTS
 
             settings = dict(DEFAULTS)
         data, total = read_stdin()

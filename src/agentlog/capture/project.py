@@ -9,7 +9,7 @@ not spawn processes. Standard library only (hook path).
 
 from __future__ import annotations
 
-from .. import _oslite as os
+from agentlog.core import oslite as os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -153,8 +153,8 @@ def redact_serialized(events: list[dict[str, Any]], fields: tuple[str, ...] = ("
     the gate and written by the standard-library-only encoder."""
     import orjson
 
-    from ..fastjson import dumps_bytes
-    from .redact import redact_into
+    from agentlog.core.fastjson import dumps_bytes
+    from agentlog.capture.redact import redact_into
 
     marks = [(field, b"," + orjson.dumps(field) + b":") for field in fields]
     blobs: list[bytes] = []

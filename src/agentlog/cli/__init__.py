@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from .. import __version__
-from ..paths import all_paths, data_root
-from .output import print_json, print_table
+from agentlog import __version__
+from agentlog.core.paths import all_paths, data_root
+from agentlog.cli.output import print_json, print_table
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -45,7 +45,7 @@ class LazyGroup(click.Group):
 LAZY_COMMANDS = {
     "verify": ".verify_cmd:verify_cmd",
     "demo": ".demo_cmd:demo_cmd",
-    "bench": ".bench_cmds:bench",
+    "bench": "agentlog.bench.cli:bench",
     "config": ".config_cmds:config",
     "install": ".install_cmds:install_cmd",
     "uninstall": ".install_cmds:uninstall_cmd",
@@ -111,7 +111,7 @@ def hook_cmd(agent: str, extra: tuple[str, ...]) -> None:
     loading this CLI, so the hook path imports only the standard library;
     this command exists for help text and for `python -m agentlog.cli`.
     """
-    from ..capture.hook import main as hook_main
+    from agentlog.capture.hook import main as hook_main
 
     hook_main([agent, *extra])
 

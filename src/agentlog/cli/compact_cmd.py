@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..paths import data_root
-from .output import print_json, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, stderr
 
 
 @click.command(name="compact")
@@ -18,7 +18,7 @@ def compact_cmd(dry_run: bool, grace_hours: int, as_json: bool) -> None:
     Readers are never blocked: compaction is a new table version, and files
     an older version still uses are kept for --grace-hours.
     """
-    from ..store.compact import CompactBusy, compact
+    from agentlog.store.compact import CompactBusy, compact
 
     try:
         report = compact(data_root(), dry_run=dry_run, grace_hours=grace_hours)

@@ -6,9 +6,9 @@ import os
 
 import click
 
-from ..config import DEFAULTS, DESCRIPTIONS, RANGES, ConfigError, load, validate
-from ..paths import FILE_MODE, config_file, data_root, ensure_dir
-from .output import print_json, print_table
+from agentlog.core.config import DEFAULTS, DESCRIPTIONS, RANGES, ConfigError, load, validate
+from agentlog.core.paths import FILE_MODE, config_file, data_root, ensure_dir
+from agentlog.cli.output import print_json, print_table
 
 
 @click.group(name="config")

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..paths import data_root
-from .output import print_json, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, stderr
 
 if TYPE_CHECKING:
-    from ..store.service import ServiceResult
+    from agentlog.operations.login_service import ServiceResult
 
 
 @click.group(name="daemon")
@@ -26,7 +26,7 @@ def daemon() -> None:
 @click.option("--compact-every", type=click.FloatRange(1, None), default=3600.0, show_default=True, help="Seconds between compactions.")
 def daemon_run(interval: float, compact_every: float) -> None:
     """Run in the foreground until SIGTERM or Ctrl-C (then one last ingest)."""
-    from ..store.daemon import DaemonRunning, run
+    from agentlog.operations.daemon import DaemonRunning, run
 
     try:
         run(data_root(), interval=interval, compact_every=compact_every)
@@ -38,7 +38,7 @@ def daemon_run(interval: float, compact_every: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def daemon_start(as_json: bool) -> None:
     """Start the daemon in the background (refuses if one is running)."""
-    from ..store.daemon import DaemonRunning, start
+    from agentlog.operations.daemon import DaemonRunning, start
 
     try:
         st = start(data_root())
@@ -54,7 +54,7 @@ def daemon_start(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def daemon_stop(as_json: bool) -> None:
     """Stop the daemon (it ingests once more before exiting)."""
-    from ..store.daemon import stop
+    from agentlog.operations.daemon import stop
 
     st = stop(data_root())
     if as_json:
@@ -67,7 +67,7 @@ def daemon_stop(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def daemon_status(as_json: bool) -> None:
     """Show whether the daemon is running (exit 1 if not)."""
-    from ..store.daemon import state
+    from agentlog.operations.daemon import state
 
     st = state(data_root())
     if as_json:
@@ -139,7 +139,7 @@ def daemon_install(force: bool, platform: str | None, as_json: bool) -> None:
     file is still written and the commands to activate it are printed.
     Exit 1 when a file is in the way (see --force) or activation failed.
     """
-    from ..store.service import ServiceError, current_platform, install
+    from agentlog.operations.login_service import ServiceError, current_platform, install
 
     try:
         result = install(None if platform is None else current_platform(platform), force=force)
@@ -158,7 +158,7 @@ def daemon_uninstall(force: bool, platform: str | None, as_json: bool) -> None:
     Exit 1 when the file there was not written by agentlog (see --force) or
     stopping the service failed.
     """
-    from ..store.service import ServiceError, current_platform, uninstall
+    from agentlog.operations.login_service import ServiceError, current_platform, uninstall
 
     try:
         result = uninstall(None if platform is None else current_platform(platform), force=force)

@@ -7,8 +7,8 @@ import sys
 import click
 from rich.progress import Progress
 
-from ..demo import DemoError, load_payloads, result_dict, run_demo
-from .output import print_json, print_table, stderr, stdout
+from agentlog.operations.demo import DemoError, load_payloads, result_dict, run_demo
+from agentlog.cli.output import print_json, print_table, stderr, stdout
 
 
 @click.command(name="demo")
@@ -71,7 +71,7 @@ def demo_cmd(home: str, workers: int, as_json: bool, no_serve: bool, port: int) 
         if result.timeline:
             from rich.rule import Rule
 
-            from .people_cmds import print_failures, print_timeline
+            from agentlog.cli.people_cmds import print_failures, print_timeline
 
             out = stdout()
             out.print(Rule("timeline: sessions → turns → attempts", style="dim"))
@@ -83,7 +83,7 @@ def demo_cmd(home: str, workers: int, as_json: bool, no_serve: bool, port: int) 
         if result.suggestions:
             from rich.rule import Rule
 
-            from .output import terminal_safe
+            from agentlog.cli.output import terminal_safe
 
             out = stdout()
             out.print(Rule("suggested memories (proposals: agentlog memory review|approve|reject ID)", style="dim"))
@@ -105,7 +105,7 @@ def demo_cmd(home: str, workers: int, as_json: bool, no_serve: bool, port: int) 
     if result.hook_failures or any(s.verify == "broken" for s in result.sessions):
         sys.exit(1)
     if not (no_serve or as_json) and sys.stdout.isatty() and sys.stdin.isatty():
-        from .serve_cmd import run_dashboard
+        from agentlog.cli.serve_cmd import run_dashboard
 
         stderr().print("starting the dashboard over the demo's data (Ctrl-C to stop; --no-serve to skip)")
         try:

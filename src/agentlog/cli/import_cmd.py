@@ -7,8 +7,8 @@ import time
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr, terminal_safe
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr, terminal_safe
 
 AGENT_CHOICES = ("claude-code", "codex", "gemini-cli", "cursor")
 ANCHORS = ("attemptdb", "nd7")
@@ -44,8 +44,8 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
     again, without duplicates). Record types a parser does not know are kept
     as `unknown` events and counted per agent version in the summary.
     """
-    from ..importer.run import import_paths
-    from ..query.timeexpr import resolve
+    from agentlog.importers.run import import_paths
+    from agentlog.query.timeexpr import resolve
 
     since_s: float | None = None
     if since is not None:

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr
 
 
 @click.command(name="ingest")
@@ -29,7 +29,7 @@ def ingest_cmd(as_json: bool, batch_bytes: int, careful: bool, durability: str |
     first bad frame; the other logs go on. Exit 0 when done (also when
     another ingest is already running), 1 when any log is broken.
     """
-    from ..store.ingest import ingest
+    from agentlog.store.ingest import ingest
 
     report = ingest(data_root(), batch_bytes=batch_bytes, careful=careful, durability=durability)
     if as_json:

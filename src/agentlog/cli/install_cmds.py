@@ -212,8 +212,8 @@ def install_cmd(
 
 
 def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool) -> None:
-    from ..install.agents import AGENTS
-    from ..install.mcp_register import register
+    from agentlog.install.agents import AGENTS
+    from agentlog.install.mcp_register import register
 
     results = register(list(agents) or list(AGENTS), dry_run=dry_run, remove=remove)
     if json_:
@@ -232,9 +232,9 @@ def _backfill(agents: list[str], days: int) -> dict[str, object]:
     """Import the transcripts of ``agents`` modified in the last ``days`` days; a summary per agent."""
     import time
 
-    from ..importer.run import import_paths
-    from ..importer.sources import AGENTS
-    from ..paths import data_root
+    from agentlog.importers.run import import_paths
+    from agentlog.importers.sources import AGENTS
+    from agentlog.core.paths import data_root
 
     names = [a for a in agents if a in AGENTS]
     report = import_paths(data_root(), names, since_s=time.time() - days * 86400)

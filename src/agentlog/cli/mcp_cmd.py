@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..paths import data_root
+from agentlog.core.paths import data_root
 
 
 @click.command(name="mcp")
@@ -18,6 +18,6 @@ def mcp_cmd(http: bool, port: int) -> None:
     memory_propose, which only opens a proposal a person approves.
     Register it with your agents: `agentlog install --mcp`.
     """
-    from ..mcp_server import serve
+    from agentlog.mcp.server import serve
 
     serve(data_root(), http=http, host="127.0.0.1", port=port)

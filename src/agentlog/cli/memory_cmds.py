@@ -9,8 +9,8 @@ from typing import Any, Iterator
 
 import click
 
-from ..paths import data_root
-from .output import print_columns, print_json, print_table, stderr, terminal_safe
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_columns, print_json, print_table, stderr, terminal_safe
 
 
 def _fail(e: Exception) -> click.ClickException:
@@ -28,8 +28,8 @@ class _Refused(click.ClickException):
 def _errors() -> Iterator[None]:
     """The library's errors as one line each: a broken rule (``InvalidMemory``) exits 2; a memory
     that is not there, or changed since (``NotFound``, ``VersionConflict``), exits 1."""
-    from ..memory.model import InvalidMemory
-    from ..memory.store import NotFound, VersionConflict
+    from agentlog.memory.model import InvalidMemory
+    from agentlog.memory.store import NotFound, VersionConflict
 
     try:
         yield
@@ -40,7 +40,7 @@ def _errors() -> Iterator[None]:
 
 
 def _attrs(kind: str, pairs: tuple[str, ...]) -> dict[str, Any]:
-    from ..memory.model import parse_attribute
+    from agentlog.memory.model import parse_attribute
 
     out: dict[str, Any] = {}
     for p in pairs:
@@ -153,7 +153,7 @@ def add_cmd(kind: str, title: str, content: str, attrs: tuple[str, ...], tags: t
             evidence: tuple[str, ...], slug: str | None, pinned: bool, lifetime: str | None, until: str | None,
             visibility: str | None, allowed: tuple[str, ...], as_json: bool) -> None:
     """Add a memory of KIND (fact, decision, convention, procedure, pitfall, …) titled TITLE."""
-    from ..memory import service
+    from agentlog.memory import service
 
     with _errors():
         m = service.create(data_root(), kind, title, content=content, attributes=_attrs(kind, attrs), tags=list(tags),
@@ -177,7 +177,7 @@ _KIND = click.Choice(["fact", "preference", "person", "organization", "project",
 @click.option("--json", "as_json", is_flag=True, help="Print the memories as JSON.")
 def list_cmd(kind: str | None, tag: str | None, archived: bool, limit: int, offset: int, as_json: bool) -> None:
     """List memories, pinned first, then the most recently changed."""
-    from ..memory import service
+    from agentlog.memory import service
 
     ms = service.list_memories(data_root(), kind=kind, tag=tag, include_archived=archived, limit=limit,
                                offset=offset)
@@ -199,7 +199,7 @@ def show_cmd(ident: str, as_json: bool) -> None:
     """One memory (by id, id prefix or slug): its fields, its effective confidence, its
     evidence resolved to what was recorded (an attempt's outcome, an event's time), its
     links and its history."""
-    from ..memory import service
+    from agentlog.memory import service
 
     with _errors():
         m = service.get(data_root(), ident)
@@ -222,7 +222,7 @@ def show_cmd(ident: str, as_json: bool) -> None:
 def search_cmd(query: str, limit: int, as_json: bool) -> None:
     """Memories matching QUERY's words (all of them; `word*` for a prefix), ranked by
     relevance times effective confidence."""
-    from ..memory import service
+    from agentlog.memory import service
 
     with _errors():
         hits = service.search(data_root(), query, limit=limit)
@@ -243,7 +243,7 @@ def _simple(name: str, doc: str, fn_name: str, **extra: Any) -> click.Command:
                   help="Refuse if the memory is no longer at this version (another change came first).")
     @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
     def cmd(ident: str, expected: int | None, as_json: bool) -> None:
-        from ..memory import service
+        from agentlog.memory import service
 
         with _errors():
             m = getattr(service, fn_name)(data_root(), ident, expected_version=expected, **extra)
@@ -275,10 +275,10 @@ def delete_cmd(ident: str, for_real: bool, dry_run: bool, yes: bool, expected: i
     same seq and hash, so verify still proves the chain — its rows leave the
     store, and the read model is rebuilt; other memories a purged proposal
     also changed are restored exactly."""
-    from ..memory import service
-    from ..memory.purge import purge_memory
-    from ..memory.store import NotFound
-    from ..store.purge import PurgeBusy
+    from agentlog.memory import service
+    from agentlog.operations.memory_purge import purge_memory
+    from agentlog.memory.store import NotFound
+    from agentlog.operations.purge import PurgeBusy
 
     root = data_root()
     if not for_real:
@@ -313,7 +313,7 @@ def delete_cmd(ident: str, for_real: bool, dry_run: bool, yes: bool, expected: i
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def rebuild_cmd(as_json: bool) -> None:
     """Rebuild the memory read model from its log."""
-    from ..memory.store import rebuild
+    from agentlog.memory.store import rebuild
 
     n = rebuild(data_root())
     if as_json:
@@ -342,9 +342,9 @@ def propose_cmd(title: str, note: str | None, path: str | None, inline: tuple[st
     """Open a proposal: changes a person reviews and approves, rejects or undoes later."""
     import json
 
-    from ..memory import proposals
-    from ..memory.model import InvalidMemory
-    from ..memory.store import NotFound
+    from agentlog.memory import proposals
+    from agentlog.memory.model import InvalidMemory
+    from agentlog.memory.store import NotFound
 
     changes: list[Any] = []
     try:
@@ -372,7 +372,7 @@ def propose_cmd(title: str, note: str | None, path: str | None, inline: tuple[st
 @click.option("--json", "as_json", is_flag=True, help="Print the proposals as JSON.")
 def proposals_cmd(status: str, limit: int, as_json: bool) -> None:
     """List proposals, newest first."""
-    from ..memory import proposals
+    from agentlog.memory import proposals
 
     ps = proposals.list_proposals(data_root(), None if status == "all" else status, limit)
     if as_json:
@@ -410,9 +410,9 @@ def review_cmd(pid: str, title: str | None, note: str | None, drops: tuple[int, 
     proposal first (every change it then holds is checked again against the
     memories now; the edit is recorded in the memory log), then sees the result.
     """
-    from ..memory import proposals
-    from ..memory.model import InvalidMemory
-    from ..memory.store import NotFound
+    from agentlog.memory import proposals
+    from agentlog.memory.model import InvalidMemory
+    from agentlog.memory.store import NotFound
 
     replaced: dict[int, Any] = {}
     for item in replaces:
@@ -448,9 +448,9 @@ def _decide(name: str, doc: str) -> click.Command:
     @click.option("--reason", default=None, help="Why (rejections).")
     @click.option("--json", "as_json", is_flag=True, help="Print the proposal as JSON.")
     def cmd(pid: str, reason: str | None, as_json: bool) -> None:
-        from ..memory import proposals
-        from ..memory.model import InvalidMemory
-        from ..memory.store import NotFound
+        from agentlog.memory import proposals
+        from agentlog.memory.model import InvalidMemory
+        from agentlog.memory.store import NotFound
 
         try:
             if name == "reject":
@@ -478,7 +478,7 @@ memory.add_command(_decide("undo", "Undo merged proposal PID: its memories as th
 def export_cmd(directory: str, as_json: bool) -> None:
     """Write every memory as markdown, the events as NDJSON and a manifest with checksums
     (the same memory exports to the same bytes)."""
-    from ..memory.exchange import export
+    from agentlog.memory.exchange import export
 
     try:
         manifest = export(data_root(), directory)
@@ -500,7 +500,7 @@ def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> Non
     """Import an export: --restore replays it into an empty memory; otherwise one proposal
     creating its memories is opened for review (also for an engram export, --from engram,
     whose loose values are converted or kept aside, memory by memory, as the summary says)."""
-    from ..memory import exchange
+    from agentlog.memory import exchange
 
     out: dict[str, Any]
     with _errors():
@@ -508,7 +508,7 @@ def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> Non
             if source == "engram":
                 if restore:
                     raise click.UsageError("--restore replays agentlog's own exports; an engram export opens a proposal")
-                from ..memory.engram import import_engram
+                from agentlog.memory.engram import import_engram
 
                 got = import_engram(data_root(), directory)
                 out = {"proposal": got.proposal.id, "changes": len(got.proposal.changes), "memories": got.memories,
@@ -541,8 +541,8 @@ def suggest_cmd(dry_run: bool, as_json: bool) -> None:
     """Propose memories from the recorded history, with their evidence (no model call):
     a command that kept failing and then worked becomes a procedure, a file whose edits
     keep failing the same way a pitfall. They stay proposals until a person approves."""
-    from ..memory.model import InvalidMemory
-    from ..memory.suggest import suggest
+    from agentlog.memory.model import InvalidMemory
+    from agentlog.memory.suggest import suggest
 
     try:
         got = suggest(data_root(), dry_run=dry_run)
@@ -578,7 +578,7 @@ def edit_cmd(ident: str, title: str | None, content: str | None, attrs: tuple[st
              as_json: bool) -> None:
     """Change a memory's title, content, attributes, tags, slug, pin, lifetime or visibility,
     or add evidence."""
-    from ..memory import service
+    from agentlog.memory import service
 
     refs = _evidence(evidence)
     with _errors():
@@ -600,7 +600,7 @@ def edit_cmd(ident: str, title: str | None, content: str | None, attrs: tuple[st
 @click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
 def link_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
     """Link memory IDENT to TARGET (e.g. `agentlog memory link new-way supersedes old-way`)."""
-    from ..memory import service
+    from agentlog.memory import service
 
     with _errors():
         m = service.link(data_root(), ident, relation, target)
@@ -615,7 +615,7 @@ def link_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
 def unlink_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
     """Remove the link RELATION from memory IDENT to TARGET (its id, id prefix or slug; the id of
     a deleted memory too) — e.g. the link that keeps a proposal from being undone."""
-    from ..memory import service
+    from agentlog.memory import service
 
     with _errors():
         m = service.unlink(data_root(), ident, relation, target)

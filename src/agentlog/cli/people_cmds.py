@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr, stdout, terminal_safe
-from .scope_opts import parse_time, scope_options, current_engine
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr, stdout, terminal_safe
+from agentlog.cli.scope_opts import parse_time, scope_options, current_engine
 
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from ..query.scope import Scope
+    from agentlog.query.scope import Scope
 
 OBJECTIVE_CHARS = 80
 OUTCOME_STYLES = {
@@ -41,8 +41,8 @@ def _times(opts: dict[str, Any]) -> None:
 
 def _scope(engine: Any, opts: dict[str, Any], *, default_all: bool = False) -> Scope:
     """The scope the flags describe (exit 1 for an unknown session, 2 for one that cannot be an id)."""
-    from ..query.scope import resolve_projects
-    from ..query.views import BadId, IdError, scoped
+    from agentlog.query.scope import resolve_projects
+    from agentlog.query.views import BadId, IdError, scoped
 
     everywhere = opts["all_projects"] or ((default_all or bool(opts["session"])) and not opts["project"])
     scope = resolve_projects(engine, opts["project"], everywhere)
@@ -173,7 +173,7 @@ def timeline_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
     each turn its attempts: outcome, failure class, approach, paths, and
     which attempt superseded it. --limit counts sessions.
     """
-    from ..query.views import timeline
+    from agentlog.query.views import timeline
 
     opts["as_json"] = as_json
     _times(opts)
@@ -209,7 +209,7 @@ def failures_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
     A superseded attempt failed and a later attempt on the same paths
     retried it (``retry``); a failed one was not retried.
     """
-    from ..query.views import failures
+    from agentlog.query.views import failures
 
     opts["as_json"] = as_json
     _times(opts)
@@ -242,7 +242,7 @@ def print_failures(rows: list[dict[str, Any]], title: str | None = None) -> None
 @scope_options(default_limit=20)
 def sessions_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
     """One row per session, newest first: provider, project, times, liveness, counts."""
-    from ..query.views import sessions
+    from agentlog.query.views import sessions
 
     opts["as_json"] = as_json
     _times(opts)
@@ -292,7 +292,7 @@ def show_cmd(ident: str, as_json: bool, no_ingest: bool, **opts: Any) -> None:
     and --until narrow the evidence listed, --limit caps it. Exit 1 when
     the id names nothing or several things.
     """
-    from ..query.views import BadId, IdError, show
+    from agentlog.query.views import BadId, IdError, show
 
     opts["as_json"] = as_json
     _times(opts)

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..paths import data_root
-from .output import print_json, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, stderr
 
 
 @click.command(name="project")
@@ -25,8 +25,8 @@ def project_cmd(full: bool, no_ingest: bool, as_json: bool) -> None:
     says why). Exit 0 when done, 1 when another process holds the projection
     lock too long.
     """
-    from ..project.persist import ProjectionBusy, refresh
-    from ..store.ingest import catch_up
+    from agentlog.projection.persist import ProjectionBusy, refresh
+    from agentlog.store.ingest import catch_up
 
     root = data_root()
     if not no_ingest:

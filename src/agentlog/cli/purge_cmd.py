@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr
 
 
 @click.command(name="purge")
@@ -36,9 +36,9 @@ def purge_cmd(before: str | None, session: str | None, project: str | None, rete
     Exit 0 when done, 1 when a selected log could not be purged (a broken
     log is left as it is), 2 on usage errors.
     """
-    from ..config import ConfigError, load
-    from ..log.purge import Selector, parse_date
-    from ..store.purge import PurgeBusy, PurgeResult, purge, retention_selector
+    from agentlog.core.config import ConfigError, load
+    from agentlog.log.purge import Selector, parse_date
+    from agentlog.operations.purge import PurgeBusy, PurgeResult, purge, retention_selector
 
     given = [name for name, v in (("--before", before), ("--session", session), ("--project", project),
                                   ("--retention", retention or None)) if v is not None]

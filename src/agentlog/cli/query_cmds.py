@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr, stdout, terminal_safe
-from .scope_opts import parse_time, current_engine
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr, stdout, terminal_safe
+from agentlog.cli.scope_opts import parse_time, current_engine
 
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from ..query.aql import AqlResult
-    from ..query.scope import Scope
+    from agentlog.query.aql import AqlResult
+    from agentlog.query.scope import Scope
 
 SQL_SHOW_WORDS: frozenset[str] = frozenset({
     "TABLES", "ALL", "DATABASES", "FUNCTIONS", "EVENTS", "SESSIONS_RAW", "EVENTS_RAW",
@@ -75,7 +75,7 @@ def _cell(value: Any) -> str:
 
 
 def _short(kind: str | None, value: str | None) -> str:
-    from ..project.ids import PREFIXES
+    from agentlog.projection.ids import PREFIXES
 
     if not value:
         return ""
@@ -105,9 +105,9 @@ def _fail(message: str, code: int, detail: str | None = None) -> NoReturn:
 @contextmanager
 def _errors(statement: str | None = None) -> Iterator[None]:
     """Statement, id and engine errors as messages on stderr and exit codes."""
-    from ..project.state import ResolveError, StateError
-    from ..query.attemptql import ParseError
-    from ..query.engine import QueryError
+    from agentlog.query.state import ResolveError, StateError
+    from agentlog.query.attemptql import ParseError
+    from agentlog.query.engine import QueryError
 
     try:
         yield
@@ -214,12 +214,12 @@ def query_cmd(ctx: click.Context, statement: str, as_json: bool, as_csv: bool, n
     the engine fails, 2 when the statement does not parse (the error shows
     where).
     """
-    from ..query.attemptql import is_attemptql, parse
+    from agentlog.query.attemptql import is_attemptql, parse
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
     if not is_attemptql(statement) and not _meant_as_attemptql(statement):
-        from .sql_cmd import sql_cmd
+        from agentlog.cli.sql_cmd import sql_cmd
 
         if now is not None:
             raise click.UsageError("--now applies to AttemptQL statements only")
@@ -229,8 +229,8 @@ def query_cmd(ctx: click.Context, statement: str, as_json: bool, as_csv: bool, n
     now_us = _now_us(now, "--now")
     with _errors(statement):
         stmt = parse(statement)
-    from ..query.aql import execute_statement
-    from ..query.scope import resolve_projects
+    from agentlog.query.aql import execute_statement
+    from agentlog.query.scope import resolve_projects
 
     with current_engine(no_ingest) as engine, _errors(statement):
         current = resolve_projects(engine, None, False).project_ids
@@ -290,7 +290,7 @@ def trace_cmd(entity_id: str, depth: int, direction: str, as_json: bool, no_inge
     Each row cites its evidence events; a depth_limit row marks where the
     walk stopped. ID: att_…, ses_…, a full id or a 4+ hex digit prefix.
     """
-    from ..project.state import trace
+    from agentlog.query.state import trace
 
     with current_engine(no_ingest) as engine, _errors():
         rows = trace(engine, entity_id, depth, direction)
@@ -352,10 +352,10 @@ def why_cmd(entity_id: str | None, project: str | None, all_projects: bool, now:
     else is answered "insufficient evidence" with a note on what hooks could
     not see — never a guess.
     """
-    from ..project.state import resolve_id
-    from ..query.aql import execute_statement
-    from ..query.attemptql import Subject, Why
-    from ..query.scope import resolve_projects
+    from agentlog.query.state import resolve_id
+    from agentlog.query.aql import execute_statement
+    from agentlog.query.attemptql import Subject, Why
+    from agentlog.query.scope import resolve_projects
 
     now_us = _now_us(now, "--now")
     if entity_id is not None and (project or all_projects):
@@ -393,7 +393,7 @@ def why_cmd(entity_id: str | None, project: str | None, all_projects: bool, now:
 def _state_text(snapshot: Any, label: str) -> None:
     from rich.text import Text
 
-    from ..query.timeexpr import format_us
+    from agentlog.query.timeexpr import format_us
 
     out = stdout()
     out.print(Text(f"State at {format_us(snapshot.at_us)} ({label})", style="bold"))
@@ -467,7 +467,7 @@ def state_cmd(at: str | None, project: str | None, all_projects: bool, session: 
     superseded; corrections made later are ignored. Work units open at that
     instant are listed too (those already closed are counted in a note).
     """
-    from ..project.state import resolve_id, state_at
+    from agentlog.query.state import resolve_id, state_at
 
     at_us = _now_us(at, "--at")
     with current_engine(no_ingest) as engine, _errors():
@@ -488,7 +488,7 @@ def state_cmd(at: str | None, project: str | None, all_projects: bool, session: 
 
 
 def _state_scope(engine: Any, project: str | None, all_projects: bool, session: str | None) -> Scope:
-    from ..query.scope import resolve_projects
+    from agentlog.query.scope import resolve_projects
 
     everywhere = all_projects or (bool(session) and not project)
     return resolve_projects(engine, project, everywhere)

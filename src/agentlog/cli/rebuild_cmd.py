@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..paths import data_root
-from .output import print_json, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, stderr
 
 
 @click.command(name="rebuild")
@@ -17,9 +17,9 @@ def rebuild_cmd(as_json: bool) -> None:
     had consumed, ingests every log from its first frame, then deletes the
     old store. Exit 1 if a log has a break (its valid prefix is ingested).
     """
-    from ..store.rebuild import RebuildBusy, rebuild
+    from agentlog.store.rebuild import RebuildBusy, rebuild
 
-    from ..memory.store import rebuild as rebuild_memory
+    from agentlog.memory.store import rebuild as rebuild_memory
 
     try:
         report = rebuild(data_root())

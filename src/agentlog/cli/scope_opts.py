@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import click
 
-from ..paths import data_root
+from agentlog.core.paths import data_root
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +38,7 @@ def scope_options(default_limit: int = 20) -> Callable[[F], F]:
 
 def parse_time(value: str | None, option: str, now_us: int | None = None) -> int | None:
     """µs since the epoch for a --since/--until value (a usage error when it cannot be read)."""
-    from ..query.timeexpr import TimeError, resolve
+    from agentlog.query.timeexpr import TimeError, resolve
 
     if value is None:
         return None
@@ -52,7 +52,7 @@ def parse_time(value: str | None, option: str, now_us: int | None = None) -> int
 def current_engine(no_ingest: bool) -> Iterator[Any]:
     """An engine over the data root, brought up to date first unless ``no_ingest``
     (a failure to do so is a ClickException: exit 1 with its message)."""
-    from ..query.engine import QueryError, open_current
+    from agentlog.query.engine import QueryError, open_current
 
     try:
         engine, _ = open_current(data_root(), catch_up=not no_ingest)

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr
 
 
 @click.command(name="seal")
@@ -30,9 +30,9 @@ def seal_cmd(idle_hours: float | None, session: str | None, level: int | None, d
     --idle-hours, or when its last event is session_ended (after 10
     minutes). Exit 0 when done, 1 when a due log was broken (or failed).
     """
-    from ..config import ConfigError, load
-    from ..log.seal import DEFAULT_LEVEL, SealBusy, SealResult, seal_idle
-    from ..log.verify import select_logs
+    from agentlog.core.config import ConfigError, load
+    from agentlog.log.seal import DEFAULT_LEVEL, SealBusy, SealResult, seal_idle
+    from agentlog.log.verify import select_logs
 
     root = data_root()
     logs = select_logs(root, session)

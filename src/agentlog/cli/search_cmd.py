@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..paths import data_root
-from .output import print_json, stderr, stdout, terminal_safe
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, stderr, stdout, terminal_safe
 
 
 @click.command(name="search")
@@ -40,8 +40,8 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     find each other. The index (state/search/) follows the store: it is
     brought up to date first (the daemon keeps it current).
     """
-    from ..search import index
-    from ..search.service import QueryError, search
+    from agentlog.search import index
+    from agentlog.search.service import QueryError, search
 
     root = data_root()
     if rebuild:

@@ -6,8 +6,8 @@ import socket
 
 import click
 
-from ..paths import data_root
-from .output import stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import stderr
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -31,7 +31,7 @@ def serve_cmd(port: int, host: str, allow_remote: bool, open_browser: bool, no_l
     exchanged for a session cookie on first use; every change needs the
     page's CSRF token; requests naming another Host are refused.
     """
-    from ..web.security import is_loopback
+    from agentlog.web.security import is_loopback
 
     if not is_loopback(host) and not allow_remote:
         raise click.UsageError(f"{host} is not a loopback address: pass --allow-remote to bind it "
@@ -45,8 +45,8 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
     """Serve the dashboard over ``root`` until interrupted; the address goes to stdout."""
     import uvicorn
 
-    from ..web.app import create_app
-    from ..web.security import Guard
+    from agentlog.web.app import create_app
+    from agentlog.web.security import Guard
 
     if port == 0:
         port = free_port(host)

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr, stdout
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr, stdout
 
 
 @click.command(name="sql")
@@ -35,7 +35,7 @@ def sql_cmd(statement: str, as_json: bool, as_csv: bool, no_ingest: bool, timeou
     logs first unless --no-ingest. Exit 0 with an answer, 1 when the
     statement fails or times out, 2 when it is refused.
     """
-    from ..query.engine import QueryError, run_sql
+    from agentlog.query.engine import QueryError, run_sql
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
@@ -67,7 +67,7 @@ def schema_cmd(table: str | None, as_json: bool) -> None:
     """
     from dataclasses import asdict
 
-    from ..query.catalog import tables
+    from agentlog.query.catalog import tables
 
     found = [t for t in tables() if table is None or t.name == table]
     if not found:

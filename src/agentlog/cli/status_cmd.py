@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr
 
 
 def _size(n: int) -> str:
@@ -28,14 +28,14 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
     another ingest running answers from what is committed). Exit 1 when a log
     has a break that stopped its ingest.
     """
-    from ..store.status import status
+    from agentlog.store.status import status
 
     root = data_root()
     st = status(root, catch_up=not no_ingest)
     memory_check: dict[str, object] | None = None
     if verify:
-        from ..memory.store import verify as verify_memory
-        from ..store.rebuild import differential_verify
+        from agentlog.memory.store import verify as verify_memory
+        from agentlog.store.rebuild import differential_verify
 
         st.verify = differential_verify(root).to_dict()
         memory_check = verify_memory(root)

@@ -6,9 +6,9 @@ import time
 
 import click
 
-from ..paths import data_root
-from .output import print_json, print_table, stderr, terminal_safe
-from .scope_opts import current_engine
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr, terminal_safe
+from agentlog.cli.scope_opts import current_engine
 
 
 @click.command(name="usage")
@@ -28,9 +28,9 @@ def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool) -> Non
     by `prices.toml` in the data root; a model without a price counts in
     `unpriced` and adds nothing to the cost.
     """
-    from ..query.engine import QueryError
-    from ..query.timeexpr import resolve
-    from ..usage import PriceError, load_prices, unpriced_sql, usage_sql
+    from agentlog.query.engine import QueryError
+    from agentlog.query.timeexpr import resolve
+    from agentlog.query.usage import PriceError, load_prices, unpriced_sql, usage_sql
 
     since_us = None
     if since is not None:

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from ..log.verify import CAVEAT, select_logs, verify_logs
-from ..paths import data_root
-from .output import print_json, print_table, stderr
+from agentlog.log.verify import CAVEAT, select_logs, verify_logs
+from agentlog.core.paths import data_root
+from agentlog.cli.output import print_json, print_table, stderr
 
 
 @click.command(name="verify")
@@ -29,7 +29,7 @@ def verify_cmd(session: str | None, jobs: int, as_json: bool) -> None:
     if session is not None and not logs:
         raise click.BadParameter(f"no session log matches {session!r}", param_hint="--session")
     reports = verify_logs(logs, jobs=jobs)
-    from ..log.verify_record import save
+    from agentlog.operations.verify import save
 
     save(root, reports)  # the dashboard's Integrity page shows the last result per log
     broken = [r for r in reports if r.status == "broken"]

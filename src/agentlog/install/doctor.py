@@ -23,16 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from agentlog import paths
+from agentlog.core import paths
 from agentlog.capture.command import hook_command
-from agentlog.install.agents import (
-    AgentSpec,
-    Scope,
-    default_home,
-    detect,
-    get_agent,
-    resolve_agents,
-)
+from agentlog.install.agents import AgentSpec, Scope, default_home, detect, get_agent, resolve_agents
 from agentlog.install.errors import ConfigError, InstallError
 from agentlog.install.jsonedit import (
     FoundEntry,

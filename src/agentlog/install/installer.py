@@ -26,18 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from agentlog import paths
-from agentlog.fileio import write_atomic
+from agentlog.core import paths
+from agentlog.core.fileio import write_atomic
 from agentlog.capture.command import hook_command
-from agentlog.install.agents import (
-    SCOPES,
-    AgentSpec,
-    Detection,
-    Scope,
-    default_home,
-    detect,
-    resolve_agents,
-)
+from agentlog.install.agents import SCOPES, AgentSpec, Detection, Scope, default_home, detect, resolve_agents
 from agentlog.install.doctor import agent_notes
 from agentlog.install.errors import InstallError, LockTimeoutError
 from agentlog.install.jsonedit import (

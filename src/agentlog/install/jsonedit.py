@@ -26,11 +26,7 @@ from pathlib import Path
 
 from agentlog.capture.command import is_our_command
 from agentlog.install.agents import AgentSpec
-from agentlog.install.errors import (
-    ConfigShapeError,
-    InvalidJSONError,
-    JSONWithCommentsError,
-)
+from agentlog.install.errors import ConfigShapeError, InvalidJSONError, JSONWithCommentsError
 
 JSONObject = dict[str, object]
 BOM = "\ufeff"

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .errors import InstallError
-from .installer import atomic_write, backup, file_mode, locked, read_bytes
-from .jsonedit import parse_config, serialise, unified_diff
+from agentlog.install.errors import InstallError
+from agentlog.install.installer import atomic_write, backup, file_mode, locked, read_bytes
+from agentlog.install.jsonedit import parse_config, serialise, unified_diff
 
 SERVER_NAME = "agentlog"
 
@@ -56,7 +56,7 @@ def config_file(agent: str, home: Path, environ: Mapping[str, str]) -> Path:
     if agent == "claude-code":
         base = environ.get("CLAUDE_CONFIG_DIR")
         return Path(base) / ".claude.json" if base else home / ".claude.json"
-    from .agents import get_agent
+    from agentlog.install.agents import get_agent
 
     if agent == "codex":
         return get_agent(agent).agent_home(home, environ) / "config.toml"
@@ -124,7 +124,7 @@ def _nothing() -> Iterator[None]:
 def register(agents: list[str], *, home: Path | None = None, environ: Mapping[str, str] | None = None,
              dry_run: bool = False, remove: bool = False) -> list[McpResult]:
     """Register (or with ``remove`` unregister) the MCP server with each of ``agents``."""
-    from .agents import default_home, detect, get_agent
+    from agentlog.install.agents import default_home, detect, get_agent
 
     env = os.environ if environ is None else environ
     home_dir = default_home(home, env)

@@ -19,9 +19,9 @@ Standard library only (hook path).
 
 from __future__ import annotations
 
-from .. import _oslite as os
+from agentlog.core import oslite as os
 
-from ..paths import logs_dir
+from agentlog.core.paths import logs_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def session_key(session_id: str | None) -> str:
         return UNKNOWN_SESSION
     if len(session_id) <= _MAX_KEY and session_id[0] not in "._-" and _SAFE.issuperset(session_id):
         return session_id
-    from .frame import sha256
+    from agentlog.log.frame import sha256
 
     return "h-" + str(sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest())[:40]
 
@@ -144,7 +144,7 @@ def read_trailer(path: str) -> dict[str, Any] | None:
         block = os.pread(fd, n + 8, start)
         if int.from_bytes(block[:4], "little") != SKIPPABLE_MAGIC or int.from_bytes(block[4:8], "little") != n + FOOTER_LEN:
             return None
-        from .. import fastjson
+        from agentlog.core import fastjson
 
         meta = fastjson.loads(block[8:].decode("utf-8"))
     except (OSError, ValueError):
@@ -159,7 +159,7 @@ def read_trailer(path: str) -> dict[str, Any] | None:
 
 def encode_trailer(meta: dict[str, Any]) -> bytes:
     """The bytes of a trailer holding ``meta`` (see ``read_trailer``)."""
-    from .. import fastjson
+    from agentlog.core import fastjson
 
     body = fastjson.dumps_bytes(meta)
     return b"".join(

@@ -16,9 +16,9 @@ def event_at(root: str, log: str, offset: int | None) -> dict[str, Any] | None:
     the frame is purged, missing or not a frame."""
     import orjson
 
-    from .frame import event_bytes, is_purged
-    from .layout import log_path
-    from .segments import SegmentError, line_at
+    from agentlog.log.frame import event_bytes, is_purged
+    from agentlog.log.layout import log_path
+    from agentlog.log.segments import SegmentError, line_at
 
     if offset is None:
         return None

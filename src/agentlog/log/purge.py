@@ -59,10 +59,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
-from .. import __version__
-from ..ids import uuid7
-from ..paths import FILE_MODE, fsync_path
-from .frame import (
+from agentlog import __version__
+from agentlog.core.ids import uuid7
+from agentlog.core.paths import FILE_MODE, fsync_path
+from agentlog.log.frame import (
     PREV_END,
     TRAILER,
     FrameError,
@@ -72,7 +72,7 @@ from .frame import (
     parse_seq,
     purged_line,
 )
-from .layout import (
+from agentlog.log.layout import (
     SegmentRef,
     encode_trailer,
     iter_logs,
@@ -119,7 +119,7 @@ def _fault(point: str) -> None:
 def _lines(path: str) -> Iterator[tuple[int, bytes]]:
     """(logical offset, complete line) of every complete line of a session's
     chain: sealed segments, then the active file (a torn tail is left out)."""
-    from .segments import lines_from
+    from agentlog.log.segments import lines_from
 
     return lines_from(path, 0)
 
@@ -209,7 +209,7 @@ def purged_events(root: str) -> dict[str, str]:
     event (all but events too short for it), read from the logs the purge
     records name (cached per process until the record log changes). Lets a
     reference to an event say "purged" rather than "not found"."""
-    from .frame import PURGED_MARK
+    from agentlog.log.frame import PURGED_MARK
 
     stamp = _records_stamp(root)
     cached = _purged_cache.get(root)
@@ -248,7 +248,7 @@ def _write_record(root: str, purge_id: str, now_us: int, who: dict[str, Any], se
                   frames: list[list[Any]]) -> None:
     import orjson
 
-    from .writer import SessionLog
+    from agentlog.log.writer import SessionLog
 
     ev = {
         "event_id": purge_id,
@@ -417,7 +417,7 @@ def purge_logs(
     """Select frames, write the purge record, rewrite the logs (see the module
     docstring). Raises ``seal.SealBusy`` if a seal or another purge holds the
     sealer's lock for ``lock_timeout`` seconds."""
-    from .seal import _SealLock
+    from agentlog.log.seal import _SealLock
 
     at = time.time_ns() // 1000 if now_us is None else now_us
     with _SealLock(root, lock_timeout):
@@ -426,7 +426,7 @@ def purge_logs(
 
 def _purge_logs(root: str, selector: Selector, dry_run: bool, at: int,
                 progress: Callable[[str], None] | None) -> LogsPurge:
-    from .verify import verify_log
+    from agentlog.log.verify import verify_log
 
     purge_id = uuid7(at // 1000)
     result = LogsPurge(purge_id=None, selector=selector.to_dict(), dry_run=dry_run, who=_who(), at=at)
@@ -540,7 +540,7 @@ def _rewrite_log(path: str, targets: list[_Target]) -> int:
 def _rewrite_active(path: str, sealed: list[SegmentRef], targets: list[_Target]) -> None:
     import fcntl
 
-    from .segments import _last_hash, duplicate_prefix
+    from agentlog.log.segments import _last_hash, duplicate_prefix
 
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)  # not O_APPEND: pwrite must land where it is told
@@ -576,8 +576,8 @@ def _rewrite_segment(ref: SegmentRef, targets: list[_Target]) -> bool:
     same uncompressed bytes but those lines). False if nothing was left to do."""
     import zstandard
 
-    from .seal import DEFAULT_LEVEL, WINDOW_LOG
-    from .segments import MAX_WINDOW, zframe_index
+    from agentlog.log.seal import DEFAULT_LEVEL, WINDOW_LOG
+    from agentlog.log.segments import MAX_WINDOW, zframe_index
 
     size = ref.end - ref.base
     meta = read_trailer(ref.path)

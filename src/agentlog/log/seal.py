@@ -46,10 +46,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
-from .. import __version__
-from ..paths import FILE_MODE, ensure_dir, fsync_path, state_dir
-from .frame import TRAILER, parse_any, parse_seq
-from .layout import (
+from agentlog import __version__
+from agentlog.core.paths import FILE_MODE, ensure_dir, fsync_path, state_dir
+from agentlog.log.frame import TRAILER, parse_any, parse_seq
+from agentlog.log.layout import (
     encode_trailer,
     head_path,
     iter_logs,
@@ -58,7 +58,7 @@ from .layout import (
     segment_name,
     split_log_path,
 )
-from .writer import Tip, format_head
+from agentlog.log.writer import Tip, format_head
 
 DEFAULT_LEVEL = 19
 """zstd level: 19 with long-distance matching gives ~13.5:1 on agent logs at
@@ -286,7 +286,7 @@ def _ended(path: str, size: int) -> bool:
 
 
 def _seal(log_file: str, level: int, may_seal: MaySeal | None, dry_run: bool) -> SealResult:
-    from .verify import _verify
+    from agentlog.log.verify import _verify
 
     started = time.monotonic()
     provider, key = split_log_path(log_file)
@@ -438,7 +438,7 @@ class _Sealer:
         return None
 
     def _sealed_tip(self) -> tuple[int, str]:
-        from .layout import read_trailer
+        from agentlog.log.layout import read_trailer
 
         last = sealed_segments(self.log_file)[-1]
         meta = read_trailer(last.path)
@@ -468,7 +468,7 @@ class _Sealer:
         return self.end + pos, (seq, digest), False
 
     def _frame_ending_at(self, end: int) -> tuple[int, str]:
-        from .segments import _line_ending_at_fd
+        from agentlog.log.segments import _line_ending_at_fd
 
         line = _line_ending_at_fd(self.fd, end, self.start)
         seq, _prev, digest, _ = parse_any(line)  # the last frame may be a purged one

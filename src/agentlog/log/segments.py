@@ -29,8 +29,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
-from .frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER
-from .layout import SegmentRef, read_trailer, sealed_dir, sealed_segments
+from agentlog.log.frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER
+from agentlog.log.layout import SegmentRef, read_trailer, sealed_dir, sealed_segments
 
 # Decompression never needs more than this window (the sealer caps its own);
 # a segment asking for more is refused rather than allowed to allocate it.

@@ -46,9 +46,25 @@ from typing import TYPE_CHECKING, Any, Iterable
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
-from .frame import PREFIX, PREV_END, PREV_START, TRAILER, FrameError, genesis, parse_any, parse_seq
-from .layout import SegmentRef, head_path, iter_logs, read_trailer, sealed_segments, split_log_path
-from .writer import Tip, parse_head
+from agentlog.log.frame import (
+    PREFIX,
+    PREV_END,
+    PREV_START,
+    TRAILER,
+    FrameError,
+    genesis,
+    parse_any,
+    parse_seq,
+)
+from agentlog.log.layout import (
+    SegmentRef,
+    head_path,
+    iter_logs,
+    read_trailer,
+    sealed_segments,
+    split_log_path,
+)
+from agentlog.log.writer import Tip, parse_head
 
 MAX_BREAKS = 20
 PARALLEL_MIN_BYTES = 4 << 20  # below this one process is faster than starting workers
@@ -327,7 +343,7 @@ def _verify_sealed(report: LogReport, chain: _Chain, ref: SegmentRef, boundaries
     """Check one sealed segment by streaming decompression (never unpacked to
     disk), continuing the chain; then that its name and trailer agree with
     what it holds."""
-    from .segments import SegmentError, iter_sealed, zframe_index
+    from agentlog.log.segments import SegmentError, iter_sealed, zframe_index
 
     file = ref.path
     size = ref.end - ref.base
@@ -468,7 +484,7 @@ def _verify_active(
     lines = 0
     skip = 0
     if sealed_tip is not None and size:
-        from .segments import duplicate_prefix
+        from agentlog.log.segments import duplicate_prefix
 
         skip = duplicate_prefix(lambda n, off: bytes(data[off : off + n]), size, sealed, sealed_tip[1])
     if skip:
@@ -586,7 +602,7 @@ def _check_tail(
 
 def _check_purged(report: LogReport, chain: _Chain, path: str) -> None:
     """Count the purged frames a purge record names; the others are breaks."""
-    from .purge import recorded_frames, root_of
+    from agentlog.log.purge import recorded_frames, root_of
 
     name = f"{report.provider}/{report.session}"
     recorded = recorded_frames(root_of(path))
@@ -610,7 +626,7 @@ def select_logs(root: str, session: str | None = None) -> list[str]:
     logs = iter_logs(root)
     if session is None:
         return logs
-    from .layout import session_key
+    from agentlog.log.layout import session_key
 
     wanted = {session, session_key(session)}
     return [p for p in logs if split_log_path(p)[1] in wanted or "/".join(split_log_path(p)) == session]

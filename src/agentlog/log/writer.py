@@ -40,17 +40,29 @@ Standard library only (hook path).
 from __future__ import annotations
 
 import fcntl
-from .. import _oslite as os
+from agentlog.core import oslite as os
 import sys
 import time
 
-from .. import __version__
-from ..fastjson import dumps_bytes
-from ..ids import uuid7
-from ..paths import FILE_MODE, ensure_dir, fsync_path
-from .frame import (HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER, FrameError, genesis, parse_any, parse_seq,
-                    seal_parts, sha256)
-from .layout import head_path, log_path, read_trailer, sealed_segments
+from agentlog import __version__
+from agentlog.core.fastjson import dumps_bytes
+from agentlog.core.ids import uuid7
+from agentlog.core.paths import FILE_MODE, ensure_dir, fsync_path
+from agentlog.log.frame import (
+    HASH_MARK,
+    PREFIX,
+    PREV_END,
+    SEQ_MARK,
+    SUFFIX,
+    TRAILER,
+    FrameError,
+    genesis,
+    parse_any,
+    parse_seq,
+    seal_parts,
+    sha256,
+)
+from agentlog.log.layout import head_path, log_path, read_trailer, sealed_segments
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -439,7 +451,7 @@ def open_session_log(
     hasher: Any = None,
 ) -> SessionLog:
     """The log of one provider session (file named by `layout.session_key`)."""
-    from .layout import session_key
+    from agentlog.log.layout import session_key
 
     return SessionLog(
         root, provider, session_key(session_id), session_id=session_id, durability=durability, capture_mode=capture_mode,

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any, Final
 
-from .exchange import ExchangeError
-from .model import (
+from agentlog.memory.exchange import ExchangeError
+from agentlog.memory.model import (
     EVIDENCE_TYPES,
     LIFETIMES,
     LINK_RELATIONS,
@@ -369,8 +369,8 @@ def _relationships_last(creates: list[dict[str, Any]], seen: set[str], known: se
 
 def import_engram(root: str, src: str) -> EngramImport:
     """One proposal creating the memories of the engram export at ``src`` (actor ``import``)."""
-    from .proposals import open_proposal
-    from .store import connect
+    from agentlog.memory.proposals import open_proposal
+    from agentlog.memory.store import connect
 
     con = connect(root)
     try:

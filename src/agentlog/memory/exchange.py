@@ -30,7 +30,7 @@ import json
 import os
 from typing import Any, Final
 
-from .store import PROVIDER, LOG_KEY, connect, log_path
+from agentlog.memory.store import PROVIDER, LOG_KEY, connect, log_path
 
 FORMAT: Final = 1
 
@@ -103,8 +103,8 @@ _EXPORTED: Final = ("id", "kind", "title", "slug", "content", "attributes", "tag
 
 
 def _event_lines(root: str) -> list[bytes]:
-    from ..log.frame import event_bytes, is_purged
-    from ..log.segments import lines_from
+    from agentlog.log.frame import event_bytes, is_purged
+    from agentlog.log.segments import lines_from
 
     path = log_path(root)
     if not os.path.exists(path):
@@ -145,7 +145,7 @@ def _write_if_changed(path: str, data: bytes, dirs: set[str], existed: bool) -> 
 def export(root: str, out_dir: str) -> dict[str, Any]:
     """Write the memory to ``out_dir`` (replacing a previous export there: files that did not
     change are left as they are, files of memories gone are removed)."""
-    from .store import catch_up, _locked
+    from agentlog.memory.store import catch_up, _locked
 
     with _locked(root):
         con = connect(root)
@@ -222,8 +222,17 @@ def restore(root: str, src: str) -> int:
 
 
 def _restore(root: str, src: str) -> int:
-    from ..log.writer import SessionLog
-    from .store import _applied, _durability, _fold, _locked, _log_stamp, _parse_all, bulk_cache, catch_up
+    from agentlog.log.writer import SessionLog
+    from agentlog.memory.store import (
+        _applied,
+        _durability,
+        _fold,
+        _locked,
+        _log_stamp,
+        _parse_all,
+        bulk_cache,
+        catch_up,
+    )
 
     manifest = _manifest(src)
     with open(os.path.join(src, "events.ndjson"), "rb") as fh:
@@ -306,7 +315,7 @@ def _portable(ref: dict[str, Any]) -> dict[str, Any]:
 
 def import_as_proposal(root: str, src: str, *, actor: str = "import") -> Any:
     """Open one proposal creating the memories of ``src``'s markdown files."""
-    from .proposals import open_proposal
+    from agentlog.memory.proposals import open_proposal
 
     manifest = _manifest(src)
     changes = []

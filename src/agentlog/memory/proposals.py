@@ -30,8 +30,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final, Iterable, Mapping, Sequence
 
-from . import confidence as conf
-from .model import (
+from agentlog.memory import confidence as conf
+from agentlog.memory.model import (
     RECORDED_EVIDENCE,
     InvalidMemory,
     normalize_tags,
@@ -45,8 +45,8 @@ from .model import (
     validate_title,
     validate_visibility,
 )
-from .service import check_relationship_ends, check_slug_free, free_slug
-from .store import NotFound, VersionConflict, connect, new_event, snapshot, transact
+from agentlog.memory.service import check_relationship_ends, check_slug_free, free_slug
+from agentlog.memory.store import NotFound, VersionConflict, connect, new_event, snapshot, transact
 
 OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "unlink", "archive", "delete")
 
@@ -252,7 +252,7 @@ def _evidence_problems(root: str, changes: list[Any]) -> list[tuple[int, str]]:
     checks it (:func:`.service.check_recorded`, which opens the store only when there is some;
     it drops a display prefix such as ``att_`` in place): (change number, problem) for each
     reference that is not."""
-    from .service import check_recorded
+    from agentlog.memory.service import check_recorded
 
     refs = [(i, r) for i, c in enumerate(changes, 1) for r in _refs(c)
             if isinstance(r, dict) and r.get("type") in RECORDED_EVIDENCE and _is_valid(r)]
@@ -276,7 +276,7 @@ def open_proposal(root: str, changes: list[dict[str, Any]], *, title: str, note:
                   actor: str = "agent") -> Proposal:
     """Open a proposal (every change checked now, as the direct command would check it;
     every problem of every change reported, and nothing opened, if there is one)."""
-    from ..ids import uuid7
+    from agentlog.core.ids import uuid7
 
     if not changes:
         raise InvalidMemory("a proposal needs at least one change")
@@ -590,7 +590,7 @@ def _merge_plan(con: sqlite3.Connection, p: Proposal) -> tuple[list[dict[str, An
     or :class:`StaleProposal` naming the memory and the reason. The changes are walked in order
     over what the memories are now and what the earlier changes made of them (an edit after an
     archive of the same memory is refused as a direct edit would be)."""
-    from ..ids import uuid7
+    from agentlog.core.ids import uuid7
 
     for mid, base in sorted(p.bases.items()):
         row = con.execute("SELECT version FROM memories WHERE id = ? AND deleted = 0", (mid,)).fetchone()

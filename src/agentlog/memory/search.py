@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
-from .model import SCHEMAS, InvalidMemory
+from agentlog.memory.model import SCHEMAS, InvalidMemory
 
 ATTRIBUTE_NAMES: Final = frozenset(a.name for schema in SCHEMAS.values() for a in schema)
 _TOKEN: Final = re.compile(r'(-?(?:\w+:)?"[^"]*"?)|(\S+)')
@@ -65,7 +65,7 @@ class Query:
 
     def free_text(self) -> Any:
         """The free text parsed as event search parses it (None when there is none)."""
-        from ..search.text import MAX_QUERY, Query as TextQuery, QueryError, parse_query
+        from agentlog.search.text import MAX_QUERY, Query as TextQuery, QueryError, parse_query
 
         joined = " ".join(self.text)[:MAX_QUERY]  # as before event search refused longer queries
         if not joined.strip():
@@ -105,7 +105,7 @@ def _evidence_condition(q: Query, value: str) -> None:
     """``evidence:VALUE``: evidence whose value is VALUE; and, when VALUE is an id as the other
     commands take it (a display prefix such as ``att_`` or none, at least 4 hex digits), recorded
     evidence whose id starts with it (of that prefix's type): ``evidence:att_3fecf63b``."""
-    from ..project.ids import split_display
+    from agentlog.projection.ids import split_display
 
     typed, bare = split_display(value)
     hexpart = bare.replace("-", "")
@@ -180,7 +180,7 @@ def parse(text: str) -> Query:
     """``text`` as free text and operators. An operator's value may be quoted to hold spaces
     (``rule:"ruff format"``, ``tag:"needs review"``); a quoted phrase after a name that is
     no operator is a phrase of the free text."""
-    from ..search.text import FILTERS
+    from agentlog.search.text import FILTERS
 
     q = Query()
     for m in _TOKEN.finditer(text):
@@ -223,7 +223,7 @@ def _effective_sql(con: sqlite3.Connection) -> tuple[str, str]:
 
 @functools.cache
 def _effective_text() -> tuple[str, str]:
-    from . import confidence as conf
+    from agentlog.memory import confidence as conf
 
     half_life = "CASE memories.kind " + " ".join(f"WHEN '{k}' THEN {hl!r}" for k, (hl, _) in sorted(conf.DECAY.items())) \
         + " END"
@@ -240,7 +240,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
     """The page of memories matching ``text``: (memory, score), best first. The free text is
     matched by the text index of ``root`` (caught up with ``con`` first); ranking and the
     confidence conditions are computed in SQL; only the page's rows are read whole."""
-    from .service import _COLUMNS, _row
+    from agentlog.memory.service import _COLUMNS, _row
 
     q = parse(text)
     now = now_us if now_us is not None else time.time_ns() // 1000
@@ -266,7 +266,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
     if free is not None:
         import orjson
 
-        from . import text_index
+        from agentlog.memory import text_index
 
         if root is None:
             raise ValueError("a free-text memory search needs the data root (its text index)")

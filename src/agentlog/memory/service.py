@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
-from .. import fastjson
-from . import confidence as conf
-from .model import (
+from agentlog.core import fastjson
+from agentlog.memory import confidence as conf
+from agentlog.memory.model import (
     RECORDED_EVIDENCE,
     InvalidMemory,
     normalize_tags,
@@ -33,7 +33,7 @@ from .model import (
     validate_title,
     validate_visibility,
 )
-from .store import NotFound, connect, new_event, transact
+from agentlog.memory.store import NotFound, connect, new_event, transact
 
 ACTORS: Final = ("person", "agent", "import")
 _COLUMNS: Final = ("id", "kind", "title", "slug", "content", "attributes", "tags", "confidence", "author",
@@ -73,7 +73,7 @@ class Memory:
 
 
 def _loads(text: str) -> Any:
-    """A JSON column of the read model: parsed by the C scanner straight (:mod:`agentlog.fastjson`,
+    """A JSON column of the read model: parsed by the C scanner straight (:mod:`agentlog.core.fastjson`,
     a third of ``json.loads``'s time on these short texts — four of them per memory read),
     by ``json`` when strict JSON refuses it (``NaN``, which only a log written elsewhere and
     restored could have brought: every write serialises strictly)."""
@@ -138,8 +138,8 @@ def check_recorded(root: str, refs: list[dict[str, Any]]) -> None:
     recorded = [r for r in refs if r["type"] in RECORDED_EVIDENCE]
     if not recorded:
         return
-    from ..query.engine import open_current
-    from ..query.views import AmbiguousId, IdError, resolve_id
+    from agentlog.query.engine import open_current
+    from agentlog.query.views import AmbiguousId, IdError, resolve_id
 
     engine, _ = open_current(root)
     with engine:
@@ -164,7 +164,7 @@ def create(root: str, kind: str, title: str, *, content: str = "", attributes: d
     refused."""
     if actor not in ACTORS:
         raise InvalidMemory(f"actor is one of {', '.join(ACTORS)}, not {actor!r}")
-    from ..ids import uuid7
+    from agentlog.core.ids import uuid7
 
     mid = uuid7()
     title = validate_title(title)
@@ -242,7 +242,7 @@ def _as_created(ev: dict[str, Any]) -> Memory:
     wrote it (:func:`.store.created_row`) read as :func:`get` reads it — without asking the
     read model again (a test holds the two equal). ``ev`` as folded (parsed from the bytes
     written), so its JSON columns are their values already: decoding their text gives the same."""
-    from .store import created_row
+    from agentlog.memory.store import created_row
 
     a, c = ev["attrs"], ev["content"]
     row = created_row(a["memory_id"], int(a["version"]), str(a["actor"]), int(ev["observed_at"]), c, _same)
@@ -435,7 +435,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0,
            now_us: int | None = None) -> list[tuple[Memory, float]]:
     """Memories matching ``text`` (words, phrases and operators: :mod:`.search`),
     ranked by relevance × effective confidence; only the returned page is read whole."""
-    from . import search as language
+    from agentlog.memory import search as language
 
     con = connect(root)
     try:
@@ -457,7 +457,7 @@ def history(root: str, ident: str) -> list[dict[str, Any]]:
 
 
 def _purged(root: str) -> dict[str, str]:
-    from ..log.purge import purged_events
+    from agentlog.log.purge import purged_events
 
     return purged_events(root)
 
@@ -470,7 +470,7 @@ def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, An
     out = [dict(r) for r in refs]
     if not recorded:
         return out
-    from ..query.engine import QueryError, open_current
+    from agentlog.query.engine import QueryError, open_current
 
     sql = {
         "event": "SELECT kind, tool_name, observed_at, provider FROM events WHERE event_id = ?",

@@ -33,12 +33,12 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, Iterator
 
-from .. import __version__
-from ..ids import uuid7
-from ..paths import FILE_MODE, config_file, ensure_dir, state_dir
+from agentlog import __version__
+from agentlog.core.ids import uuid7
+from agentlog.core.paths import FILE_MODE, config_file, ensure_dir, state_dir
 
 if TYPE_CHECKING:
-    from ..log.writer import SessionLog
+    from agentlog.log.writer import SessionLog
 
 PROVIDER: Final = "agentlog"
 LOG_KEY: Final = "memory"
@@ -99,7 +99,7 @@ class NotFound(LookupError):
 @functools.lru_cache(maxsize=64)
 def log_path(root: str) -> str:
     """The memory log of ``root`` (a function of the string alone: kept, as every write asks several times)."""
-    from ..log.layout import log_path as _log_path
+    from agentlog.log.layout import log_path as _log_path
 
     return _log_path(root, PROVIDER, LOG_KEY)
 
@@ -261,8 +261,8 @@ def _log_events(path: str, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
     """(offset after it, event) of each whole frame of the memory log from ``start``
     (a purged frame's event is ``{}``). Parsed a thousand at a time: one ``json.loads``
     of a thousand events costs a fraction of a thousand calls."""
-    from ..log.frame import event_bytes, is_purged
-    from ..log.segments import lines_from
+    from agentlog.log.frame import event_bytes, is_purged
+    from agentlog.log.segments import lines_from
 
     if not os.path.exists(path):
         return
@@ -361,7 +361,7 @@ def _fold(con: sqlite3.Connection, pending: Iterable[tuple[int, dict[str, Any]]]
 def new_event(name: str, memory_id: str, version: int, actor: str, content: dict[str, Any],
               at_us: int | None = None, **attrs: Any) -> dict[str, Any]:
     """A memory event in the canonical wire form (content redacted)."""
-    from ..capture.redact import redact_into
+    from agentlog.capture.redact import redact_into
 
     now = at_us if at_us is not None else time.time_ns() // 1000
     a: dict[str, Any] = {"memory_id": memory_id, "version": version, "actor": actor, **attrs}
@@ -390,7 +390,7 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
     under this lock, waits), so each read in it takes no lock of its own. A catch-up
     (frames a crashed writer left unapplied) goes into the same transaction and is kept
     (committed) when the write is refused or fails before its own fold."""
-    from ..fastjson import dumps_bytes
+    from agentlog.core.fastjson import dumps_bytes
 
     with _locked(root):
         con = connect(root)
@@ -443,7 +443,7 @@ def _writer(root: str) -> SessionLog:
            _config_stamp(root))
     got = _WRITERS.get(key)
     if got is None:
-        from ..log.writer import SessionLog
+        from agentlog.log.writer import SessionLog
 
         if len(_WRITERS) >= 64:  # (old settings, other data roots)
             _WRITERS.clear()
@@ -467,7 +467,7 @@ def _durability(root: str) -> str:
     every write; ``relaxed`` leaves flushing to the OS — what SQLite's WAL with
     ``synchronous=NORMAL`` gives (engram's setting): safe when a process dies, not
     when the machine loses power."""
-    from ..config import ConfigError, load
+    from agentlog.core.config import ConfigError, load
 
     key = (root, os.environ.get("AGENTLOG_DURABILITY", ""), _config_stamp(root))
     if key not in _DURABILITY:  # (read once per setting and file version)
@@ -534,7 +534,7 @@ def rebuild(root: str) -> int:
 def _rebuild_locked(root: str) -> int:
     """:func:`rebuild` for a caller that holds the lock (a fresh database file replaces the old
     one; the text index is deleted with it and built again from the new one: new files)."""
-    from . import text_index
+    from agentlog.memory import text_index
 
     _forget(root)
     text_index.remove(root)
@@ -740,7 +740,7 @@ def verify(root: str) -> dict[str, Any]:
     third of the time a comparison in Python took at 100,000 memories."""
     from urllib.parse import quote
 
-    from . import text_index
+    from agentlog.memory import text_index
 
     with _locked(root):
         con = connect(root)

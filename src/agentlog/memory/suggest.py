@@ -76,7 +76,7 @@ _AVOID: Final = {
 
 def suggestions(root: str) -> list[dict[str, Any]]:
     """The suggested proposals: ``{"title", "note", "changes"}`` each, not yet opened."""
-    from ..query.engine import open_current
+    from agentlog.query.engine import open_current
 
     engine, _ = open_current(root)
     out: list[dict[str, Any]] = []
@@ -106,8 +106,8 @@ def suggestions(root: str) -> list[dict[str, Any]]:
 
 def suggest(root: str, *, dry_run: bool = False) -> list[Any]:
     """Open a proposal for each new suggestion (titles already known are skipped)."""
-    from .proposals import open_proposal
-    from .store import connect
+    from agentlog.memory.proposals import open_proposal
+    from agentlog.memory.store import connect
 
     con = connect(root)
     try:

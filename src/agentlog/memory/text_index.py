@@ -43,12 +43,12 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Sequence, cast
 
-from ..paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 
 if TYPE_CHECKING:
     import tantivy
 
-    from ..search.text import Query, Term
+    from agentlog.search.text import Query, Term
 
 INDEX_DIR: Final = "memory-text-2"
 OLD_INDEX_DIRS: Final = ("memory-text",)
@@ -70,7 +70,7 @@ def index_path(root: str) -> str:
 def schema() -> tantivy.Schema:
     import tantivy
 
-    from ..search.index import CODE_TOKENIZER
+    from agentlog.search.index import CODE_TOKENIZER
 
     b = tantivy.SchemaBuilder()
     b.add_text_field("body", stored=False, tokenizer_name=CODE_TOKENIZER, index_option="position")
@@ -87,7 +87,7 @@ def schema() -> tantivy.Schema:
 
 def text_of(title: str, content: str, attributes: dict[str, Any], tags: list[str]) -> str:
     """A memory's indexed text: its strings, then what their identifiers add (as events)."""
-    from ..search.text import additions, strings_of
+    from agentlog.search.text import additions, strings_of
 
     pieces: list[str] = []
     strings_of([title, content, attributes, tags], pieces, [1 << 40])
@@ -114,7 +114,7 @@ def _index(root: str) -> tantivy.Index:
     and reloaded when another commit changed it."""
     import tantivy
 
-    from ..search.index import _register
+    from agentlog.search.index import _register
 
     path = os.path.abspath(index_path(root))
     key = (path, threading.get_ident())
@@ -269,8 +269,8 @@ def engine_query(q: Query) -> tantivy.Query | None:
     built from its terms; None when it names no term the index could hold."""
     import tantivy
 
-    from ..search.index import fold_term
-    from ..search.text import Term
+    from agentlog.search.index import fold_term
+    from agentlog.search.text import Term
 
     sc = schema()
     Q, Occur = tantivy.Query, tantivy.Occur
@@ -311,7 +311,7 @@ def _prefix_query(token: str) -> tantivy.Query:
     once per process, as building it costs more than running it on a memory's index)."""
     import tantivy
 
-    from ..search.service import _regex_literal
+    from agentlog.search.service import _regex_literal
 
     return tantivy.Query.regex_query(schema(), "body", _regex_literal(token) + ".*")
 

@@ -14,7 +14,7 @@ attempts that were retracted are hidden unless ``INCLUDING RETRACTED`` (a
 note says how many); for the other targets the clause changes nothing.
 
 ``TRACE``, ``STATE``, ``DIFF STATE``, ``WHY`` and ``WHAT IS … DOING NOW`` are
-answered by :mod:`agentlog.project.state`. ``EXPLAIN`` returns the parsed
+answered by :mod:`agentlog.query.state`. ``EXPLAIN`` returns the parsed
 statement and the SQL it runs (for a SHOW, DuckDB's plan too; for the
 others, the statement is run to record the queries it makes).
 
@@ -25,7 +25,7 @@ time in the store; the CLI passes the wall clock instead.
 Errors: :class:`~agentlog.query.attemptql.ParseError` for statements that
 cannot be parsed or make no sense (a filter the target does not have, DIFF
 with t1 ≥ t2; codes ``AQL01xx``/``02xx``/``04xx``, with a position);
-:class:`~agentlog.project.state.ResolveError` for ids (``AQL03xx``; it
+:class:`~agentlog.query.state.ResolveError` for ids (``AQL03xx``; it
 carries ``position`` too); :class:`~agentlog.query.engine.QueryError` from
 the engine (a bad WHERE predicate, a timeout).
 """
@@ -38,10 +38,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Final, Sequence
 
-from ..project import state as st
-from ..project.ids import split_display
-from . import timeexpr
-from .attemptql import (
+from agentlog.query import state as st
+from agentlog.projection.ids import split_display
+from agentlog.query import timeexpr
+from agentlog.query.attemptql import (
     Diff,
     Explain,
     Filter,
@@ -58,8 +58,8 @@ from .attemptql import (
 )
 
 if TYPE_CHECKING:
-    from .engine import QueryResult
-    from .scope import Scope
+    from agentlog.query.engine import QueryResult
+    from agentlog.query.scope import Scope
 
 __all__ = ["AqlResult", "execute", "execute_statement", "DEFAULT_LIMIT", "TARGET_TABLES"]
 
@@ -331,7 +331,7 @@ def _projects(ctx: _Ctx, subject: Subject) -> list[str] | None:
         if ctx.current_project is not None:
             return ctx.current_project
         return ctx.scope.project_ids if ctx.scope is not None else None
-    from .scope import resolve_projects
+    from agentlog.query.scope import resolve_projects
 
     found = resolve_projects(ctx.engine, subject.value, False)
     if not found.project_ids:
@@ -367,7 +367,7 @@ def _session_of(ctx: _Ctx, kind: str, ident: str) -> str:
 
 
 def _focus(ctx: _Ctx, subject: Subject | None) -> _Focus:
-    from .scope import Scope
+    from agentlog.query.scope import Scope
 
     if subject is None:
         return _Focus(ctx.scope)
@@ -748,7 +748,7 @@ def _explain(ctx: _Ctx, stmt: Statement) -> AqlResult:
         return AqlResult(["item", "value"], rows, notes, "explain", sql, params)
     recorder = _Recorder(ctx.engine)
     inner = _answer(_Ctx(recorder, ctx.now, ctx.scope, ctx.current_project, ctx.max_rows, ctx.timeout), stmt)
-    rows.append(("answered by", f"agentlog.project.state ({inner.statement_kind}): {len(inner.rows)} rows"))
+    rows.append(("answered by", f"agentlog.query.state ({inner.statement_kind}): {len(inner.rows)} rows"))
     for i, (sql, params) in enumerate(recorder.queries, 1):
         rows.append((f"sql {i}", sql))
         if params:

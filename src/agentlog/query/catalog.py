@@ -76,11 +76,11 @@ _EVENT_COLUMNS: Final = (
 
 
 def _events_table() -> Table:
-    from ..store.schema import EVENTS_SCHEMA
+    from agentlog.store.schema import EVENTS_SCHEMA
 
     from typing import get_args
 
-    from .. import model
+    from agentlog.core import model
 
     types = {f.name: str(f.type) for f in EVENTS_SCHEMA}
     types.update(content="json", raw="json")
@@ -468,7 +468,7 @@ def _view_columns() -> dict[str, list[tuple[str, str]]]:
     """Every projection view's (column, type), asked of an engine over an empty data root."""
     import tempfile
 
-    from .engine import Engine
+    from agentlog.query.engine import Engine
 
     with tempfile.TemporaryDirectory() as empty, Engine(empty) as engine:
         return {name: [(r[0], str(r[1])) for r in engine.run(f"DESCRIBE {name}").rows] for name in _PROJECTION}

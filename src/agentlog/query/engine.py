@@ -54,8 +54,13 @@ EVENTS_VIEW: Final = (
 # rules; a conflict is an answer while both its work units are open).
 def projection_views(at: int) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Each public view of the projection: its CREATE statement and the views it reads."""
-    from ..project.assemble import BLOCKED_OPEN_FOR, STALE_AFTER, UNIT_IDLE_ABANDONED, UNIT_IDLE_DONE
-    from ..project.tables import PUBLIC
+    from agentlog.projection.assemble import (
+        BLOCKED_OPEN_FOR,
+        STALE_AFTER,
+        UNIT_IDLE_ABANDONED,
+        UNIT_IDLE_DONE,
+    )
+    from agentlog.projection.tables import PUBLIC
 
     def cols(table: str, replace: dict[str, str] | None = None) -> str:
         replace = replace or {}
@@ -199,7 +204,7 @@ def _store_files(root: str) -> list[str]:
 
     from deltalake import DeltaTable
 
-    from ..store.schema import events_path
+    from agentlog.store.schema import events_path
 
     path = events_path(root)
     if not DeltaTable.is_deltatable(path):
@@ -218,7 +223,7 @@ class Engine:
         self.manifest: Any = None
         """The projection manifest the views read (None: no projection yet)."""
 
-        from ..store.schema import EVENTS_SCHEMA, events_path
+        from agentlog.store.schema import EVENTS_SCHEMA, events_path
 
         self._con = duckdb.connect(":memory:")
         self._views: dict[str, tuple[Callable[[], object], tuple[str, ...]]] = {}
@@ -231,12 +236,12 @@ class Engine:
         else:
             self._con.register("_events", EVENTS_SCHEMA.empty_table())
         self._views["events"] = (lambda: self._con.execute(EVENTS_VIEW), ("_events",))
-        from ..usage import USAGE_VIEW, prices_table
+        from agentlog.query.usage import USAGE_VIEW, prices_table
 
         self._views["_prices"] = (lambda: self._con.register("_prices", prices_table(root)), ())
         self._views["usage"] = (partial(self._con.execute, USAGE_VIEW), ("events", "_prices"))
         if projection:
-            from ..project.persist import load_manifest, projection_dir, sources, stored_schema
+            from agentlog.projection.persist import load_manifest, projection_dir, sources, stored_schema
 
             import pyarrow as pa  # type: ignore[import-untyped]
 
@@ -270,7 +275,7 @@ class Engine:
         self._con.execute("SET lock_configuration = true")
 
     def _events_view(self, root: str) -> None:
-        from ..store.schema import EVENTS_SCHEMA
+        from agentlog.store.schema import EVENTS_SCHEMA
 
         files = _store_files(root)
         if not files:
@@ -421,8 +426,8 @@ class Engine:
 def bring_up_to_date(root: str) -> dict[str, Any]:
     """Catch the store up with the logs, then the projection with the store;
     what each did (``ingest`` and ``projection`` reports as dicts)."""
-    from ..project.persist import refresh
-    from ..store.ingest import catch_up as _catch_up
+    from agentlog.projection.persist import refresh
+    from agentlog.store.ingest import catch_up as _catch_up
 
     ingested = _catch_up(root).to_dict()
     projected = refresh(root).to_dict()

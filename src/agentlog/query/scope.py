@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..project.ids import project_id as derive_project_id
-from ..project.ids import split_display
+from agentlog.projection.ids import project_id as derive_project_id
+from agentlog.projection.ids import split_display
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Scope:
 
 def current_project(cwd: str | None = None) -> tuple[str, str] | None:
     """``(project_id, name)`` of the working directory's project."""
-    from ..capture.project import project_info
+    from agentlog.capture.project import project_info
 
     info = project_info(cwd or os.getcwd())
     if info is None:

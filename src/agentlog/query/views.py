@@ -22,8 +22,8 @@ from typing import Any, Final, Iterable
 
 import orjson
 
-from ..project.ids import PREFIXES, display, split_display
-from .scope import Scope
+from agentlog.projection.ids import PREFIXES, display, split_display
+from agentlog.query.scope import Scope
 
 MIN_PREFIX: Final = 4
 """Hex digits an id prefix needs before it is looked up."""
@@ -407,7 +407,7 @@ def show(engine: Any, text: str, scope: Scope | None = None, *, kinds: Iterable[
                 entity["attrs"] = orjson.loads(attrs)
             except orjson.JSONDecodeError:
                 pass
-        from ..project.ids import derive
+        from agentlog.projection.ids import derive
 
         entity["session_id"] = derive("session", entity["provider"], entity["provider_session_id"] or "unknown")
         evidence, more = _event_rows(engine, "event_id = ?", [ref.id], None, None)

@@ -47,8 +47,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from ..paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
-from .text import Term, body
+from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.search.text import Term, body
 
 if TYPE_CHECKING:
     import tantivy
@@ -222,7 +222,7 @@ def _set_state(writer: tantivy.IndexWriter, version: int, table_id: str | None) 
 
 
 def _delta(root: str) -> tuple[str, str] | None:
-    from ..store.schema import events_path
+    from agentlog.store.schema import events_path
 
     path = events_path(root)
     log = os.path.join(path, "_delta_log")
@@ -444,7 +444,7 @@ def catch_up(root: str) -> dict[str, Any]:
 def _prepare_places(root: str) -> None:
     """The hits' place sidecars of the current projection (:mod:`.places`); a failure leaves
     searches to make them, or to read the projection's views."""
-    from . import places
+    from agentlog.search import places
 
     try:
         places.prepare(root)
@@ -657,7 +657,7 @@ def indexed_keys(root: str) -> set[tuple[str, int]]:
 
 def check(root: str) -> dict[str, Any]:
     """The index compared with the store: events only one side has (``ok`` when none)."""
-    from ..store.schema import read_events
+    from agentlog.store.schema import read_events
 
     catch_up(root)
     try:
@@ -675,7 +675,7 @@ def check(root: str) -> dict[str, Any]:
 
 def remove(root: str) -> None:
     """Delete the index and its place sidecars (the next catch-up builds them again)."""
-    from . import places
+    from agentlog.search import places
 
     shutil.rmtree(index_path(root), ignore_errors=True)
     places.remove(root)

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..paths import FILE_MODE, ensure_dir, state_dir
+from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
 
 DIR: Final = "search-places"
 GROUP_ROWS: Final = 256
@@ -176,7 +176,7 @@ def lookup(root: str, parts: Parts, keys: list[str]) -> list[dict[str, Any]]:
 def prepare(root: str) -> int:
     """A sidecar for every part of the current projection that has none (how many were made),
     and none for a part that is gone."""
-    from ..project.persist import load_manifest, projection_dir
+    from agentlog.projection.persist import load_manifest, projection_dir
 
     m = load_manifest(root)
     if m is None:

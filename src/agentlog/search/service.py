@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from .index import catch_up
-from .text import Query, QueryError, Term, parse_query
+from agentlog.search.index import catch_up
+from agentlog.search.text import Query, QueryError, Term, parse_query
 
 SNIPPET: Final = 90
 """Characters either side of the first match in a snippet."""
@@ -88,8 +88,8 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
     our id (:func:`_sessions`)."""
     import tantivy
 
-    from ..query.timeexpr import TimeError, resolve
-    from .index import fold_term, schema
+    from agentlog.query.timeexpr import TimeError, resolve
+    from agentlog.search.index import fold_term, schema
 
     sc = schema()
     Q, Occur = tantivy.Query, tantivy.Occur
@@ -207,7 +207,7 @@ class Checker:
         if any(p.search(lowered) for p in self.loose):
             return self.by_tokens(text)
         if not text.isascii() and not _separators_only(text):
-            from .index import analyzer
+            from agentlog.search.index import analyzer
 
             # no identifier can add a term (each would hold the term's tokens in a loose run):
             # the text's own tokens decide, as the expression does on an ASCII text
@@ -218,8 +218,8 @@ class Checker:
     def by_tokens(self, text: str) -> bool:
         """The check on the text's tokens and, apart (no adjacency across them), each identifier's
         additions."""
-        from .index import analyzer
-        from .text import additions
+        from agentlog.search.index import analyzer
+        from agentlog.search.text import additions
 
         an = analyzer()
         lines = [text, *additions(text).split("\n")]
@@ -259,7 +259,7 @@ def _checked(root: str, searcher: Any, query: Any, ranked: bool, n: int, offset:
              frames: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[float, Any]]:
     """The ``n`` best candidates after ``offset`` that pass ``check`` on their text, read from
     their frames (kept in ``frames`` for the snippets), up to :data:`CHECKED_MAX` candidates."""
-    from .text import plain
+    from agentlog.search.text import plain
 
     passed: list[tuple[float, Any]] = []
     # one search for every candidate that may be checked (tantivy's cost is in matching, about
@@ -314,7 +314,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     for k, vs in (filters or {}).items():
         q.filters.setdefault(k, []).extend(vs)
     if catch and engine is None:
-        from ..query.engine import QueryError as EngineError, bring_up_to_date
+        from agentlog.query.engine import QueryError as EngineError, bring_up_to_date
 
         try:  # the logs into the store and the projection, as every reader does: hits then have their place
             bring_up_to_date(root)
@@ -326,7 +326,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
 
         def eng() -> Any:  # the query engine, opened when first needed
             if opened[0] is None:
-                from ..query.engine import Engine
+                from agentlog.query.engine import Engine
 
                 opened[0] = stack.enter_context(Engine(root))
             return opened[0]
@@ -417,8 +417,8 @@ def _sessions(eng: Callable[[], Any], values: list[str]) -> dict[str, list[tuple
     """Per ``session:`` value, the (provider, provider's session id) of the session it names as
     one of our ids (``ses_…``, bare, or an unambiguous prefix; :func:`..query.views.resolve_id`),
     if it names one. A value is also a prefix of the provider's own session id (the index's)."""
-    from ..query.engine import QueryError as EngineError
-    from ..query.views import AmbiguousId, IdError, resolve_id
+    from agentlog.query.engine import QueryError as EngineError
+    from agentlog.query.views import AmbiguousId, IdError, resolve_id
 
     out: dict[str, list[tuple[str, str]]] = {}
     for v in values:
@@ -441,7 +441,7 @@ def index_stamp(root: str) -> tuple[int, int, int] | None:
     """What changes when the index commits (its ``meta.json``); None without an index."""
     import os
 
-    from .index import index_path
+    from agentlog.search.index import index_path
 
     try:
         st = os.stat(os.path.join(os.path.abspath(index_path(root)), "meta.json"))
@@ -456,7 +456,7 @@ def _searcher(root: str) -> Any:
     import os
     import threading
 
-    from .index import index_path, open_index
+    from agentlog.search.index import index_path, open_index
 
     path = os.path.abspath(index_path(root))
     stamp = index_stamp(root)
@@ -479,8 +479,8 @@ def _searcher(root: str) -> Any:
 def _place(root: str, rows: list[Row], eng: Callable[[], Any]) -> dict[str, dict[str, Any]]:
     """Per hit's event id, where it belongs: session, turn, attempt, that attempt's outcome and
     what superseded it (from the sidecars, else the views; nothing without a projection)."""
-    from ..project.ids import derive
-    from ..query.engine import QueryError as EngineError
+    from agentlog.projection.ids import derive
+    from agentlog.query.engine import QueryError as EngineError
 
     ids = [r[0] for r in rows]
     sessions = sorted({derive("session", r[4], r[6] or "unknown") for r in rows if r[4]})
@@ -513,8 +513,8 @@ def _hits(root: str, rows: list[Row], found: dict[str, dict[str, Any]], terms: l
           frames: dict[tuple[str, int], dict[str, Any]]) -> list[Hit]:
     """The hits of ``rows``, placed as ``found`` says, each with its snippet (from its frame: the
     index keeps no text)."""
-    from ..project.ids import derive, display
-    from ..query.views import iso
+    from agentlog.projection.ids import derive, display
+    from agentlog.query.views import iso
 
     out = []
     for event_id, observed, kind, tool, provider, project, session, paths, rank, log, at in rows:
@@ -546,9 +546,9 @@ def _place_from_parts(root: str, eng: Any, rows: list[tuple[Any, ...]]) -> list[
     projection's index says which). A row counts only from its session's current file and with
     its session's id. None when that cannot be told (no projection, a session not in it, a file
     gone meanwhile): the caller reads the views."""
-    from ..project.ids import derive
-    from ..project.persist import session_files
-    from . import places
+    from agentlog.projection.ids import derive
+    from agentlog.projection.persist import session_files
+    from agentlog.search import places
 
     manifest = getattr(eng, "manifest", None)
     if manifest is None:
@@ -609,7 +609,7 @@ def _frame_text(root: str, log: str, offset: int | None) -> dict[str, Any]:
     """``text`` and ``value`` (its content) of the event at ``offset`` of ``log``, and what a hit
     shows of its head — its id, kind, provider, session, tool, project and paths, as the store's
     columns hold them (a purged or missing frame: nothing)."""
-    from ..log.lookup import event_at
+    from agentlog.log.lookup import event_at
 
     ev = event_at(root, log, offset)
     if ev is None:
@@ -657,7 +657,7 @@ def _content_text(content: Any) -> str:
     of a long output (the index holds a long text's head and tail)."""
     if content is None:
         return ""
-    from .text import strings_of
+    from agentlog.search.text import strings_of
 
     out: list[str] = []
     strings_of(content, out)

@@ -21,8 +21,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .ingest import COMPACT_LOCK_NAME, acquire_lock
-from .schema import COMPACT_ZSTD_LEVEL, events_path, writer_properties
+from agentlog.store.ingest import COMPACT_LOCK_NAME, acquire_lock
+from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, writer_properties
 
 TARGET_FILE_BYTES = 128 << 20
 

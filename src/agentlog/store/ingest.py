@@ -59,12 +59,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from ..log import frame as _frame
-from ..log.layout import iter_logs, split_log_path
-from ..log.layout import read_trailer
-from ..log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
-from ..paths import ensure_dir, fsync_path, state_dir
-from .schema import (
+from agentlog.log import frame as _frame
+from agentlog.log.layout import iter_logs, split_log_path
+from agentlog.log.layout import read_trailer
+from agentlog.log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
+from agentlog.core.paths import ensure_dir, fsync_path, state_dir
+from agentlog.store.schema import (
     COLUMNS,
     PARTITION_BY,
     STATS_COLUMNS,
@@ -572,7 +572,7 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
     commits, never the logs they came from, so the next ingest redoes them).
     """
     if durability is None:
-        from ..config import load as load_config
+        from agentlog.core.config import load as load_config
 
         durability = str(load_config(root).get("durability", "strict"))
     t0 = time.perf_counter()

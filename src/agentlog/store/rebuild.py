@@ -16,9 +16,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..paths import logs_dir, state_dir
-from .ingest import COMPACT_LOCK_NAME, IngestReport, acquire_lock, ingest, reset_store
-from .schema import read_events, store_dir
+from agentlog.core.paths import logs_dir, state_dir
+from agentlog.store.ingest import COMPACT_LOCK_NAME, IngestReport, acquire_lock, ingest, reset_store
+from agentlog.store.schema import read_events, store_dir
 
 # What identifies a row and what it must hold: event, where it came from, its bytes' hash.
 _KEY_COLUMNS = ["log_provider", "log_key", "seq", "event_id", "frame_hash"]

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from ..log import frame as _frame
+from agentlog.log import frame as _frame
 
 US_PER_DAY: Final = 86_400_000_000
 TS: Final = pa.timestamp("us", tz="UTC")

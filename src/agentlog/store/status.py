@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..log.layout import iter_logs, split_log_path
-from ..log.segments import SegmentError, logical_size
-from ..paths import logs_dir, state_dir
-from .ingest import BREAKS_NAME, IngestReport, load_positions, log_id
-from .ingest import catch_up as _catch_up
-from .schema import events_path, store_dir
+from agentlog.log.layout import iter_logs, split_log_path
+from agentlog.log.segments import SegmentError, logical_size
+from agentlog.core.paths import logs_dir, state_dir
+from agentlog.store.ingest import BREAKS_NAME, IngestReport, load_positions, log_id
+from agentlog.store.ingest import catch_up as _catch_up
+from agentlog.store.schema import events_path, store_dir
 
 
 @dataclass

@@ -34,9 +34,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from . import data
-from .live import HEARTBEAT_S, Feed
-from .security import Guard, GuardMiddleware, problem
+from agentlog.web import data
+from agentlog.web.live import HEARTBEAT_S, Feed
+from agentlog.web.security import Guard, GuardMiddleware, problem
 
 NAV = (("/", "Now"), ("/timeline", "Timeline"), ("/failures", "Failures"), ("/search", "Search"),
        ("/memory", "Memory"), ("/proposals", "Proposals"), ("/sql", "SQL"), ("/usage", "Usage"),
@@ -62,7 +62,7 @@ def _env() -> Environment:
 
 
 def _iso_us(us: int) -> str:
-    from ..query.views import iso
+    from agentlog.query.views import iso
 
     return (iso(us) or "").replace("T", " ")[:19]
 
@@ -98,8 +98,8 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
 
     async def guarded(request: Request, produce: Callable[[], Any], render: Callable[[Any], Response]) -> Response:
         """Run ``produce`` (in a thread); map an unknown id to 404 and a bad query to 400."""
-        from ..memory.store import NotFound
-        from ..query.views import IdError, UnknownId
+        from agentlog.memory.store import NotFound
+        from agentlog.query.views import IdError, UnknownId
 
         try:
             result = await produce()
@@ -146,9 +146,9 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         return read(lambda e: data.failures(e, page=page_no(request), project=project), key_of(request))
 
     async def search(request: Request) -> Any:
-        from ..memory import service
+        from agentlog.memory import service
 
-        from ..search.text import MAX_QUERY, QueryError as SearchQueryError
+        from agentlog.search.text import MAX_QUERY, QueryError as SearchQueryError
 
         q = request.query_params.get("q", "").strip()
         filters = {k: [v.strip()[:200]] for k in ("kind", "tool", "project", "session", "since")
@@ -167,7 +167,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
                     "error": f"a query is at most {MAX_QUERY:,} characters; this one has {len(q):,}"}
 
         try:
-            from ..search.service import index_stamp
+            from agentlog.search.service import index_stamp
 
             # remembered per store version and per index commit (the index may catch up on its own)
             out = dict(await read(lambda e: data.search_events(root, e, q, page=page_no(request), filters=filters,
@@ -190,7 +190,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         return out
 
     async def memory_list(request: Request) -> Any:
-        from ..memory import service
+        from agentlog.memory import service
 
         kind = request.query_params.get("kind") or None
         rows = await run_in_threadpool(service.list_memories, root, kind=kind, limit=data.PAGE + 1,
@@ -200,7 +200,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
                 "page": page_no(request), "kind": kind}
 
     async def memory_one(request: Request) -> Any:
-        from ..memory import service
+        from agentlog.memory import service
 
         def load() -> dict[str, Any]:
             m = service.get(root, request.path_params["ident"], with_deleted=True)
@@ -210,7 +210,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         return await run_in_threadpool(load)
 
     async def proposals(request: Request) -> Any:
-        from ..memory import proposals as P
+        from agentlog.memory import proposals as P
 
         status = request.query_params.get("status", "open")
         if status not in ("open", "merged", "rejected", "undone", "all"):
@@ -265,9 +265,9 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         return await guarded(request, lambda: read(lambda e: data.sql(e, q, max_rows=100_000)), render)
 
     async def proposal_action(request: Request) -> Response:
-        from ..memory import proposals as P
-        from ..memory.model import InvalidMemory
-        from ..memory.store import NotFound, VersionConflict
+        from agentlog.memory import proposals as P
+        from agentlog.memory.model import InvalidMemory
+        from agentlog.memory.store import NotFound, VersionConflict
 
         pid, action = request.path_params["pid"], request.path_params["action"]
         fn = {"approve": P.approve, "reject": P.reject, "undo": P.undo}.get(action)

@@ -18,9 +18,9 @@ from typing import Any, Callable, Final, TypeVar
 
 import orjson
 
-from ..query.engine import Engine, QueryError, bring_up_to_date
-from ..query.scope import Scope
-from ..query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
+from agentlog.query.engine import Engine, QueryError, bring_up_to_date
+from agentlog.query.scope import Scope
+from agentlog.query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
 
 PAGE: Final = 25
 """Rows per page of every list."""
@@ -71,8 +71,8 @@ class Source:
         self._cache: OrderedDict[tuple[str, Any], Any] = OrderedDict()
 
     def _store_stamp(self) -> tuple[Any, ...]:
-        from ..project.persist import projection_dir
-        from ..store.schema import events_path
+        from agentlog.projection.persist import projection_dir
+        from agentlog.store.schema import events_path
 
         out: list[Any] = []
         for p in (os.path.join(projection_dir(self.root), "manifest.json"), os.path.join(events_path(self.root),
@@ -90,7 +90,7 @@ class Source:
         when neither the logs nor the store changed since the last time (a no-op ingest
         still reads every log's end: ~0.3 s at 1.45 M events; this look costs a directory
         listing)."""
-        from ..paths import logs_dir
+        from agentlog.core.paths import logs_dir
 
         with self._lock:
             if time.monotonic() - self._caught < self.min_interval_s:
@@ -185,7 +185,7 @@ def now(engine: Engine) -> dict[str, Any]:
 def timeline(engine: Engine, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
     """A page of sessions (newest first) → turns → attempts, each session with its tool calls
     as segments of a time bar (start/end as fractions of the session's span, outcome)."""
-    from ..query import views
+    from agentlog.query import views
 
     scope = Scope(limit=PAGE + 1, offset=page * PAGE, project_ids=_project_ids(engine, project))
     rows = views.timeline(engine, scope)
@@ -222,7 +222,7 @@ def _bar(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _project_ids(engine: Engine, project: str | None) -> list[str] | None:
     """The ids of ``project`` (a name, an id or its prefix, a path), or None for every project."""
-    from ..query.scope import resolve_projects
+    from agentlog.query.scope import resolve_projects
 
     return resolve_projects(engine, project, all_projects=not project).project_ids
 
@@ -231,7 +231,7 @@ def _project_ids(engine: Engine, project: str | None) -> list[str] | None:
 
 
 def session(engine: Engine, ident: str) -> dict[str, Any]:
-    from ..query import views
+    from agentlog.query import views
 
     ref = resolve_id(engine, ident, ["session"])
     (row,) = views.timeline(engine, Scope(session=ref.id, limit=1))
@@ -264,7 +264,7 @@ def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
                                "event_id IN (" + ", ".join("?" for _ in ids) + ") ORDER BY observed_at, event_id "
                                "LIMIT 500", [*span, *ids])
     diffs = []
-    from ..log.lookup import event_at
+    from agentlog.log.lookup import event_at
 
     for ev in events:
         frame = event_at(root, f"{ev.pop('log_provider')}/{ev.pop('log_key')}", ev.pop("log_offset"))
@@ -302,7 +302,7 @@ def _diffs(ev: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
-    from ..query import views
+    from agentlog.query import views
 
     rows = views.failures(engine, Scope(limit=PAGE + 1, offset=page * PAGE, project_ids=_project_ids(engine, project)))
     return {"failures": rows[:PAGE], "page": page, "more": len(rows) > PAGE, "project": project}
@@ -311,7 +311,7 @@ def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> di
 def search_events(root: str, engine: Engine, text: str, *, page: int = 0, filters: dict[str, list[str]] | None = None,
                   outcome: str | None = None) -> dict[str, Any]:
     """A page of full-text hits (``search.service``), each with its session, attempt and outcome."""
-    from ..search.service import search
+    from agentlog.search.service import search
 
     res = search(root, text, limit=PAGE, offset=page * PAGE, engine=engine, filters=filters, outcome=outcome)
     hits = []
@@ -368,11 +368,11 @@ def usage(engine: Engine) -> dict[str, Any]:
 
 def sql(engine: Engine, statement: str, *, max_rows: int = 500) -> dict[str, Any]:
     """A read-only SQL statement or a statement of the query language; the first ``max_rows`` rows."""
-    from ..query import attemptql
+    from agentlog.query import attemptql
 
     text = statement.strip()
     if attemptql.is_attemptql(text):
-        from ..query.aql import execute
+        from agentlog.query.aql import execute
 
         res = execute(engine, text, max_rows=max_rows)
         columns, rows, truncated = res.columns, [list(r) for r in res.rows], res.truncated
@@ -385,7 +385,7 @@ def sql(engine: Engine, statement: str, *, max_rows: int = 500) -> dict[str, Any
 def _cell(v: Any) -> Any:
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
-    from ..query.views import iso
+    from agentlog.query.views import iso
 
     text = iso(v)
     return text if text is not None and not isinstance(v, (list, dict, tuple)) else orjson.dumps(
@@ -394,8 +394,8 @@ def _cell(v: Any) -> Any:
 
 def integrity(root: str) -> dict[str, Any]:
     """The last verification of each log (``agentlog verify`` or "verify now")."""
-    from ..log.layout import iter_logs, split_log_path
-    from ..log.verify_record import load
+    from agentlog.log.layout import iter_logs, split_log_path
+    from agentlog.operations.verify import load
 
     known = load(root)
     rows = []
@@ -412,9 +412,9 @@ def integrity(root: str) -> dict[str, Any]:
 
 
 def verify_now(root: str) -> dict[str, Any]:
-    from ..log.layout import iter_logs
-    from ..log.verify import verify_logs
-    from ..log.verify_record import save
+    from agentlog.log.layout import iter_logs
+    from agentlog.log.verify import verify_logs
+    from agentlog.operations.verify import save
 
     reports = verify_logs(iter_logs(root), jobs=min(2, os.cpu_count() or 1))
     save(root, reports)
@@ -422,7 +422,7 @@ def verify_now(root: str) -> dict[str, Any]:
 
 
 def _iso_us(us: int) -> str | None:
-    from ..query.views import iso
+    from agentlog.query.views import iso
 
     return iso(int(us))
 

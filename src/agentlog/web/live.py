@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-from .data import Source, tree_stamp
+from agentlog.web.data import Source, tree_stamp
 
 INTERVAL_S: Final = 0.4
 CAP: Final = 500
@@ -92,8 +92,8 @@ class Feed:
     # -- watching ------------------------------------------------------------------------------
     def check(self) -> list[Change]:
         """Look once; publish and return what changed."""
-        from ..memory.store import db_path, log_path as memory_log
-        from ..paths import logs_dir
+        from agentlog.memory.store import db_path, log_path as memory_log
+        from agentlog.core.paths import logs_dir
 
         root = self.source.root
         out: list[Change] = []
@@ -135,8 +135,8 @@ class Feed:
     def _index(self) -> None:
         """The full-text index brought up to date once, at a low priority (then searches and the
         daemon keep it so)."""
-        from ..search.index import catch_up
-        from ..store.daemon import lower_priority
+        from agentlog.search.index import catch_up
+        from agentlog.operations.daemon import lower_priority
 
         lower_priority()
         try:
@@ -155,7 +155,7 @@ class Feed:
     def upkeep_if_due(self, *, now: float | None = None) -> bool:
         """Start the daemon's upkeep in a thread when it is due, none is running and no daemon
         runs (it does its own); True when started."""
-        from ..store import daemon
+        from agentlog.operations import daemon
 
         now = time.monotonic() if now is None else now
         if now < self._upkeep_at or (self._upkeep is not None and self._upkeep.is_alive()):

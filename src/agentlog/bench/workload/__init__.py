@@ -16,9 +16,9 @@ Not on the hook path: this package uses the full standard library.
 
 from __future__ import annotations
 
-from .calibrate import calibrate
-from .canonical import Canonicalizer, event_id, sample_events
-from .generator import DEFAULT_SEED, generate
-from .load import load
+from agentlog.bench.workload.calibrate import calibrate
+from agentlog.bench.workload.canonical import Canonicalizer, event_id, sample_events
+from agentlog.bench.workload.generator import DEFAULT_SEED, generate
+from agentlog.bench.workload.load import load
 
 __all__ = ["DEFAULT_SEED", "Canonicalizer", "calibrate", "event_id", "generate", "load", "sample_events"]

@@ -6,10 +6,10 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from ...fastjson import dumps_bytes
-from . import model as M
-from .canonical import Canonicalizer
-from .generator import DEFAULT_SEED, generate
+from agentlog.core.fastjson import dumps_bytes
+from agentlog.bench.workload import model as M
+from agentlog.bench.workload.canonical import Canonicalizer
+from agentlog.bench.workload.generator import DEFAULT_SEED, generate
 
 
 def calibrate(

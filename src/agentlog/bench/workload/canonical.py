@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ...capture.hook import build
-from ...fastjson import dumps_bytes
-from .reconstruct import TranscriptState, transcript_events
+from agentlog.capture.hook import build
+from agentlog.core.fastjson import dumps_bytes
+from agentlog.bench.workload.reconstruct import TranscriptState, transcript_events
 
 
 def event_id(sample: dict[str, Any]) -> str:

@@ -52,9 +52,9 @@ import time
 from collections import OrderedDict
 from typing import Any, Iterator
 
-from ...fastjson import dumps
-from . import model as M
-from .text import NOUNS, PROSE, VERBS, TextSource, base62, text_source, uuid4
+from agentlog.core.fastjson import dumps
+from agentlog.bench.workload import model as M
+from agentlog.bench.workload.text import NOUNS, PROSE, VERBS, TextSource, base62, text_source, uuid4
 
 DEFAULT_SEED = 20261130
 HOME = "/home/bench"

@@ -21,11 +21,11 @@ import os
 import time
 from typing import Any, Callable
 
-from ...fastjson import dumps_bytes
-from ...log.writer import SessionLog, open_session_log
-from ...paths import fsync_path
-from .canonical import Canonicalizer
-from .generator import DEFAULT_SEED, generate
+from agentlog.core.fastjson import dumps_bytes
+from agentlog.log.writer import SessionLog, open_session_log
+from agentlog.core.paths import fsync_path
+from agentlog.bench.workload.canonical import Canonicalizer
+from agentlog.bench.workload.generator import DEFAULT_SEED, generate
 
 Progress = Callable[[int, int], None]
 _CHUNK = 200  # samples per message to a worker

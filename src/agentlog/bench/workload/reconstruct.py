@@ -41,12 +41,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import __version__
-from ...capture.adapters import common as c
-from ...capture.project import attach_project, project_info
-from ...capture.redact import redact_into
-from ...fastjson import loads
-from .generator import DENIED_TEXT
+from agentlog import __version__
+from agentlog.capture.adapters import common as c
+from agentlog.capture.project import attach_project, project_info
+from agentlog.capture.redact import redact_into
+from agentlog.core.fastjson import loads
+from agentlog.bench.workload.generator import DENIED_TEXT
 
 RECONSTRUCTED_FROM = "claude_code_transcript"
 

@@ -142,7 +142,7 @@ def json_size(v: Any) -> int:
         except (TypeError, RecursionError):
             pass
     try:
-        from agentlog import fastjson
+        from agentlog.core import fastjson
 
         return len(fastjson.dumps_bytes(v))
     except Exception:  # not JSON (cannot come from a parsed payload)
@@ -151,7 +151,7 @@ def json_size(v: Any) -> int:
 
 def dumps_text(v: Any) -> str:
     try:
-        from agentlog import fastjson
+        from agentlog.core import fastjson
 
         return fastjson.dumps(v)
     except Exception:
@@ -161,7 +161,7 @@ def dumps_text(v: Any) -> str:
 def loads_or_none(s: str) -> tuple[bool, Any]:
     """``(True, value)`` when ``s`` is one JSON document, else ``(False, None)``."""
     try:
-        from agentlog import fastjson
+        from agentlog.core import fastjson
 
         return True, fastjson.loads(s)
     except Exception:

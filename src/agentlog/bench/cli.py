@@ -1,0 +1,319 @@
+"""``agentlog bench``: benchmarks that report numbers (never pass/fail)."""
+
+from __future__ import annotations
+
+import click
+
+from agentlog.cli.output import print_json, stderr
+
+
+@click.group(name="bench")
+def bench() -> None:
+    """Measure agentlog on this machine; results go to JSON and Markdown."""
+
+
+@bench.command(name="hook")
+@click.option("--runs", type=click.IntRange(5, 100000), default=200, show_default=True, help="Timed runs per variant.")
+@click.option("--sizes", default="1000,10000,50000", show_default=True, help="Session sizes (frames) to append into.")
+@click.option("--concurrent", type=click.IntRange(0, 500), default=50, show_default=True, help="Hooks started at once into one session (0 skips).")
+@click.option("--durability", type=click.Choice(["strict", "relaxed"]), default="strict", show_default=True)
+@click.option("--out", default="bench-results", show_default=True, help="Directory for hook.json and hook.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_hook(runs: int, sizes: str, concurrent: int, durability: str, out: str, as_json: bool) -> None:
+    """Hook wall time vs /usr/bin/true and the bare interpreter, by session size."""
+    from rich.progress import Progress
+
+    from agentlog.bench.hookbench import run_hook_bench, write_results
+
+    size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    with Progress(console=stderr(), transient=True, disable=as_json) as bar:
+        task = bar.add_task("bench hook", total=None)
+        result = run_hook_bench(
+            runs=runs, sizes=size_list, concurrent=concurrent, durability=durability,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    md = write_results(result, out, "hook")
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)
+
+
+@bench.command(name="verify")
+@click.option("--sizes", default="1000,10000,50000", show_default=True, help="Log sizes (frames of ~1.5 KB).")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=9, show_default=True, help="Timed runs per size and job count.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for verify.json and verify.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_verify(sizes: str, repeat: int, out: str, as_json: bool) -> None:
+    """Verify throughput (MB/s) with --jobs 1 and 2, in process and whole command."""
+    from agentlog.bench.verifybench import run_verify_bench
+    from agentlog.bench.hookbench import write_results
+
+    result = run_verify_bench(sizes=[int(s) for s in sizes.split(",") if s.strip()], repeat=repeat)
+    md = write_results(result, out, "verify")
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)
+
+
+def _rss_cap_bytes(gb: float | None) -> int:
+    from agentlog.bench.harness import default_rss_cap_bytes
+
+    return int(gb * (1 << 30)) if gb is not None else default_rss_cap_bytes()
+
+
+_STEPS_MODULE_HELP = "Python module (dotted name or .py file) whose STEPS dict adds steps (tests); also $AGENTLOG_BENCH_STEPS_MODULE."
+
+
+@bench.command(name="run")
+@click.option("--events", type=click.IntRange(1), default=200_000, show_default=True, help="Workload size; every step scales from it.")
+@click.option("--seed", type=int, default=20261130, show_default=True, help="Seed of the workload generator.")
+@click.option("--only", default=None, help="Run only these steps (comma-separated).")
+@click.option("--skip", default=None, help="Skip these steps (comma-separated).")
+@click.option("--out", default="bench-results/run", show_default=True, help="Directory for results.json, results.md, step files and logs.")
+@click.option("--time-cap-secs", type=click.FloatRange(0.1), default=600.0, show_default=True, help="Soft budget per step; killed at twice this.")
+@click.option("--rss-cap-gb", type=click.FloatRange(0.01), default=None, help="Kill a step above this resident set [default: 75 % of RAM].")
+@click.option("--steps-module", default=None, help=_STEPS_MODULE_HELP)
+@click.option(
+    "--cache-dir", default=None, type=click.Path(file_okay=False),
+    help="Keep the loaded logs and built stores here and reuse them in later runs (same size and seed); "
+    "also $AGENTLOG_BENCH_CACHE_DIR. [default: <out>/.workload-cache, removed at the end]",
+)
+@click.option("--list", "list_steps", is_flag=True, help="List the steps and exit.")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout at the end.")
+def bench_run(
+    events: int, seed: int, only: str | None, skip: str | None, out: str, time_cap_secs: float, rss_cap_gb: float | None,
+    steps_module: str | None, cache_dir: str | None, list_steps: bool, as_json: bool,
+) -> None:  # fmt: skip
+    """Run every benchmark step, each in its own process; write results.json and results.md.
+
+    Peak RSS is measured per step (the child's getrusage and VmHWM, and the
+    parent polling every 250 ms). A step above the RSS cap or past twice the
+    time cap is killed and recorded as not run, and the run goes on.
+    results.json is rewritten after every step.
+    """
+    import os
+
+    from rich.console import Console
+
+    from agentlog.bench import harness
+    from agentlog.bench.report import fmt_bytes, fmt_secs
+
+    from agentlog.bench.store_steps import CACHE_DIR_ENV
+
+    if cache_dir:
+        os.makedirs(cache_dir, exist_ok=True)
+        os.environ[CACHE_DIR_ENV] = os.path.abspath(cache_dir)  # the step processes inherit it
+    module = harness.steps_module_spec(steps_module)
+    reg = harness.registry(module)
+    if list_steps:
+        for name, fn in reg.items():
+            click.echo(f"{name}\t{harness.describe_step(fn)}")
+        return
+    try:
+        harness.select(list(reg), harness.split_names(only), harness.split_names(skip))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    rss_cap = _rss_cap_bytes(rss_cap_gb)
+    console.print(
+        f"agentlog bench run: {events:,} events, seed {seed}, time cap {time_cap_secs:g} s, RSS cap {fmt_bytes(rss_cap)} → {out}"
+    )
+    status_ctx = console.status("starting", spinner="dots")
+    status_ctx.start()
+    current = [""]
+
+    def on_start(name: str) -> None:
+        current[0] = name
+        status_ctx.update(f"{name}: starting")
+
+    def on_status(line: str) -> None:
+        status_ctx.update(f"{current[0]}: {line[-100:]}" if line else f"{current[0]}: running")
+
+    def on_done(entry: dict[str, object]) -> None:
+        from rich.markup import escape
+
+        st = str(entry.get("status"))
+        colour = {"ok": "green", "capped": "yellow"}.get(st, "red")
+        rss = entry.get("peak_rss") or {}
+        assert isinstance(rss, dict)
+        own = max((v for k, v in rss.items() if k in ("ru_maxrss_bytes", "vmhwm_bytes") and v), default=None)
+        seen = rss.get("observed_group_bytes") or None
+        wall = entry.get("wall_secs")
+        line = (
+            f"{escape(str(entry['name'])):<16} [{colour}]{st:<8}[/] {fmt_secs(wall if isinstance(wall, float) else None):>10}  "
+            f"peak RSS {fmt_bytes(own)}, observed {fmt_bytes(seen if isinstance(seen, int) else None)}"
+        )
+        if entry.get("reason"):
+            line += f"  — {escape(str(entry['reason']))}"
+        console.print(line, markup=True)
+
+    try:
+        results = harness.run_all(
+            out_dir=out, events=events, seed=seed, only=harness.split_names(only), skip=harness.split_names(skip),
+            time_cap_secs=time_cap_secs, rss_cap_bytes=rss_cap, steps_module=module,
+            on_start=on_start, on_status=on_status, on_done=on_done,
+        )  # fmt: skip
+    except harness.Interrupted as e:
+        status_ctx.stop()
+        console.print(f"interrupted ({e}); partial results in {os.path.join(out, 'results.json')}")
+        raise SystemExit(130) from None
+    finally:
+        status_ctx.stop()
+    console.print(f"results: {os.path.join(out, 'results.json')}, report: {os.path.join(out, 'results.md')} ({fmt_secs(results['run']['wall_secs'])})")
+    if as_json:
+        print_json(results)
+
+
+@bench.command(name="step")
+@click.argument("name")
+@click.option("--events", type=click.IntRange(1), default=200_000, show_default=True)
+@click.option("--seed", type=int, default=20261130, show_default=True)
+@click.option("--out", default=None, help="Write step-NAME.json into this directory.")
+@click.option("--time-cap-secs", type=click.FloatRange(0.1), default=600.0, show_default=True, help="Soft budget: loops stop here (result marked capped).")
+@click.option("--rss-cap-gb", type=click.FloatRange(0.01), default=None, help="Told to the step; enforcing it is the parent's job.")
+@click.option("--steps-module", default=None, help=_STEPS_MODULE_HELP)
+@click.option("--parent-pid", type=int, default=None, hidden=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the step's result object as JSON.")
+def bench_step(
+    name: str, events: int, seed: int, out: str | None, time_cap_secs: float, rss_cap_gb: float | None,
+    steps_module: str | None, parent_pid: int | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Run one benchmark step in this process (what `bench run` starts per step)."""
+    from agentlog.bench import harness
+    from agentlog.bench.common import markdown_table
+
+    try:
+        result = harness.run_single(
+            name, events=events, seed=seed, time_cap_secs=time_cap_secs, rss_cap_bytes=_rss_cap_bytes(rss_cap_gb),
+            steps_module=harness.steps_module_spec(steps_module), out_dir=out, parent_pid=parent_pid,
+        )  # fmt: skip
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if as_json:
+        print_json(result)
+    elif not out:
+        for table in result["tables"]:
+            click.echo(f"## {table['title']}\n\n{markdown_table(table['columns'], table['rows'])}\n")
+            if table.get("note"):
+                click.echo(table["note"] + "\n")
+
+
+@bench.command(name="report")
+@click.argument("results_json", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", default=None, help="Markdown file to write [default: results.md beside the JSON]; '-' prints it.")
+def bench_report(results_json: str, out: str | None) -> None:
+    """Render results.md from a results.json of `bench run`."""
+    import json
+    import os
+
+    from agentlog.bench.report import render_markdown
+
+    with open(results_json, encoding="utf-8") as f:
+        try:
+            results = json.load(f)
+        except ValueError as e:
+            raise click.ClickException(f"{results_json} is not JSON: {e}") from None
+    md = render_markdown(results)
+    if out == "-":
+        click.echo(md)
+        return
+    path = out or os.path.join(os.path.dirname(os.path.abspath(results_json)), "results.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(md)
+    stderr().print(f"wrote {path}")
+
+
+@bench.command(name="sample")
+@click.option("--events", "events", type=click.IntRange(0), required=True, help="Number of samples to print.")
+@click.option("--seed", type=int, default=None, help="Workload seed (default 20261130).")
+@click.option("--canonical", is_flag=True, help="Print the canonical events the capture path makes of them instead.")
+def bench_sample(events: int, seed: int | None, canonical: bool) -> None:
+    """Print the seeded workload as JSON lines (same seed, byte-identical output).
+
+    Each line is a sample: the agent's native hook payload (or Claude Code
+    transcript line) with its stream index, synthetic time, session and the
+    kind the capture path must produce. With --canonical, the canonical
+    events instead (the hook's own normalisation, redaction included).
+    """
+    import sys
+
+    from agentlog.bench.workload import DEFAULT_SEED, Canonicalizer, generate
+    from agentlog.core.fastjson import dumps_bytes
+
+    out = sys.stdout.buffer
+    canon = Canonicalizer() if canonical else None
+    chunk: list[bytes] = []
+    size = 0
+    try:
+        for sample in generate(events, DEFAULT_SEED if seed is None else seed):
+            items = canon(sample) if canon is not None else [sample]
+            for item in items:
+                line = dumps_bytes(item)
+                chunk.append(line)
+                chunk.append(b"\n")
+                size += len(line) + 1
+            if size >= 1 << 20:
+                out.write(b"".join(chunk))
+                chunk.clear()
+                size = 0
+        out.write(b"".join(chunk))
+        out.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+@bench.command(name="load")
+@click.option("--events", "events", type=click.IntRange(1), required=True, help="Number of samples to load.")
+@click.option("--seed", type=int, default=None, help="Workload seed (default 20261130).")
+@click.option("--batch", type=click.IntRange(1), default=1000, show_default=True,
+              help="Events per append (per session) and most events buffered at once.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=None,
+              help="Worker processes for capture and append (default: CPUs, at most 4; 1 = all in this process).")
+@click.option("--append", "allow_append", is_flag=True, help="Load into a data root that already has logs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allow_append: bool, as_json: bool) -> None:
+    """Write the workload's canonical events into the data root's session logs (AGENTLOG_HOME).
+
+    Same library calls as the hook (capture path, SessionLog.append), one
+    process, batched per session, durability relaxed while loading and one
+    fsync per file at the end. With --jobs N, this process generates and N
+    workers capture and append, each owning a disjoint set of sessions.
+    """
+    import os
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from agentlog.bench.workload import DEFAULT_SEED, load
+    from agentlog.bench.workload.load import default_jobs
+    from agentlog.core.paths import data_root, logs_dir
+
+    root = data_root()
+    logs = logs_dir(root)
+    if not allow_append and os.path.isdir(logs) and any(
+        name.endswith((".jsonl", ".jsonl.zst")) for _, _, files in os.walk(logs) for name in files
+    ):
+        raise click.UsageError(f"{logs} already holds session logs; use an empty AGENTLOG_HOME or pass --append")
+    columns = (TextColumn("bench load"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=stderr(), transient=True) as bar:
+        task = bar.add_task("load", total=events)
+        result = load(events, DEFAULT_SEED if seed is None else seed, root=root, batch=batch,
+                      jobs=default_jobs() if jobs is None else jobs,
+                      progress=lambda done, total: bar.update(task, completed=done))
+    if as_json:
+        print_json(result)
+        return
+    s = result["seconds"]
+    click.echo(
+        f"loaded {result['events']:,} events into {result['sessions']:,} session logs under {root} "
+        f"in {s['wall']:.1f} s: {result['events_per_s']:,.0f} events/s, "
+        f"{result['bytes_written'] / 1e6:,.1f} MB written ({result['mb_per_s']:.1f} MB/s)\n"
+        f"{result['jobs']} job(s); time: generate {s['generate']:.1f} s, capture {s['capture']:.1f} s, "
+        f"append {s['append']:.1f} s, fsync {s['fsync']:.1f} s"
+        f"{' (summed over workers)' if result['jobs'] > 1 else ''}; "
+        f"{result['events_per_s_excluding_generation']:,.0f} events/s excluding generation"
+    )

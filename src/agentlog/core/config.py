@@ -1,0 +1,119 @@
+"""Settings, from ``config.toml`` in the data root.
+
+The hook reads them on every call, so parsing TOML (``tomllib`` imports
+``re``) happens only when the file changed: the parsed values are cached as
+JSON in the state directory, keyed by the file's size and mtime.
+Environment variables ``AGENTLOG_CAPTURE_MODE`` and ``AGENTLOG_DURABILITY``
+override the file (tests and one-off runs). Standard library only (hook path).
+"""
+
+from __future__ import annotations
+
+from agentlog.core import oslite as os
+
+from agentlog.core import fastjson
+from agentlog.core.kinds import CAPTURE_MODES
+from agentlog.core.paths import FILE_MODE, config_file, ensure_dir, state_dir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "capture_mode": "full",
+    "durability": "strict",
+    "redact_secrets": True,
+    "seal_idle_hours": 24,
+    "retention_days": 0,
+}
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "capture_mode": CAPTURE_MODES,
+    "durability": ("strict", "relaxed"),
+    "redact_secrets": (True, False),
+}
+# numeric settings: (least, most), ints or floats
+RANGES: dict[str, tuple[float, float]] = {
+    "seal_idle_hours": (0, 24 * 365),
+    "retention_days": (0, 36500),
+}
+DESCRIPTIONS: dict[str, str] = {
+    "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
+    "durability": "strict: fsync every append (default); relaxed: leave flushing to the OS",
+    "redact_secrets": "replace secrets with [REDACTED:<rule>] before anything is written",
+    "seal_idle_hours": "compress (seal) a session's log once it has been idle this many hours (`agentlog seal`)",
+    "retention_days": "purge events older than this many days (content removed, hashes kept; `agentlog purge`); 0 keeps everything",
+}
+
+
+class ConfigError(ValueError):
+    """config.toml is unreadable or holds a bad value."""
+
+
+def validate(values: dict[str, Any]) -> dict[str, Any]:
+    """Defaults overlaid with ``values``; unknown keys or bad values raise ConfigError."""
+    out = dict(DEFAULTS)
+    for key, value in values.items():
+        if key not in DEFAULTS:
+            raise ConfigError(f"unknown setting {key!r} (known: {', '.join(DEFAULTS)})")
+        if key in RANGES:
+            low, high = RANGES[key]
+            if type(value) not in (int, float) or not low <= value <= high:
+                raise ConfigError(f"{key} must be a number from {low} to {high}, not {value!r}")
+            out[key] = value
+            continue
+        if value not in CHOICES[key] or type(value) is not type(DEFAULTS[key]):
+            raise ConfigError(f"{key} must be one of {list(CHOICES[key])}, not {value!r}")
+        out[key] = value
+    return out
+
+
+def parse_toml(path: str) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return validate(data)
+
+
+def load(root: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Effective settings. Raises ConfigError for a bad file (the hook then uses defaults)."""
+    env = os.environ if environ is None else environ
+    path = config_file(root)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        values = dict(DEFAULTS)
+    else:
+        values = _cached(root, path, st.st_size, st.st_mtime_ns)
+    for key, var in (("capture_mode", "AGENTLOG_CAPTURE_MODE"), ("durability", "AGENTLOG_DURABILITY")):
+        if env.get(var):
+            values = {**values, **validate({key: env[var]})}
+    return values
+
+
+def _cached(root: str, path: str, size: int, mtime_ns: int) -> dict[str, Any]:
+    cache = os.path.join(state_dir(root), "config.cache.json")
+    stamp = [size, mtime_ns]
+    try:
+        with open(cache, "rb") as f:
+            entry = fastjson.loads(f.read().decode("utf-8"))
+        if entry.get("stamp") == stamp:
+            return validate(entry["values"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    values = parse_toml(path)
+    try:
+        ensure_dir(state_dir(root))
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        try:
+            os.write(fd, fastjson.dumps_bytes({"stamp": stamp, "values": values}))
+        finally:
+            os.close(fd)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return values

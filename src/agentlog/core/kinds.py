@@ -1,0 +1,96 @@
+"""Closed vocabularies of the canonical event model.
+
+Plain tuples (not enums) because the hook path imports this module and must
+stay cheap; `agentlog.core.model` builds the typed view on top.
+"""
+
+from __future__ import annotations
+
+EVENT_KINDS: tuple[str, ...] = (
+    "session_started",
+    "session_ended",
+    "prompt_submitted",
+    "tool_call_started",
+    "tool_call_finished",
+    "tool_call_failed",
+    "permission_requested",
+    "permission_denied",
+    "notification",
+    "agent_message",
+    # Token usage of one model response, read from a transcript (import): attrs
+    # model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens.
+    "usage",
+    "turn_stopped",
+    "turn_failed",
+    "subagent_started",
+    "subagent_stopped",
+    "task_created",
+    "task_completed",
+    "compaction_started",
+    "compaction_finished",
+    "config_changed",
+    "cwd_changed",
+    "file_changed",
+    "worktree_created",
+    "worktree_removed",
+    "correction",
+    "retraction",
+    "capture_test",
+    "unknown",
+    # Written by the log itself when bytes were lost (torn tail after a crash,
+    # a missing head file, an oversized or undecodable payload is *not* this:
+    # those are `unknown` events that keep what could be read).
+    "capture_gap",
+    # A change to the memory (docs/memory.md), written to agentlog's own memory log:
+    # provider_event_name says which (memory_created, memory_edited, …).
+    "memory",
+    # A transcript line no other imported event holds (bookkeeping records, an
+    # assistant record holding only thinking, …), kept for its bytes in `raw`
+    # (docs/import.md "Lossless"); the projection never reads it.
+    "transcript_line",
+    # Written by `agentlog purge` to its own log (`agentlog/purges`): who
+    # removed the content of which frames, when, and by which selector.
+    "purge",
+)
+
+PROVIDERS: tuple[str, ...] = ("claude_code", "codex", "cursor", "gemini_cli", "agentlog")
+
+# The names `agentlog hook <agent>` accepts, mapped to provider ids.
+AGENT_PROVIDERS: dict[str, str] = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "cursor": "cursor",
+    "gemini-cli": "gemini_cli",
+}
+
+TOOL_CATEGORIES: tuple[str, ...] = (
+    "shell",
+    "file_read",
+    "file_write",
+    "file_edit",
+    "search",
+    "web",
+    "mcp",
+    "subagent",
+    "plan",
+    "notebook",
+    "other",
+)
+
+OUTCOME_STATUSES: tuple[str, ...] = ("success", "failure", "denied", "cancelled", "unknown")
+
+FAILURE_CLASSES: tuple[str, ...] = (
+    "string_mismatch",
+    "file_not_found",
+    "permission_denied",
+    "timeout",
+    "interrupted",
+    "nonzero_exit",
+    "rate_limit",
+    "turn_failed",
+    "unknown",
+)
+
+CAPTURE_MODES: tuple[str, ...] = ("full", "metadata_only")
+
+SCHEMA_VERSION = 1

@@ -1,0 +1,299 @@
+"""The background ingester: ``agentlog daemon run|start|stop|status``.
+
+It polls the logs directory (the size and mtime of every log, one ``stat``
+each) every ``interval`` seconds and ingests as soon as something changed, so
+a hook's event reaches the store within about a second; every
+``compact_every`` seconds it compacts the store. It writes its pid to
+``state/daemon.pid`` under an exclusive lock (a second daemon refuses to
+start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
+one last ingest. Hooks never depend on it: they only append to logs.
+
+``daemon install|uninstall`` (``store/service.py``) runs it as a login
+service (systemd --user / launchd). Not built yet: a file-system watcher
+(inotify/FSEvents) instead of polling.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from agentlog.log.layout import iter_logs
+from agentlog.core.paths import ensure_dir, state_dir
+from agentlog.store.compact import CompactBusy, compact
+from agentlog.store.ingest import ingest, load_positions, log_id
+
+PID_NAME = "daemon.pid"
+LOG_NAME = "daemon.log"
+
+
+class DaemonRunning(RuntimeError):
+    """Another daemon holds the pid file lock."""
+
+
+def pid_path(root: str) -> str:
+    return os.path.join(state_dir(root), PID_NAME)
+
+
+def log_path(root: str) -> str:
+    return os.path.join(state_dir(root), LOG_NAME)
+
+
+def _fingerprint(root: str) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for path in iter_logs(root):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out.append((path, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _log(root: str, message: str) -> None:
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {message}\n"
+    fd = os.open(log_path(root), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def ingested_through(root: str) -> Callable[[str, str, int], bool]:
+    """``may_seal`` for sealing: only what the store has already ingested is sealed."""
+    positions, _, _ = load_positions(root)
+
+    def may_seal(provider: str, key: str, end_offset: int) -> bool:
+        pos = positions.get(log_id(provider, key))
+        return pos is not None and pos.offset >= end_offset
+
+    return may_seal
+
+
+def lower_priority() -> None:
+    """Run the calling thread at the lowest CPU priority (Linux: niceness is
+    per thread), so background sealing and compaction yield to ingest on a
+    small machine. Best effort: elsewhere it does nothing."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
+def maintain(root: str) -> None:
+    """The daemon's background work, beside ingest: seal idle logs the store
+    has ingested, apply the ``retention_days`` setting (``agentlog purge``),
+    then compact and vacuum. Failures are logged, never raised
+    (it is retried next time)."""
+    from agentlog.core.config import load as load_config
+    from agentlog.log.seal import SealBusy, seal_idle
+
+    lower_priority()
+
+    try:
+        idle = float(load_config(root).get("seal_idle_hours", 24)) * 3600
+        results = seal_idle(root, idle_seconds=idle, may_seal=ingested_through(root), lock_timeout=0.0)
+        sealed = [r for r in results if r.status == "sealed"]
+        if sealed:
+            _log(root, f"sealed {len(sealed)} idle logs")
+    except SealBusy:
+        pass
+    except Exception as e:
+        _log(root, f"sealing failed: {type(e).__name__}: {e}")
+    try:
+        from agentlog.operations.purge import PurgeBusy, purge_retention
+
+        purged = purge_retention(root)
+        if purged is not None and (purged.frames or purged.skipped):
+            _log(root, f"retention: purged {purged.frames} frames older than {purged.selector.get('retention_days')} days"
+                       f" from {len(purged.logs)} logs; {purged.skipped} logs skipped")
+    except PurgeBusy:
+        pass
+    except Exception as e:
+        _log(root, f"retention purge failed: {type(e).__name__}: {e}")
+    try:
+        c = compact(root, lock_timeout=0.0)
+        _log(root, f"compacted: files {c.files_before} -> {c.files_after}, vacuumed {c.files_vacuumed}")
+    except CompactBusy:
+        pass
+    except Exception as e:
+        _log(root, f"compaction failed: {type(e).__name__}: {e}")
+
+
+def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None) -> None:
+    """Run in the foreground until SIGTERM/SIGINT (or ``max_seconds``)."""
+    ensure_dir(state_dir(root))
+    fd = os.open(pid_path(root), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise DaemonRunning(f"a daemon is already running (pid file {pid_path(root)})") from None
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    stopping = False
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
+    started = last_compact = time.monotonic()
+    seen: tuple[tuple[str, int, int], ...] | None = None
+    compactor: threading.Thread | None = None
+    try:
+        while not stopping:
+            now = _fingerprint(root)
+            if now != seen:
+                report = ingest(root, lock_timeout=0.0)
+                if not report.busy:
+                    seen = now
+                    if report.events or report.breaks:
+                        _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
+                    if report.events:
+                        _index(root)  # searchable first: a hook's text within a second
+                        _project(root)
+            if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
+                # beside ingest, not in it: sealing and compaction have their own locks
+                compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
+                compactor.start()
+                last_compact = time.monotonic()
+            if max_seconds is not None and time.monotonic() - started >= max_seconds:
+                break
+            time.sleep(interval)
+        report = ingest(root)
+        _log(root, f"stopping: final ingest of {report.events} events")
+        if compactor is not None and compactor.is_alive():
+            _log(root, "waiting for the compaction in progress")
+            compactor.join()
+    finally:
+        try:
+            os.unlink(pid_path(root))
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def _index(root: str) -> None:
+    """Keep the full-text index current (``search/index.py``)."""
+    from agentlog.search.index import catch_up
+
+    try:
+        catch_up(root)
+    except Exception as e:  # an index bug must not stop capture's ingest
+        _log(root, f"search index catch-up failed: {type(e).__name__}: {e}")
+
+
+def _project(root: str) -> None:
+    """Keep the projection current too, so a read finds nothing to do (this
+    process keeps the per-session facts in memory between refreshes)."""
+    from agentlog.projection.persist import ProjectionBusy, refresh
+
+    try:
+        r = refresh(root, lock_timeout=0.0)
+    except ProjectionBusy:
+        return
+    except Exception as e:  # a projection bug must not stop capture's ingest
+        _log(root, f"projection refresh failed: {type(e).__name__}: {e}")
+        return
+    if r.mode != "none":
+        _log(root, f"projection {r.mode}: {r.sessions_rebuilt} sessions in {r.seconds:.2f} s")
+        _places(root)
+
+
+def _places(root: str) -> None:
+    """The search hits' place sidecars of the projection just written (``search/places.py``), so
+    a search does not make them."""
+    from agentlog.search.places import prepare
+
+    try:
+        prepare(root)
+    except Exception as e:  # an optimisation: a failure must not stop capture's ingest
+        _log(root, f"search place sidecars failed: {type(e).__name__}: {e}")
+
+
+@dataclass
+class DaemonState:
+    running: bool
+    pid: int | None
+    pid_file: str
+    log_file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def state(root: str) -> DaemonState:
+    """Whether a daemon holds the pid file lock, and its pid."""
+    path = pid_path(root)
+    out = DaemonState(running=False, pid=None, pid_file=path, log_file=log_path(root))
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return out
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            out.running = True  # the lock is held: a daemon owns the file
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            out.pid = int(text) if text.isdigit() else None
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return out
+
+
+def start(root: str, *, interval: float = 0.5) -> DaemonState:
+    """Start ``agentlog daemon run`` detached; wait until it holds its pid file."""
+    current = state(root)
+    if current.running:
+        raise DaemonRunning(f"a daemon is already running (pid {current.pid})")
+    ensure_dir(state_dir(root))
+    # posix_spawn in a new session, not a Popen we would never wait for: the
+    # daemon outlives this process and is nobody's child to reap here.
+    os.posix_spawn(
+        sys.executable,
+        [sys.executable, "-m", "agentlog", "daemon", "run", "--interval", str(interval)],
+        {**os.environ, "AGENTLOG_HOME": root},
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, log_path(root), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+        setsid=True,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        current = state(root)
+        if current.running:
+            return current
+        time.sleep(0.05)
+    raise RuntimeError(f"the daemon did not start; see {log_path(root)}")
+
+
+def stop(root: str, *, timeout: float = 30.0) -> DaemonState:
+    """SIGTERM the daemon and wait for it to finish its last ingest."""
+    current = state(root)
+    if not current.running or current.pid is None:
+        return current
+    os.kill(current.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = state(root)
+        if not current.running:
+            return current
+        time.sleep(0.05)
+    raise RuntimeError(f"the daemon (pid {current.pid}) did not stop within {timeout:.0f} s")

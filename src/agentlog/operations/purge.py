@@ -1,0 +1,172 @@
+"""``agentlog purge``: remove events' content from the logs *and* the store.
+
+The logs part (selection, the purge record, rewriting frames in place) is
+``log/purge.py``. This module runs it under the store's two writer locks
+(``ingest.lock`` and ``compact.lock``, taken before anything is written), so
+that no ingest reads a frame's content between the rewrite and the delete
+and no compaction copies it, and then:
+
+1. deletes the rows of every frame any purge record names (not only this
+   purge's: a purge interrupted after rewriting the logs is finished here),
+   found by their ``(log_provider, log_key, seq)``, with a Delta ``DELETE``
+   (the files holding them are rewritten without them, a new version);
+2. vacuums with no retention, so the Parquet files that held the content are
+   deleted now, not after compaction's grace period. Nothing else in the
+   store holds content: the Delta transaction log keeps min/max statistics
+   only of id, time and position columns (``schema.STATS_COLUMNS``).
+
+Readers that had an older table version open lose it (its files are gone):
+they read again. Ingest later reads purged frames as such and adds no row,
+so a rebuild agrees with the purged store (``status --verify``).
+
+``retention_days`` (config, 0 = keep for ever) is applied by
+``purge_retention``: a purge ``--before`` now minus that many days. The
+daemon runs it with its background maintenance.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from agentlog.log.purge import LogPurge, LogsPurge, Selector, US_PER_DAY, purge_logs
+from agentlog.store.ingest import COMPACT_LOCK_NAME, LOCK_NAME, acquire_lock
+from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events, writer_properties
+
+
+class PurgeBusy(RuntimeError):
+    """An ingest, compaction, seal or other purge holds a lock purge needs."""
+
+
+@dataclass
+class PurgeResult:
+    """What ``purge`` did (or, with ``dry_run``, would do)."""
+
+    purge_id: str | None
+    selector: dict[str, Any]
+    dry_run: bool
+    who: dict[str, Any]
+    at: int
+    logs: list[LogPurge] = field(default_factory=list)
+    frames: int = 0
+    bytes: int = 0
+    pending: int = 0
+    """Frames an earlier, interrupted purge had recorded, finished now."""
+    skipped: int = 0
+    """Logs not purged (broken, or changed under the purge): see their ``reason``."""
+    store_rows_deleted: int = 0
+    store_files_vacuumed: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s in sorted(set(seqs)):
+        if out and out[-1][1] == s - 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out
+
+
+def _sql_str(v: str) -> str:
+    return "'" + v.replace("'", "''") + "'"
+
+
+def purge_store(root: str, purged: set[tuple[str, int]]) -> tuple[int, int]:
+    """Delete the rows of the ``purged`` frames ``(log, seq)`` and vacuum the
+    files that held them; the caller holds both store locks. Returns (rows
+    deleted, files vacuumed)."""
+    from deltalake import DeltaTable
+
+    path = events_path(root)
+    if not DeltaTable.is_deltatable(path):
+        return 0, 0
+    keys = read_events(root, columns=["log_provider", "log_key", "seq"])
+    by_log: dict[tuple[str, str], list[int]] = {}
+    for prov, key, seq in zip(*(keys.column(c).to_pylist() for c in ("log_provider", "log_key", "seq"))):
+        if (f"{prov}/{key}", seq) in purged:
+            by_log.setdefault((prov, key), []).append(seq)
+    rows = 0
+    table = DeltaTable(path)
+    if by_log:
+        terms = []
+        for (prov, key), seqs in sorted(by_log.items()):
+            spans = " OR ".join(f"seq = {a}" if a == b else f"(seq >= {a} AND seq <= {b})" for a, b in _ranges(seqs))
+            terms.append(f"(log_provider = {_sql_str(prov)} AND log_key = {_sql_str(key)} AND ({spans}))")
+        # a few hundred logs per DELETE keeps each predicate small
+        for i in range(0, len(terms), 200):
+            metrics = table.delete(" OR ".join(terms[i : i + 200]), writer_properties=writer_properties(COMPACT_ZSTD_LEVEL))
+            rows += int(metrics.get("num_deleted_rows", 0))
+            table = DeltaTable(path)
+    vacuumed = table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    return rows, len(vacuumed)
+
+
+def purge(
+    root: str,
+    selector: Selector,
+    *,
+    dry_run: bool = False,
+    lock_timeout: float = 10.0,
+    now_us: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PurgeResult:
+    """Purge the selected events from the logs and the store (see the module
+    docstring and ``log/purge.py``). Raises PurgeBusy."""
+    from agentlog.log.seal import SealBusy
+
+    t0 = time.perf_counter()
+    locks: list[int] = []
+    try:
+        if not dry_run:
+            for name, what in ((COMPACT_LOCK_NAME, "a compaction"), (LOCK_NAME, "an ingest")):
+                fd = acquire_lock(root, lock_timeout, name)
+                if fd is None:
+                    raise PurgeBusy(f"{what} is running; try again when it is done")
+                locks.append(fd)
+        try:
+            done: LogsPurge = purge_logs(root, selector, dry_run=dry_run, lock_timeout=lock_timeout, now_us=now_us,
+                                         progress=progress)
+        except SealBusy as e:
+            raise PurgeBusy("a seal or another purge is running; try again when it is done") from e
+        out = PurgeResult(purge_id=done.purge_id, selector=done.selector, dry_run=dry_run, who=done.who, at=done.at,
+                          logs=done.logs, frames=done.frames, bytes=done.bytes,
+                          pending=sum(lg.pending for lg in done.logs if lg.status != "skipped"),
+                          skipped=sum(lg.status == "skipped" for lg in done.logs))
+        if not dry_run and done.purged_keys:
+            from agentlog.search.index import forget
+
+            forget(root, done.purged_keys)  # the index first: it needs the text the store still holds
+            out.store_rows_deleted, out.store_files_vacuumed = purge_store(root, done.purged_keys)
+    finally:
+        for fd in reversed(locks):
+            os.close(fd)
+    out.seconds = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def retention_selector(days: int, now_us: int | None = None) -> Selector:
+    """The selector of the ``retention_days`` setting: events older than ``days``."""
+    now = time.time_ns() // 1000 if now_us is None else now_us
+    return Selector(before=now - days * US_PER_DAY, retention_days=days)
+
+
+def purge_retention(root: str, *, dry_run: bool = False, lock_timeout: float = 10.0) -> PurgeResult | None:
+    """Apply the ``retention_days`` setting (None when it is 0: keep for ever)."""
+    from agentlog.core.config import load as load_config
+
+    days = int(load_config(root).get("retention_days", 0))
+    if days <= 0:
+        return None
+    return purge(root, retention_selector(days), dry_run=dry_run, lock_timeout=lock_timeout)
+
+
+__all__ = ["PurgeBusy", "PurgeResult", "purge", "purge_retention", "purge_store", "retention_selector"]
