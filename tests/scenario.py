@@ -328,7 +328,7 @@ ROLES: tuple[str, ...] = CLAUDE_ROLES + CODEX_ROLES
 @contextmanager
 def reference_engine(base: Path) -> Iterator[tuple[Scenario, Any]]:
     """The reference scenario recorded under ``base`` and an engine over it (closed after)."""
-    from agentlog.query.engine import open_current
+    from agentlog.operations.refresh import open_current
 
     root = str(base / "home")
     os.makedirs(root)

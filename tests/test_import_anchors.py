@@ -167,7 +167,7 @@ SESSION = "454a41e5-90f7-5286-b08b-ea2d1f7f806b"  # attemptdb's SessionId for (c
 
 def test_attemptdb_session_and_event_retractions_become_ours_and_apply(agentlog_home: Path, tmp_path: Path) -> None:
     from agentlog.projection.ids import derive
-    from agentlog.query.engine import open_current
+    from agentlog.operations.refresh import open_current
 
     assert derive("session", "claude_code", "abc") == SESSION  # the same derivation: the ids name the same session
     meta = {"provider": "attemptdb", "provider_event_name": "Retraction", "kind": "retraction"}

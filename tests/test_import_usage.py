@@ -61,7 +61,7 @@ def test_the_table_holds_the_numbers_the_hand_count_uses() -> None:
 
 
 def _rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
-    from agentlog.query.engine import open_current
+    from agentlog.operations.refresh import open_current
 
     engine, _ = open_current(str(root), catch_up=True)
     with engine:

@@ -44,7 +44,7 @@ async def _session(root: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[
 def test_initialize_list_and_call_every_tool(home: str) -> None:
     failed = {}
     attempts: list[str] = []
-    from agentlog.query.engine import open_current
+    from agentlog.operations.refresh import open_current
     from agentlog.query.scope import Scope
     from agentlog.query.views import failures
 

@@ -148,7 +148,7 @@ def _record_an_attempt(root: str) -> tuple[str, list[str]]:
     import json
 
     from agentlog.capture.hook import build, record
-    from agentlog.query.engine import run_sql
+    from agentlog.operations.refresh import run_sql
 
     def hook(at: int, **payload: object) -> None:
         body = {"session_id": "s-evidence", "cwd": "/nonexistent/repo", **payload}

@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 
 from agentlog.cli import cli
 from agentlog.projection.ids import derive
-from agentlog.query.engine import open_current
+from agentlog.operations.refresh import open_current
 
 from scenario import BASE_US, CLAUDE_ROLES, CODEX_ROLES, SECOND, Scenario, build_event, build_reference
 

@@ -31,7 +31,7 @@ from agentlog.projection import observe
 from agentlog.projection.ids import derive
 from agentlog.projection.persist import refresh
 from agentlog.projection.projector import project
-from agentlog.query.engine import open_current
+from agentlog.operations.refresh import open_current
 from agentlog.store.ingest import ingest
 from projection_support import (
     BASE_US,

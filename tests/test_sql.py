@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.query.engine import Engine, QueryError, run_sql
+from agentlog.query.engine import Engine, QueryError
+from agentlog.operations.refresh import run_sql
 from agentlog.store.ingest import ingest
 
 from test_ingest import append

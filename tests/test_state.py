@@ -15,7 +15,8 @@ import pytest
 
 from agentlog.query import state as S
 from agentlog.projection.ids import derive
-from agentlog.query.engine import Engine, QueryResult, open_current
+from agentlog.query.engine import Engine, QueryResult
+from agentlog.operations.refresh import open_current
 from scenario import (BASE_US, CLAUDE, CLAUDE_SESSION, CODEX, CODEX_ATTEMPT, FAILED_EDIT, RETRY, SECOND, Scenario,
                       make_repo, reference_engine, write)
 

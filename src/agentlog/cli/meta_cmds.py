@@ -1,7 +1,7 @@
 """``agentlog correct`` and ``agentlog retract``: a person's word on what was recorded.
 
 Both append one event to the ``agentlog``/``meta`` log (see
-:mod:`agentlog.projection.meta_events`); nothing recorded changes, the
+:mod:`agentlog.operations.corrections`); nothing recorded changes, the
 projection applies them on the next read.
 """
 
@@ -16,7 +16,7 @@ from agentlog.cli.output import print_json, stdout
 
 
 def _fail(e: Exception) -> click.ClickException:
-    from agentlog.projection.meta_events import MetaError
+    from agentlog.operations.corrections import MetaError
 
     if isinstance(e, MetaError) and e.usage:
         return click.UsageError(str(e))
@@ -99,7 +99,7 @@ def correct_cmd(target: str, outcome: str | None, failure_class: str | None, not
     latest correction of a target wins; what was inferred is kept). Exit 1
     when ID names no attempt/turn or several, 2 for a usage error.
     """
-    from agentlog.projection.meta_events import MetaError, record_correction
+    from agentlog.operations.corrections import MetaError, record_correction
 
     text: str | None
     if objective is not None:
@@ -148,7 +148,7 @@ def retract_cmd(target: str, reason: str, note: str | None, target_type: str | N
     undone. Exit 1 when ID names nothing, several things or something
     already retracted; 2 for a usage error.
     """
-    from agentlog.projection.meta_events import MetaError, record_retraction
+    from agentlog.operations.corrections import MetaError, record_retraction
 
     try:
         result = record_retraction(data_root(), target_type=target_type, target=target, reason=reason, note=note,

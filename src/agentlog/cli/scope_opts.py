@@ -52,7 +52,8 @@ def parse_time(value: str | None, option: str, now_us: int | None = None) -> int
 def current_engine(no_ingest: bool) -> Iterator[Any]:
     """An engine over the data root, brought up to date first unless ``no_ingest``
     (a failure to do so is a ClickException: exit 1 with its message)."""
-    from agentlog.query.engine import QueryError, open_current
+    from agentlog.query.engine import QueryError
+    from agentlog.operations.refresh import open_current
 
     try:
         engine, _ = open_current(data_root(), catch_up=not no_ingest)

@@ -35,7 +35,8 @@ def sql_cmd(statement: str, as_json: bool, as_csv: bool, no_ingest: bool, timeou
     logs first unless --no-ingest. Exit 0 with an answer, 1 when the
     statement fails or times out, 2 when it is refused.
     """
-    from agentlog.query.engine import QueryError, run_sql
+    from agentlog.query.engine import QueryError
+    from agentlog.operations.refresh import run_sql
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")

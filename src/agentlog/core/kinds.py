@@ -94,3 +94,12 @@ FAILURE_CLASSES: tuple[str, ...] = (
 CAPTURE_MODES: tuple[str, ...] = ("full", "metadata_only")
 
 SCHEMA_VERSION = 1
+
+# Corrections and retractions (operations/corrections.py): one log for all of
+# them, provider ``agentlog``, session ``meta``; their closed vocabularies.
+META_PROVIDER = "agentlog"
+META_SESSION = "meta"
+CORRECTION_TYPES: tuple[str, ...] = ("attempt_outcome", "attempt_note", "turn_objective")
+OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "abandoned", "superseded")
+TARGET_TYPES: tuple[str, ...] = ("session", "event", "attempt")
+REASONS: tuple[str, ...] = ("benchmark", "test", "duplicate", "mistaken_import", "privacy", "revoked", "other")

@@ -170,7 +170,7 @@ class AttemptdbParser(Parser):
         the provider's session id exactly as our projection does (``project/ids.py``),
         and an imported event keeps attemptdb's id, so ``ses_…``/``ev_…`` names the
         same session or event here."""
-        from agentlog.projection.meta_events import META_PROVIDER, META_SESSION, REASONS
+        from agentlog.core.kinds import META_PROVIDER, META_SESSION, REASONS
 
         reason = theirs.get("reason")
         attrs: dict[str, Any] = {"target_type": theirs["target_type"], "target": theirs["target"],

@@ -128,6 +128,16 @@ def get(root: str, ident: str, *, con: sqlite3.Connection | None = None, with_de
             c.close()
 
 
+def current_engine(root: str) -> Any:
+    """A query engine over the store and projection, caught up with the logs first: evidence
+    recorded a moment ago by a hook is there."""
+    from agentlog.projection.current import bring_up_to_date
+    from agentlog.query.engine import Engine
+
+    bring_up_to_date(root)
+    return Engine(root)
+
+
 def check_recorded(root: str, refs: list[dict[str, Any]]) -> None:
     """Evidence that names recorded things must name things that exist (the store is
     asked; only then is the columnar stack loaded). A value is what the other commands
@@ -138,10 +148,9 @@ def check_recorded(root: str, refs: list[dict[str, Any]]) -> None:
     recorded = [r for r in refs if r["type"] in RECORDED_EVIDENCE]
     if not recorded:
         return
-    from agentlog.query.engine import open_current
     from agentlog.query.views import AmbiguousId, IdError, resolve_id
 
-    engine, _ = open_current(root)
+    engine = current_engine(root)
     with engine:
         for r in recorded:
             try:
@@ -470,7 +479,7 @@ def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, An
     out = [dict(r) for r in refs]
     if not recorded:
         return out
-    from agentlog.query.engine import QueryError, open_current
+    from agentlog.query.engine import QueryError
 
     sql = {
         "event": "SELECT kind, tool_name, observed_at, provider FROM events WHERE event_id = ?",
@@ -479,7 +488,7 @@ def resolve_evidence(root: str, refs: list[dict[str, Any]]) -> list[dict[str, An
         "tool_call": "SELECT tool_name, outcome_status, started_at, duration_ms FROM tool_calls WHERE tool_call_id = ?",
     }
     try:
-        engine, _ = open_current(root)
+        engine = current_engine(root)
     except QueryError as e:
         for r in out:
             if r["type"] in RECORDED_EVIDENCE:

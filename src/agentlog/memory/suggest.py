@@ -76,9 +76,9 @@ _AVOID: Final = {
 
 def suggestions(root: str) -> list[dict[str, Any]]:
     """The suggested proposals: ``{"title", "note", "changes"}`` each, not yet opened."""
-    from agentlog.query.engine import open_current
+    from agentlog.memory.service import current_engine
 
-    engine, _ = open_current(root)
+    engine = current_engine(root)
     out: list[dict[str, Any]] = []
     with engine:
         for session, program, project, worked, worked_call, failed, failed_calls in engine.run(_PROCEDURES).rows:

@@ -149,6 +149,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
+    from agentlog.operations.refresh import project_and_index
+
     started = last_compact = time.monotonic()
     seen: tuple[tuple[str, int, int], ...] | None = None
     compactor: threading.Thread | None = None
@@ -162,8 +164,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     if report.events or report.breaks:
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
                     if report.events:
-                        _index(root)  # searchable first: a hook's text within a second
-                        _project(root)
+                        project_and_index(root, lambda line: _log(root, line))
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
                 # beside ingest, not in it: sealing and compaction have their own locks
                 compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
@@ -183,44 +184,6 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         except OSError:
             pass
         os.close(fd)
-
-
-def _index(root: str) -> None:
-    """Keep the full-text index current (``search/index.py``)."""
-    from agentlog.search.index import catch_up
-
-    try:
-        catch_up(root)
-    except Exception as e:  # an index bug must not stop capture's ingest
-        _log(root, f"search index catch-up failed: {type(e).__name__}: {e}")
-
-
-def _project(root: str) -> None:
-    """Keep the projection current too, so a read finds nothing to do (this
-    process keeps the per-session facts in memory between refreshes)."""
-    from agentlog.projection.persist import ProjectionBusy, refresh
-
-    try:
-        r = refresh(root, lock_timeout=0.0)
-    except ProjectionBusy:
-        return
-    except Exception as e:  # a projection bug must not stop capture's ingest
-        _log(root, f"projection refresh failed: {type(e).__name__}: {e}")
-        return
-    if r.mode != "none":
-        _log(root, f"projection {r.mode}: {r.sessions_rebuilt} sessions in {r.seconds:.2f} s")
-        _places(root)
-
-
-def _places(root: str) -> None:
-    """The search hits' place sidecars of the projection just written (``search/places.py``), so
-    a search does not make them."""
-    from agentlog.search.places import prepare
-
-    try:
-        prepare(root)
-    except Exception as e:  # an optimisation: a failure must not stop capture's ingest
-        _log(root, f"search place sidecars failed: {type(e).__name__}: {e}")
 
 
 @dataclass

@@ -194,7 +194,7 @@ def _ingest_and_query(result: DemoResult) -> None:
 
 def _read_timeline(result: DemoResult) -> None:
     """Bring the projection up to date and read the timeline and the failures back."""
-    from agentlog.query.engine import open_current
+    from agentlog.operations.refresh import open_current
     from agentlog.query.scope import Scope
     from agentlog.query.views import failures, timeline
 

@@ -422,31 +422,3 @@ class Engine:
         return QueryResult(columns, types, [tuple(r) for r in rows[:max_rows]], truncated,
                            time.perf_counter() - started)
 
-
-def bring_up_to_date(root: str) -> dict[str, Any]:
-    """Catch the store up with the logs, then the projection with the store;
-    what each did (``ingest`` and ``projection`` reports as dicts)."""
-    from agentlog.projection.persist import refresh
-    from agentlog.store.ingest import catch_up as _catch_up
-
-    ingested = _catch_up(root).to_dict()
-    projected = refresh(root).to_dict()
-    return {"ingest": ingested, "projection": projected}
-
-
-def open_current(root: str, *, catch_up: bool = True) -> tuple[Engine, dict[str, Any] | None]:
-    """An engine over the store and projection, brought up to date first unless
-    ``catch_up`` is False; and what bringing it up to date did."""
-    caught = bring_up_to_date(root) if catch_up else None
-    return Engine(root), caught
-
-
-def run_sql(root: str, sql: str, *, catch_up: bool = True, timeout: float = DEFAULT_TIMEOUT_S,
-            max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
-    """Bring the store and projection up to date (unless ``catch_up`` is False),
-    then run one read-only statement."""
-    engine, caught = open_current(root, catch_up=catch_up)
-    with engine:
-        result = engine.run(sql, timeout=timeout, max_rows=max_rows)
-    result.caught_up = caught
-    return result

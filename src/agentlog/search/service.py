@@ -314,7 +314,8 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     for k, vs in (filters or {}).items():
         q.filters.setdefault(k, []).extend(vs)
     if catch and engine is None:
-        from agentlog.query.engine import QueryError as EngineError, bring_up_to_date
+        from agentlog.projection.current import bring_up_to_date
+        from agentlog.query.engine import QueryError as EngineError
 
         try:  # the logs into the store and the projection, as every reader does: hits then have their place
             bring_up_to_date(root)

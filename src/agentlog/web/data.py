@@ -18,7 +18,8 @@ from typing import Any, Callable, Final, TypeVar
 
 import orjson
 
-from agentlog.query.engine import Engine, QueryError, bring_up_to_date
+from agentlog.query.engine import Engine, QueryError
+from agentlog.operations.refresh import bring_up_to_date
 from agentlog.query.scope import Scope
 from agentlog.query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
 

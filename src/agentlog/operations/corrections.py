@@ -4,7 +4,7 @@ Both are ordinary canonical events (kinds ``correction`` and ``retraction``,
 provider ``agentlog``, provider event names ``Correction``/``Retraction``),
 appended to one hash-chained log for all of them: provider ``agentlog``,
 session ``meta``. Nothing recorded is ever changed; the projection applies
-them (:mod:`.assemble`): a correction replaces an attempt's outcome (keeping
+them (:mod:`agentlog.projection.assemble`): a correction replaces an attempt's outcome (keeping
 what was inferred), attaches a note, or replaces a turn's objective, the
 latest one winning; a retraction hides a session, an event or an attempt.
 
@@ -28,14 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentlog import __version__
-from agentlog.core.kinds import SCHEMA_VERSION
+from agentlog.core.kinds import (
+    CORRECTION_TYPES,
+    META_PROVIDER,
+    META_SESSION,
+    OUTCOMES,
+    REASONS,
+    SCHEMA_VERSION,
+    TARGET_TYPES,
+)
 
-META_PROVIDER: Final = "agentlog"
-META_SESSION: Final = "meta"
-CORRECTION_TYPES: Final = ("attempt_outcome", "attempt_note", "turn_objective")
-OUTCOMES: Final = ("succeeded", "failed", "abandoned", "superseded")
-TARGET_TYPES: Final = ("session", "event", "attempt")
-REASONS: Final = ("benchmark", "test", "duplicate", "mistaken_import", "privacy", "revoked", "other")
 MAX_NOTE_CHARS: Final = 10_000
 MAX_CLASS_CHARS: Final = 64
 _CLASS_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -112,7 +114,7 @@ def _settings(root: str) -> dict[str, Any]:
 def _open(root: str, engine: Any) -> tuple[Any, bool]:
     if engine is not None:
         return engine, False
-    from agentlog.query.engine import open_current
+    from agentlog.operations.refresh import open_current
 
     eng, _ = open_current(root)
     return eng, True
