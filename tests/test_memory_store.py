@@ -212,7 +212,7 @@ def test_a_forked_child_does_not_share_its_parents_lock(agentlog_home: Path, for
     def child() -> None:  # pragma: no cover - runs in the child
         try:
             os.read(go_r, 1)
-            with store._locked(root):
+            with store.locked(root):
                 os.write(done_w, b"locked")
         finally:
             os._exit(0)
@@ -222,7 +222,7 @@ def test_a_forked_child_does_not_share_its_parents_lock(agentlog_home: Path, for
         pid = os.fork()
         if pid == 0:
             child()
-    with store._locked(root):
+    with store.locked(root):
         if fork_holding:
             pid = os.fork()
             if pid == 0:

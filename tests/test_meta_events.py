@@ -24,7 +24,7 @@ from agentlog.log.verify import verify_logs
 from agentlog.core.model import Event
 from agentlog.projection.ids import derive
 from agentlog.operations.corrections import MetaError, record_correction, write_correction, write_retraction
-from agentlog.query.engine import open_current
+from agentlog.operations.refresh import open_current
 
 from scenario import Scenario, build_reference
 

@@ -17,7 +17,8 @@ import zstandard
 from agentlog.core.ids import uuid7
 from agentlog.log.frame import is_purged, parse_any, purged_line
 from agentlog.log.layout import sealed_segments
-from agentlog.log.purge import PURGE_LOG, Selector, iter_records, purge_log_path
+from agentlog.log.purge import Selector
+from agentlog.log.purge_record import PURGE_LOG, iter_records, purge_log_path
 from agentlog.log.seal import seal_log
 from agentlog.log.verify import verify_log
 from agentlog.log.writer import SessionLog

@@ -10,7 +10,7 @@ import collections.abc
 import dataclasses
 import json
 import types
-from typing import Any, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from agentlog.core import model
 

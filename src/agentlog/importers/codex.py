@@ -59,7 +59,7 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
-from agentlog.capture.adapters.claude_code import _codex_text_exit_code
+from agentlog.capture.adapters.common import codex_text_exit_code
 from agentlog.capture.project import strip_credentials
 from agentlog.importers.base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
 
@@ -499,7 +499,7 @@ class CodexParser(Parser):
         ev["outcome"] = {"status": "success"}
         code = c.response_exit_code(resp)
         if code is None and isinstance(resp, str):
-            code = _codex_text_exit_code(resp)
+            code = codex_text_exit_code(resp)
         if code is not None and code != 0:
             ev["kind"] = "tool_call_failed"
             err = c.text(resp.get("stderr")) if isinstance(resp, dict) else None

@@ -773,7 +773,7 @@ def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (
     two cores and at least :data:`PARALLEL_MIN_BYTES`), each taking whole
     sessions (a session's files — a Claude session and its subagents' — go to
     one worker, in order), :data:`CHUNK_BYTES` of them at a time."""
-    from agentlog.importers.sources import AGENTS, find_files, make_parser
+    from agentlog.importers.sources import AGENTS, find_files
 
     started = time.perf_counter()
     report = ImportReport(dry_run=dry_run)

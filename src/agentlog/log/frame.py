@@ -127,7 +127,7 @@ def check_frame_at(buf: bytes, start: int, end: int, hasher: Any = None) -> tupl
     Returns (seq, prev, hash, event_start, event_end) — ``prev``/``hash`` as
     ASCII hex bytes, the event's JSON at ``buf[event_start:event_end]``.
     Raises FrameError('not_a_frame' | 'bad_hash'). Without ``hasher`` the
-    hash is not checked: the caller hashes ``buf[start:hashed_end(end)]``
+    hash is not checked: the caller hashes ``buf[start:end - TRAILER]``
     itself (bulk readers do it on another thread).
     """
     seq, prev, claimed, body, mark = _envelope(buf, start, end, EVENT_MARK)
@@ -156,11 +156,6 @@ def _envelope(buf: bytes, start: int, end: int, body_mark: bytes) -> tuple[int, 
     if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
         raise FrameError("not_a_frame")
     return int(digits), prev, claimed, seq_end + len(body_mark), mark
-
-
-def hashed_end(end: int) -> int:
-    """Where the hashed bytes of the frame line ending at ``end`` (just after its newline) stop."""
-    return end - TRAILER
 
 
 def is_purged(line: bytes) -> bool:

@@ -58,6 +58,7 @@ from agentlog.log.layout import (
     segment_name,
     split_log_path,
 )
+from agentlog.log.purge_record import root_of
 from agentlog.log.writer import Tip, format_head
 
 DEFAULT_LEVEL = 19
@@ -149,11 +150,6 @@ class SealResult:
 # -- locking -------------------------------------------------------------------
 
 
-def _root_of(log_file: str) -> str:
-    """The data root of ``<root>/logs/<provider>/<key>.jsonl``."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(log_file))))
-
-
 class _SealLock:
     """``state/seal.lock``: one sealer at a time per data root."""
 
@@ -199,7 +195,7 @@ def seal_log(
     """Seal the complete frames of one session's active file into a new
     segment (see the module docstring). Raises SealBusy if another sealer
     holds the lock for ``lock_timeout`` seconds."""
-    with _SealLock(_root_of(log_file), lock_timeout):
+    with _SealLock(root_of(log_file), lock_timeout):
         return _seal(log_file, level, may_seal, dry_run)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
 from agentlog.log.frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER
-from agentlog.log.layout import SegmentRef, read_trailer, sealed_dir, sealed_segments
+from agentlog.log.layout import SegmentRef, read_trailer, sealed_segments
 
 # Decompression never needs more than this window (the sealer caps its own);
 # a segment asking for more is refused rather than allowed to allocate it.

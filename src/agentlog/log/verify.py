@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 
 from agentlog.log.frame import (
     PREFIX,
-    PREV_END,
-    PREV_START,
     TRAILER,
     FrameError,
     genesis,
@@ -602,7 +600,7 @@ def _check_tail(
 
 def _check_purged(report: LogReport, chain: _Chain, path: str) -> None:
     """Count the purged frames a purge record names; the others are breaks."""
-    from agentlog.log.purge import recorded_frames, root_of
+    from agentlog.log.purge_record import recorded_frames, root_of
 
     name = f"{report.provider}/{report.session}"
     recorded = recorded_frames(root_of(path))
@@ -661,10 +659,3 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
-
-
-def summary_tip(report: LogReport) -> Tip | None:
-    """The last frame as a Tip (for callers that continue from a verified log)."""
-    if report.last_hash is None or report.frames == 0:
-        return None
-    return Tip(report.frames - 1, report.last_hash, report.bytes)

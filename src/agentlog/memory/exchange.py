@@ -73,13 +73,6 @@ _STR: Final = json.encoder.encode_basestring
 """``json.dumps(s, ensure_ascii=False)`` of a string, without the encoder around it."""
 
 
-def _scalar(v: Any) -> str:
-    """:func:`_toml` of a string, number or boolean (the front matter's own fields)."""
-    if isinstance(v, str):
-        return str(_STR(v))
-    return _toml(v)
-
-
 def _memory_file(r: tuple[Any, ...], evidence: list[str], links: list[list[str]]) -> str:
     """A memory's file (``r``: the row in :data:`_EXPORTED` order): TOML front matter of all its
     fields — keys in sorted order, written out here (one format string per key), a None left
@@ -145,9 +138,9 @@ def _write_if_changed(path: str, data: bytes, dirs: set[str], existed: bool) -> 
 def export(root: str, out_dir: str) -> dict[str, Any]:
     """Write the memory to ``out_dir`` (replacing a previous export there: files that did not
     change are left as they are, files of memories gone are removed)."""
-    from agentlog.memory.store import catch_up, _locked
+    from agentlog.memory.store import catch_up, locked
 
-    with _locked(root):
+    with locked(root):
         con = connect(root)
         try:
             catch_up(root, con)
@@ -227,7 +220,7 @@ def _restore(root: str, src: str) -> int:
         _applied,
         _durability,
         _fold,
-        _locked,
+        locked,
         _log_stamp,
         _parse_all,
         bulk_cache,
@@ -251,7 +244,7 @@ def _restore(root: str, src: str) -> int:
         for i, ev in enumerate(events, at + 1):
             if not isinstance(ev, dict) or ev.get("kind") != "memory":
                 raise ExchangeError(f"{src}: events.ndjson line {i} is not a memory event")
-    with _locked(root):
+    with locked(root):
         if _event_lines(root):
             raise ExchangeError("the memory already has events: --restore goes into an empty memory "
                                 "(a plain import opens proposals instead)")

@@ -240,7 +240,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
     """The page of memories matching ``text``: (memory, score), best first. The free text is
     matched by the text index of ``root`` (caught up with ``con`` first); ranking and the
     confidence conditions are computed in SQL; only the page's rows are read whole."""
-    from agentlog.memory.service import _COLUMNS, _row
+    from agentlog.memory.rows import COLUMNS as _COLUMNS, memory_from_row as _row
 
     q = parse(text)
     now = now_us if now_us is not None else time.time_ns() // 1000

@@ -13,10 +13,8 @@ import json
 import re
 import sqlite3
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Final
 
-from agentlog.core import fastjson
 from agentlog.memory import confidence as conf
 from agentlog.memory.model import (
     RECORDED_EVIDENCE,
@@ -33,71 +31,10 @@ from agentlog.memory.model import (
     validate_title,
     validate_visibility,
 )
+from agentlog.memory.rows import COLUMNS as _COLUMNS, Memory, loads_column as _loads, memory_from_row as _row
 from agentlog.memory.store import NotFound, connect, new_event, transact
 
 ACTORS: Final = ("person", "agent", "import")
-_COLUMNS: Final = ("id", "kind", "title", "slug", "content", "attributes", "tags", "confidence", "author",
-                   "created_at", "updated_at", "last_confirmed_at", "lifetime", "visibility", "archived", "pinned",
-                   "deleted", "version")
-
-
-@dataclass
-class Memory:
-    """A memory as the read model holds it, with its effective confidence at ``now``."""
-
-    id: str
-    kind: str
-    title: str
-    slug: str
-    content: str
-    attributes: dict[str, Any]
-    tags: list[str]
-    confidence: float
-    author: str
-    created_at: int
-    updated_at: int
-    last_confirmed_at: int | None
-    lifetime: dict[str, Any]
-    visibility: dict[str, Any]
-    archived: bool
-    pinned: bool
-    deleted: bool
-    version: int
-    effective_confidence: float = 0.0
-    stale: bool = False
-    evidence: list[dict[str, Any]] | None = None
-    links: list[tuple[str, str]] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def _loads(text: str) -> Any:
-    """A JSON column of the read model: parsed by the C scanner straight (:mod:`agentlog.core.fastjson`,
-    a third of ``json.loads``'s time on these short texts — four of them per memory read),
-    by ``json`` when strict JSON refuses it (``NaN``, which only a log written elsewhere and
-    restored could have brought: every write serialises strictly)."""
-    try:
-        return fastjson.loads(text)
-    except ValueError:
-        return json.loads(text)
-
-
-def _row(row: tuple[Any, ...], now_us: int, decoded: bool = False) -> Memory:
-    """``decoded``: the row's JSON columns are given as their values (:func:`_as_created`)."""
-    d = dict(zip(_COLUMNS, row))
-    if not decoded:
-        for k in ("attributes", "tags", "lifetime", "visibility"):
-            d[k] = _loads(d[k])
-    for k in ("archived", "pinned", "deleted"):
-        d[k] = bool(d[k])
-    m = Memory(**d)
-    anchor = m.last_confirmed_at or m.created_at
-    m.effective_confidence = round(conf.effective(m.confidence, m.kind, anchor, now_us), 6)
-    m.stale = conf.is_stale(m.confidence, m.kind, anchor, now_us)
-    return m
-
-
 def _now() -> int:
     return time.time_ns() // 1000
 
@@ -466,7 +403,7 @@ def history(root: str, ident: str) -> list[dict[str, Any]]:
 
 
 def _purged(root: str) -> dict[str, str]:
-    from agentlog.log.purge import purged_events
+    from agentlog.log.purge_record import purged_events
 
     return purged_events(root)
 

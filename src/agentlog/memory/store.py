@@ -109,7 +109,7 @@ def db_path(root: str) -> str:
 
 
 _HELD = threading.local()
-"""The lock files this thread holds (``paths``: ``_locked`` is re-entrant within a thread, as a
+"""The lock files this thread holds (``paths``: ``locked`` is re-entrant within a thread, as a
 read model of an older layout is rebuilt where it is opened, which may be under the lock), the
 lock files it keeps open (``fds``), and the process they belong to (``pid``: a child forked by
 this thread inherits this state, and holds none of it)."""
@@ -145,7 +145,7 @@ def _lock_path(root: str) -> str:
 
 
 @contextmanager
-def _locked(root: str) -> Iterator[None]:
+def locked(root: str) -> Iterator[None]:
     path = _lock_path(root)
     state = _HELD.__dict__
     if state.get("pid") != os.getpid():  # a forked child: nothing held, nothing open of its own
@@ -231,9 +231,9 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
                 con.really_close()
             else:
                 con.close()
-            with _locked(root):
+            with locked(root):
                 if path == db_path(root):
-                    _rebuild_locked(root)
+                    rebuild_locked(root)
                 else:
                     os.remove(path)
             return connect(root, None if shared else path)
@@ -392,7 +392,7 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
     (committed) when the write is refused or fails before its own fold."""
     from agentlog.core.fastjson import dumps_bytes
 
-    with _locked(root):
+    with locked(root):
         con = connect(root)
         path = os.path.abspath(log_path(root))
         con.execute("BEGIN IMMEDIATE")
@@ -527,11 +527,11 @@ def bulk_cache(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 def rebuild(root: str) -> int:
     """Replay the whole log into a fresh read model; the events applied."""
-    with _locked(root):
-        return _rebuild_locked(root)
+    with locked(root):
+        return rebuild_locked(root)
 
 
-def _rebuild_locked(root: str) -> int:
+def rebuild_locked(root: str) -> int:
     """:func:`rebuild` for a caller that holds the lock (a fresh database file replaces the old
     one; the text index is deleted with it and built again from the new one: new files)."""
     from agentlog.memory import text_index
@@ -742,7 +742,7 @@ def verify(root: str) -> dict[str, Any]:
 
     from agentlog.memory import text_index
 
-    with _locked(root):
+    with locked(root):
         con = connect(root)
         try:
             catch_up(root, con)

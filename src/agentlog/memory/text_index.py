@@ -114,7 +114,7 @@ def _index(root: str) -> tantivy.Index:
     and reloaded when another commit changed it."""
     import tantivy
 
-    from agentlog.search.index import _register
+    from agentlog.search.index import register_tokenizers
 
     path = os.path.abspath(index_path(root))
     key = (path, threading.get_ident())
@@ -127,9 +127,9 @@ def _index(root: str) -> tantivy.Index:
             shutil.rmtree(os.path.join(state_dir(root), old), ignore_errors=True)
         ensure_dir(path)
         os.chmod(path, DIR_MODE)
-        idx = _register(tantivy.Index(schema(), path=path, reuse=True))
+        idx = register_tokenizers(tantivy.Index(schema(), path=path, reuse=True))
     elif kept is None:
-        idx = _register(tantivy.Index.open(path))
+        idx = register_tokenizers(tantivy.Index.open(path))
     else:
         idx = kept[0]
     idx.reload()
@@ -270,7 +270,6 @@ def engine_query(q: Query) -> tantivy.Query | None:
     import tantivy
 
     from agentlog.search.index import fold_term
-    from agentlog.search.text import Term
 
     sc = schema()
     Q, Occur = tantivy.Query, tantivy.Occur
@@ -311,9 +310,9 @@ def _prefix_query(token: str) -> tantivy.Query:
     once per process, as building it costs more than running it on a memory's index)."""
     import tantivy
 
-    from agentlog.search.service import _regex_literal
+    from agentlog.search.service import regex_literal
 
-    return tantivy.Query.regex_query(schema(), "body", _regex_literal(token) + ".*")
+    return tantivy.Query.regex_query(schema(), "body", regex_literal(token) + ".*")
 
 
 def _first(pair: tuple[Any, float]) -> int:

@@ -29,8 +29,8 @@ from agentlog.memory.store import (
     LOG_KEY,
     PROVIDER,
     NotFound,
-    _locked,
-    _rebuild_locked,
+    locked,
+    rebuild_locked,
     catch_up,
     connect,
     log_path,
@@ -115,7 +115,7 @@ def purge_memory(root: str, ident: str, *, actor: str = "person", dry_run: bool 
     from agentlog.log.writer import SessionLog
     from agentlog.operations.purge import purge
 
-    with _locked(root):
+    with locked(root):
         con = connect(root)
         try:
             catch_up(root, con)
@@ -148,7 +148,7 @@ def purge_memory(root: str, ident: str, *, actor: str = "person", dry_run: bool 
         result.purge_id = done.purge_id
         result.frames = done.frames
         result.store_rows_deleted = done.store_rows_deleted
-        _rebuild_locked(root)  # a fresh database file: no page of the old one keeps the text
+        rebuild_locked(root)  # a fresh database file: no page of the old one keeps the text
         return result
 
 

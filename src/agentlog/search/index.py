@@ -123,7 +123,7 @@ def analyzer() -> tantivy.TextAnalyzer:
             .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.ascii_fold()).build())
 
 
-def _register(idx: tantivy.Index) -> tantivy.Index:
+def register_tokenizers(idx: tantivy.Index) -> tantivy.Index:
     import tantivy
 
     idx.register_tokenizer(CODE_TOKENIZER, analyzer())
@@ -142,7 +142,7 @@ def open_index(root: str, *, create: bool = True) -> tantivy.Index | None:
     if os.path.isfile(os.path.join(path, "meta.json")):
         idx = tantivy.Index.open(path)
         if idx.schema == schema():
-            return _register(idx)
+            return register_tokenizers(idx)
         if not create:
             return None
         shutil.rmtree(path, ignore_errors=True)
@@ -154,7 +154,7 @@ def open_index(root: str, *, create: bool = True) -> tantivy.Index | None:
             os.unlink(os.path.join(state_dir(root), name))
         except FileNotFoundError:
             pass
-    return _register(tantivy.Index(schema(), path=path, reuse=True))
+    return register_tokenizers(tantivy.Index(schema(), path=path, reuse=True))
 
 
 def _private(path: str) -> None:

@@ -68,14 +68,14 @@ _REGEX_META: Final = frozenset("\\.+*?()|[]{}^$#&-~")
 an assertion there)."""
 
 
-def _regex_literal(text: str) -> str:
+def regex_literal(text: str) -> str:
     """``text`` matched literally in a tantivy regex."""
     return "".join("\\" + c if c in _REGEX_META else c for c in text)
 
 
 def _glob(pattern: str) -> str:
     """A path glob (``*`` any characters, ``?`` one) as a tantivy regex matching a path's end."""
-    out = "".join(".*" if c == "*" else "." if c == "?" else _regex_literal(c) for c in pattern)
+    out = "".join(".*" if c == "*" else "." if c == "?" else regex_literal(c) for c in pattern)
     return "(.*/)?" + out
 
 
@@ -96,7 +96,7 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
 
 
     def word(token: str, prefix: bool) -> Any:
-        return Q.regex_query(sc, "body", _regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
+        return Q.regex_query(sc, "body", regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
 
     def text_query(term: Term) -> Any:
         toks = term.tokens
@@ -130,13 +130,13 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
                 conds.append(Q.term_query(sc, "tool", v.lower()))
             elif name == "kind":
                 conds += [Q.term_query(sc, "kind", v), Q.regex_query(
-                    sc, "kind", _regex_literal({"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)) + ".*")]
+                    sc, "kind", regex_literal({"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)) + ".*")]
             elif name == "project":
                 conds.append(Q.term_query(sc, "project", v))
             elif name == "provider":
                 conds.append(Q.term_query(sc, "provider", v.replace("-", "_")))
             elif name == "session":  # the provider's session id or its prefix, or the session our id names
-                conds.append(Q.regex_query(sc, "session", _regex_literal(v) + ".*"))
+                conds.append(Q.regex_query(sc, "session", regex_literal(v) + ".*"))
                 conds += [Q.boolean_query([(Occur.Must, Q.term_query(sc, "session", sid)),
                                            (Occur.Must, Q.term_query(sc, "provider", provider))])
                           for provider, sid in (sessions or {}).get(v, [])]

@@ -193,7 +193,7 @@ def _tool_event(ev: dict[str, Any], payload: dict[str, Any], name: str, codex: b
         ev["outcome"] = {"status": "success"}
         code = c.response_exit_code(resp)
         if code is None and codex and isinstance(resp, str):
-            code = _codex_text_exit_code(resp)
+            code = c.codex_text_exit_code(resp)
         if code is not None and code != 0:
             ev["kind"] = "tool_call_failed"
             err = None
@@ -217,20 +217,6 @@ def _tool_event(ev: dict[str, Any], payload: dict[str, Any], name: str, codex: b
             ev["content"]["reason"] = reason
     elif name == "PermissionRequest":
         c.copy_texts(ev, payload, (("description", "description"),))
-
-
-def _codex_text_exit_code(resp: str) -> int | None:
-    """Exit code of a Codex shell result given as text.
-
-    Newer Codex: ``Exit code: N`` header lines; older: a JSON string
-    ``{"output": …, "metadata": {"exit_code": N, …}}``.
-    """
-    head = resp.lstrip()
-    if head.startswith("{") and '"exit_code"' in resp:
-        ok, value = c.loads_or_none(resp)
-        if ok:
-            return c.response_exit_code(value)
-    return c.header_exit_code(resp, "exit code")
 
 
 def _stop_failure(ev: dict[str, Any], payload: dict[str, Any]) -> None:

@@ -764,19 +764,6 @@ def header_exit_code(s: str, label: str = "exit code", max_lines: int = 8) -> in
     return None
 
 
-def copy_scalars(ev: dict[str, Any], payload: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """Copy string/bool/int payload scalars of the same name into attrs."""
-    attrs = ev["attrs"]
-    for k in keys:
-        v = payload.get(k)
-        if isinstance(v, bool):
-            attrs[k] = v
-        elif isinstance(v, str) and v:
-            attrs[k] = v
-        elif integer(v) is not None:
-            attrs[k] = integer(v)
-
-
 def copy_texts(ev: dict[str, Any], payload: dict[str, Any], pairs: tuple[tuple[str, str], ...]) -> None:
     """Copy non-empty string payload values into content (``payload key → content key``)."""
     content = ev["content"]
@@ -786,3 +773,17 @@ def copy_texts(ev: dict[str, Any], payload: dict[str, Any], pairs: tuple[tuple[s
         s = text(payload.get(src))
         if s is not None:
             content[dst] = s
+
+
+def codex_text_exit_code(resp: str) -> int | None:
+    """Exit code of a Codex shell result given as text.
+
+    Newer Codex: ``Exit code: N`` header lines; older: a JSON string
+    ``{"output": …, "metadata": {"exit_code": N, …}}``.
+    """
+    head = resp.lstrip()
+    if head.startswith("{") and '"exit_code"' in resp:
+        ok, value = loads_or_none(resp)
+        if ok:
+            return response_exit_code(value)
+    return header_exit_code(resp, "exit code")
