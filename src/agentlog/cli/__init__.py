@@ -15,7 +15,7 @@ import click
 
 from agentlog import __version__
 from agentlog.core.paths import all_paths, data_root
-from agentlog.cli.output import print_json, print_table
+from agentlog.cli.output import print_json, print_table, terminal_safe
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -40,6 +40,19 @@ class LazyGroup(click.Group):
             cmd = getattr(importlib.import_module(module, __name__), attr)
             self.add_command(cmd, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an :class:`~agentlog.core.errors.AgentlogError` that escapes it
+        ends the process with one line on stderr (``Error: <message>``) and the exit code
+        the error carries — the one place the library's errors become exit codes."""
+        from agentlog.core.errors import AgentlogError
+
+        try:
+            return super().invoke(ctx)
+        except AgentlogError as e:
+            failure = click.ClickException(terminal_safe(str(e)))
+            failure.exit_code = e.exit_code
+            raise failure from None
 
 
 LAZY_COMMANDS = {

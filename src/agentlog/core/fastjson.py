@@ -9,6 +9,8 @@ Falls back to `json` where `_json` is missing (other Pythons).
 
 from __future__ import annotations
 
+from agentlog.core.errors import AgentlogError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -19,7 +21,7 @@ except ImportError:  # pragma: no cover - CPython always has it
     _json = None  # type: ignore[assignment]
 
 
-class DecodeError(ValueError):
+class DecodeError(AgentlogError, ValueError):
     """Input is not one JSON document."""
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from agentlog.core.errors import AgentlogError
 from agentlog.core.kinds import CAPTURE_MODES, EVENT_KINDS, OUTCOME_STATUSES, SCHEMA_VERSION, TOOL_CATEGORIES
 
 EventKind = Literal[
@@ -61,7 +62,7 @@ OutcomeStatus = Literal["success", "failure", "denied", "cancelled", "unknown"]
 CaptureMode = Literal["full", "metadata_only"]
 
 
-class ModelError(ValueError):
+class ModelError(AgentlogError, ValueError):
     """A wire-form event does not match the canonical model."""
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentlog.core.errors import AgentlogError
 
-class InstallError(Exception):
+
+class InstallError(AgentlogError):
     """Base class: something the installer refuses to do or could not do."""
 
     def __init__(self, message: str, path: Path | None = None) -> None:

@@ -1,0 +1,1 @@
+"""The source of truth: one hash-chained, append-only log per session (docs/log-format.md)."""

@@ -35,6 +35,8 @@ verifier, which is not on the hook path, uses hashlib).
 
 from __future__ import annotations
 
+from agentlog.core.errors import AgentlogError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha256
@@ -93,7 +95,7 @@ def seal_parts(seq: int, prev: str, event_json: bytes, hasher: Any = None) -> tu
     return (head, event_json, HASH_MARK, digest.encode("ascii"), SUFFIX), digest
 
 
-class FrameError(ValueError):
+class FrameError(AgentlogError, ValueError):
     """A line is not a well-formed sealed frame (the reason is the message)."""
 
 

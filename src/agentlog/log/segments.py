@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
+from agentlog.core.errors import AgentlogError
 from agentlog.log.frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER
 from agentlog.log.layout import SegmentRef, read_trailer, sealed_segments
 
@@ -37,7 +38,7 @@ from agentlog.log.layout import SegmentRef, read_trailer, sealed_segments
 MAX_WINDOW = 1 << 27
 
 
-class SegmentError(ValueError):
+class SegmentError(AgentlogError, ValueError):
     """A sealed segment cannot be read back (corrupt zstd data, wrong size)."""
 
 

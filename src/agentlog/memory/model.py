@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from agentlog.core.errors import UsageError
+
 KINDS: Final = ("fact", "preference", "person", "organization", "project", "skill", "goal", "contact", "event",
                 "location", "asset", "relationship", "decision", "convention", "procedure", "pitfall")
 
@@ -35,7 +37,7 @@ SLUG_MAX: Final = 80
 TITLE_MAX: Final = 500
 
 
-class InvalidMemory(ValueError):
+class InvalidMemory(UsageError, ValueError):
     """A memory, attribute, evidence or link that breaks a rule (the message says which)."""
 
 

@@ -30,6 +30,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final, Iterable, Mapping, Sequence
 
+from agentlog.core.errors import AgentlogError
 from agentlog.memory import confidence as conf
 from agentlog.memory.model import (
     RECORDED_EVIDENCE,
@@ -51,7 +52,7 @@ from agentlog.memory.store import NotFound, VersionConflict, connect, new_event,
 OPS: Final = ("create", "edit", "confirm", "contradict", "add_evidence", "link", "unlink", "archive", "delete")
 
 
-class StaleProposal(RuntimeError):
+class StaleProposal(AgentlogError, RuntimeError):
     """A memory a proposal touches changed since it was opened (or since the merge, for undo)."""
 
 

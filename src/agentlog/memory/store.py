@@ -33,6 +33,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, Iterator
 
+from agentlog.core.errors import AgentlogError
 from agentlog import __version__
 from agentlog.core.ids import uuid7
 from agentlog.core.paths import FILE_MODE, config_file, ensure_dir, state_dir
@@ -83,7 +84,7 @@ CREATE TABLE IF NOT EXISTS proposals (
 """
 
 
-class VersionConflict(RuntimeError):
+class VersionConflict(AgentlogError, RuntimeError):
     """A memory changed since the version a change was based on (nothing was written)."""
 
     def __init__(self, memory_id: str, expected: int, actual: int | None) -> None:
@@ -92,7 +93,7 @@ class VersionConflict(RuntimeError):
         super().__init__(f"memory {memory_id} changed: the change was based on version {expected}, it {now}")
 
 
-class NotFound(LookupError):
+class NotFound(AgentlogError, LookupError):
     """No memory with that id, id prefix or slug."""
 
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agentlog.core.errors import AgentlogError
 from agentlog import __version__
 from agentlog.core.kinds import (
     CORRECTION_TYPES,
@@ -43,7 +44,7 @@ MAX_CLASS_CHARS: Final = 64
 _CLASS_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-class MetaError(Exception):
+class MetaError(AgentlogError):
     """A correction or retraction that cannot be written (the message says why)."""
 
     def __init__(self, message: str, *, usage: bool = False) -> None:

@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from agentlog.core.locks import Busy
 from agentlog.log.layout import iter_logs
 from agentlog.core.paths import ensure_dir, state_dir
 from agentlog.store.compact import CompactBusy, compact
@@ -34,7 +35,7 @@ PID_NAME = "daemon.pid"
 LOG_NAME = "daemon.log"
 
 
-class DaemonRunning(RuntimeError):
+class DaemonRunning(Busy):
     """Another daemon holds the pid file lock."""
 
 

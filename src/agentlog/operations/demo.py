@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from agentlog.core.errors import AgentlogError
 from agentlog.capture.command import hook_argv
 from agentlog.operations.fixtures import claude_hook_fixtures, payload_stdin
 from agentlog.log.layout import iter_logs, split_log_path
@@ -37,7 +38,7 @@ from agentlog.log.verify import verify_logs
 MARKER = ".agentlog-demo"
 
 
-class DemoError(Exception):
+class DemoError(AgentlogError):
     """The demo cannot run (e.g. the target directory holds other data)."""
 
 

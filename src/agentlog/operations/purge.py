@@ -31,12 +31,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from agentlog.core.locks import Busy
 from agentlog.log.purge import LogPurge, LogsPurge, Selector, US_PER_DAY, purge_logs
 from agentlog.store.ingest import COMPACT_LOCK_NAME, LOCK_NAME, acquire_lock
 from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events, writer_properties
 
 
-class PurgeBusy(RuntimeError):
+class PurgeBusy(Busy):
     """An ingest, compaction, seal or other purge holds a lock purge needs."""
 
 

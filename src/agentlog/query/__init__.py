@@ -1,1 +1,1 @@
-"""Answering questions about the store: the SQL engine and (later) the statement language."""
+"""Answering questions, read-only: the DuckDB engine, AttemptQL, time travel and explanations (state/), usage."""

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal, NoReturn, Sequence, TypeAlias
 
+from agentlog.core.errors import UsageError
 from agentlog.query import timeexpr
 
 __all__ = [
@@ -321,7 +322,7 @@ def _expecting(expected: Sequence[str]) -> str:
     return "; expected one of: " + ", ".join(expected)
 
 
-class ParseError(ValueError):
+class ParseError(UsageError, ValueError):
     """An AttemptQL statement that cannot be parsed.
 
     ``message`` (also ``str(err)``) reads like ``unexpected 'FOO' at 12;

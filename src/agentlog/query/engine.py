@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Callable, Final
 
+from agentlog.core.errors import AgentlogError
+
 ALLOWED: Final = frozenset({"SELECT", "EXPLAIN"})
 DEFAULT_TIMEOUT_S: Final = 30.0
 DEFAULT_MAX_ROWS: Final = 10_000
@@ -149,13 +151,14 @@ def _parts_sql(columns: str, source: Any, first_part: int) -> str:
     return " UNION ALL ".join(branches)
 
 
-class QueryError(Exception):
+class QueryError(AgentlogError):
     """A statement was refused, failed or timed out (the message is safe to show)."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
         """refused | error | timeout"""
+        self.exit_code = 2 if kind == "refused" else 1
 
 
 @dataclass

@@ -29,6 +29,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agentlog.core.errors import UsageError
+
 #: when the shipped prices were taken from the vendors' published price lists
 PRICES_AS_OF: Final = "2025-11-24"
 PRICES_FILE: Final = "prices.toml"
@@ -72,7 +74,7 @@ PRICES: Final[dict[str, Price]] = {
 }
 
 
-class PriceError(ValueError):
+class PriceError(UsageError, ValueError):
     """prices.toml is unreadable or holds a bad entry."""
 
 

@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
+from agentlog.core import locks
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 from agentlog.search.text import Term, body
 
@@ -167,7 +168,7 @@ def _private(path: str) -> None:
             pass  # a file the writer's garbage collection just removed
 
 
-class Busy(Exception):
+class Busy(locks.Busy):
     """Another process holds the index's writer lock."""
 
 

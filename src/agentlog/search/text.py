@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agentlog.core.errors import UsageError
+
 HEAD_CHARS: Final = 4_096
 """Characters of an event's text indexed from its start, when it is longer than both ends."""
 TAIL_CHARS: Final = 4_096
@@ -134,7 +136,7 @@ def _expansion(compound: str) -> str:
 FILTERS: Final = ("tool", "kind", "path", "project", "session", "since", "until", "provider")
 
 
-class QueryError(ValueError):
+class QueryError(UsageError, ValueError):
     """A query that cannot be run (the message says why)."""
 
 

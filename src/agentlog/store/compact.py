@@ -21,13 +21,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agentlog.core.locks import Busy
 from agentlog.store.ingest import COMPACT_LOCK_NAME, acquire_lock
 from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, writer_properties
 
 TARGET_FILE_BYTES = 128 << 20
 
 
-class CompactBusy(RuntimeError):
+class CompactBusy(Busy):
     """Another compaction holds the lock (or, with no grace period, an ingest)."""
 
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agentlog.core.locks import Busy
 from agentlog.core.paths import logs_dir, state_dir
 from agentlog.store.ingest import COMPACT_LOCK_NAME, IngestReport, acquire_lock, ingest, reset_store
 from agentlog.store.schema import read_events, store_dir
@@ -24,7 +25,7 @@ from agentlog.store.schema import read_events, store_dir
 _KEY_COLUMNS = ["log_provider", "log_key", "seq", "event_id", "frame_hash"]
 
 
-class RebuildBusy(RuntimeError):
+class RebuildBusy(Busy):
     """Another ingest holds the lock."""
 
 
