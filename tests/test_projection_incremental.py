@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from agentlog.projection.observe import session_key
 from agentlog.projection import persist
-from agentlog.projection.persist import refresh, shard_of
+from agentlog.projection.persist import cross_session, parts, refresh, refreshing, shard_of
 from agentlog.store.ingest import ingest
 from projection_support import (
     BASE_US,
@@ -58,9 +58,9 @@ def _forces_full(chunk: list[dict[str, Any]]) -> bool:
 
 def _forget_process_caches() -> None:
     """As if each refresh ran in a new process: nothing parsed or written before is remembered."""
-    persist._FILE_CACHE.clear()
-    persist._MEMOS.clear()
-    persist._OBSERVED.clear()
+    parts._FILE_CACHE.clear()
+    cross_session._MEMOS.clear()
+    refreshing._OBSERVED.clear()
 
 
 def check_delivery(root: str, chunks: list[list[dict[str, Any]]], *, fresh: bool = False) -> None:
@@ -130,12 +130,12 @@ def test_incremental_equals_batch_without_corrections(data: st.DataObject) -> No
 def test_incremental_equals_batch_merging_parts_in_fresh_processes(data: st.DataObject) -> None:
     """Every refresh's parts merged at once (MAX_DELTAS 0), with no process cache
     between refreshes: the stored rows, merged or not, still equal the batch."""
-    saved = persist.MAX_DELTAS
-    persist.MAX_DELTAS = 0
+    saved = parts.MAX_DELTAS
+    parts.MAX_DELTAS = 0
     try:
         _run(data, max_steps=14, fresh=True)
     finally:
-        persist.MAX_DELTAS = saved
+        parts.MAX_DELTAS = saved
 
 
 # -- fixed cases ------------------------------------------------------------------------
@@ -369,11 +369,11 @@ def test_a_refresh_reuses_the_work_units_of_unchanged_sessions(tmp_path: Path) -
         got, want = view_tables(root), batch_tables(delivered)
         assert got == want, f"after chunk {i + 1}:\n{diff(got, want)}"
         if i:
-            memo = persist._MEMOS[os.path.abspath(persist.projection_dir(root))]
+            memo = cross_session._MEMOS[os.path.abspath(persist.projection_dir(root))]
             (units,) = [u for u in memo.units.values() if u]
             remembered.append(units)
             # the observations of c2, the one session rebuilt, are kept for the next refresh
-            assert len(persist._OBSERVED[os.path.abspath(persist.projection_dir(root))]) == 1
+            assert len(refreshing._OBSERVED[os.path.abspath(persist.projection_dir(root))]) == 1
     assert len(want["conflicts"]) == 1
     assert [len(u) for u in remembered] == [3, 3, 3]
     # the units of c1 and x1 (one turn each, never touched again) are the same entries throughout

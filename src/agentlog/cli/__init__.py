@@ -20,6 +20,18 @@ from agentlog.cli.output import print_json, print_table, terminal_safe
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
+class _Failed(click.ClickException):
+    """An expected failure from the library, as click prints it: exit 1."""
+
+    exit_code = 1
+
+
+class _Refused(click.ClickException):
+    """A usage error from the library, as click prints it (one line, no usage text): exit 2."""
+
+    exit_code = 2
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported only when used.
 
@@ -50,9 +62,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except AgentlogError as e:
-            failure = click.ClickException(terminal_safe(str(e)))
-            failure.exit_code = e.exit_code
-            raise failure from None
+            raise (_Refused if e.exit_code == 2 else _Failed)(terminal_safe(str(e))) from None
 
 
 LAZY_COMMANDS = {
