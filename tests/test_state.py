@@ -14,6 +14,9 @@ from typing import Any, Iterator
 import pytest
 
 from agentlog.query import state as S
+from agentlog.query.state import activity as S_activity, at as S_at, attempts as S_attempts
+from agentlog.query.state import calls as S_calls, facts as S_facts
+from agentlog.projection.session import MUTATING
 from agentlog.projection.ids import derive
 from agentlog.query.engine import Engine, QueryResult
 from agentlog.operations.refresh import open_current
@@ -597,7 +600,7 @@ def _sql_in_flight(engine: Engine, t: int) -> dict[str, list[str]]:
 
 def _sql_unit_calls(engine: Engine, t: int) -> dict[str, dict[str, Any]]:
     """The aggregate over a unit's calls by t as SQL computes it (what ``_unit_calls`` replaces)."""
-    mutating = ", ".join(f"'{c}'" for c in sorted(S.MUTATING))
+    mutating = ", ".join(f"'{c}'" for c in sorted(MUTATING))
     rows = engine.run(
         "WITH m AS (SELECT work_unit_id, unnest(turns) AS turn_id FROM work_units), "
         "c AS (SELECT m.work_unit_id, x.tool_category AS cat, CASE WHEN x.finished_at <= make_timestamptz($1) "
@@ -624,8 +627,8 @@ def _sql_attempts(engine: Engine, t: int) -> dict[str, tuple[Any, ...]]:
 
 def test_index_answers_like_sql_at_every_event(clock: Clock) -> None:
     engine = clock.engine
-    facts = S._facts(engine)
-    core, calls = S._core(engine, facts), S._calls(engine, facts)
+    facts = S_facts._facts(engine)
+    core, calls = S_facts._core(engine, facts), S_facts._calls(engine, facts)
     units = [r[0] for r in engine.run("select work_unit_id from work_units").rows]
     assert units
     seen_ties = seen_flying = 0
@@ -637,23 +640,23 @@ def test_index_answers_like_sql_at_every_event(clock: Clock) -> None:
             seen_flying += bool(s["in_flight"])
         expected = _sql_unit_calls(engine, t)
         for uid in units:
-            got = S._unit_calls(engine, calls, uid, t)
+            got = S_calls._unit_calls(engine, calls, uid, t)
             assert got == expected.get(uid), (t, uid)
             g = calls.groups[uid]
             k = bisect_right(g.a, t)
             seen_ties += any(g.a[j] == g.a[j - 1] for j in range(max(1, k - 5), k))
         ids = [s["session_id"] for s in st.sessions]
-        got_attempts = S._attempts_at(core, t, {"session_id": ids})
+        got_attempts = S_attempts._attempts_at(core, t, {"session_id": ids})
         for sid, (last, ended) in _sql_attempts(engine, t).items():
             if sid in ids:
                 assert got_attempts[sid]["last"][0]["attempt_id"] == last
                 assert [a["attempt_id"] for a in got_attempts[sid]["ended"]] == ended
-        later = [s for s in S._sessions_at(core, t, None, None, None, []) if s["in_state"]
+        later = [s for s in S_at._sessions_at(core, t, None, None, None, []) if s["in_state"]
                  and (s["activity_us"] is None or s["activity_us"] > t)]
         if later:
             first = min(s["started_us"] for s in later)
-            assert S._activities(engine, facts, core, [(t, later)]) == [
-                S._activity_in_window(engine, later, t, first)]
+            assert S_activity._activities(engine, facts, core, [(t, later)]) == [
+                S_activity._activity_in_window(engine, later, t, first)]
     assert seen_ties and seen_flying  # the edge cases were met
 
 
@@ -662,11 +665,11 @@ def test_index_with_unpacked_calls_and_whole_window_activity(clock: Clock, monke
     is not in the window the projection suggests: both answered as the usual path answers."""
     instants = clock.instants()
     expected = [S.state_at(clock.engine, t) for t in instants]
-    monkeypatch.setattr(S, "_PACKED_LIMIT", 0)
-    monkeypatch.setattr(S, "_known_activity", lambda core, s, t: t)
+    monkeypatch.setattr(S_calls, "_PACKED_LIMIT", 0)
+    monkeypatch.setattr(S_activity, "_known_activity", lambda core, s, t: t)
     with Engine(clock.root) as fresh:
-        assert S._calls(fresh, S._facts(fresh)).groups  # built the other way
-        assert all(isinstance(g.p, list) for g in S._calls(fresh, S._facts(fresh)).groups.values())
+        assert S_facts._calls(fresh, S_facts._facts(fresh)).groups  # built the other way
+        assert all(isinstance(g.p, list) for g in S_facts._calls(fresh, S_facts._facts(fresh)).groups.values())
         for t, want in zip(instants, expected):
             got = S.state_at(fresh, t)
             assert (got.sessions, got.work_units, got.notes) == (want.sessions, want.work_units, want.notes), t
@@ -696,7 +699,7 @@ def test_index_loads_once_and_answers_do_not_share_state(clock: Clock) -> None:
 
 def test_short_call_names_are_fetched_once(clock: Clock) -> None:
     engine = clock.engine
-    calls = S._calls(engine, S._facts(engine))
+    calls = S_facts._calls(engine, S_facts._facts(engine))
     calls.short.clear()
     rec = Recording(engine)
     t = BASE_US + int(41.5 * SECOND)  # the long call and the open call run, and no short one

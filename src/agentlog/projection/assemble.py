@@ -16,18 +16,19 @@ from typing import Any, Callable, Final, Iterable
 
 from agentlog.projection.ids import derive, split_display
 from agentlog.projection.observe import Obs
-from agentlog.projection.session import ALGORITHM_VERSION, ATTEMPT_ENDING, MUTATING, SessionResult, edge
+from agentlog.projection.session import ALGORITHM_VERSION, MUTATING, SessionResult, edge
+from agentlog.projection import rules
+from agentlog.projection.rules import (
+    BLOCKED_OPEN_FOR as BLOCKED_OPEN_FOR,  # "as": also read from here (query/engine.py)
+    CONFLICT_WINDOW,
+    HANDOFF_ANY_GAP,
+    HANDOFF_PATHS_GAP,
+    STALE_AFTER as STALE_AFTER,
+    UNIT_IDLE_ABANDONED as UNIT_IDLE_ABANDONED,
+    UNIT_IDLE_DONE as UNIT_IDLE_DONE,
+    UNIT_TURN_GAP,
+)
 
-US: Final = 1_000_000
-MIN: Final = 60 * US
-STALE_AFTER: Final = 30 * MIN
-BLOCKED_OPEN_FOR: Final = 12 * 60 * MIN
-HANDOFF_PATHS_GAP: Final = 30 * MIN
-HANDOFF_ANY_GAP: Final = 5 * MIN
-UNIT_TURN_GAP: Final = 10 * MIN
-UNIT_IDLE_DONE: Final = 30 * MIN
-UNIT_IDLE_ABANDONED: Final = 120 * MIN
-CONFLICT_WINDOW: Final = 120 * MIN
 CORRECTION_OUTCOMES: Final = frozenset({"succeeded", "failed", "abandoned", "superseded"})
 RETRACTION_REASONS: Final = frozenset({"benchmark", "test", "duplicate", "mistaken_import", "privacy", "revoked", "other"})
 
@@ -424,34 +425,6 @@ def _apply_corrections(corrections: list[Obs], attempt_by_id: dict[str, dict[str
     return rows
 
 
-def _phase(tail: list[list[Any]], edited_before: bool, blocked: bool) -> tuple[str, str]:
-    if blocked:
-        return "blocked", "a permission request or input request is pending"
-    decisive = [c for c in tail if c[0] in ATTEMPT_ENDING or c[0] == "plan"]
-    if not decisive:
-        if edited_before:
-            return "review", "no change in the last calls after earlier edits"
-        return "explore", "reads and searches only"
-    last = decisive[-1]
-    cat, status, git_sub, cmd_cat = last
-    if cat in ATTEMPT_ENDING and status in ("failure", "denied"):
-        return "debug", f"the last {'shell command' if cat == 'shell' else 'change'} failed"
-    if cat == "shell" and git_sub in ("commit", "push"):
-        return "deliver", f"git {git_sub}"
-    if cat == "shell" and cmd_cat == "test":
-        prior_edit = edited_before or any(c[0] in MUTATING for c in tail[: tail.index(last)])
-        if prior_edit:
-            return "verify", "tests run after a change"
-        return "explore", "tests run without a change"
-    if cat == "plan":
-        return "plan", "planning"
-    if cat in MUTATING and tail[-1] is not last:
-        return "review", "reading after a change"
-    if tail[-1] is last:
-        return "implement", "the last call changed something"
-    return "review", "reading after a change"
-
-
 def unit_status(inputs: dict[str, Any], updated_at: int, at: int) -> tuple[str, str, int | None]:
     """A work unit's status, the reason and its end at reference time ``at``, from
     what its turns, attempts and sessions say (``inputs``: the ``_``-prefixed
@@ -684,7 +657,7 @@ def _work_units(live: list[SessionResult], by_session: dict[str, dict[str, Any]]
             evidence.update(dict.fromkeys(hf_evidence))
         if blocking is not None:
             evidence[blocking["event_id"]] = None
-        phase, phase_reason = _phase(tails, edited_before, blocking is not None)
+        phase, phase_reason = rules.phase(tails, edited_before, blocking is not None)
         last_r, last_tf = turn_info[ordered_turns[-1]]
         ends = [by_session[s]["ended_at"] for s in sessions_in]
         la_outcome = last_attempt["outcome"] if last_attempt else None

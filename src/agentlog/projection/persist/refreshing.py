@@ -13,6 +13,7 @@ from typing import Any, Callable, Final, Iterator
 import orjson
 
 from agentlog.core.fileio import write_atomic
+from agentlog.core.locks import Busy
 from agentlog.core.paths import FILE_MODE, ensure_dir
 from agentlog.projection.assemble import Meta
 from agentlog.projection.observe import Obs, from_arrow, ordered
@@ -72,7 +73,7 @@ class RefreshReport:
         return asdict(self)
 
 
-class ProjectionBusy(RuntimeError):
+class ProjectionBusy(Busy):
     """Another process holds the projection lock for longer than the timeout."""
 
 
