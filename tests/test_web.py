@@ -206,7 +206,7 @@ def test_serve_refuses_a_non_loopback_bind_without_allow_remote(tmp_path: Path) 
 
 
 def test_the_live_feed_sees_another_process_write_and_replays_or_resyncs(tmp_path: Path) -> None:
-    from agentlog.web.data import Source
+    from agentlog.operations.reader import Source
     from agentlog.web.live import Feed
 
     root = str(tmp_path / "live")
@@ -312,7 +312,7 @@ def test_the_server_compacts_a_store_of_small_files_when_no_daemon_runs(agentlog
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
     from agentlog.store.schema import events_path
-    from agentlog.web.data import Source
+    from agentlog.operations.reader import Source
     from agentlog.web.live import UPKEEP_S, Feed
     from import_support import record_prompt
 
@@ -338,7 +338,7 @@ def test_the_server_indexes_in_the_background_and_a_search_meanwhile_says_so(age
     from agentlog.search import index
     from agentlog.search.service import search
     from agentlog.store.ingest import ingest
-    from agentlog.web.data import Source
+    from agentlog.operations.reader import Source
     from agentlog.web.live import Feed
     from import_support import record_prompt
 
@@ -377,7 +377,7 @@ def test_the_server_indexes_in_the_background_and_a_search_meanwhile_says_so(age
 
 def test_catching_up_is_skipped_while_neither_the_logs_nor_the_store_change(agentlog_home: Path) -> None:
     from agentlog.store.ingest import ingest
-    from agentlog.web.data import Source
+    from agentlog.operations.reader import Source
     from import_support import record_prompt
 
     root = str(agentlog_home)

@@ -31,12 +31,6 @@ if TYPE_CHECKING:
     from agentlog.query.aql import AqlResult
     from agentlog.query.scope import Scope
 
-SQL_SHOW_WORDS: frozenset[str] = frozenset({
-    "TABLES", "ALL", "DATABASES", "FUNCTIONS", "EVENTS", "SESSIONS_RAW", "EVENTS_RAW",
-})
-"""Words after SHOW that make it DuckDB's SQL ``SHOW`` rather than an AttemptQL target."""
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -214,11 +208,12 @@ def query_cmd(ctx: click.Context, statement: str, as_json: bool, as_csv: bool, n
     the engine fails, 2 when the statement does not parse (the error shows
     where).
     """
-    from agentlog.query.attemptql import is_attemptql, parse
+    from agentlog.query.ask import language
+    from agentlog.query.attemptql import parse
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
-    if not is_attemptql(statement) and not _meant_as_attemptql(statement):
+    if language(statement, typos=True) == "sql":
         from agentlog.cli.sql_cmd import sql_cmd
 
         if now is not None:
@@ -237,15 +232,6 @@ def query_cmd(ctx: click.Context, statement: str, as_json: bool, as_csv: bool, n
         result = execute_statement(engine, stmt, now_us=now_us, current_project=current, max_rows=max_rows,
                                    timeout=timeout)
     _print_result(result, as_json=as_json, as_csv=as_csv)
-
-
-def _meant_as_attemptql(statement: str) -> bool:
-    """``SHOW <word>`` where the word is neither a SQL ``SHOW`` form nor a table:
-    a misspelt AttemptQL target, better answered with the parser's error."""
-    words = [w.strip(";").upper() for w in statement.split(None, 3)[:3]]
-    if words[:1] == ["EXPLAIN"]:
-        words = words[1:]
-    return len(words) >= 2 and words[0] == "SHOW" and words[1] not in SQL_SHOW_WORDS
 
 
 # --------------------------------------------------------------------------- trace

@@ -50,13 +50,13 @@ EVENTS_VIEW: Final = (
 # per-session rows joined with what the cross-session stage decided, tool
 # calls marked retracted with their attempt or session, the edges the tables
 # already state (parent_of, triggered, evidence_for) derived here rather than
-# stored (``project.session.structural_edges`` is the same rule), and the
+# stored (``projection.session.structural_edges`` is the same rule), and the
 # columns that depend on the reference time computed at the manifest's
-# instant (``project.assemble.liveness`` and ``unit_status`` are the same
+# instant (``projection.assemble.liveness`` and ``unit_status`` are the same
 # rules; a conflict is an answer while both its work units are open).
 def projection_views(at: int) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Each public view of the projection: its CREATE statement and the views it reads."""
-    from agentlog.projection.assemble import (
+    from agentlog.projection.rules import (
         BLOCKED_OPEN_FOR,
         STALE_AFTER,
         UNIT_IDLE_ABANDONED,

@@ -1,159 +1,29 @@
 """What the dashboard shows, read from the store, the projection and the memory.
 
-:class:`Source` keeps one query engine per server and reopens it when the
-store or the projection changed (another process's ingest, or the live feed's
-own catch-up); every read holds its lock, so DuckDB sees one statement at a
-time. The functions below return JSON-ready dicts (display ids, RFC 3339
-times); the pages render them and ``/api/…`` returns them as they are.
+Each function takes an engine (the server's one, from its
+:class:`agentlog.operations.reader.Source`) or the data root and returns a
+JSON-ready dict (display ids, RFC 3339 times); the pages render them and
+``/api/…`` returns them as they are.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-from collections import OrderedDict
-import threading
-import time
-from typing import Any, Callable, Final, TypeVar
+from typing import Any, Final
 
-import orjson
 
 from agentlog.query.engine import Engine, QueryError
-from agentlog.operations.refresh import bring_up_to_date
 from agentlog.query.scope import Scope
 from agentlog.query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
 
 PAGE: Final = 25
 """Rows per page of every list."""
-CACHE: Final = 256
-"""Answers a :class:`Source` remembers for the current store."""
-T = TypeVar("T")
-
-
-def tree_stamp(path: str) -> tuple[int, int, int]:
-    """(files, total size, newest mtime) of the files under ``path`` (two levels: provider/log)."""
-    files = size = newest = 0
-    try:
-        top = list(os.scandir(path))
-    except OSError:
-        return (0, 0, 0)
-    for d in top:
-        if not d.is_dir(follow_symlinks=False):
-            continue
-        try:
-            entries = list(os.scandir(d.path))
-        except OSError:
-            continue
-        for e in entries:
-            if e.name.endswith((".jsonl", ".head")):
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                files += 1
-                size += st.st_size
-                newest = max(newest, st.st_mtime_ns)
-    return (files, size, newest)
-
-
-class Source:
-    """A data root as the dashboard reads it (see the module docstring)."""
-
-    def __init__(self, root: str, *, catch_up: bool = True, min_interval_s: float = 1.0) -> None:
-        self.root = root
-        self.catch_up = catch_up
-        self.min_interval_s = min_interval_s
-        self._lock = threading.RLock()
-        self._engine: Engine | None = None
-        self._stamp: tuple[Any, ...] | None = None
-        self._caught = 0.0
-        self._quiet: tuple[Any, ...] | None = None
-        """The logs' stamp before the last catch-up and the store's after it."""
-        self._cache: OrderedDict[tuple[str, Any], Any] = OrderedDict()
-
-    def _store_stamp(self) -> tuple[Any, ...]:
-        from agentlog.projection.persist import projection_dir
-        from agentlog.store.schema import events_path
-
-        out: list[Any] = []
-        for p in (os.path.join(projection_dir(self.root), "manifest.json"), os.path.join(events_path(self.root),
-                                                                                          "_delta_log")):
-            try:
-                st = os.stat(p)
-                out.append((st.st_mtime_ns, st.st_size))
-            except OSError:
-                out.append(None)
-        return tuple(out)
-
-    def bring_up_to_date(self) -> dict[str, Any] | None:
-        """Ingest what the logs hold beyond the store and refresh the projection
-        (what the daemon does; harmless when it runs too). None when done too recently, or
-        when neither the logs nor the store changed since the last time (a no-op ingest
-        still reads every log's end: ~0.3 s at 1.45 M events; this look costs a directory
-        listing)."""
-        from agentlog.core.paths import logs_dir
-
-        with self._lock:
-            if time.monotonic() - self._caught < self.min_interval_s:
-                return None
-            self._caught = time.monotonic()
-            logs = tree_stamp(logs_dir(self.root))  # before: what is appended meanwhile is seen next time
-            if self._quiet is not None and self._quiet == (logs, self._store_stamp()):
-                return None
-            done = bring_up_to_date(self.root)
-            self._quiet = (logs, self._store_stamp())
-            return done
-
-    def read(self, fn: Callable[[Engine], T]) -> T:
-        """``fn(engine)`` on a current engine, under the lock."""
-        with self._lock:
-            if self.catch_up:
-                self.bring_up_to_date()
-            stamp = self._store_stamp()
-            if self._engine is None or stamp != self._stamp:
-                if self._engine is not None:
-                    self._engine.close()
-                self._engine = Engine(self.root)
-                self._stamp = stamp
-            return fn(self._engine)
-
-    def read_cached(self, key: str, fn: Callable[[Engine], T], keep: Callable[[T], bool] | None = None) -> T:
-        """:meth:`read`, remembered until the store or the projection changes (a page asked
-        again over the same data is answered from memory; at most :data:`CACHE` answers);
-        an answer ``keep`` refuses is not remembered."""
-        with self._lock:
-            if self.catch_up:
-                self.bring_up_to_date()
-            hit = self._cache.get((key, self._store_stamp()))
-            if hit is not None:
-                return hit  # type: ignore[no-any-return]
-            value = self.read(fn)  # the engine is (re)opened at the current stamp
-            if keep is not None and not keep(value):
-                return value
-            self._cache[(key, self._stamp)] = value
-            while len(self._cache) > CACHE:
-                self._cache.popitem(last=False)
-            return value
-
-    def close(self) -> None:
-        with self._lock:
-            if self._engine is not None:
-                self._engine.close()
-                self._engine = None
 
 
 def _rows(engine: Engine, sql: str, params: list[Any] | None = None, max_rows: int = 10_000) -> list[dict[str, Any]]:
     res = engine.run(sql, params or [], max_rows=max_rows)
     return [dict(zip(res.columns, r)) for r in res.rows]
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, (str, bytes)) and value:
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
 
 
 # -- now ------------------------------------------------------------------------------------------
@@ -369,28 +239,10 @@ def usage(engine: Engine) -> dict[str, Any]:
 
 def sql(engine: Engine, statement: str, *, max_rows: int = 500) -> dict[str, Any]:
     """A read-only SQL statement or a statement of the query language; the first ``max_rows`` rows."""
-    from agentlog.query import attemptql
+    from agentlog.query.ask import ask
 
-    text = statement.strip()
-    if attemptql.is_attemptql(text):
-        from agentlog.query.aql import execute
-
-        res = execute(engine, text, max_rows=max_rows)
-        columns, rows, truncated = res.columns, [list(r) for r in res.rows], res.truncated
-    else:
-        out = engine.run(text, max_rows=max_rows)
-        columns, rows, truncated = out.columns, [list(r) for r in out.rows], out.truncated
-    return {"columns": columns, "rows": [[_cell(v) for v in r] for r in rows], "truncated": truncated}
-
-
-def _cell(v: Any) -> Any:
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    from agentlog.query.views import iso
-
-    text = iso(v)
-    return text if text is not None and not isinstance(v, (list, dict, tuple)) else orjson.dumps(
-        v, default=str).decode()
+    answer = ask(engine, statement, max_rows=max_rows)
+    return {"columns": answer.columns, "rows": answer.cells(), "truncated": answer.truncated}
 
 
 def integrity(root: str) -> dict[str, Any]:
@@ -428,5 +280,5 @@ def _iso_us(us: int) -> str | None:
     return iso(int(us))
 
 
-__all__ = ["PAGE", "QueryError", "Source", "attempt", "failures", "integrity", "now", "search_events", "session",
+__all__ = ["PAGE", "QueryError", "attempt", "failures", "integrity", "now", "search_events", "session",
            "sql", "timeline", "usage", "verify_now"]

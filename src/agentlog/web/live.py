@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-from agentlog.web.data import Source, tree_stamp
+from agentlog.operations.reader import Source, tree_stamp
 
 INTERVAL_S: Final = 0.4
 CAP: Final = 500
@@ -113,7 +113,7 @@ class Feed:
             else:
                 logs = self._stamps["logs"]  # look again next time
         self._stamps["logs"] = logs
-        store = self.source._store_stamp()
+        store = self.source.store_stamp()
         if self._stamps.get("store") not in (None, store):
             out.append(self.publish("store", {}))
         self._stamps["store"] = store

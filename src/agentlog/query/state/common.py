@@ -11,6 +11,7 @@ import weakref
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Iterable, Protocol
 
+from agentlog.core.errors import UsageError
 from agentlog.query.timeexpr import format_us
 from agentlog.projection.ids import PREFIXES, split_display
 
@@ -26,7 +27,7 @@ class Runner(Protocol):
             max_rows: int = ...) -> QueryResult: ...
 
 
-class StateError(ValueError):
+class StateError(UsageError, ValueError):
     """A question that cannot be asked as put (``code`` is an ``AQL04xx`` code)."""
 
     def __init__(self, message: str, code: str = "AQL0409") -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from typing import Final, Sequence
 
+from agentlog.core.errors import AgentlogError
 from agentlog.projection.ids import split_display
 from agentlog.query.state.common import Params, Runner, _q, _shown
 
 
-class ResolveError(LookupError):
+class ResolveError(AgentlogError, LookupError):
     """An id that names nothing (``AQL0301``), several things (``AQL0302``) or
     is not an id of the expected kind (``AQL0303``/``AQL0304``)."""
 

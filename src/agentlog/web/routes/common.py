@@ -1,0 +1,157 @@
+"""The dashboard's app state and what every handler shares: rendering, reading in a thread, errors.
+
+:class:`AppState` is what :func:`agentlog.web.app.create_app` puts at
+``app.state.web`` (the data root, its reader, the live feed, the templates);
+a handler takes it from its request (:func:`state`). A page and its ``/api``
+twin run one producer (:func:`twins`): the page renders its answer, the twin
+returns it as JSON; an unknown id is 404, a bad id or query 400 (:func:`guarded`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Final
+
+import orjson
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from agentlog.operations.reader import Source
+from agentlog.web import data
+from agentlog.web.live import Feed
+from agentlog.web.security import problem
+
+NAV: Final = (("/", "Now"), ("/timeline", "Timeline"), ("/failures", "Failures"), ("/search", "Search"),
+              ("/memory", "Memory"), ("/proposals", "Proposals"), ("/sql", "SQL"), ("/usage", "Usage"),
+              ("/integrity", "Integrity"))
+
+Producer = Callable[[Request], Awaitable[Any]]
+"""What a page shows, from its request (awaited: the reading runs in a thread)."""
+
+
+@dataclass
+class AppState:
+    """What the handlers share (``app.state.web``)."""
+
+    root: str
+    source: Source
+    feed: Feed
+    env: Environment
+    live: bool = True
+    """Whether the app's lifespan starts the live feed."""
+
+
+def state(request: Request) -> AppState:
+    """The app state of the app serving ``request``."""
+    st: AppState = request.app.state.web
+    return st
+
+
+class JSON(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, default=str, option=orjson.OPT_NON_STR_KEYS)
+
+
+def environment() -> Environment:
+    """The templates, autoescaped, with the filters they use."""
+    env = Environment(loader=PackageLoader("agentlog.web", "templates"), autoescape=select_autoescape(["html"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["short"] = lambda v, n=12: "" if v is None else (str(v)[: int(n)] + ("…" if len(str(v)) > n else ""))
+    env.filters["when"] = lambda v: "" if not v else str(v).replace("T", " ")[:19]
+    env.filters["json"] = lambda v: orjson.dumps(v, default=str, option=orjson.OPT_INDENT_2).decode()
+    env.filters["us"] = lambda v: "" if not isinstance(v, int) else _iso_us(v)
+    env.filters["clip"] = lambda v, n=4000: "" if v is None else (str(v) if len(str(v)) <= n else str(v)[:n] + " …")
+    return env
+
+
+def _iso_us(us: int) -> str:
+    from agentlog.query.views import iso
+
+    return (iso(us) or "").replace("T", " ")[:19]
+
+
+def page(request: Request, name: str, **ctx: Any) -> HTMLResponse:
+    """The template ``name`` rendered with the navigation, the CSRF token and the feed's last id."""
+    st = state(request)
+    html = st.env.get_template(name).render(nav=NAV, path=request.url.path, csrf=request.state.csrf,
+                                            live_id=st.feed.last_id, **ctx)
+    return HTMLResponse(html)
+
+
+def page_no(request: Request) -> int:
+    try:
+        return max(0, min(int(request.query_params.get("page", "0")), 100_000))
+    except ValueError:
+        return 0
+
+
+def read(request: Request, fn: Callable[[Any], Any], key: str | None = None,
+         keep: Callable[[Any], bool] | None = None) -> Awaitable[Any]:
+    """``fn(engine)`` in a thread; with ``key``, remembered until the store changes (unless
+    ``keep`` refuses the answer)."""
+    source = state(request).source
+    if key is None:
+        return run_in_threadpool(source.read, fn)
+    return run_in_threadpool(source.read_cached, key, fn, keep)
+
+
+def key_of(request: Request) -> str:
+    path = request.url.path.removeprefix("/api")
+    return (path or "/") + "?" + "&".join(f"{k}={v}" for k, v in sorted(request.query_params.multi_items()))
+
+
+async def guarded(request: Request, produce: Callable[[], Awaitable[Any]],
+                  render: Callable[[Any], Response]) -> Response:
+    """Run ``produce`` (in a thread); map an unknown id to 404 and a bad query to 400."""
+    from agentlog.memory.store import NotFound
+    from agentlog.query.views import IdError, UnknownId
+
+    try:
+        result = await produce()
+    except (UnknownId, NotFound) as e:
+        return error(request, 404, "Not found", str(e))
+    except IdError as e:
+        return error(request, 400, "Bad id", str(e))
+    except data.QueryError as e:
+        return error(request, 400, "Query refused", str(e))
+    return render(result)
+
+
+def error(request: Request, status: int, title: str, detail: str) -> Response:
+    """A problem document under ``/api/``, else the error page."""
+    if request.url.path.startswith("/api/"):
+        return problem(status, title, detail, instance=request.url.path)
+    st = state(request)
+    return HTMLResponse(st.env.get_template("error.html").render(nav=NAV, path=request.url.path,
+                                                                 csrf=request.state.csrf, live_id=st.feed.last_id,
+                                                                 title=title, detail=detail), status_code=status)
+
+
+def twins(path: str, template: str, fn: Producer) -> list[Route]:
+    """The page at ``path`` (named for its template) and its JSON twin under ``/api``
+    (``/api/now`` for ``/``), both answering what ``fn`` produces."""
+    async def html(request: Request) -> Response:
+        return await guarded(request, lambda: fn(request), lambda r: page(request, template, **r))
+
+    async def api(request: Request) -> Response:
+        return await guarded(request, lambda: fn(request), JSON)
+
+    return [Route(path, html, name=template.removesuffix(".html")),
+            Route("/api" + ("/now" if path == "/" else path), api)]
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error(request, 404, "Not found", f"nothing at {request.url.path}")
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    return error(request, 500, "Internal error", f"{type(exc).__name__} (see the server's output)")
+
+
+__all__ = ["JSON", "NAV", "AppState", "Producer", "environment", "error", "guarded", "key_of", "not_found", "page",
+           "page_no", "read", "server_error", "state", "twins"]

@@ -1,0 +1,140 @@
+"""The dashboard's read pages, the SQL download and "verify now".
+
+The pages are Now, Timeline, a session, an attempt, Failures, Search, SQL,
+Usage and Integrity. Each producer takes the request and returns (an
+awaitable of) the dict its page renders and its ``/api`` twin returns
+(:func:`.common.twins`); the answers read from the store are remembered per
+store version (:meth:`Source.read_cached
+<agentlog.operations.reader.Source.read_cached>`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Awaitable
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from agentlog.web import data
+from agentlog.web.routes.common import JSON, error, guarded, key_of, page_no, read, state
+
+
+def now(request: Request) -> Awaitable[Any]:
+    return read(request, data.now, key_of(request))
+
+
+def timeline(request: Request) -> Awaitable[Any]:
+    project = request.query_params.get("project") or None
+    return read(request, lambda e: data.timeline(e, page=page_no(request), project=project), key_of(request))
+
+
+def session(request: Request) -> Awaitable[Any]:
+    return read(request, lambda e: {"session": data.session(e, request.path_params["ident"])}, key_of(request))
+
+
+def attempt(request: Request) -> Awaitable[Any]:
+    root = state(request).root
+    return read(request, lambda e: {"attempt": data.attempt(e, request.path_params["ident"], root)},
+                key_of(request))
+
+
+def failures(request: Request) -> Awaitable[Any]:
+    project = request.query_params.get("project") or None
+    return read(request, lambda e: data.failures(e, page=page_no(request), project=project), key_of(request))
+
+
+async def search(request: Request) -> Any:
+    from agentlog.memory import service
+
+    from agentlog.search.text import MAX_QUERY, QueryError as SearchQueryError
+
+    root = state(request).root
+    q = request.query_params.get("q", "").strip()
+    filters = {k: [v.strip()[:200]] for k in ("kind", "tool", "project", "session", "since")
+               if (v := request.query_params.get(k, "")).strip()}
+    outcome = request.query_params.get("outcome") or None
+    outcome = outcome if outcome in ("failed", "succeeded", "superseded") else None
+    # the next and previous pages keep every filter
+    base = "/search?" + urlencode([("q", q), *((k, v[0]) for k, v in filters.items()),
+                                   *([("outcome", outcome)] if outcome else [])]) + "&"
+    if not q and not filters:
+        return {"query": "", "hits": [], "memories": [], "page": 0, "more": False, "filters": {}, "outcome": None,
+                "base": base}
+    if len(q) > MAX_QUERY:
+        return {"query": q[:MAX_QUERY], "hits": [], "memories": [], "page": 0, "more": False, "filters": filters,
+                "outcome": outcome, "base": base,
+                "error": f"a query is at most {MAX_QUERY:,} characters; this one has {len(q):,}"}
+
+    try:
+        from agentlog.search.service import index_stamp
+
+        # remembered per store version and per index commit (the index may catch up on its own)
+        out = dict(await read(request, lambda e: data.search_events(root, e, q, page=page_no(request),
+                                                                    filters=filters, outcome=outcome),
+                              f"{key_of(request)}#{index_stamp(root)}",
+                              keep=lambda r: not r.get("indexing")))
+    except SearchQueryError as e:
+        out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
+               "outcome": outcome}
+    out["base"] = base
+    if not q:
+        out["memories"] = []
+        return out
+    try:
+        mems = await run_in_threadpool(service.search, root, q, limit=10)
+        out["memories"] = [{**m.to_dict(), "score": s} for m, s in mems]
+    except ValueError as e:  # a memory query the memory search language refuses
+        out["memories"] = []
+        out["memory_error"] = str(e)
+    return out
+
+
+async def sql(request: Request) -> Any:
+    q = request.query_params.get("q", "").strip()
+    if not q:
+        return {"query": "", "result": None}
+    res = await read(request, lambda e: data.sql(e, q))
+    return {"query": q, "result": res}
+
+
+def usage(request: Request) -> Awaitable[Any]:
+    return read(request, data.usage, key_of(request))
+
+
+def integrity(request: Request) -> Awaitable[Any]:
+    return run_in_threadpool(data.integrity, state(request).root)
+
+
+# -- the download and the change ------------------------------------------------------------------
+
+
+async def sql_csv(request: Request) -> Response:
+    q = request.query_params.get("q", "").strip()
+    if not q:
+        return error(request, 400, "No statement", "give ?q=STATEMENT")
+
+    def render(res: dict[str, Any]) -> Response:
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(res["columns"])
+        for row in res["rows"]:
+            w.writerow(["" if v is None else v for v in row])
+        return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
+                        headers={"content-disposition": 'attachment; filename="agentlog-query.csv"'})
+
+    return await guarded(request, lambda: read(request, lambda e: data.sql(e, q, max_rows=100_000)), render)
+
+
+async def verify_action(request: Request) -> Response:
+    result = await run_in_threadpool(data.verify_now, state(request).root)
+    if request.url.path.startswith("/api/"):
+        return JSON(result)
+    return RedirectResponse("/integrity", status_code=303)
+
+
+__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "sql", "sql_csv", "timeline", "usage",
+           "verify_action"]
