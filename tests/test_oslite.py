@@ -24,7 +24,7 @@ def corpus() -> list[str]:
 CHILD = r"""
 import sys, json
 sys.path.insert(0, sys.argv[1])
-from agentlog import _oslite as o
+from agentlog.core import oslite as o
 assert o.LEAN and "os" not in sys.modules, "the lean path must be active here"
 paths = json.loads(sys.stdin.read())
 res = []
@@ -65,7 +65,7 @@ def test_lean_file_checks(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "f").write_text("x")
     (tmp_path / "d").mkdir()
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from agentlog import _oslite as o; d = sys.argv[2]\n"
+        "import sys; sys.path.insert(0, sys.argv[1]); from agentlog.core import oslite as o; d = sys.argv[2]\n"
         "print(o.path.isdir(d + '/d'), o.path.isfile(d + '/f'), o.path.isdir(d + '/f'), o.path.exists(d + '/nope'), "
         "o.path.isfile(d + '/d'), o.path.exists(d + '/f'), 'os' in sys.modules)"
     )

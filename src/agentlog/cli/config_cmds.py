@@ -42,6 +42,8 @@ def config_set(key: str, value: str) -> None:
     """Set KEY to VALUE in config.toml (keeps the file's other content)."""
     import tomlkit
 
+    from agentlog.core.fileio import write_atomic
+
     parsed: object = value
     if isinstance(DEFAULTS[key], bool):
         if value.lower() not in ("true", "false"):
@@ -65,9 +67,7 @@ def config_set(key: str, value: str) -> None:
         with open(path, encoding="utf-8") as f:
             doc = tomlkit.parse(f.read())
     doc[key] = parsed
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(tomlkit.dumps(doc))
-    os.replace(tmp, path)
+    # durable: the user's settings (a crash must not leave an empty config.toml); a temp file of
+    # its own, so two `config set` at once do not write into each other's
+    write_atomic(path, tomlkit.dumps(doc).encode("utf-8"), FILE_MODE, durable=True)
     click.echo(f"{key} = {str(parsed).lower() if isinstance(parsed, bool) else parsed}", err=True)

@@ -342,6 +342,7 @@ def propose_cmd(title: str, note: str | None, path: str | None, inline: tuple[st
     """Open a proposal: changes a person reviews and approves, rejects or undoes later."""
     import json
 
+    from agentlog.core.jsonio import read_json
     from agentlog.memory import proposals
     from agentlog.memory.model import InvalidMemory
     from agentlog.memory.store import NotFound
@@ -349,8 +350,7 @@ def propose_cmd(title: str, note: str | None, path: str | None, inline: tuple[st
     changes: list[Any] = []
     try:
         if path:
-            with open(path, encoding="utf-8") as fh:
-                loaded = json.load(fh)
+            loaded = read_json(path)
             changes.extend(loaded if isinstance(loaded, list) else [loaded])
         changes.extend(json.loads(c) for c in inline)
     except (OSError, ValueError) as e:

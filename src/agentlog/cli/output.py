@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
@@ -37,7 +36,9 @@ def terminal_safe(text: Any) -> str:
 
 
 def print_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    from agentlog.core.jsonio import dumps_pretty  # (orjson only for --json output)
+
+    click.echo(dumps_pretty(value))
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: str | None = None) -> None:

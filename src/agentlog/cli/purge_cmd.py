@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from agentlog.core.humanize import fmt_bytes
 from agentlog.core.paths import data_root
 from agentlog.cli.output import print_json, print_table, stderr
 
@@ -73,7 +74,7 @@ def purge_cmd(before: str | None, session: str | None, project: str | None, rete
         if not plan.frames:
             _finish(plan, as_json)
             return
-        stderr().print(f"This removes the content of {plan.frames} frames ({_mb(plan.bytes)}) "
+        stderr().print(f"This removes the content of {plan.frames} frames ({fmt_bytes(plan.bytes)}) "
                        f"from {len(plan.logs)} session logs and the store, for good.")
         click.confirm("Purge?", abort=True, err=True)
     try:
@@ -81,10 +82,6 @@ def purge_cmd(before: str | None, session: str | None, project: str | None, rete
     except PurgeBusy as e:
         raise click.ClickException(str(e)) from e
     _finish(result, as_json)
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n} B"
 
 
 def _finish(result: Any, as_json: bool) -> None:
@@ -96,7 +93,7 @@ def _finish(result: Any, as_json: bool) -> None:
                 "session": lg.log,
                 "status": lg.status,
                 "frames": lg.frames,
-                "bytes": _mb(lg.bytes),
+                "bytes": fmt_bytes(lg.bytes),
                 "segments": lg.segments_rewritten or "",
                 "note": lg.reason or (f"{lg.pending} from an interrupted purge" if lg.pending else "")
                 + (f"; {lg.unpurgeable} too short to purge" if lg.unpurgeable else ""),
@@ -107,7 +104,7 @@ def _finish(result: Any, as_json: bool) -> None:
             print_table(rows, ["session", "status", "frames", "bytes", "segments", "note"])
         err = stderr()
         verb = "would purge" if result.dry_run else "purged"
-        line = f"{verb} {result.frames} frames ({_mb(result.bytes)}) from {len(result.logs) - result.skipped} session logs"
+        line = f"{verb} {result.frames} frames ({fmt_bytes(result.bytes)}) from {len(result.logs) - result.skipped} session logs"
         if not result.dry_run:
             line += f"; store: {result.store_rows_deleted} rows deleted, {result.store_files_vacuumed} files vacuumed"
             if result.purge_id:

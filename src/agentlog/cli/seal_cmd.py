@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from agentlog.core.humanize import fmt_bytes
 from agentlog.core.paths import data_root
 from agentlog.cli.output import print_json, print_table, stderr
 
@@ -76,8 +77,8 @@ def seal_cmd(idle_hours: float | None, session: str | None, level: int | None, d
                 "session": f"{r.provider}/{r.session}",
                 "status": r.status,
                 "frames": r.frames or "",
-                "bytes": _mb(r.bytes_in) if r.bytes_in else "",
-                "sealed": f"{_mb(r.bytes_out)} ({r.ratio:.1f}x)" if r.bytes_out else "",
+                "bytes": fmt_bytes(r.bytes_in) if r.bytes_in else "",
+                "sealed": f"{fmt_bytes(r.bytes_out)} ({r.ratio:.1f}x)" if r.bytes_out else "",
                 "why": r.reason,
             }
             for r in results
@@ -89,10 +90,10 @@ def seal_cmd(idle_hours: float | None, session: str | None, level: int | None, d
         bytes_out = sum(r.bytes_out for r in sealed)
         if dry_run:
             would = [r for r in results if r.status == "would_seal"]
-            err.print(f"would seal {len(would)} session logs ({_mb(sum(r.bytes_in for r in would))})")
+            err.print(f"would seal {len(would)} session logs ({fmt_bytes(sum(r.bytes_in for r in would))})")
         else:
             ratio = f" ({bytes_in / bytes_out:.1f}x)" if bytes_out else ""
-            err.print(f"sealed {len(sealed)} session logs: {_mb(bytes_in)} -> {_mb(bytes_out)}{ratio}")
+            err.print(f"sealed {len(sealed)} session logs: {fmt_bytes(bytes_in)} -> {fmt_bytes(bytes_out)}{ratio}")
         if broken:
             err.print(f"[bold red]{len(broken)} session logs are broken or failed[/] and were not sealed (see `agentlog verify`)")
     if broken:
@@ -103,10 +104,8 @@ def _describe(res: Any) -> str:
     if res.status in ("broken", "error"):
         return f"{res.provider}/{res.session}: {res.status}, not sealed: {res.reason}"
     return (
-        f"{res.provider}/{res.session}: {res.frames} frames, {_mb(res.bytes_in)} -> "
-        f"{_mb(res.bytes_out)} ({res.ratio:.1f}x) in {res.seconds:.1f} s"
+        f"{res.provider}/{res.session}: {res.frames} frames, {fmt_bytes(res.bytes_in)} -> "
+        f"{fmt_bytes(res.bytes_out)} ({res.ratio:.1f}x) in {res.seconds:.1f} s"
     )
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.2f} MB" if n >= 100_000 else f"{n / 1e3:,.1f} kB"

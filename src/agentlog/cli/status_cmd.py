@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import click
 
+from agentlog.core.humanize import fmt_bytes
 from agentlog.core.paths import data_root
 from agentlog.cli.output import print_json, print_table, stderr
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB"):
-        if value < 1024:
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return f"{value:,.1f} GiB"
 
 
 @click.command(name="status")
@@ -47,10 +39,10 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
             {"what": "events in the store", "value": f"{st.events:,}"},
             {"what": "store version", "value": st.table_version},
             {"what": "last ingest", "value": st.last_ingest_at or "never"},
-            {"what": "ingest lag", "value": f"{st.lag_logs} logs, {_size(st.lag_bytes)}"},
+            {"what": "ingest lag", "value": f"{st.lag_logs} logs, {fmt_bytes(st.lag_bytes)}"},
         ]
         for comp, size in st.bytes_by_component.items():
-            rows.append({"what": comp, "value": f"{_size(size)} in {st.files_by_component[comp]:,} files"})
+            rows.append({"what": comp, "value": f"{fmt_bytes(size)} in {st.files_by_component[comp]:,} files"})
         print_table(rows, ["what", "value"], title=st.data_root)
         if st.caught_up is not None and st.caught_up.events:
             stderr().print(f"ingested {st.caught_up.events:,} pending events first")

@@ -107,13 +107,11 @@ def _cached(root: str, path: str, size: int, mtime_ns: int) -> dict[str, Any]:
     values = parse_toml(path)
     try:
         ensure_dir(state_dir(root))
-        tmp = f"{cache}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        try:
-            os.write(fd, fastjson.dumps_bytes({"stamp": stamp, "values": values}))
-        finally:
-            os.close(fd)
-        os.replace(tmp, cache)
+        # only when config.toml changed (fileio imports os and tempfile: not for every hook call);
+        # not durable: a cache, parsed again from config.toml when lost
+        from agentlog.core.fileio import write_atomic
+
+        write_atomic(cache, fastjson.dumps_bytes({"stamp": stamp, "values": values}), FILE_MODE, durable=False)
     except OSError:
         pass
     return values

@@ -1,30 +1,106 @@
-"""Replacing a file atomically (not on the hook path: it uses ``os`` and ``tempfile``)."""
+"""Replacing a file atomically, and measuring a directory (not on the hook path:
+it uses ``os`` and ``tempfile``; :mod:`agentlog.core.config` imports it only when
+it rewrites its cache).
+
+Every "write a temp file, rename it over the target" in agentlog goes through
+:func:`atomic_writer` (or :func:`write_atomic` / :func:`write_json_atomic` on
+top of it): a unique temp file in the target's directory (``mkstemp``, so two
+writers never share one), ``chmod`` to ``mode``, the data, ``fsync``, rename,
+``fsync`` of the directory. ``durable=False`` skips both fsyncs: for caches
+and other files that are derived from data kept elsewhere, where a crash may
+lose the new version (the old one, or none, stays whole) and the caller
+recomputes it. Whatever goes wrong, the temp file is removed.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Final, Iterator
 
-from agentlog.core.paths import fsync_path
+from agentlog.core.paths import FILE_MODE, fsync_path
+
+TMP_SUFFIX: Final = ".agentlog-tmp"
+"""The end of every temp file name :func:`atomic_writer` makes (unless told another)."""
 
 
-def write_atomic(path: str, data: bytes, mode: int) -> None:
-    """Replace ``path`` with ``data``: a temp file in the same directory, chmod
-    ``mode``, fsync, rename over ``path``, fsync the directory. The temp file
-    is removed on any failure."""
+class Discard(Exception):
+    """Raise inside :func:`atomic_writer`'s block to leave the target as it is:
+    the temp file is removed and the exception goes no further."""
+
+
+@contextmanager
+def atomic_writer(
+    path: str, mode: int = FILE_MODE, durable: bool = True, *, suffix: str = TMP_SUFFIX
+) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new content to; on a normal exit it
+    replaces ``path`` (fsynced with its directory when ``durable``), on an
+    exception it is removed and ``path`` is left as it was.
+
+    The temp file is ``.<name>.<random><suffix>`` beside ``path`` (a caller
+    whose directory is swept for leftovers by name passes its own ``suffix``).
+    The block must not close the file (a writer that wraps it may flush it)."""
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".agentlog-tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
             os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
+            yield fh
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except Discard:
+        _unlink(tmp)
+        return
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
-    fsync_path(directory)
+    if durable:
+        fsync_path(directory)
+
+
+def write_atomic(path: str, data: bytes, mode: int = FILE_MODE, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` (see :func:`atomic_writer`)."""
+    with atomic_writer(path, mode, durable) as fh:
+        fh.write(data)
+
+
+def write_json_atomic(
+    path: str, obj: Any, mode: int = FILE_MODE, durable: bool = True, *, sort_keys: bool = False
+) -> None:
+    """Replace ``path`` with ``obj`` as compact JSON (:func:`agentlog.core.jsonio.dumps`)."""
+    from agentlog.core.jsonio import dumps
+
+    write_atomic(path, dumps(obj, sort_keys=sort_keys), mode, durable)
+
+
+def dir_usage(path: str) -> tuple[int, int]:
+    """(bytes, files) of the files under ``path`` (symbolic links counted as
+    themselves, not followed; a file gone meanwhile is skipped; a missing
+    ``path`` is (0, 0))."""
+    total = files = 0
+    for dirpath, _dirnames, filenames in os.walk(path):
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    return total, files
+
+
+def dir_size(path: str) -> int:
+    """Bytes of the files under ``path`` (see :func:`dir_usage`)."""
+    return dir_usage(path)[0]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+__all__ = ["Discard", "TMP_SUFFIX", "atomic_writer", "dir_size", "dir_usage", "write_atomic", "write_json_atomic"]

@@ -8,7 +8,7 @@ built-in ``posix`` module with small POSIX-only path helpers. Anywhere ``os``
 is already loaded (the CLI, tests), or off POSIX, the names below *are* the
 ``os`` ones, so behaviour cannot differ where both are used.
 
-Usage on the hook path: ``from .. import _oslite as os``.
+Usage on the hook path: ``from agentlog.core import oslite as os``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from typing import Any, Callable, Final, Iterable, Iterator
 import orjson
 
 from agentlog.core.fastjson import dumps_bytes
+from agentlog.core.fileio import write_atomic
+from agentlog.core.jsonio import read_json
 from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
 from agentlog.importers.base import (
     LINE_KIND,
@@ -161,18 +163,13 @@ def _state_path(root: str) -> str:
 
 
 def load_state(root: str) -> dict[str, Any]:
-    try:
-        with open(_state_path(root), "rb") as fh:
-            data = orjson.loads(fh.read())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    data = read_json(_state_path(root), {})
+    return data if isinstance(data, dict) else {}
 
 
 def save_state(root: str, state: dict[str, Any]) -> None:
     path = _state_path(root)
     ensure_dir(os.path.dirname(path))
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         # orjson: the state of a large import is megabytes, saved every few seconds by the
         # process that also hands out the work; the standard-library encoder took ~20 ms
@@ -180,10 +177,9 @@ def save_state(root: str, state: dict[str, Any]) -> None:
         data = orjson.dumps(state)
     except TypeError:  # a lone surrogate in a carried value: the encoder that writes it
         data = dumps_bytes(state)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    # not durable (as before): lost or torn, the state reads as empty and the next import
+    # reads the files again, its events recognised by their ids and not written twice
+    write_atomic(path, data, FILE_MODE, durable=False)
 
 
 def _head_digest(path: str, size: int, read: bytes = b"") -> str:

@@ -61,7 +61,8 @@ from typing import Any, Callable
 
 from agentlog import __version__
 from agentlog.core.ids import uuid7
-from agentlog.core.paths import FILE_MODE, fsync_path
+from agentlog.core.fileio import Discard, atomic_writer
+from agentlog.core.paths import FILE_MODE
 from agentlog.log.frame import (
     PREV_END,
     TRAILER,
@@ -463,51 +464,42 @@ def _rewrite_segment(ref: SegmentRef, targets: list[_Target]) -> bool:
         raise PurgeError(f"{ref.path}: the segment's trailer is missing or disagrees with it")
     level = meta.get("level")
     level = level if isinstance(level, int) and 1 <= level <= 22 else DEFAULT_LEVEL
-    d = os.path.dirname(ref.path)
-    tmp = os.path.join(d, f".{os.getpid()}.purge.seal.tmp")
     changed = False
     zframes: list[list[int]] = []
-    try:
-        with open(ref.path, "rb") as src, open(
-            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE), "wb"
-        ) as out:
-            for c0, cs, u0, us in index:
-                src.seek(c0)
-                comp = src.read(cs)
-                mine = [t for t in targets if u0 <= t.offset - ref.base < u0 + us]
-                if not mine:
-                    out.write(comp)
-                    zframes.append([cs, us])
-                    continue
-                data = bytearray(zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).decompress(comp, max_output_size=us))
-                if len(data) != us:
-                    raise PurgeError(f"{ref.path}: a zstd frame holds {len(data)} bytes, the trailer says {us}")
-                for t in mine:
-                    r = t.offset - ref.base - u0
-                    if _check_old(bytes(data[r : r + t.length]), t):
-                        data[r : r + t.length] = _new_line(t)
-                        changed = True
-                params = zstandard.ZstdCompressionParameters.from_level(
-                    level, source_size=us, window_log=max(10, min(WINDOW_LOG, (us - 1).bit_length())),
-                    enable_ldm=True, write_content_size=True, write_checksum=True,
-                )
-                z = zstandard.ZstdCompressor(compression_params=params).compress(bytes(data))
-                del data
-                out.write(z)
-                zframes.append([len(z), us])
-            if not changed:
-                return False
-            meta.pop("data_end", None)
-            meta["zframes"] = zframes
-            out.write(encode_trailer(meta))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, ref.path)
-        fsync_path(d)
-        return True
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    # durable: the purged segment replaces the only copy. The temp file's name ends in
+    # ``.seal.tmp``, so what a crash leaves is removed by the next seal (``_clean_temp``).
+    with open(ref.path, "rb") as src, atomic_writer(ref.path, FILE_MODE, durable=True,
+                                                    suffix=".purge.seal.tmp") as out:
+        for c0, cs, u0, us in index:
+            src.seek(c0)
+            comp = src.read(cs)
+            mine = [t for t in targets if u0 <= t.offset - ref.base < u0 + us]
+            if not mine:
+                out.write(comp)
+                zframes.append([cs, us])
+                continue
+            data = bytearray(zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).decompress(comp, max_output_size=us))
+            if len(data) != us:
+                raise PurgeError(f"{ref.path}: a zstd frame holds {len(data)} bytes, the trailer says {us}")
+            for t in mine:
+                r = t.offset - ref.base - u0
+                if _check_old(bytes(data[r : r + t.length]), t):
+                    data[r : r + t.length] = _new_line(t)
+                    changed = True
+            params = zstandard.ZstdCompressionParameters.from_level(
+                level, source_size=us, window_log=max(10, min(WINDOW_LOG, (us - 1).bit_length())),
+                enable_ldm=True, write_content_size=True, write_checksum=True,
+            )
+            z = zstandard.ZstdCompressor(compression_params=params).compress(bytes(data))
+            del data
+            out.write(z)
+            zframes.append([len(z), us])
+        if not changed:
+            raise Discard  # nothing left to do: the segment stays as it is
+        meta.pop("data_end", None)
+        meta["zframes"] = zframes
+        out.write(encode_trailer(meta))
+    return changed
 
 
 def parse_date(text: str) -> int:

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from agentlog import __version__
+from agentlog.core.fileio import write_atomic
 from agentlog.core.paths import FILE_MODE, ensure_dir, fsync_path, state_dir
 from agentlog.log.frame import TRAILER, parse_any, parse_seq
 from agentlog.log.layout import (
@@ -324,16 +325,7 @@ def _seal(log_file: str, level: int, may_seal: MaySeal | None, dry_run: bool) ->
 
 def _write_head(log_file: str, tip: Tip) -> None:
     """Replace the head atomically and durably (the writer overwrites it in place; a seal is rare)."""
-    head = head_path(log_file)
-    tmp = head + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-    try:
-        os.write(fd, format_head(tip))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, head)
-    fsync_path(os.path.dirname(head))
+    write_atomic(head_path(log_file), format_head(tip), FILE_MODE, durable=True)
 
 
 class _Sealer:

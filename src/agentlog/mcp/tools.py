@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Final
 
 import orjson
 
+from agentlog.core.errors import UsageError
+
 if TYPE_CHECKING:
     from agentlog.query.ask import Answer
 
@@ -30,7 +32,7 @@ _TIME: Final = re.compile(r"^(now|today|yesterday|-\d{1,6}[smhdw]|\d{4}-\d\d-\d\
 _PROJECT: Final = re.compile(r"^[^'\n\r\\]{1,200}$")
 
 
-class ToolError(ValueError):
+class ToolError(UsageError, ValueError):
     """A bad argument or an answer that cannot be given (the message says why)."""
 
 

@@ -45,9 +45,10 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from typing import Any, Final
 
+from agentlog.core.timefmt import format_datetime
 from agentlog.memory.exchange import ExchangeError
 from agentlog.memory.model import (
     EVIDENCE_TYPES,
@@ -82,8 +83,7 @@ class EngramImport:
 def _iso(value: Any) -> Any:
     """A YAML time or date as ISO 8601 text (UTC times with ``Z``); anything else as it is."""
     if isinstance(value, datetime):
-        v = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return v.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        return format_datetime(value)
     if isinstance(value, date):
         return value.isoformat()
     return value

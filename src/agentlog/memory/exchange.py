@@ -179,9 +179,10 @@ def export(root: str, out_dir: str) -> dict[str, Any]:
 
 
 def _manifest(src: str) -> dict[str, Any]:
+    from agentlog.core.jsonio import read_json  # (orjson: not for importing this module)
+
     try:
-        with open(os.path.join(src, "manifest.json"), "rb") as fh:
-            manifest = json.loads(fh.read())
+        manifest = read_json(os.path.join(src, "manifest.json"))
     except (OSError, ValueError) as e:
         raise ExchangeError(f"{src}: no readable manifest.json ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

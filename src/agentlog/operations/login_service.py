@@ -312,12 +312,6 @@ def _read(path: str) -> bytes | None:
         raise ServiceError(f"{path} is a directory, expected a file", path) from None
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` (atomically), creating its directory as needed."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)  # ordinary config directories: the umask decides
-    write_atomic(path, data, FILE_MODE)
-
-
 def _remove(path: str) -> None:
     os.unlink(path)
     fsync_path(os.path.dirname(path))
@@ -532,7 +526,8 @@ def install(
         program_arguments=list(spec.program_arguments),
     )
     if outcome != "unchanged":
-        _write_atomic(spec.path, spec.content)
+        os.makedirs(os.path.dirname(spec.path), exist_ok=True)  # ordinary config directories: the umask decides
+        write_atomic(spec.path, spec.content, FILE_MODE)
     # launchd opens the log before the daemon runs; the daemon would create the directory itself.
     ensure_dir(state_dir(spec.data_root))
     if activate:

@@ -18,19 +18,15 @@ def _path(root: str) -> str:
 
 def load(root: str) -> dict[str, dict[str, Any]]:
     """``provider/session`` → its last result (status, frames, purged, breaks, gaps, verified_at µs)."""
-    import orjson
+    from agentlog.core.jsonio import read_json
 
-    try:
-        with open(_path(root), "rb") as fh:
-            data = orjson.loads(fh.read())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
+    data = read_json(_path(root), {})
     return data if isinstance(data, dict) else {}
 
 
 def save(root: str, reports: Iterable[Any], at_us: int | None = None) -> None:
     """Record these :class:`~agentlog.log.verify.LogReport` results (others kept)."""
-    import orjson
+    from agentlog.core.fileio import write_json_atomic
 
     at = at_us if at_us is not None else time.time_ns() // 1000
     data = load(root)
@@ -42,13 +38,9 @@ def save(root: str, reports: Iterable[Any], at_us: int | None = None) -> None:
             "gaps": len(r.gaps),
         }
     ensure_dir(state_dir(root))
-    tmp = f"{_path(root)}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        os.write(fd, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
-    finally:
-        os.close(fd)
-    os.replace(tmp, _path(root))
+    # not durable (as before): a record for the dashboard, which a lost one leaves showing
+    # "not verified" until the next verify
+    write_json_atomic(_path(root), data, FILE_MODE, durable=False, sort_keys=True)
 
 
 __all__ = ["load", "save"]

@@ -24,6 +24,9 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
+from agentlog.core.timefmt import MAX_US, MIN_US
+from agentlog.core.timefmt import format_us as _format_us
+
 __all__ = ["TimeError", "resolve", "format_us", "ACCEPTED_FORMS"]
 
 US_PER_SECOND: Final = 1_000_000
@@ -32,10 +35,8 @@ US_PER_DAY: Final = 86_400 * US_PER_SECOND
 _UTC: Final = timezone.utc
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=_UTC)
 _ONE_US: Final = timedelta(microseconds=1)
-MIN_US: Final = (datetime(1, 1, 1, tzinfo=_UTC) - _EPOCH) // _ONE_US
-"""The earliest instant that can be represented (0001-01-01T00:00:00Z)."""
-MAX_US: Final = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=_UTC) - _EPOCH) // _ONE_US
-"""The latest instant that can be represented (9999-12-31T23:59:59.999999Z)."""
+# MIN_US, MAX_US (imported above): the earliest and latest instants that can be represented
+# (0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z)
 
 _UNIT_SECONDS: Final[dict[str, int]] = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
@@ -143,6 +144,4 @@ def format_us(us: int) -> str:
     """
     if not MIN_US <= us <= MAX_US:
         raise TimeError(f"{us} µs is out of range (years 1 to 9999)")
-    dt = _EPOCH + timedelta(microseconds=us)
-    head = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
-    return head + (f".{dt.microsecond:06d}" if dt.microsecond else "") + "Z"
+    return _format_us(us)

@@ -22,6 +22,7 @@ from typing import Any, Final, Iterable
 
 import orjson
 
+from agentlog.core.timefmt import format_us
 from agentlog.projection.ids import PREFIXES, display, split_display
 from agentlog.query.scope import Scope
 
@@ -117,7 +118,7 @@ def iso(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, int):
-        value = datetime.fromtimestamp(value / 1_000_000, tz=timezone.utc)
+        return format_us(value)
     if isinstance(value, datetime):
         text = value.astimezone(timezone.utc).isoformat()
         return text.replace("+00:00", "Z")

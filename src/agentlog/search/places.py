@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import orjson
 
+from agentlog.core.fileio import TMP_SUFFIX, atomic_writer
 from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
 
 DIR: Final = "search-places"
@@ -108,14 +109,12 @@ def build(root: str, parts: Parts) -> str:
               for b in batches if b.num_rows]
     schema = rows.schema.with_metadata({RANGES: orjson.dumps(ranges), NAMES: orjson.dumps(names)})
     ensure_dir(directory)
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "wb") as fh, pa.ipc.new_file(fh, schema,
-                                                    options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+    # not durable: derived from the projection's files, made again when missing
+    with atomic_writer(path, FILE_MODE, durable=False) as fh, pa.ipc.new_file(
+            fh, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
         for b in batches:
             if b.num_rows:
                 w.write_batch(b)
-    os.replace(tmp, path)
     return path
 
 
@@ -207,7 +206,7 @@ def prune(root: str, *, keep: set[str]) -> None:
     except FileNotFoundError:
         return
     for name in names:
-        if name not in keep and not name.endswith(".tmp"):
+        if name not in keep and not name.endswith(TMP_SUFFIX):
             try:
                 os.unlink(os.path.join(directory, name))
             except FileNotFoundError:

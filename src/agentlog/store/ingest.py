@@ -63,6 +63,8 @@ from agentlog.log import frame as _frame
 from agentlog.log.layout import iter_logs, split_log_path
 from agentlog.log.layout import read_trailer
 from agentlog.log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
+from agentlog.core.fileio import write_atomic
+from agentlog.core.jsonio import read_json
 from agentlog.core.paths import ensure_dir, fsync_path, state_dir
 from agentlog.store.schema import (
     COLUMNS,
@@ -156,8 +158,7 @@ def positions_from_history(path: str) -> dict[str, Position]:
 
 def _read_cache(file: str) -> tuple[int | None, dict[str, Position]] | None:
     try:
-        with open(file, "rb") as f:
-            data = json.load(f)
+        data = read_json(file)
         logs = {k: Position(int(v[0]), int(v[1]), str(v[2])) for k, v in data["logs"].items()}
         version = data["version"]
         return (None if version is None else int(version)), logs
@@ -165,11 +166,10 @@ def _read_cache(file: str) -> tuple[int | None, dict[str, Position]] | None:
         return None
 
 
-def _write_json_atomic(file: str, value: Any) -> None:
-    tmp = f"{file}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, separators=(",", ":"))
-    os.replace(tmp, file)
+def _state_json(value: Any) -> bytes:
+    """A state file's text, as written since the first version (the standard library's,
+    ASCII-only: ``\\u`` escapes, unlike :func:`agentlog.core.jsonio.dumps`)."""
+    return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def load_positions(root: str, table: Any = None) -> tuple[dict[str, Position], int | None, bool]:
@@ -218,7 +218,9 @@ def _commits_after(path: str, known: int, latest: int) -> list[str] | None:
 
 def _save_positions(root: str, positions: dict[str, Position], version: int | None) -> None:
     logs = {k: [p.offset, p.seq, p.hash] for k, p in sorted(positions.items())}
-    _write_json_atomic(os.path.join(state_dir(root), OFFSETS_NAME), {"version": version, "logs": logs})
+    # not durable: a cache of the table's commit history, replayed from it when lost or behind
+    write_atomic(os.path.join(state_dir(root), OFFSETS_NAME), _state_json({"version": version, "logs": logs}),
+                 durable=False)
 
 
 # -- lock ------------------------------------------------------------------------
@@ -602,7 +604,8 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
         if report.commits or not job.cache_current:
             _save_positions(root, job.positions, version)
         report.table_version = version
-        _write_json_atomic(os.path.join(state_dir(root), BREAKS_NAME), report.breaks)
+        # not durable: a report, written again by every ingest
+        write_atomic(os.path.join(state_dir(root), BREAKS_NAME), _state_json(report.breaks), durable=False)
     finally:
         os.close(lock)
         if trash is not None:

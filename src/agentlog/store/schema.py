@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from agentlog.core.jsonio import loads
 from agentlog.log import frame as _frame
 
 US_PER_DAY: Final = 86_400_000_000
@@ -194,14 +195,9 @@ _RAW_KEY: Final = b',"raw":'
 
 def _loads(body: bytes) -> Any:
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        # orjson refuses lone surrogates in escapes and integers beyond 64
-        # bits; the stdlib keeps both
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise EventRowError("event_not_json") from None
+        return loads(body)  # (what orjson refuses, the stdlib reads: lone surrogates, big integers)
+    except ValueError:
+        raise EventRowError("event_not_json") from None
 
 
 def _loads_object(event: bytes) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from each log's size against the position ingest has consumed.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -15,6 +14,8 @@ from typing import Any
 
 from agentlog.log.layout import iter_logs, split_log_path
 from agentlog.log.segments import SegmentError, logical_size
+from agentlog.core.fileio import dir_usage
+from agentlog.core.jsonio import read_json
 from agentlog.core.paths import logs_dir, state_dir
 from agentlog.store.ingest import BREAKS_NAME, IngestReport, load_positions, log_id
 from agentlog.store.ingest import catch_up as _catch_up
@@ -47,19 +48,6 @@ class StoreStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _du(path: str) -> tuple[int, int]:
-    """(bytes, files) under ``path``."""
-    total = files = 0
-    for dirpath, _dirnames, filenames in os.walk(path):
-        for name in filenames:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-                files += 1
-            except OSError:
-                pass
-    return total, files
 
 
 def status(root: str, *, catch_up: bool = True) -> StoreStatus:
@@ -95,19 +83,15 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
         if size > consumed:
             out.lag_logs += 1
             out.lag_bytes += size - consumed
-    try:
-        with open(os.path.join(state_dir(root), BREAKS_NAME), encoding="utf-8") as f:
-            breaks = json.load(f)
-        out.breaks = list(breaks.values()) if isinstance(breaks, dict) else list(breaks)
-    except (OSError, ValueError):
-        pass
-    txlog = _du(os.path.join(path, "_delta_log"))
-    store_all = _du(store_dir(root))
+    breaks = read_json(os.path.join(state_dir(root), BREAKS_NAME), [])
+    out.breaks = list(breaks.values()) if isinstance(breaks, dict) else list(breaks)
+    txlog = dir_usage(os.path.join(path, "_delta_log"))
+    store_all = dir_usage(store_dir(root))
     components = {
-        "logs": _du(logs_dir(root)),
+        "logs": dir_usage(logs_dir(root)),
         "store data": (store_all[0] - txlog[0], store_all[1] - txlog[1]),
         "store transaction log": txlog,
-        "state": _du(state_dir(root)),
+        "state": dir_usage(state_dir(root)),
     }
     out.bytes_by_component = {k: v[0] for k, v in components.items()}
     out.files_by_component = {k: v[1] for k, v in components.items()}
