@@ -19,8 +19,10 @@ from agentlog.core.locks import Busy, open_locked
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "agentlog"
 
-# Exceptions that never leave their module: control flow inside one parser.
-INTERNAL = {("agentlog.install.jsonedit", "_DuplicateKey")}
+# Exceptions that never leave their module: control flow inside one parser, and the
+# bench harness's "a signal asked us to stop", an atomic writer's "keep the old file".
+INTERNAL = {("agentlog.install.jsonedit", "_DuplicateKey"), ("agentlog.bench.harness", "Interrupted"),
+            ("agentlog.core.fileio", "Discard")}
 
 
 def _exception_classes() -> list[tuple[str, str]]:

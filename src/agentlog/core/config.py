@@ -9,6 +9,7 @@ override the file (tests and one-off runs). Standard library only (hook path).
 
 from __future__ import annotations
 
+from agentlog.core.errors import UsageError
 from agentlog.core import oslite as os
 
 from agentlog.core import fastjson
@@ -45,7 +46,7 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError, ValueError):
     """config.toml is unreadable or holds a bad value."""
 
 

@@ -59,6 +59,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from agentlog.core.errors import AgentlogError
 from agentlog import __version__
 from agentlog.core.ids import uuid7
 from agentlog.core.fileio import Discard, atomic_writer
@@ -100,7 +101,7 @@ from agentlog.log.layout import (
 US_PER_DAY = 86_400_000_000
 
 
-class PurgeError(RuntimeError):
+class PurgeError(AgentlogError, RuntimeError):
     """A purge could not be done (the message says why)."""
 
 
@@ -295,10 +296,10 @@ def purge_logs(
     """Select frames, write the purge record, rewrite the logs (see the module
     docstring). Raises ``seal.SealBusy`` if a seal or another purge holds the
     sealer's lock for ``lock_timeout`` seconds."""
-    from agentlog.log.seal import _SealLock
+    from agentlog.log.seal import SealLock
 
     at = time.time_ns() // 1000 if now_us is None else now_us
-    with _SealLock(root, lock_timeout):
+    with SealLock(root, lock_timeout):
         return _purge_logs(root, selector, dry_run, at, progress)
 
 

@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterable
 
 from agentlog import __version__
 from agentlog.core.fileio import write_atomic
+from agentlog.core.locks import Busy, open_locked
 from agentlog.core.paths import FILE_MODE, ensure_dir, fsync_path, state_dir
 from agentlog.log.frame import TRAILER, parse_any, parse_seq
 from agentlog.log.layout import (
@@ -101,7 +102,7 @@ def _fault(point: str) -> None:
         os._exit(75)
 
 
-class SealBusy(RuntimeError):
+class SealBusy(Busy):
     """Another process is sealing."""
 
 
@@ -151,7 +152,7 @@ class SealResult:
 # -- locking -------------------------------------------------------------------
 
 
-class _SealLock:
+class SealLock:
     """``state/seal.lock``: one sealer at a time per data root."""
 
     def __init__(self, root: str, timeout: float) -> None:
@@ -159,20 +160,12 @@ class _SealLock:
         self.timeout = timeout
         self.fd: int | None = None
 
-    def __enter__(self) -> _SealLock:
+    def __enter__(self) -> SealLock:
         d = state_dir(self.root)
         ensure_dir(d)
-        fd = os.open(os.path.join(d, "seal.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise SealBusy("another process is sealing session logs") from None
-                time.sleep(0.05)
+        fd = open_locked(os.path.join(d, "seal.lock"), self.timeout, FILE_MODE)
+        if fd is None:
+            raise SealBusy("another process is sealing session logs")
         self.fd = fd
         return self
 
@@ -196,7 +189,7 @@ def seal_log(
     """Seal the complete frames of one session's active file into a new
     segment (see the module docstring). Raises SealBusy if another sealer
     holds the lock for ``lock_timeout`` seconds."""
-    with _SealLock(root_of(log_file), lock_timeout):
+    with SealLock(root_of(log_file), lock_timeout):
         return _seal(log_file, level, may_seal, dry_run)
 
 
@@ -223,7 +216,7 @@ def seal_idle(
     t = time.time() if now is None else now
     paths = iter_logs(root) if logs is None else list(logs)
     out: list[SealResult] = []
-    with _SealLock(root, lock_timeout):
+    with SealLock(root, lock_timeout):
         for i, path in enumerate(paths):
             res: SealResult | None = None
             due = _due(path, t, idle_seconds, ended_grace_seconds)

@@ -30,12 +30,13 @@ import json
 import os
 from typing import Any, Final
 
+from agentlog.core.errors import AgentlogError
 from agentlog.memory.store import PROVIDER, LOG_KEY, connect, log_path
 
 FORMAT: Final = 1
 
 
-class ExchangeError(ValueError):
+class ExchangeError(AgentlogError, ValueError):
     """An export directory that cannot be read or restored (the message says why)."""
 
 

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from agentlog.core.errors import AgentlogError
 from agentlog.core.fileio import write_atomic
 from agentlog.core.paths import data_root as default_data_root
 from agentlog.core.paths import ensure_dir, fsync_path, state_dir
@@ -66,7 +67,7 @@ _MARKER_TEXT = f"{MARKER} written by `agentlog daemon install`; `agentlog daemon
 DAEMON_LOG_NAME = "daemon.log"
 
 
-class ServiceError(Exception):
+class ServiceError(AgentlogError):
     """Something ``daemon install``/``uninstall`` refuses to do or could not do."""
 
     def __init__(self, message: str, path: str | None = None) -> None:

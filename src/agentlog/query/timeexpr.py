@@ -24,6 +24,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
+from agentlog.core.errors import UsageError
 from agentlog.core.timefmt import MAX_US, MIN_US
 from agentlog.core.timefmt import format_us as _format_us
 
@@ -57,7 +58,7 @@ _DATETIME: Final = re.compile(
 )
 
 
-class TimeError(ValueError):
+class TimeError(UsageError, ValueError):
     """A time expression that is not one of the accepted forms, or out of range."""
 
 

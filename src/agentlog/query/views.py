@@ -22,6 +22,7 @@ from typing import Any, Final, Iterable
 
 import orjson
 
+from agentlog.core.errors import AgentlogError
 from agentlog.core.timefmt import format_us
 from agentlog.projection.ids import PREFIXES, display, split_display
 from agentlog.query.scope import Scope
@@ -76,7 +77,7 @@ EVIDENCE_FIELDS: Final = (
 FAILED_OUTCOMES: Final = ("failed", "superseded")
 
 
-class IdError(LookupError):
+class IdError(AgentlogError, LookupError):
     """An id a person typed does not name exactly one entity (the message says why)."""
 
 
@@ -94,6 +95,8 @@ class AmbiguousId(IdError):
 
 class BadId(IdError, ValueError):
     """Not something an id can be (too short, not hex): a usage error."""
+
+    exit_code = 2
 
 
 @dataclasses.dataclass(frozen=True)

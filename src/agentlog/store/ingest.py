@@ -48,8 +48,6 @@ returns a report with ``busy`` set. Readers never take that lock.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -65,6 +63,7 @@ from agentlog.log.layout import read_trailer
 from agentlog.log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
+from agentlog.core.locks import open_locked
 from agentlog.core.paths import ensure_dir, fsync_path, state_dir
 from agentlog.store.schema import (
     COLUMNS,
@@ -234,20 +233,7 @@ def acquire_lock(root: str, timeout: float, name: str = LOCK_NAME) -> int | None
     commits let an append and a compaction land in either order). A rebuild
     or a purge takes both."""
     ensure_dir(state_dir(root))
-    fd = os.open(os.path.join(state_dir(root), name), os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                os.close(fd)
-                raise
-        if time.monotonic() >= deadline:
-            os.close(fd)
-            return None
-        time.sleep(0.05)
+    return open_locked(os.path.join(state_dir(root), name), timeout)
 
 
 # -- reading one log ---------------------------------------------------------------

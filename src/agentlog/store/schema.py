@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from agentlog.core.errors import AgentlogError
 from agentlog.core.jsonio import loads
 from agentlog.log import frame as _frame
 
@@ -110,7 +111,7 @@ def writer_properties(level: int = INGEST_ZSTD_LEVEL) -> Any:
 TEXT_KINDS: Final = {"prompt_submitted": "prompt", "correction": "note", "retraction": "note"}
 
 
-class EventRowError(ValueError):
+class EventRowError(AgentlogError, ValueError):
     """A sealed frame whose event cannot be flattened (the reason is the message)."""
 
 
@@ -274,7 +275,7 @@ _SUB: Final = {
 }
 
 
-class BatchTypeError(ValueError):
+class BatchTypeError(AgentlogError, ValueError):
     """A field of some event in the batch has the wrong type (the fast path
     does not say which; ``EventBatch(fast=False)`` checks row by row)."""
 
