@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from agentlog.bench.harness import StepContext, StepFn
+from agentlog.bench.context import StepContext, StepFn
 from agentlog.bench.projection_steps import engine_step
 
 

@@ -414,7 +414,7 @@ def test_scratch_directories_live_in_the_steps_own_spread_directory(tmp_path: Pa
     import tempfile
 
     from agentlog.bench.common import FS_IOC_GETFLAGS, FS_TOPDIR_FL, spread_directories
-    from agentlog.bench.harness import StepContext
+    from agentlog.bench.context import StepContext
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     ctx = StepContext("memory", 1000, 1)

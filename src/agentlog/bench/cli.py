@@ -1,10 +1,31 @@
-"""``agentlog bench``: benchmarks that report numbers (never pass/fail)."""
+"""``agentlog bench``: benchmarks that report numbers (never pass/fail).
+
+It prints with its own two helpers (:func:`print_json`, :func:`stderr`), the same
+output as ``agentlog.cli.output``'s: bench sits above the CLI and imports only
+the public API, ``agentlog.core`` and ``agentlog.operations``, never a surface.
+"""
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING, Any
+
 import click
 
-from agentlog.cli.output import print_json, stderr
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def print_json(value: Any) -> None:
+    """A result object as indented JSON on stdout (as the other commands print theirs)."""
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def stderr() -> Console:
+    """A rich console on stderr, for progress bars and notes beside the output."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
 
 
 @click.group(name="bench")
@@ -99,8 +120,7 @@ def bench_run(
 
     from agentlog.bench import harness
     from agentlog.bench.report import fmt_bytes, fmt_secs
-
-    from agentlog.bench.store_steps import CACHE_DIR_ENV
+    from agentlog.bench.roots import CACHE_DIR_ENV
 
     if cache_dir:
         os.makedirs(cache_dir, exist_ok=True)
@@ -205,7 +225,6 @@ def bench_step(
 @click.option("--out", default=None, help="Markdown file to write [default: results.md beside the JSON]; '-' prints it.")
 def bench_report(results_json: str, out: str | None) -> None:
     """Render results.md from a results.json of `bench run`."""
-    import json
     import os
 
     from agentlog.bench.report import render_markdown

@@ -62,6 +62,9 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def describe(xs: list[float]) -> dict[str, float]:
+    """Count, median, p95, p99, mean, min and max of ``xs``; all zero when it is empty."""
+    if not xs:
+        return {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
     return {
         "n": len(xs),
         "median": statistics.median(xs),

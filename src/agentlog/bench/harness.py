@@ -16,7 +16,8 @@ A step is a function ``fn(ctx: StepContext) -> dict`` returning at least
 flat ``{key: number}`` that the anchors and targets refer to); anything else it
 returns is kept under ``raw``. The time cap is the step's soft budget: loops
 ask ``ctx.over_budget()`` and stop, calling ``ctx.cap(note)`` so the result is
-marked ``capped``. Shipped steps live in :mod:`agentlog.bench.steps`; extra
+marked ``capped`` (:class:`~agentlog.bench.context.StepContext`, :data:`StepFn`:
+:mod:`agentlog.bench.context`). Shipped steps live in :mod:`agentlog.bench.steps`; extra
 ones (tests) come from a module named by ``--steps-module`` or
 ``$AGENTLOG_BENCH_STEPS_MODULE`` that defines ``STEPS``.
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -34,21 +34,22 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import Any, Callable, Final
 
 from agentlog.bench.common import describe_machine, finite, write_json_atomic
+from agentlog.bench.context import DEFAULT_TIME_CAP_SECS as DEFAULT_TIME_CAP_SECS
+from agentlog.bench.context import StepContext as StepContext
+from agentlog.bench.context import StepFn as StepFn
+from agentlog.bench.measure import peak_rss
 
 DEFAULT_EVENTS = 200_000
 DEFAULT_SEED = 20261130  # the workload generator's (a test keeps them equal)
-DEFAULT_TIME_CAP_SECS = 600.0
 POLL_SECS = 0.25
 RESULTS_FORMAT = 1
 STEPS_MODULE_ENV = "AGENTLOG_BENCH_STEPS_MODULE"
 STDERR_TAIL_BYTES = 4000
-
-StepFn = Callable[["StepContext"], dict[str, Any]]
 
 #: Statuses of a step in results.json. ``ok`` and ``capped`` ran (capped: the
 #: soft time cap stopped a loop early, the numbers cover what was reached);
@@ -124,83 +125,6 @@ def describe_step(fn: StepFn) -> str:
 
 
 # --------------------------------------------------------------------------- the child side
-
-
-@dataclass
-class StepContext:
-    """What a step gets: the workload size, its budgets, a scratch directory, progress."""
-
-    name: str
-    events: int
-    seed: int
-    time_cap_secs: float = DEFAULT_TIME_CAP_SECS
-    rss_cap_bytes: int = 0
-    out_dir: str | None = None
-    started: float = field(default_factory=time.monotonic)
-    capped: bool = False
-    cap_notes: list[str] = field(default_factory=list)
-    _tmp: list[str] = field(default_factory=list)
-    _base: str | None = None
-    spread_scratch: bool | None = None
-    """Whether the scratch directories are spread over the file system (None: none made yet)."""
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def remaining(self) -> float:
-        return self.time_cap_secs - self.elapsed()
-
-    def over_budget(self) -> bool:
-        """True once the soft time cap is spent: loops should stop and call :meth:`cap`."""
-        return self.elapsed() >= self.time_cap_secs
-
-    def cap(self, note: str) -> None:
-        """Mark the result ``capped``: a loop stopped at the time cap; ``note`` says where."""
-        self.capped = True
-        self.cap_notes.append(note)
-
-    def progress(self, message: str) -> None:
-        """One line on stderr (the parent shows the latest line while the step runs)."""
-        print(f"[{self.name} {self.elapsed():7.1f}s] {message}", file=sys.stderr, flush=True)
-
-    def tmpdir(self) -> str:
-        """A scratch directory, removed when the step ends: made in the step's own directory
-        under the system's temporary one, which is marked to spread the directories made in
-        it over the file system (:func:`.common.spread_directories`, where it can be)."""
-        if self._base is None:
-            from agentlog.bench.common import spread_directories
-
-            self._base = tempfile.mkdtemp(prefix=f"agentlog-bench-{self.name}-")
-            self.spread_scratch = spread_directories(self._base)
-        path = tempfile.mkdtemp(dir=self._base)
-        self._tmp.append(path)
-        return path
-
-    def cleanup(self) -> None:
-        for path in self._tmp:
-            shutil.rmtree(path, ignore_errors=True)
-        self._tmp.clear()
-        if self._base is not None:
-            shutil.rmtree(self._base, ignore_errors=True)
-            self._base = None
-
-
-def peak_rss() -> dict[str, int | None]:
-    """This process's peak resident set: getrusage (self, and its largest waited-for child) and VmHWM."""
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
-    hwm = None
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return {
-        "ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale,
-        "vmhwm_bytes": hwm,
-        "children_ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale,
-    }
 
 
 def run_step(name: str, fn: StepFn, ctx: StepContext) -> dict[str, Any]:

@@ -24,8 +24,7 @@ from typing import Any, Callable
 
 from agentlog.capture.command import hook_argv, interpreter_argv
 from agentlog.core.fastjson import dumps_bytes
-from agentlog.log.verify import verify_log
-from agentlog.log.writer import SessionLog
+from agentlog.api import SessionLog, verify_log
 from agentlog.bench.common import describe, machine, write_results
 
 __all__ = ["run_hook_bench", "write_results", "bench_payload", "build_session"]

@@ -21,7 +21,8 @@ import re
 import sys
 from typing import Any, Final
 
-from agentlog.bench.harness import StepContext
+from agentlog.bench.context import StepContext
+from agentlog.bench.measure import child
 
 #: corpus bytes per --events event (1.45 M events → ~1 GB)
 BYTES_PER_EVENT: Final = 700
@@ -124,7 +125,6 @@ def build_corpus(fixtures: str, out: str, target_bytes: int, seed: int | None = 
 def import_(ctx: StepContext) -> dict[str, Any]:
     """Import a transcript corpus of ~700 B per --events event; then import it again (a no-op)."""
     from agentlog.operations.fixtures import shared_dir
-    from agentlog.bench.projection_steps import _child
 
     shared = shared_dir()
     fixtures = os.path.join(str(shared), "fixtures") if shared else ""
@@ -138,10 +138,10 @@ def import_(ctx: StepContext) -> dict[str, Any]:
     root = os.path.join(work, "home")
     env = {**os.environ, "AGENTLOG_HOME": root}
     ctx.progress(f"importing {built['bytes'] / 1e6:,.0f} MB in {built['files']:,} files")
-    first = _child([sys.executable, "-c", RUN, _SRC, root, corpus], env)
+    first = child([sys.executable, "-c", RUN, _SRC, root, corpus], env)
     done = json.loads(first["stdout"])
     ctx.progress("importing it again (nothing new)")
-    second = _child([sys.executable, "-c", RUN, _SRC, root, corpus], env)
+    second = child([sys.executable, "-c", RUN, _SRC, root, corpus], env)
     again = json.loads(second["stdout"])
     mb = done["bytes_read"] / 1e6
     metrics: dict[str, Any] = {

@@ -22,7 +22,10 @@ import sys
 import time
 from typing import Any, Callable, Final
 
-from agentlog.bench.harness import StepContext
+from agentlog.bench.common import describe
+from agentlog.bench.context import StepContext
+from agentlog.bench.measure import child
+from agentlog.bench.serving import client, serve, stop, time_routes
 
 BASE_MEMORIES: Final = 1000
 EXTRA_CHANGES: Final = 1200
@@ -41,7 +44,7 @@ def _ms(fn: Callable[[], Any]) -> float:
 
 
 def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], list[float], list[float]]:
-    from agentlog.memory import service as S
+    from agentlog.api import confirm_memory, create_memory, edit_memory
 
     ids: list[str] = []
     append: list[float] = []
@@ -51,7 +54,7 @@ def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], 
             break
         kind, attrs = KINDS[i % len(KINDS)]
         t = time.perf_counter()
-        m = S.create(root, kind, f"memory {i} about tests and parsing", content=f"make target {i}", attributes=attrs,
+        m = create_memory(root, kind, f"memory {i} about tests and parsing", content=f"make target {i}", attributes=attrs,
                      tags=["ci" if i % 3 == 0 else "style", f"t{i % 50}"])
         append.append((time.perf_counter() - t) * 1000)
         ids.append(m.id)
@@ -63,10 +66,10 @@ def _build(ctx: StepContext, root: str, n: int, extra: int) -> tuple[list[str], 
         mid = ids[(j * 7919) % len(ids)]
         if j % 2:
             t = time.perf_counter()
-            S.edit(root, mid, tags=["ci", f"extra{j % 13}"])
+            edit_memory(root, mid, tags=["ci", f"extra{j % 13}"])
             tags.append((time.perf_counter() - t) * 1000)
         else:
-            S.confirm(root, mid, actor="agent")
+            confirm_memory(root, mid, actor="agent")
     return ids, append, tags
 
 
@@ -149,12 +152,6 @@ def _spread(st: dict[str, float]) -> str:
     return f"{st['median']:.0f} ms" + (f" ({st['max']:.0f})" if st["n"] > 1 else "")
 
 
-def _stats(xs: list[float]) -> dict[str, float]:
-    from agentlog.bench.common import describe
-
-    return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
-
-
 def _machine_loop_ms() -> float:
     """A fixed piece of pure Python (a million additions), its median of three: how fast this
     machine is running now — a shared machine's speed drifts over the minutes a size takes."""
@@ -167,7 +164,17 @@ def _machine_loop_ms() -> float:
 
 
 def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any]:
-    from agentlog.memory import exchange, proposals as P, service as S, store
+    from agentlog.api import (
+        approve_proposal,
+        edit_memory,
+        export_memories,
+        open_proposal,
+        rebuild_memory_store,
+        restore_memories,
+        search_memories,
+        undo_proposal,
+        verify_memory_store,
+    )
 
     ctx.progress(f"{n:,} memories, {extra:,} more changes")
     machine = [_machine_loop_ms()]
@@ -175,25 +182,25 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
     ids, append, tags = _build(ctx, root, n, extra)
     n = len(ids)
     build_s = time.perf_counter() - t0
-    rebuild_ms = _ms(lambda: store.rebuild(root))
-    verify_ms = _ms(lambda: store.verify(root))
+    rebuild_ms = _ms(lambda: rebuild_memory_store(root))
+    verify_ms = _ms(lambda: verify_memory_store(root))
     search: dict[str, dict[str, float]] = {}
     # a p95 needs more than 20 runs (of 20, the nearest rank is the slowest): 100 at engram's scale
     search_runs = 100 if n <= 10_000 else 20
     for q in SEARCHES:
-        S.search(root, q)  # one untimed run, as the event search step does
+        search_memories(root, q)  # one untimed run, as the event search step does
         runs = []
         for _ in range(search_runs):
             t = time.perf_counter()
-            S.search(root, q)
+            search_memories(root, q)
             runs.append((time.perf_counter() - t) * 1000)
-        search[q] = _stats(runs)
+        search[q] = describe(runs)
     # a search right after a write: it pays catching the text index up (one tantivy commit)
     after_write: list[float] = []
     for k in range(20):
-        S.edit(root, ids[(k * 15485863) % len(ids)], content=f"rewritten {k} make target")
+        edit_memory(root, ids[(k * 15485863) % len(ids)], content=f"rewritten {k} make target")
         t = time.perf_counter()
-        S.search(root, "rewritten")
+        search_memories(root, "rewritten")
         after_write.append((time.perf_counter() - t) * 1000)
     opened: list[float] = []
     merged: list[float] = []
@@ -201,12 +208,12 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
     for k in range(30):
         mid = ids[(k * 104729) % len(ids)]
         t = time.perf_counter()
-        p = P.open_proposal(root, [{"op": "edit", "memory": mid, "fields": {"content": f"proposed {k}"}}],
+        p = open_proposal(root, [{"op": "edit", "memory": mid, "fields": {"content": f"proposed {k}"}}],
                             title=f"p{k}")
         t1 = time.perf_counter()
-        P.approve(root, p.id)
+        approve_proposal(root, p.id)
         t2 = time.perf_counter()
-        P.undo(root, p.id)
+        undo_proposal(root, p.id)
         t3 = time.perf_counter()
         opened.append((t1 - t) * 1000)
         merged.append((t2 - t1) * 1000)
@@ -219,22 +226,22 @@ def _store_ops(ctx: StepContext, root: str, n: int, extra: int) -> dict[str, Any
     out = ""
     for _ in range(exchange_runs):
         out = os.path.join(ctx.tmpdir(), "export")
-        exports.append(_ms(lambda: exchange.export(root, out)))
+        exports.append(_ms(lambda: export_memories(root, out)))
         files = _read_tree(out)
         floors.append(_ms(lambda: _write_tree(os.path.join(ctx.tmpdir(), "floor"), files)))
-    again_ms = _ms(lambda: exchange.export(root, out))  # into the last one: no file changed
+    again_ms = _ms(lambda: export_memories(root, out))  # into the last one: no file changed
     restores: list[float] = []
     for _ in range(exchange_runs):
         fresh = ctx.tmpdir()
-        restores.append(_ms(lambda: exchange.restore(fresh, out)))
-    export, restore, floor = _stats(exports), _stats(restores), _stats(floors)
+        restores.append(_ms(lambda: restore_memories(fresh, out)))
+    export, restore, floor = describe(exports), describe(restores), describe(floors)
     machine.append(_machine_loop_ms())
     return {"machine_loop_ms": sum(machine) / len(machine), "memories": n, "events": n + extra + 90,
-            "build_secs": build_s, "append": _stats(append), "tag_update": _stats(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
+            "build_secs": build_s, "append": describe(append), "tag_update": describe(tags), "rebuild_ms": rebuild_ms, "verify_ms": verify_ms, "search": search,
             "search_p95_ms": max(s["p95"] for s in search.values()),
             "search_mean_ms": sum(s["mean"] for s in search.values()) / len(search),
-            "search_after_write": _stats(after_write), "proposal_open": _stats(opened),
-            "merge": _stats(merged), "undo": _stats(undone), "export": export, "export_ms": export["median"],
+            "search_after_write": describe(after_write), "proposal_open": describe(opened),
+            "merge": describe(merged), "undo": describe(undone), "export": export, "export_ms": export["median"],
             "export_again_ms": again_ms, "export_floor": floor, "export_floor_ms": floor["median"], "restore": restore, "restore_ms": restore["median"]}
 
 
@@ -246,24 +253,20 @@ DASHBOARD_ROUTES: Final = (("list", "/memory"), ("list_json", "/api/memory"), ("
 def _dashboard(ctx: StepContext, root: str) -> dict[str, dict[str, float]]:
     """The dashboard's memory pages over ``root`` (1,000 memories): ``agentlog serve --no-live``
     a child process, signed in, each route over HTTP on loopback after one untimed request."""
-    from agentlog.bench.web_steps import _client, _serve, _stop, _time_routes
-
     ctx.progress("the dashboard's memory pages (agentlog serve, HTTP on loopback)")
-    proc, url = _serve(root, live=False)
+    proc, url = serve(root, live=False)
     try:
-        client = _client(url)
-        mid = client.get("/api/memory").json()["memories"][0]["id"]
-        timed = _time_routes(client, [path.format(id=mid) for _, path in DASHBOARD_ROUTES])
-        client.close()
+        http = client(url)
+        mid = http.get("/api/memory").json()["memories"][0]["id"]
+        timed = time_routes(http, [path.format(id=mid) for _, path in DASHBOARD_ROUTES])
+        http.close()
     finally:
-        _stop(proc)
+        stop(proc)
     return {name: timed[path.format(id=mid)] for name, path in DASHBOARD_ROUTES}
 
 
 def memory(ctx: StepContext) -> dict[str, Any]:
     """engram's memory operations at 1,000 memories, then at up to 100,000."""
-    from agentlog.bench.projection_steps import _child
-
     root = ctx.tmpdir()
     base = _store_ops(ctx, root, BASE_MEMORIES, EXTRA_CHANGES)
     # the same with durability = relaxed: no fsync per write, what engram's SQLite (WAL,
@@ -279,12 +282,12 @@ def memory(ctx: StepContext) -> dict[str, Any]:
             os.environ["AGENTLOG_DURABILITY"] = was
     env = {**os.environ, "AGENTLOG_HOME": root}
     cli: dict[str, dict[str, float]] = {}
-    from agentlog.memory import service as S
+    from agentlog.api import list_memories
 
-    slug = S.list_memories(root, limit=1)[0].slug
+    slug = list_memories(root, limit=1)[0].slug
     for name, args in (("list", ["list", "--limit", "20"]), ("show", ["show", slug]), ("search", ["search", "tests"])):
-        runs = [_child([sys.executable, "-m", "agentlog", "memory", *args], env)["secs"] * 1000 for _ in range(7)]
-        cli[name] = _stats(runs)
+        runs = [child([sys.executable, "-m", "agentlog", "memory", *args], env)["secs"] * 1000 for _ in range(7)]
+        cli[name] = describe(runs)
     dashboard = _dashboard(ctx, root)
     big_n = min(100_000, ctx.events // 14)
     big: dict[str, Any] | None = None

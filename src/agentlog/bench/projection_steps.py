@@ -4,9 +4,10 @@ process, the recent timeline, ``STATE … AT``, ``TRACE`` over the 200-attempt
 chain, and answering again after 1,000 new events.
 
 Every step works on logs written by ``bench load`` (the real capture path),
-shared per run through :func:`store_steps.loaded_logs`. A data root with the
+shared per run through :func:`roots.loaded_logs`. A data root with the
 store ingested, and then with the projection built, is kept per size and seed
-in ``<out>/.workload-cache/built-<size>-<seed>/`` (its ``logs`` a link to the
+(:func:`roots.store_root`, :func:`roots.built_root`) in
+``<out>/.workload-cache/built-<size>-<seed>/`` (its ``logs`` a link to the
 loaded logs), so that ``projection_100k`` and ``engine_100k`` ingest once and
 the steps that only read (``engine_*``, ``recent_timeline``, ``state_at``,
 ``trace_chain``) do not rebuild. Setup — loading, ingest, the projection a
@@ -25,24 +26,25 @@ peak of the fresh processes, what a user's command costs.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from types import ModuleType
 from typing import Any, Callable
 
-from agentlog.bench.harness import StepContext, StepFn
-from agentlog.bench.store_steps import FULL_EVENTS, cache_root, loaded_logs
-
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STORE_MARKER = ".bench-store.json"
-PROJECTION_MARKER = ".bench-projection.json"
+from agentlog.bench.common import describe
+from agentlog.bench.context import StepContext, StepFn
+from agentlog.bench.measure import child, du, fresh, reset_peak, timed, vmhwm
+from agentlog.bench.roots import (
+    FULL_EVENTS,
+    PROJECTION_MARKER,
+    SRC,
+    built_root,
+    clone,
+    store_root,
+    write_marker,
+)
 
 FRESH_RUNS = 7
 """Fresh processes per measurement (the brief: at least 5)."""
@@ -72,22 +74,6 @@ REFRESH_SQL = ("SELECT attempt_id, outcome, failure_class, started_at FROM attem
                "WHERE outcome = 'failed' ORDER BY started_at DESC LIMIT 50")
 COUNT_TABLES = ("sessions", "turns", "attempts", "edges", "tool_calls", "work_units")
 
-BUILD = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
-root, what = sys.argv[2], sys.argv[3]
-if what == "ingest":
-    from agentlog.store.ingest import ingest
-    t0 = time.perf_counter()
-    r = ingest(root, durability="relaxed")
-    out = {"events": r.events, "ingest_secs": time.perf_counter() - t0, "breaks": len(r.breaks)}
-else:
-    from agentlog.projection.persist import refresh
-    r = refresh(root, full=True)
-    out = {"projection_secs": r.seconds, "projection_mode": r.mode, "projection_counts": r.counts}
-print(json.dumps(out))
-"""
-
 FRESH_AQL = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -105,12 +91,6 @@ print(json.dumps({"rows": len(r.rows)}))
 
 def _label(size: int) -> str:
     return "full" if size == FULL_EVENTS else f"{size // 1000}k"
-
-
-def _stats(xs: list[float]) -> dict[str, float]:
-    from agentlog.bench.common import describe
-
-    return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
 
 
 def _fmt(d: dict[str, float]) -> str:
@@ -138,58 +118,20 @@ def _skip(ctx: StepContext, size: int) -> dict[str, Any] | None:
     return None
 
 
-def _reset_peak() -> bool:
-    """Reset this process's ``VmHWM`` to its current resident set (Linux ≥ 4.0)."""
+def _aql() -> Callable[..., Any] | None:
+    """AttemptQL's executor (``agentlog.query.aql.execute``) when this build has it."""
     try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _vmhwm() -> int | None:
-    from agentlog.bench.harness import peak_rss
-
-    return peak_rss()["vmhwm_bytes"]
-
-
-def _du(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
-
-
-def _child(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``argv`` to its end: wall seconds (spawn to exit, as the caller waits), its own
-    peak RSS (``wait4``), exit code and output. Raises when it fails."""
-    scale = 1 if sys.platform == "darwin" else 1024
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        secs = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:4])} … exited {proc.returncode}: "
-                           f"{stderr.decode('utf-8', 'replace')[-1500:]}")
-    return {"secs": secs, "rss": int(usage.ru_maxrss) * scale, "stdout": stdout, "stderr": stderr}
-
-
-def _aql() -> ModuleType | None:
-    """``agentlog.query.aql`` (AttemptQL's executor) when this build has it."""
-    try:
-        return importlib.import_module("agentlog.query.aql")
+        from agentlog.api import execute_aql
     except ImportError:
         return None
+    return execute_aql
 
 
-def _aql_run(aql: ModuleType, engine: Any, text: str) -> Any:
+def _aql_run(aql: Callable[..., Any], engine: Any, text: str) -> Any:
     """One AttemptQL statement over every project, ``now`` the latest event (the executor's default)."""
-    from agentlog.query.scope import Scope
+    from agentlog.api import Scope
 
-    return aql.execute(engine, text, scope=Scope())
+    return aql(engine, text, scope=Scope())
 
 
 def _no_aql(ctx: StepContext) -> dict[str, Any]:
@@ -197,137 +139,13 @@ def _no_aql(ctx: StepContext) -> dict[str, Any]:
 
 
 def _iso(us: int) -> str:
-    from agentlog.query.timeexpr import format_us
+    from agentlog.api import format_us
 
     return format_us(us)
 
 
-def _timed(fn: Callable[[], Any], n: int) -> tuple[list[float], Any]:
-    """``fn`` run ``n`` times: milliseconds of each, and the last answer."""
-    out: list[float] = []
-    last: Any = None
-    for _ in range(n):
-        t0 = time.perf_counter()
-        last = fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out, last
-
-
-# --------------------------------------------------------------------------- data roots
-
-
-def _cache_path(ctx: StepContext, size: int) -> str:
-    name = f"built-{size}-{ctx.seed}"
-    root = cache_root(ctx)
-    return os.path.join(root, name) if root else os.path.join(ctx.tmpdir(), name)
-
-
-def _read_marker(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data: dict[str, Any] = json.load(f)
-            return data
-    except (OSError, ValueError):
-        return None
-
-
-def _write_marker(path: str, data: dict[str, Any]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-
-
-def store_root(ctx: StepContext, size: int) -> tuple[str, dict[str, Any]]:
-    """A data root over ``size`` loaded events with the store ingested (in a child
-    process, relaxed), cached for the run; and what building it took."""
-    root = _cache_path(ctx, size)
-    info = _read_marker(os.path.join(root, STORE_MARKER))
-    if info is not None:
-        return root, info
-    logs_root, load_secs = loaded_logs(ctx, size)
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(root)
-    os.symlink(os.path.abspath(os.path.join(logs_root, "logs")), os.path.join(root, "logs"))
-    ctx.progress(f"ingesting {size:,} events into a store (a child process, not timed)")
-    r = _child([sys.executable, "-c", BUILD, SRC, root, "ingest"])
-    info = dict(json.loads(r["stdout"]))
-    info.update(load_secs=load_secs, ingest_peak_rss_bytes=r["rss"])
-    _write_marker(os.path.join(root, STORE_MARKER), info)
-    return root, info
-
-
-def built_root(ctx: StepContext, size: int) -> tuple[str, dict[str, Any]]:
-    """:func:`store_root` with the projection built too (a child process), cached for the run."""
-    root, info = store_root(ctx, size)
-    proj = _read_marker(os.path.join(root, PROJECTION_MARKER))
-    if proj is None:
-        ctx.progress(f"projecting {size:,} events (a child process, not timed)")
-        r = _child([sys.executable, "-c", BUILD, SRC, root, "refresh"])
-        proj = dict(json.loads(r["stdout"]))
-        proj["projection_peak_rss_bytes"] = r["rss"]
-        _write_marker(os.path.join(root, PROJECTION_MARKER), proj)
-    return root, info | proj
-
-
-COMPACT = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from agentlog.store.compact import compact
-r = compact(sys.argv[2], grace_hours=0)
-print(json.dumps({"compact_secs": r.seconds, "files_before": r.files_before, "files_after": r.files_after,
-                  "bytes_before": r.bytes_before, "bytes_after": r.bytes_after}))
-"""
-SERVED_MARKER = ".bench-served.json"
-
-
-def served_root(ctx: StepContext, size: int) -> tuple[str, dict[str, Any]]:
-    """:func:`built_root` as a running agentlog keeps it: its store compacted (the daemon
-    compacts every hour; one ingest batch leaves a file per day partition, so a store built
-    by many batches holds thousands of small files until then). A copy (the store's and
-    projection's files hard-linked — they are never written in place — the state copied),
-    compacted by a child process, cached for the run; the steps that read what a user's
-    dashboard, MCP server and search read use it."""
-    built, info = built_root(ctx, size)
-    root = built.rstrip(os.sep) + "-served"
-    done = _read_marker(os.path.join(root, SERVED_MARKER))
-    if done is not None:
-        return root, info | done
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(root)
-    os.symlink(os.path.realpath(os.path.join(built, "logs")), os.path.join(root, "logs"))
-    for name in ("store", "projection"):
-        shutil.copytree(os.path.join(built, name), os.path.join(root, name), copy_function=os.link)
-    shutil.copytree(os.path.join(built, "state"), os.path.join(root, "state"),
-                    ignore=shutil.ignore_patterns("search*"))
-    ctx.progress(f"compacting the store of {size:,} events (a child process, not timed)")
-    r = _child([sys.executable, "-c", COMPACT, SRC, root])
-    done = dict(json.loads(r["stdout"]))
-    _write_marker(os.path.join(root, SERVED_MARKER), done)
-    return root, info | done
-
-
-def _clone(ctx: StepContext, built: str) -> str:
-    """A data root a step may change: its own log directories (each existing log linked,
-    so new sessions' logs land here) and copies of the store, state and projection."""
-    root = ctx.tmpdir()
-    src_logs = os.path.realpath(os.path.join(built, "logs"))
-    dst_logs = os.path.join(root, "logs")
-    os.makedirs(dst_logs)
-    for name in os.listdir(src_logs):
-        src = os.path.join(src_logs, name)
-        if os.path.isdir(src):
-            os.makedirs(os.path.join(dst_logs, name))
-            for entry in os.listdir(src):
-                os.symlink(os.path.join(src, entry), os.path.join(dst_logs, name, entry))
-        else:
-            os.symlink(src, os.path.join(dst_logs, name))
-    for part in ("store", "state", "projection"):
-        if os.path.isdir(os.path.join(built, part)):
-            shutil.copytree(os.path.join(built, part), os.path.join(root, part))
-    return root
-
-
 def _counts(root: str) -> dict[str, int]:
-    from agentlog.query.engine import Engine
+    from agentlog.api import Engine
 
     with Engine(root) as engine:
         return {t: int(engine.run(f"SELECT count(*) FROM {t}").rows[0][0]) for t in COUNT_TABLES}
@@ -340,7 +158,7 @@ def projection_step(size: int) -> StepFn:
     label = _label(size)
 
     def step(ctx: StepContext) -> dict[str, Any]:
-        from agentlog.projection.persist import projection_dir, refresh
+        from agentlog.api import projection_dir, refresh_projection
 
         skipped = _skip(ctx, size)
         if skipped:
@@ -358,14 +176,14 @@ def projection_step(size: int) -> StepFn:
                 ctx.progress(f"{phase}: {done:,} of {total:,} events")
 
         ctx.progress(f"full projection of {events:,} events")
-        reset = _reset_peak()
+        reset = reset_peak()
         t0 = time.perf_counter()
-        rep = refresh(root, full=True, progress=progress)
+        rep = refresh_projection(root, full=True, progress=progress)
         secs = time.perf_counter() - t0
-        peak = _vmhwm() if reset else None
+        peak = vmhwm() if reset else None
         counts = _counts(root)
-        proj_bytes = _du(projection_dir(root))
-        _write_marker(marker, {"projection_secs": secs, "projection_mode": rep.mode, "projection_counts": rep.counts,
+        proj_bytes = du(projection_dir(root))
+        write_marker(marker, {"projection_secs": secs, "projection_mode": rep.mode, "projection_counts": rep.counts,
                                "projection_peak_rss_bytes": peak})
         metrics: dict[str, Any] = {
             "events": events,
@@ -405,23 +223,11 @@ def projection_step(size: int) -> StepFn:
 # --------------------------------------------------------------------------- engine_*
 
 
-def _fresh(argv: list[str], env: dict[str, str], n: int) -> tuple[list[float], list[int], bytes]:
-    """``n`` fresh processes: wall ms of each, peak RSS of each, the last one's stdout."""
-    ms, rss = [], []
-    out = b""
-    for _ in range(n):
-        r = _child(argv, env)
-        ms.append(r["secs"] * 1e3)
-        rss.append(r["rss"])
-        out = r["stdout"]
-    return ms, rss, out
-
-
 def engine_step(size: int) -> StepFn:
     label = _label(size)
 
     def step(ctx: StepContext) -> dict[str, Any]:
-        from agentlog.query.engine import Engine
+        from agentlog.api import Engine
 
         skipped = _skip(ctx, size)
         if skipped:
@@ -431,9 +237,9 @@ def engine_step(size: int) -> StepFn:
         aql = _aql()
         env = {**os.environ, "AGENTLOG_HOME": root}
         ctx.progress(f"{FRESH_RUNS} fresh processes per first statement")
-        floor_ms, _, _ = _fresh([sys.executable, "-c", "pass"], env, FRESH_RUNS)
-        import_ms, _, _ = _fresh([sys.executable, "-c", "import agentlog.cli"], env, FRESH_RUNS)
-        sql_ms, sql_rss, out = _fresh([sys.executable, "-m", "agentlog", "sql", "--no-ingest", "--json", GROUP_BY],
+        floor_ms, _, _ = fresh([sys.executable, "-c", "pass"], env, FRESH_RUNS)
+        import_ms, _, _ = fresh([sys.executable, "-c", "import agentlog.cli"], env, FRESH_RUNS)
+        sql_ms, sql_rss, out = fresh([sys.executable, "-m", "agentlog", "sql", "--no-ingest", "--json", GROUP_BY],
                                       env, FRESH_RUNS)
         sql_rows = len(json.loads(out)["rows"])
         aql_ms: list[float] = []
@@ -443,16 +249,16 @@ def engine_step(size: int) -> StepFn:
         if aql is not None:
             if importlib.util.find_spec("agentlog.cli.query_cmds") is not None:
                 aql_how = f"`agentlog query --no-ingest --json \"{FAILED}\"`"
-                aql_ms, aql_rss, out = _fresh([sys.executable, "-m", "agentlog", "query", "--no-ingest", "--json", FAILED],
+                aql_ms, aql_rss, out = fresh([sys.executable, "-m", "agentlog", "query", "--no-ingest", "--json", FAILED],
                                               env, FRESH_RUNS)
                 aql_rows = len(json.loads(out))
             else:
                 aql_how = f"`python -c` Engine + `{FAILED}`"
-                aql_ms, aql_rss, out = _fresh([sys.executable, "-c", FRESH_AQL, SRC, root, FAILED], env, FRESH_RUNS)
+                aql_ms, aql_rss, out = fresh([sys.executable, "-c", FRESH_AQL, SRC, root, FAILED], env, FRESH_RUNS)
                 aql_rows = int(json.loads(out)["rows"])
 
         ctx.progress(f"statements in one process, {STATEMENT_RUNS} times each")
-        reset = _reset_peak()
+        reset = reset_peak()
         open_ms: list[float] = []
         for _ in range(FRESH_RUNS):
             t0 = time.perf_counter()
@@ -464,21 +270,21 @@ def engine_step(size: int) -> StepFn:
                 if lang == "aql":
                     if aql is None:
                         continue
-                    ms, res = _timed(lambda: _aql_run(aql, engine, text), STATEMENT_RUNS)
+                    ms, res = timed(lambda: _aql_run(aql, engine, text), STATEMENT_RUNS)
                 else:
-                    ms, res = _timed(lambda: engine.run(text), STATEMENT_RUNS)
+                    ms, res = timed(lambda: engine.run(text), STATEMENT_RUNS)
                 per[name] = (ms, len(res.rows))
-        in_peak = _vmhwm() if reset else None
+        in_peak = vmhwm() if reset else None
 
-        first, aql_first = _stats(sql_ms), _stats(aql_ms)
+        first, aql_first = describe(sql_ms), describe(aql_ms)
         metrics: dict[str, Any] = {
             "events": events,
             "first_statement_secs": first["median"] / 1e3,
             "first_statement_p95_secs": first["p95"] / 1e3,
             "first_statement_p99_secs": first["p99"] / 1e3,
-            "interpreter_floor_p50_ms": _stats(floor_ms)["median"],
-            "import_cli_p50_ms": _stats(import_ms)["median"],
-            "open_p50_ms": _stats(open_ms)["median"],
+            "interpreter_floor_p50_ms": describe(floor_ms)["median"],
+            "import_cli_p50_ms": describe(import_ms)["median"],
+            "open_p50_ms": describe(open_ms)["median"],
             "peak_rss_bytes": max(sql_rss + aql_rss),
             "first_statement_peak_rss_bytes": max(sql_rss),
         }
@@ -490,8 +296,8 @@ def engine_step(size: int) -> StepFn:
         if in_peak:
             metrics["in_process_peak_rss_bytes"] = in_peak
         rows: list[list[Any]] = [
-            ["`python -c pass` (interpreter floor)", "—", FRESH_RUNS, _fmt(_stats(floor_ms)), "—"],
-            ["`python -c 'import agentlog.cli'`", "—", FRESH_RUNS, _fmt(_stats(import_ms)), "—"],
+            ["`python -c pass` (interpreter floor)", "—", FRESH_RUNS, _fmt(describe(floor_ms)), "—"],
+            ["`python -c 'import agentlog.cli'`", "—", FRESH_RUNS, _fmt(describe(import_ms)), "—"],
             [f"`agentlog sql --no-ingest --json \"{GROUP_BY}\"`", sql_rows, FRESH_RUNS, _fmt(first),
              f"{max(sql_rss) / 2**20:,.0f} MiB"],
         ]
@@ -499,13 +305,13 @@ def engine_step(size: int) -> StepFn:
             rows.append([aql_how, aql_rows, FRESH_RUNS, _fmt(aql_first),
                          f"{max(aql_rss) / 2**20:,.0f} MiB"])
         stmt_rows: list[list[Any]] = [["`Engine(root)` (open: register the store and projection)", "—", FRESH_RUNS,
-                                       _fmt(_stats(open_ms))]]
+                                       _fmt(describe(open_ms))]]
         for name, text, _lang in STATEMENTS:
             if name not in per:
                 stmt_rows.append([f"`{text}`", "—", 0, "not run: AttemptQL is not in this build"])
                 continue
             ms, n_rows = per[name]
-            d = _stats(ms)
+            d = describe(ms)
             _put(metrics, name, d)
             metrics[f"rows.{name}"] = n_rows
             stmt_rows.append([f"`{text}`", n_rows, len(ms), _fmt(d)])
@@ -542,11 +348,13 @@ def engine_step(size: int) -> StepFn:
 # --------------------------------------------------------------------------- recent_timeline
 
 
-def _views() -> ModuleType | None:
+def _timeline() -> Callable[..., Any] | None:
+    """``agentlog.query.views.timeline`` (what ``agentlog timeline`` shows) when this build has it."""
     try:
-        return importlib.import_module("agentlog.query.views")
+        from agentlog.api import timeline
     except ImportError:
         return None
+    return timeline
 
 
 TIMELINE_SQL = (
@@ -561,13 +369,12 @@ TIMELINE_SQL = (
 
 def recent_timeline(ctx: StepContext) -> dict[str, Any]:
     """The last 24 h of synthetic time: the timeline (sessions → turns → attempts) and SHOW statements, p50/p95/p99."""
-    from agentlog.query.engine import Engine
-    from agentlog.query.scope import Scope
+    from agentlog.api import Engine, Scope
 
     root, info = built_root(ctx, ctx.events)
     aql = _aql()
-    views = _views()
-    reset = _reset_peak()
+    views_timeline = _timeline()
+    reset = reset_peak()
     with Engine(root) as engine:
         latest = int(engine.run("SELECT epoch_us(max(observed_at)) FROM events").rows[0][0])
         since = latest - WINDOW_US
@@ -579,12 +386,12 @@ def recent_timeline(ctx: StepContext) -> dict[str, Any]:
             [since, since, since, since]).rows[0]
     scope = Scope(since_us=since)
 
-    how = "`agentlog.query.views.timeline` (what `agentlog timeline` shows)" if views is not None and hasattr(
-        views, "timeline") else "one SQL statement (sessions ⋈ turns ⟕ attempts)"
+    how = ("`agentlog.query.views.timeline` (what `agentlog timeline` shows)" if views_timeline is not None
+           else "one SQL statement (sessions ⋈ turns ⟕ attempts)")
 
     def timeline(engine: Any) -> int:
-        if views is not None and hasattr(views, "timeline"):
-            sessions = views.timeline(engine, scope)
+        if views_timeline is not None:
+            sessions = views_timeline(engine, scope)
             return sum(max(1, sum(max(1, len(t["attempts"])) for t in s["turns"])) for s in sessions)
         return len(engine.run(TIMELINE_SQL, [since]).rows)
 
@@ -603,17 +410,17 @@ def recent_timeline(ctx: StepContext) -> dict[str, Any]:
     per: dict[str, tuple[str, list[float], int]] = {}
     ctx.progress(f"statements on one engine, {STATEMENT_RUNS} times each")
     with Engine(root) as engine:
-        ms, n = _timed(lambda: timeline(engine), STATEMENT_RUNS)
+        ms, n = timed(lambda: timeline(engine), STATEMENT_RUNS)
         per["timeline"] = (f"timeline since {at}: {how}", ms, n)
         if aql is not None:
             for name, text in shows:
-                ms, res = _timed(lambda: _aql_run(aql, engine, text), STATEMENT_RUNS)
+                ms, res = timed(lambda: _aql_run(aql, engine, text), STATEMENT_RUNS)
                 per[name] = (f"`{text}`", ms, len(res.rows))
         count = "SELECT count(*) FROM events WHERE observed_at >= make_timestamptz(?)"
-        ms, res = _timed(lambda: engine.run(count, [since]), STATEMENT_RUNS)
+        ms, res = timed(lambda: engine.run(count, [since]), STATEMENT_RUNS)
         per["count_events"] = (f"`SELECT count(*) FROM events WHERE observed_at >= '{at}'`", ms, len(res.rows))
-    peak = _vmhwm() if reset else None
-    build = _stats(build_ms)
+    peak = vmhwm() if reset else None
+    build = describe(build_ms)
     metrics: dict[str, Any] = {
         "events": int(info["events"]),
         "window_events": int(window[0]),
@@ -625,7 +432,7 @@ def recent_timeline(ctx: StepContext) -> dict[str, Any]:
     _put(metrics, "build", build)
     table_rows: list[list[Any]] = [[f"new `Engine(root)` + timeline since {at}", rows, len(build_ms), _fmt(build)]]
     for name, (what, ms, n) in per.items():
-        d = _stats(ms)
+        d = describe(ms)
         _put(metrics, name, d)
         table_rows.append([what, n, len(ms), _fmt(d)])
     if aql is None:
@@ -652,14 +459,14 @@ def recent_timeline(ctx: StepContext) -> dict[str, Any]:
 
 def state_at(ctx: StepContext) -> dict[str, Any]:
     """STATE project AT 10 points over the synthetic history (the latest included) and DIFF STATE, p50/p95/p99."""
-    from agentlog.query.engine import Engine
+    from agentlog.api import Engine
 
     aql = _aql()
     if aql is None:
         return _no_aql(ctx)
     size = ctx.events
     root, info = built_root(ctx, size)
-    reset = _reset_peak()
+    reset = reset_peak()
     with Engine(root) as engine:
         lo, hi = engine.run("SELECT epoch_us(min(observed_at)), epoch_us(max(observed_at)) FROM events").rows[0]
         first, latest = int(lo), int(hi)
@@ -674,12 +481,12 @@ def state_at(ctx: StepContext) -> dict[str, Any]:
         while rounds < STATE_ROUNDS:
             for p in points:
                 text = f"STATE project AT '{_iso(p)}'"
-                ms, res = _timed(lambda: _aql_run(aql, engine, text), 1)
+                ms, res = timed(lambda: _aql_run(aql, engine, text), 1)
                 state_ms[p] += ms
                 state_rows[p] = len(res.rows)
             for a, b in pairs:
                 text = f"DIFF STATE '{_iso(a)}' '{_iso(b)}'"
-                ms, res = _timed(lambda: _aql_run(aql, engine, text), 1)
+                ms, res = timed(lambda: _aql_run(aql, engine, text), 1)
                 diff_ms[(a, b)] += ms
                 diff_rows[(a, b)] = len(res.rows)
             rounds += 1
@@ -687,10 +494,10 @@ def state_at(ctx: StepContext) -> dict[str, Any]:
             if rounds < STATE_ROUNDS and ctx.over_budget():
                 ctx.cap(f"state_at stopped after {rounds} of {STATE_ROUNDS} rounds at the time cap")
                 break
-    peak = _vmhwm() if reset else None
+    peak = vmhwm() if reset else None
     all_state = [x for xs in state_ms.values() for x in xs]
     all_diff = [x for xs in diff_ms.values() for x in xs]
-    s, d, last = _stats(all_state), _stats(all_diff), _stats(state_ms[latest])
+    s, d, last = describe(all_state), describe(all_diff), describe(state_ms[latest])
     metrics: dict[str, Any] = {
         "events": int(info["events"]),
         "p50_ms": s["median"], "p95_ms": s["p95"], "p99_ms": s["p99"],
@@ -705,12 +512,12 @@ def state_at(ctx: StepContext) -> dict[str, Any]:
     rows: list[list[Any]] = []
     for i, p in enumerate(points, 1):
         rows.append([f"STATE project AT '{_iso(p)}'" + (" (latest)" if p == latest else f" ({i}/10)"),
-                     state_rows[p], len(state_ms[p]), _fmt(_stats(state_ms[p]))])
+                     state_rows[p], len(state_ms[p]), _fmt(describe(state_ms[p]))])
     rows.append([f"all {STATE_POINTS} points", f"[{', '.join(str(state_rows[p]) for p in points)}]", len(all_state),
                  _fmt(s)])
     for a, b in pairs:
         rows.append([f"DIFF STATE '{_iso(a)}' '{_iso(b)}'", diff_rows[(a, b)], len(diff_ms[(a, b)]),
-                     _fmt(_stats(diff_ms[(a, b)]))])
+                     _fmt(describe(diff_ms[(a, b)]))])
     rows.append([f"all {len(pairs)} diffs", "—", len(all_diff), _fmt(d)])
     tables = [{
         "title": f"STATE project AT and DIFF STATE over {int(info['events']):,} events",
@@ -732,8 +539,7 @@ def state_at(ctx: StepContext) -> dict[str, Any]:
 
 def trace_chain(ctx: StepContext) -> dict[str, Any]:
     """TRACE the last attempt of the 200-attempt chain CAUSES DEPTH 1/10/50/200 (UP): p50/p95/p99 and rows."""
-    from agentlog.projection.ids import display
-    from agentlog.query.engine import Engine
+    from agentlog.api import Engine, display_id
     from agentlog.bench.workload.model import CHAIN_SESSION_ID
 
     aql = _aql()
@@ -754,18 +560,18 @@ def trace_chain(ctx: StepContext) -> dict[str, Any]:
         while back.get(walk[-1]) and len(walk) <= len(chain):
             walk.append(str(back[walk[-1]]))
         head = walk[-1]
-        subject = display("attempt", last)
+        subject = display_id("attempt", last)
         per: dict[int, tuple[list[float], int, bool]] = {}
         for depth in (1, 10, 50, 200):
             text = f"TRACE {subject} CAUSES DEPTH {depth} DIRECTION UP"
-            ms, res = _timed(lambda: _aql_run(aql, engine, text), TRACE_RUNS)
+            ms, res = timed(lambda: _aql_run(aql, engine, text), TRACE_RUNS)
             reached = any(head in str(cell) for row in res.rows for cell in row)
             per[depth] = (ms, len(res.rows), reached)
     metrics: dict[str, Any] = {"events": int(info["events"]), "chain_attempts": len(walk),
                                "session_attempts": len(chain)}
     rows: list[list[Any]] = []
     for depth, (ms, n, reached) in per.items():
-        d = _stats(ms)
+        d = describe(ms)
         metrics[f"depth{depth}_p50_ms"] = d["median"]
         metrics[f"depth{depth}_p95_ms"] = d["p95"]
         metrics[f"depth{depth}_p99_ms"] = d["p99"]
@@ -796,11 +602,11 @@ class _Feed:
 
     def __init__(self, root: str, seed: int, start_us: int, world_seed: int) -> None:
         from agentlog.bench.workload.generator import generate
-        from agentlog.bench.workload.load import _Writer
+        from agentlog.bench.workload.load import Writer
         from agentlog.bench.workload.model import CHAIN_SESSION_ID, START_TIME_US
 
         self.samples = generate(10_000_000, seed, world_seed)
-        self.writer = _Writer(root, 1000)
+        self.writer = Writer(root, 1000)
         self.offset = start_us - int(START_TIME_US)
         self.skip = CHAIN_SESSION_ID
         self.sessions: set[str] = set()
@@ -836,13 +642,11 @@ class _Feed:
 def refresh(ctx: StepContext) -> dict[str, Any]:
     """Answer again after 1,000 new events landed in the store: incremental projection + a new
     engine + a statement, in one process (the catch-up ingest timed beside it) and fresh."""
-    from agentlog.projection.persist import refresh as refresh_projection
-    from agentlog.query.engine import Engine
-    from agentlog.store.ingest import catch_up
+    from agentlog.api import Engine, catch_up, refresh_projection
 
     built, info = built_root(ctx, ctx.events)
     ctx.progress("copying the store and projection")
-    root = _clone(ctx, built)
+    root = clone(ctx, built)
     with Engine(root) as engine:
         latest = int(engine.run("SELECT epoch_us(max(observed_at)) FROM events").rows[0][0])
     feed = _Feed(root, ctx.seed + 1, latest + 60_000_000, ctx.seed)
@@ -870,7 +674,7 @@ def refresh(ctx: StepContext) -> dict[str, Any]:
     ctx.progress(f"{REFRESH_ROUNDS} rounds in fresh processes")
     for _ in range(REFRESH_ROUNDS):
         added, touched = feed.write(REFRESH_EVENTS)
-        r = _child([sys.executable, "-m", "agentlog", "sql", "--json", REFRESH_SQL], env)
+        r = child([sys.executable, "-m", "agentlog", "sql", "--json", REFRESH_SQL], env)
         out = json.loads(r["stdout"])
         caught = out.get("caught_up") or {}
         ing_d, proj = caught.get("ingest") or {}, caught.get("projection") or {}
@@ -881,7 +685,7 @@ def refresh(ctx: StepContext) -> dict[str, Any]:
     bad = [r for r in same + fresh if r["mode"] != "incremental" or r["ingested"] != r["events"]]
 
     def col(rs: list[dict[str, Any]], key: str) -> dict[str, float]:
-        return _stats([float(r[key]) * 1e3 for r in rs if r.get(key) is not None])
+        return describe([float(r[key]) * 1e3 for r in rs if r.get(key) is not None])
 
     t_again, t_same, t_fresh = col(same, "answer_again"), col(same, "total"), col(fresh, "total")
     metrics: dict[str, Any] = {

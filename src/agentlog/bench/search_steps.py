@@ -20,7 +20,9 @@ import os
 import sys
 from typing import Any, Final
 
-from agentlog.bench.harness import StepContext
+from agentlog.bench.context import StepContext
+from agentlog.bench.measure import child, du
+from agentlog.bench.roots import SRC, built_root
 
 RUNS: Final = 15
 _BUILD: Final = """
@@ -85,17 +87,6 @@ print(json.dumps(out))
 """
 
 
-def _du(path: str) -> int:
-    total = 0
-    for d, _, fs in os.walk(path):
-        for f in fs:
-            try:
-                total += os.path.getsize(os.path.join(d, f))
-            except OSError:
-                pass
-    return total
-
-
 FRESH_HOOKS: Final = 10
 """Hooks fired, one after another, for the hook-to-searchable measurement."""
 
@@ -110,8 +101,8 @@ def hook_to_hit(root: str, n: int, *, timeout: float = 30.0, poll: float = 0.01)
     import subprocess
     import time
 
+    from agentlog.api import search as find
     from agentlog.capture.command import hook_argv
-    from agentlog.search.service import search as find
     from agentlog.operations import daemon
 
     def fire(word: str, i: int) -> float:
@@ -148,10 +139,7 @@ def search(ctx: StepContext) -> dict[str, Any]:
     """Index build (events/s, MB/s, size, peak RSS) and ten query shapes' p50/p95, on the 200 k and full stores."""
     import shutil
 
-    from agentlog.search.index import index_path
-    from agentlog.search.places import places_dir
-    from agentlog.store.schema import events_path
-    from agentlog.bench.projection_steps import SRC, _child, built_root
+    from agentlog.api import events_path, index_path, places_dir
 
     tables: list[dict[str, Any]] = []
     metrics: dict[str, Any] = {}
@@ -160,14 +148,14 @@ def search(ctx: StepContext) -> dict[str, Any]:
         root, _ = built_root(ctx, size)
         ctx.progress(f"indexing {size:,} events (a child process)")
         shutil.rmtree(index_path(root), ignore_errors=True)
-        built = _child([sys.executable, "-c", _BUILD, SRC, root])
+        built = child([sys.executable, "-c", _BUILD, SRC, root])
         b = json.loads(built["stdout"])
-        index_bytes = _du(index_path(root))
-        places_bytes = _du(places_dir(root))
-        store_bytes = _du(events_path(root))
-        root_bytes = _du(root) + _du(os.path.realpath(os.path.join(root, "logs")))
+        index_bytes = du(index_path(root))
+        places_bytes = du(places_dir(root))
+        store_bytes = du(events_path(root))
+        root_bytes = du(root) + du(os.path.realpath(os.path.join(root, "logs")))
         ctx.progress(f"querying {size:,} events: ten shapes × {RUNS}")
-        q = _child([sys.executable, "-c", _QUERY, SRC, root, str(RUNS)])
+        q = child([sys.executable, "-c", _QUERY, SRC, root, str(RUNS)])
         shapes = json.loads(q["stdout"])
         worst = max(v["p95"] for v in shapes.values())
         key = str(size)

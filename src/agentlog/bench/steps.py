@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlog.bench.harness import StepContext, StepFn
+from agentlog.bench.context import StepContext, StepFn
 from agentlog.bench.import_steps import IMPORT_STEPS
 from agentlog.bench.memory_steps import MEMORY_STEPS
 from agentlog.bench.projection_steps import PROJECTION_STEPS

@@ -20,77 +20,17 @@ import sys
 import time
 from typing import Any
 
-from agentlog.bench.harness import StepContext, StepFn
+from agentlog.bench.common import describe
+from agentlog.bench.context import StepContext, StepFn
+from agentlog.bench.measure import du_files, files_under
+from agentlog.bench.roots import FULL_EVENTS, SRC, loaded_logs, root_over
 
-FULL_EVENTS = 1_450_000
-CACHE_DIR = ".workload-cache"
-CACHE_DIR_ENV = "AGENTLOG_BENCH_CACHE_DIR"
-"""Set (by ``bench run --cache-dir``): the loaded logs and built stores live
-there instead, and are kept after the run for the next one to reuse."""
-
-
-def cache_root(ctx: StepContext) -> str | None:
-    """Where loaded logs and built stores are cached: ``$AGENTLOG_BENCH_CACHE_DIR``
-    (kept), else ``<out>/.workload-cache`` (removed when the run ends), else
-    nowhere (a step run on its own uses its scratch directory)."""
-    kept = os.environ.get(CACHE_DIR_ENV)
-    if kept:
-        return os.path.abspath(kept)
-    return os.path.join(ctx.out_dir, CACHE_DIR) if ctx.out_dir else None
 SMALL_BATCH_EVENTS = 100
 """attemptdb's batch latency is per 100-event batch; ours are measured the same way where it matters."""
 
 
 def _fmt_lat(d: dict[str, float]) -> str:
     return f"{d['median']:.0f} / {d['p95']:.0f} / {d['p99']:.0f}"
-
-
-def _lat(xs: list[float]) -> dict[str, float]:
-    from agentlog.bench.common import describe
-
-    return describe(xs) if xs else {"median": 0.0, "p95": 0.0, "p99": 0.0, "n": 0, "mean": 0.0, "min": 0.0, "max": 0.0}
-
-
-def loaded_logs(ctx: StepContext, size: int) -> tuple[str, float]:
-    """A data root whose ``logs`` hold ``size`` generated events (loaded once
-    per run and shared), and the seconds loading took (0 when cached: the
-    first load's time is reused)."""
-    from agentlog.bench.workload.load import default_jobs, load
-
-    root = cache_root(ctx)
-    if root:
-        cache = os.path.join(root, f"{size}-{ctx.seed}")
-    else:
-        cache = os.path.join(ctx.tmpdir(), "workload")
-    marker = os.path.join(cache, "complete.json")
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8") as f:
-            return cache, float(json.load(f)["load_secs"])
-    shutil.rmtree(cache, ignore_errors=True)
-    os.makedirs(cache, exist_ok=True)
-    ctx.progress(f"loading {size:,} events into logs (cached for the other steps of this run)")
-    t0 = time.perf_counter()
-    load(size, ctx.seed, root=cache, jobs=default_jobs())
-    secs = time.perf_counter() - t0
-    with open(marker, "w", encoding="utf-8") as f:
-        json.dump({"load_secs": secs, "events": size, "seed": ctx.seed}, f)
-    return cache, secs
-
-
-def root_over(ctx: StepContext, logs_root: str) -> str:
-    """A fresh data root that reads the logs of ``logs_root`` (symlinked) and has its own store."""
-    root = ctx.tmpdir()
-    os.symlink(os.path.abspath(os.path.join(logs_root, "logs")), os.path.join(root, "logs"))
-    return root
-
-
-def _files(path: str, suffix: str = "") -> list[str]:
-    return [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(suffix)]
-
-
-def _du(path: str) -> tuple[int, int]:
-    files = _files(path)
-    return sum(os.path.getsize(p) for p in files), len(files)
 
 
 def _io() -> dict[str, int]:
@@ -113,8 +53,7 @@ def _ingest_step(size: int, durability: str) -> StepFn:
     label = "full" if size == FULL_EVENTS else f"{size // 1000}k"
 
     def step(ctx: StepContext) -> dict[str, Any]:
-        from agentlog.store.ingest import ingest
-        from agentlog.store.schema import events_path
+        from agentlog.api import events_path, ingest
         from agentlog.bench.workload.load import default_jobs
 
         if ctx.events < size:
@@ -125,10 +64,10 @@ def _ingest_step(size: int, durability: str) -> StepFn:
         t1 = time.perf_counter()
         report = ingest(root, durability=durability)
         t_ingest = time.perf_counter() - t1
-        parquet = _files(events_path(root), ".parquet")
+        parquet = files_under(events_path(root), ".parquet")
         store_bytes = sum(os.path.getsize(p) for p in parquet)
-        log_bytes = _du(os.path.join(logs_root, "logs"))[0]
-        lat = _lat(report.commit_ms)
+        log_bytes = du_files(os.path.join(logs_root, "logs"))[0]
+        lat = describe(report.commit_ms)
         metrics = {
             "events": report.events,
             "events_per_s": report.events / t_ingest,
@@ -208,13 +147,13 @@ os._exit(0)
 
 def ingest_200k_reader(ctx: StepContext) -> dict[str, Any]:
     """A reader opening, scanning and counting the store once a second while 200k events are ingested."""
-    from agentlog.store.ingest import ingest
+    from agentlog.api import ingest
 
     size = 200_000
     if ctx.events < size:
         return {"tables": [], "metrics": {}, "skipped": f"--events {ctx.events:,} is below {size:,}"}
     logs_root, _ = loaded_logs(ctx, size)
-    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = SRC
 
     # the same ingest without a reader first: the reader's effect on ingest
     ctx.progress("ingest without a reader (baseline)")
@@ -247,7 +186,7 @@ def ingest_200k_reader(ctx: StepContext) -> dict[str, Any]:
     errors = [r["error"] for r in reads if "error" in r]
     dup = sum(1 for r in ok if r["rows"] != r["unique"])
     backwards = sum(1 for a, b in zip(ok, ok[1:]) if b["rows"] < a["rows"])
-    open_lat, scan_lat = _lat([r["open_ms"] for r in ok]), _lat([r["scan_ms"] for r in ok])
+    open_lat, scan_lat = describe([r["open_ms"] for r in ok]), describe([r["scan_ms"] for r in ok])
     hwm = max((r.get("VmHWM", 0) for r in reads), default=0)
     metrics = {
         "reads": len(reads),
@@ -304,13 +243,12 @@ os._exit(0)
 
 def ingest_compaction(ctx: StepContext) -> dict[str, Any]:
     """Daemon-like 100-event ingests with and without a compactor looping beside them: the stall compaction adds."""
-    from agentlog.store.ingest import ingest
-    from agentlog.store.schema import events_path
+    from agentlog.api import events_path, ingest
 
     size = min(ctx.events, 20_000)
     logs_root, _ = loaded_logs(ctx, size)
-    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    avg = _du(os.path.join(logs_root, "logs"))[0] / size
+    src = SRC
+    avg = du_files(os.path.join(logs_root, "logs"))[0] / size
     batch_bytes = max(1, int(avg * SMALL_BATCH_EVENTS))
 
     def run(compacting: bool) -> tuple[list[float], dict[str, Any]]:
@@ -333,14 +271,14 @@ def ingest_compaction(ctx: StepContext) -> dict[str, Any]:
                 runs = json.load(f)
             extra["compactions"] = len([r for r in runs if "secs" in r])
             extra["compaction_errors"] = [r["error"] for r in runs if "error" in r][:3]
-        extra["files"] = len(_files(events_path(root), ".parquet"))
+        extra["files"] = len(files_under(events_path(root), ".parquet"))
         return rep.commit_ms, extra
 
     ctx.progress(f"{size:,} events in ~{SMALL_BATCH_EVENTS}-event commits, alone")
     alone, a = run(False)
     ctx.progress("the same with a compactor looping beside")
     beside, b = run(True)
-    la, lb = _lat(alone), _lat(beside)
+    la, lb = describe(alone), describe(beside)
     metrics = {
         "batch_p50_ms": la["median"], "batch_p95_ms": la["p95"], "batch_p99_ms": la["p99"],
         "compacting_batch_p50_ms": lb["median"], "compacting_batch_p95_ms": lb["p95"],
@@ -371,7 +309,7 @@ def _read_costs(root: str, repeat: int = 5) -> dict[str, float]:
     import duckdb
     from deltalake import DeltaTable
 
-    from agentlog.store.schema import events_path, read_events
+    from agentlog.api import events_path, read_events
 
     opens, counts, filtered = [], [], []
     for _ in range(repeat):
@@ -390,35 +328,33 @@ def _read_costs(root: str, repeat: int = 5) -> dict[str, float]:
         opens.append((t1 - t0) * 1e3)
         counts.append((t2 - t1) * 1e3)
         filtered.append((t3 - t2) * 1e3)
-    return {"rows": n, "open_ms": _lat(opens)["median"], "count_ms": _lat(counts)["median"],
-            "filtered_ms": _lat(filtered)["median"]}
+    return {"rows": n, "open_ms": describe(opens)["median"], "count_ms": describe(counts)["median"],
+            "filtered_ms": describe(filtered)["median"]}
 
 
 def segments_100k(ctx: StepContext) -> dict[str, Any]:
     """Read cost against file count: 100k events ingested 100 at a time, before and after compaction."""
-    from agentlog.store.compact import compact
-    from agentlog.store.ingest import ingest
-    from agentlog.store.schema import events_path
+    from agentlog.api import compact, events_path, ingest
 
     size = 100_000
     if ctx.events < size:
         return {"tables": [], "metrics": {}, "skipped": f"--events {ctx.events:,} is below {size:,}"}
     logs_root, _ = loaded_logs(ctx, size)
     root = root_over(ctx, logs_root)
-    avg = _du(os.path.join(logs_root, "logs"))[0] / size
+    avg = du_files(os.path.join(logs_root, "logs"))[0] / size
     ctx.progress(f"ingesting {size:,} events ~{SMALL_BATCH_EVENTS} at a time")
     rep = ingest(root, batch_bytes=int(avg * SMALL_BATCH_EVENTS), durability="relaxed")
     path = events_path(root)
-    before_files = len(_files(path, ".parquet"))
-    before_log = _du(os.path.join(path, "_delta_log"))
+    before_files = len(files_under(path, ".parquet"))
+    before_log = du_files(os.path.join(path, "_delta_log"))
     ctx.progress("reading before compaction")
     before = _read_costs(root)
     ctx.progress("compacting")
     t0 = time.perf_counter()
     c = compact(root, grace_hours=0)
     compact_secs = time.perf_counter() - t0
-    after_files = len(_files(path, ".parquet"))
-    after_log = _du(os.path.join(path, "_delta_log"))
+    after_files = len(files_under(path, ".parquet"))
+    after_log = du_files(os.path.join(path, "_delta_log"))
     ctx.progress("reading after compaction")
     after = _read_costs(root)
     metrics = {
@@ -455,9 +391,7 @@ def disk(ctx: StepContext) -> dict[str, Any]:
     import pyarrow.compute as pc  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from agentlog.store.compact import compact
-    from agentlog.store.ingest import ingest
-    from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events
+    from agentlog.api import COMPACT_ZSTD_LEVEL, compact, events_path, ingest, iter_logs, read_events
     from agentlog.core.paths import logs_dir, state_dir
 
     size = min(ctx.events, 200_000)
@@ -465,7 +399,7 @@ def disk(ctx: StepContext) -> dict[str, Any]:
     root = ctx.tmpdir()
     ctx.progress("copying the logs (sealing changes them)")
     shutil.copytree(os.path.join(logs_root, "logs"), logs_dir(root))
-    logs_unsealed = _du(logs_dir(root))
+    logs_unsealed = du_files(logs_dir(root))
     io0 = _io()
     ctx.progress("ingesting")
     rep = ingest(root)
@@ -473,16 +407,14 @@ def disk(ctx: StepContext) -> dict[str, Any]:
     sealed_note = ""
     seal_secs = 0.0
     try:
-        from agentlog.log import seal as _seal  # sealing ships with the log layer
+        from agentlog.api import seal_log  # sealing ships with the log layer
     except ImportError:
-        _seal = None  # type: ignore[assignment]
-    if _seal is not None and hasattr(_seal, "seal_log"):
+        seal_log = None  # type: ignore[assignment]
+    if seal_log is not None:
         ctx.progress("sealing every log")
-        from agentlog.log.layout import iter_logs
-
         t0 = time.perf_counter()
         for log in iter_logs(root):
-            _seal.seal_log(log)
+            seal_log(log)
         seal_secs = time.perf_counter() - t0
     else:
         sealed_note = " Sealing is not available in this build: logs are unsealed."
@@ -493,14 +425,14 @@ def disk(ctx: StepContext) -> dict[str, Any]:
     compact_secs = time.perf_counter() - t0
     io3 = _io()
     components = {
-        "logs": _du(logs_dir(root)),
-        "store data": _du(os.path.join(events_path(root))),
-        "store transaction log": _du(os.path.join(events_path(root), "_delta_log")),
-        "state": _du(state_dir(root)),
+        "logs": du_files(logs_dir(root)),
+        "store data": du_files(os.path.join(events_path(root))),
+        "store transaction log": du_files(os.path.join(events_path(root), "_delta_log")),
+        "state": du_files(state_dir(root)),
     }
     sd = components["store data"]
     components["store data"] = (sd[0] - components["store transaction log"][0], sd[1] - components["store transaction log"][1])
-    total = _du(root)
+    total = du_files(root)
     n = max(1, rep.events)
     json_bytes = rep.bytes
     rows = [[k, v[1], v[0], v[0] / n] for k, v in components.items()]

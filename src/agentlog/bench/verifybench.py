@@ -24,7 +24,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from agentlog.log.verify import verify_log
+from agentlog.api import verify_log
 from agentlog.bench.common import describe, machine
 from agentlog.bench.hookbench import build_session
 

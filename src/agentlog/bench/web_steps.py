@@ -22,9 +22,11 @@ import time
 from typing import Any, Final
 
 from agentlog.bench.common import describe
-from agentlog.bench.harness import StepContext
+from agentlog.bench.context import StepContext
+from agentlog.bench.measure import child
+from agentlog.bench.roots import SRC, clone, served_root
+from agentlog.bench.serving import RUNS, client, serve, stop, time_routes
 
-RUNS: Final = 7
 LIVE_RUNS: Final = 10
 
 
@@ -34,44 +36,6 @@ def _sizes(ctx: StepContext) -> list[int]:
 
 def _fmt(d: dict[str, float]) -> tuple[str, str]:
     return f"{d['median']:.0f} ms", f"{d['p95']:.0f} ms"
-
-
-def _serve(root: str, live: bool) -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, "-m", "agentlog", "serve", "--port", "0"] + ([] if live else ["--no-live"])
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "AGENTLOG_HOME": root})
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    if not url.startswith("http://"):
-        proc.kill()
-        raise RuntimeError("agentlog serve did not print its address")
-    return proc, url
-
-
-def _client(url: str) -> Any:
-    import httpx
-
-    base = url.split("/?", 1)[0]
-    client = httpx.Client(base_url=base, timeout=300)
-    for _ in range(100):
-        try:
-            r = client.get(url[len(base):], follow_redirects=False)
-            break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    else:
-        raise RuntimeError("the server did not answer")
-    client.cookies.set("agentlog_session", r.cookies["agentlog_session"])
-    return client
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
 
 
 _INDEX: Final = """
@@ -84,10 +48,8 @@ catch_up(sys.argv[2])
 
 def _indexed(ctx: StepContext, root: str, size: int) -> None:
     """The full-text index brought up to date first (a child process, not timed), as the daemon keeps it."""
-    from agentlog.bench.projection_steps import SRC, _child
-
     ctx.progress(f"indexing {size:,} events for search (a child process, not timed)")
-    _child([sys.executable, "-c", _INDEX, SRC, root])
+    child([sys.executable, "-c", _INDEX, SRC, root])
 
 
 def _routes(client: Any) -> list[str]:
@@ -107,23 +69,6 @@ def _routes(client: Any) -> list[str]:
     return pages + apis
 
 
-def _time_routes(client: Any, routes: list[str]) -> dict[str, dict[str, float]]:
-    out = {}
-    for path in routes:
-        t = time.perf_counter()
-        client.get(path)  # the first: computed (nothing remembered yet for this store)
-        first = (time.perf_counter() - t) * 1000
-        runs = []
-        for _ in range(RUNS):
-            t = time.perf_counter()
-            r = client.get(path)
-            runs.append((time.perf_counter() - t) * 1000)
-            if r.status_code != 200:
-                raise RuntimeError(f"{path}: HTTP {r.status_code}")
-        out[path] = {**describe(runs), "first": first}
-    return out
-
-
 def _live(ctx: StepContext, root: str) -> dict[str, float]:
     """Hook → SSE message, with the daemon running over ``root``."""
     import httpx
@@ -133,11 +78,11 @@ def _live(ctx: StepContext, root: str) -> dict[str, float]:
     env = {**os.environ, "AGENTLOG_HOME": root}
     daemon = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    proc, url = _serve(root, live=True)
+    proc, url = serve(root, live=True)
     lat: list[float] = []
     try:
-        client = _client(url)
-        with client.stream("GET", "/api/stream", timeout=60) as stream:
+        http = client(url)
+        with http.stream("GET", "/api/stream", timeout=60) as stream:
             lines = stream.iter_lines()
             for i in range(LIVE_RUNS):
                 payload = {"session_id": f"bench-live-{os.getpid()}-{i}", "cwd": "/tmp/bench-live",
@@ -153,11 +98,11 @@ def _live(ctx: StepContext, root: str) -> dict[str, float]:
                         raise RuntimeError("no live message within 30 s")
                 lat.append((time.perf_counter() - t) * 1000)
                 time.sleep(0.5)  # let the daemon's ingest settle before the next hook
-        client.close()
+        http.close()
     except (httpx.HTTPError, RuntimeError) as e:
         ctx.cap(f"live latency: {e}")
     finally:
-        _stop(proc)
+        stop(proc)
         daemon.terminate()
         try:
             daemon.wait(timeout=20)
@@ -168,8 +113,6 @@ def _live(ctx: StepContext, root: str) -> dict[str, float]:
 
 def web(ctx: StepContext) -> dict[str, Any]:
     """Every dashboard page and API route (p50/p95) on the 200 k and full stores; hook-to-browser latency."""
-    from agentlog.bench.projection_steps import _clone, served_root
-
     tables: list[dict[str, Any]] = []
     metrics: dict[str, Any] = {}
     raw: dict[str, Any] = {}
@@ -177,13 +120,13 @@ def web(ctx: StepContext) -> dict[str, Any]:
         root, _info = served_root(ctx, size)
         _indexed(ctx, root, size)
         ctx.progress(f"dashboard over {size:,} events")
-        proc, url = _serve(root, live=False)
+        proc, url = serve(root, live=False)
         try:
-            client = _client(url)
-            timed = _time_routes(client, _routes(client))
-            client.close()
+            http = client(url)
+            timed = time_routes(http, _routes(http))
+            http.close()
         finally:
-            _stop(proc)
+            stop(proc)
         raw[str(size)] = timed
         worst = max(v["p95"] for v in timed.values())
         metrics[f"{size}.worst_p95_ms"] = worst
@@ -202,7 +145,7 @@ def web(ctx: StepContext) -> dict[str, Any]:
     size = max(_sizes(ctx))
     root, _ = served_root(ctx, size)
     ctx.progress("hook → browser latency with the daemon running")
-    live = _live(ctx, _clone(ctx, root))
+    live = _live(ctx, clone(ctx, root))
     if live:
         metrics["live_p50_ms"], metrics["live_p95_ms"] = live["median"], live["p95"]
         tables.append({"title": f"Hook to browser over SSE ({size:,}-event store, daemon running)",
@@ -252,8 +195,6 @@ async def _mcp_times(root: str) -> dict[str, dict[str, float]]:
 
 def mcp(ctx: StepContext) -> dict[str, Any]:
     """Every MCP tool (p50/p95) through a real `agentlog mcp` over stdio, on the 200 k and full stores."""
-    from agentlog.bench.projection_steps import served_root
-
     tables, metrics, raw = [], {}, {}
     for size in _sizes(ctx):
         root, _ = served_root(ctx, size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentlog.capture.hook import build
+from agentlog.api import capture_hook_payload
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.bench.workload.reconstruct import TranscriptState, transcript_events
 
@@ -50,8 +50,8 @@ def sample_events(sample: dict[str, Any], state: TranscriptState | None = None) 
     if sample["source"] == "hook":
         payload = sample["payload"]
         data = dumps_bytes(payload)
-        captured = build(sample["agent"], data, len(data), [], environ={}, captured_at=int(sample["t"]),
-                         event_id=eid, cwd=_cwd(payload))
+        captured = capture_hook_payload(sample["agent"], data, len(data), [], environ={},
+                                        captured_at=int(sample["t"]), event_id=eid, cwd=_cwd(payload))
         return [captured.event]
     return transcript_events(sample, state, event_id=eid)
 

@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from agentlog.core.fastjson import dumps_bytes
-from agentlog.log.writer import SessionLog, open_session_log
+from agentlog.api import SessionLog, open_session_log
 from agentlog.core.paths import fsync_path
 from agentlog.bench.workload.canonical import Canonicalizer
 from agentlog.bench.workload.generator import DEFAULT_SEED, generate
@@ -31,7 +31,7 @@ Progress = Callable[[int, int], None]
 _CHUNK = 200  # samples per message to a worker
 
 
-class _Writer:
+class Writer:
     """Canonicalises samples and appends their events, batched per session."""
 
     def __init__(self, root: str, batch: int) -> None:
@@ -110,7 +110,7 @@ class _Writer:
 
 
 def _worker(root: str, batch: int, inbox: Any, outbox: Any) -> None:
-    writer = _Writer(root, batch)
+    writer = Writer(root, batch)
     while True:
         chunk = inbox.get()
         if chunk is None:
@@ -150,7 +150,7 @@ def load(
     it = generate(events, seed)
     parts: list[dict[str, Any]]
     if jobs == 1:
-        writer = _Writer(root, batch)
+        writer = Writer(root, batch)
         while True:
             t0 = clock()
             sample = next(it, None)

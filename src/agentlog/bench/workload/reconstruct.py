@@ -42,9 +42,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentlog import __version__
-from agentlog.capture.adapters import common as c
-from agentlog.capture.project import attach_project, project_info
-from agentlog.capture.redact import redact_into
+from agentlog.api import adapter_helpers as c
+from agentlog.api import attach_project, project_info, redact_into
 from agentlog.core.fastjson import loads
 from agentlog.bench.workload.generator import DENIED_TEXT
 

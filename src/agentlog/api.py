@@ -1,0 +1,222 @@
+"""agentlog's public library API: what the surfaces and the benchmarks call.
+
+Every name here is re-exported from the module that defines it, and loaded
+lazily: ``import agentlog.api`` imports nothing but the standard library's
+``importlib``, and ``agentlog.api.run_sql`` (or ``from agentlog.api import
+run_sql``) imports ``agentlog.operations.refresh`` — and DuckDB behind it —
+only then. So a command that needs one name pays for that name's modules
+alone, as the deferred imports it replaces did.
+
+The table :data:`_LAZY` maps each public name to ``"module:attribute"`` (or a
+bare module path for a module). The ``TYPE_CHECKING`` block names the same
+things for type checkers and readers; ``tests/test_api.py`` keeps the two in
+step (every name in ``__all__`` resolves) and checks that importing this
+module loads no heavy dependency.
+
+Groups, by what a caller wants:
+
+- read: bring the store and projection up to date, open an engine, run SQL or
+  AttemptQL, time travel (state, diff, why, trace), ids, full-text search;
+- write: ingest the logs, compact the store, refresh the projection, import
+  transcripts, record corrections and retractions, seal and verify logs;
+- on-disk layout: where the store, projection, index and place sidecars are
+  (``agentlog.core.paths`` holds the data root, logs and state directories);
+- capture: the hook's own event building, for tools that replay payloads;
+- memory: the memory service's operations, proposals, export and restore.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentlog.capture.adapters import common as adapter_helpers
+    from agentlog.capture.hook import build as capture_hook_payload
+    from agentlog.capture.project import attach_project, project_info
+    from agentlog.capture.redact import redact_into
+    from agentlog.importers.run import ImportReport, import_paths
+    from agentlog.log.layout import iter_logs
+    from agentlog.log.seal import seal_log
+    from agentlog.log.verify import verify_log
+    from agentlog.log.writer import SessionLog, open_session_log
+    from agentlog.memory.exchange import export as export_memories
+    from agentlog.memory.exchange import restore as restore_memories
+    from agentlog.memory.proposals import approve as approve_proposal
+    from agentlog.memory.proposals import open_proposal
+    from agentlog.memory.proposals import undo as undo_proposal
+    from agentlog.memory.service import confirm as confirm_memory
+    from agentlog.memory.service import create as create_memory
+    from agentlog.memory.service import edit as edit_memory
+    from agentlog.memory.service import list_memories
+    from agentlog.memory.service import search as search_memories
+    from agentlog.memory.store import rebuild as rebuild_memory_store
+    from agentlog.memory.store import verify as verify_memory_store
+    from agentlog.operations.corrections import record_correction, record_retraction
+    from agentlog.operations.refresh import bring_up_to_date, open_current, run_sql
+    from agentlog.projection.ids import display as display_id
+    from agentlog.projection.persist import ProjectionBusy, RefreshReport, projection_dir
+    from agentlog.projection.persist import refresh as refresh_projection
+    from agentlog.query.aql import AqlResult
+    from agentlog.query.aql import execute as execute_aql
+    from agentlog.query.ask import Answer, ask
+    from agentlog.query.engine import Engine, QueryResult
+    from agentlog.query.scope import Scope
+    from agentlog.query.state import diff_state, resolve_id, state_at, trace, why_blocked, why_failed
+    from agentlog.query.timeexpr import format_us
+    from agentlog.query.views import timeline
+    from agentlog.search.index import index_path
+    from agentlog.search.places import places_dir
+    from agentlog.search.service import search
+    from agentlog.store.compact import CompactReport, compact
+    from agentlog.store.ingest import IngestReport, catch_up, ingest
+    from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events
+
+_LAZY: dict[str, str] = {
+    # read
+    "bring_up_to_date": "agentlog.operations.refresh:bring_up_to_date",
+    "open_current": "agentlog.operations.refresh:open_current",
+    "run_sql": "agentlog.operations.refresh:run_sql",
+    "Engine": "agentlog.query.engine:Engine",
+    "QueryResult": "agentlog.query.engine:QueryResult",
+    "ask": "agentlog.query.ask:ask",
+    "Answer": "agentlog.query.ask:Answer",
+    "execute_aql": "agentlog.query.aql:execute",
+    "AqlResult": "agentlog.query.aql:AqlResult",
+    "Scope": "agentlog.query.scope:Scope",
+    "timeline": "agentlog.query.views:timeline",
+    "format_us": "agentlog.query.timeexpr:format_us",
+    "display_id": "agentlog.projection.ids:display",
+    "state_at": "agentlog.query.state:state_at",
+    "diff_state": "agentlog.query.state:diff_state",
+    "why_failed": "agentlog.query.state:why_failed",
+    "why_blocked": "agentlog.query.state:why_blocked",
+    "trace": "agentlog.query.state:trace",
+    "resolve_id": "agentlog.query.state:resolve_id",
+    "search": "agentlog.search.service:search",
+    # write
+    "ingest": "agentlog.store.ingest:ingest",
+    "catch_up": "agentlog.store.ingest:catch_up",
+    "IngestReport": "agentlog.store.ingest:IngestReport",
+    "compact": "agentlog.store.compact:compact",
+    "CompactReport": "agentlog.store.compact:CompactReport",
+    "refresh_projection": "agentlog.projection.persist:refresh",
+    "RefreshReport": "agentlog.projection.persist:RefreshReport",
+    "ProjectionBusy": "agentlog.projection.persist:ProjectionBusy",
+    "import_paths": "agentlog.importers.run:import_paths",
+    "ImportReport": "agentlog.importers.run:ImportReport",
+    "record_correction": "agentlog.operations.corrections:record_correction",
+    "record_retraction": "agentlog.operations.corrections:record_retraction",
+    "SessionLog": "agentlog.log.writer:SessionLog",
+    "open_session_log": "agentlog.log.writer:open_session_log",
+    "iter_logs": "agentlog.log.layout:iter_logs",
+    "seal_log": "agentlog.log.seal:seal_log",
+    "verify_log": "agentlog.log.verify:verify_log",
+    # on-disk layout
+    "events_path": "agentlog.store.schema:events_path",
+    "read_events": "agentlog.store.schema:read_events",
+    "COMPACT_ZSTD_LEVEL": "agentlog.store.schema:COMPACT_ZSTD_LEVEL",
+    "projection_dir": "agentlog.projection.persist:projection_dir",
+    "index_path": "agentlog.search.index:index_path",
+    "places_dir": "agentlog.search.places:places_dir",
+    # capture
+    "capture_hook_payload": "agentlog.capture.hook:build",
+    "attach_project": "agentlog.capture.project:attach_project",
+    "project_info": "agentlog.capture.project:project_info",
+    "redact_into": "agentlog.capture.redact:redact_into",
+    "adapter_helpers": "agentlog.capture.adapters.common",
+    # memory
+    "create_memory": "agentlog.memory.service:create",
+    "edit_memory": "agentlog.memory.service:edit",
+    "confirm_memory": "agentlog.memory.service:confirm",
+    "list_memories": "agentlog.memory.service:list_memories",
+    "search_memories": "agentlog.memory.service:search",
+    "open_proposal": "agentlog.memory.proposals:open_proposal",
+    "approve_proposal": "agentlog.memory.proposals:approve",
+    "undo_proposal": "agentlog.memory.proposals:undo",
+    "export_memories": "agentlog.memory.exchange:export",
+    "restore_memories": "agentlog.memory.exchange:restore",
+    "rebuild_memory_store": "agentlog.memory.store:rebuild",
+    "verify_memory_store": "agentlog.memory.store:verify",
+}
+
+__all__ = [
+    "COMPACT_ZSTD_LEVEL",
+    "Answer",
+    "AqlResult",
+    "CompactReport",
+    "Engine",
+    "ImportReport",
+    "IngestReport",
+    "ProjectionBusy",
+    "QueryResult",
+    "RefreshReport",
+    "Scope",
+    "SessionLog",
+    "adapter_helpers",
+    "approve_proposal",
+    "ask",
+    "attach_project",
+    "bring_up_to_date",
+    "capture_hook_payload",
+    "catch_up",
+    "compact",
+    "confirm_memory",
+    "create_memory",
+    "diff_state",
+    "display_id",
+    "edit_memory",
+    "events_path",
+    "execute_aql",
+    "export_memories",
+    "format_us",
+    "import_paths",
+    "index_path",
+    "ingest",
+    "iter_logs",
+    "list_memories",
+    "open_current",
+    "open_proposal",
+    "open_session_log",
+    "places_dir",
+    "project_info",
+    "projection_dir",
+    "read_events",
+    "rebuild_memory_store",
+    "record_correction",
+    "record_retraction",
+    "redact_into",
+    "refresh_projection",
+    "resolve_id",
+    "restore_memories",
+    "run_sql",
+    "seal_log",
+    "search",
+    "search_memories",
+    "state_at",
+    "timeline",
+    "trace",
+    "undo_proposal",
+    "verify_log",
+    "verify_memory_store",
+    "why_blocked",
+    "why_failed",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module behind ``name`` on first use; keep the value for the next."""
+    try:
+        target = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    module, _, attr = target.partition(":")
+    value: Any = importlib.import_module(module)
+    if attr:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
