@@ -3,11 +3,22 @@
 # and chromium-driver for the dashboard's browser test) and run the whole test
 # suite (slow tests included). This is the README's test command and
 # what CI runs.
+#
+#   ./scripts/test.sh            the whole suite (CI)
+#   ./scripts/test.sh --quick    the quick tier only (tests marked `quick` by
+#                                tests/conftest.py: the unit layers, under two
+#                                minutes on 2 cores); no browser install
+# Any other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then
+    QUICK=1
+    shift
+fi
 # The dashboard's browser test drives Debian's Chromium through chromedriver.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+if [ "$QUICK" = 0 ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
     if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
     if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
         $AS apt-get update -qq >/dev/null
@@ -22,4 +33,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 .venv/bin/python -m mypy
+if [ "$QUICK" = 1 ]; then
+    exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider -m quick "$@"
+fi
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider "$@"

@@ -14,6 +14,24 @@ REPO = Path(__file__).resolve().parents[1]
 HOOK_SCRIPT = REPO / "src" / "agentlog" / "_hook.py"
 
 
+# The quick tier (``./scripts/test.sh --quick``, ``pytest -m quick``): every test but the
+# slow ones and these modules, which start real processes at scale (the bench's whole run,
+# crash and kill rounds, a 2 GiB store, the browser, the demo) or run long property tests.
+# Measured on 2 cores: these modules are ~85 % of the suite's test time (docs/benchmarks.md).
+NOT_QUICK: frozenset[str] = frozenset({
+    "test_bench_harness.py", "test_demo.py", "test_ingest.py", "test_log_crash.py",
+    "test_projection_incremental.py", "test_secret_gate.py", "test_store_large.py", "test_web_browser.py",
+    "test_workload.py",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    quick = pytest.mark.quick
+    for item in items:
+        if item.path.name not in NOT_QUICK and item.get_closest_marker("slow") is None:
+            item.add_marker(quick)
+
+
 def pytest_report_header() -> list[str]:
     import sqlite3
 

@@ -628,3 +628,21 @@ def test_the_head_digest_of_the_bytes_read_is_the_digest_of_the_file_read_again(
     assert entry["head"] == hashlib.blake2b(first, digest_size=16).hexdigest()
     again = import_paths(str(root), ["claude-code"], [str(path)], workers=1)
     assert again.files[0].mode == ("unchanged" if tail % 28 == 0 else "grown") and again.files[0].events == 0
+
+
+def test_a_last_line_taken_before_its_newline_keeps_the_line_numbers(tmp_path: Path) -> None:
+    """A finished-looking last line without its newline is taken; when the newline (and more)
+    arrives, the next import starts after it: the newline is not a line of its own, so the
+    lines after it keep the numbers one import of the whole file gives (their events' ids
+    depend on them). Found by the growing-file property test (ckpt-04 cut at 5,821)."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a":1}\n{"b":2}')
+    first = list(run.iter_lines(str(path), 0, 0))
+    assert [(line.lineno, line.data) for line, _ in first if line] == [(1, b'{"a":1}'), (2, b'{"b":2}')]
+    end = first[-1][1]
+    with open(path, "ab") as fh:
+        fh.write(b'\n{"c":3}\r\n{"d":4}\n')
+    again = list(run.iter_lines(str(path), end, 2))
+    assert [(line.lineno, line.data) for line, _ in again if line] == [(3, b'{"c":3}'), (4, b'{"d":4}')]
+    whole = list(run.iter_lines(str(path), 0, 0))
+    assert [(line.lineno, line.data) for line, _ in whole if line][2:] == [(3, b'{"c":3}'), (4, b'{"d":4}')]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from agentlog.operations.fixtures import shared_dir
 from agentlog.importers.run import import_paths
 from agentlog.search import index
-from agentlog.search.service import QueryError, search
+from agentlog.search.service import SearchSyntaxError, search
 from agentlog.search.text import parse_query, parts
 from agentlog.store.ingest import ingest
 
@@ -284,13 +284,13 @@ def test_purge_removes_the_text_from_the_index(tmp_path: Path) -> None:
 def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) -> None:
     try:
         q = parse_query(query)
-    except QueryError:
+    except SearchSyntaxError:
         return
     from agentlog.search.service import _engine_query, _searcher, _top
 
     try:
         query, ranked, _check = _engine_query(q)
-    except QueryError:  # e.g. since:garbage
+    except SearchSyntaxError:  # e.g. since:garbage
         return
     searcher = _searcher(searched)
     assert searcher is not None

@@ -18,7 +18,7 @@ from scenario import write
 
 from agentlog.cli import cli
 from agentlog.search import service
-from agentlog.search.service import QueryError, search
+from agentlog.search.service import SearchSyntaxError, search
 from agentlog.store.ingest import ingest
 
 T0 = 1_793_000_000_000_000
@@ -231,7 +231,7 @@ def test_an_over_long_query_is_refused_not_cut(built: Built) -> None:
     r = _cli("tests " * 400, root=built.root)
     assert r.exit_code == 2 and "2,000" in r.output and "Traceback" not in r.output
     assert _cli("tests " * 300, "--json", root=built.root).exit_code == 0  # 1,800 characters
-    with pytest.raises(QueryError):
+    with pytest.raises(SearchSyntaxError):
         search(built.root, "tests " * 400)
 
 
@@ -309,7 +309,7 @@ def test_a_session_prefix_that_names_two_sessions_is_refused(tmp_path: Path) -> 
         _emit(root, sid, cwd, T0 + n * SECOND, {"hook_event_name": "UserPromptSubmit", "prompt": "ambiquartz"})
     ingest(root)
     assert len(search(root, "ambiquartz").hits) == 2
-    with pytest.raises(QueryError, match="matches 2"):
+    with pytest.raises(SearchSyntaxError, match="matches 2"):
         search(root, f"ambiquartz session:ses_{head}")
     r = _cli("ambiquartz", "--session", head, root=root)
     assert r.exit_code == 2 and "matches 2" in r.output

@@ -69,14 +69,14 @@ def _cell(value: Any) -> str:
 
 
 def _short(kind: str | None, value: str | None) -> str:
-    from agentlog.projection.ids import PREFIXES
+    from agentlog.projection.ids import PREFIXES, short
 
     if not value:
         return ""
     if kind == "event" and len(value) > 16:
         return f"ev_{value[:8]}…{value[-4:]}"  # UUIDv7s of one millisecond share their first digits
     if kind in PREFIXES:
-        return f"{PREFIXES[kind]}_{value[:8]}"
+        return short(kind, value)
     return value[:13]
 
 

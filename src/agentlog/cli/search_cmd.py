@@ -41,7 +41,7 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     brought up to date first (the daemon keeps it current).
     """
     from agentlog.search import index
-    from agentlog.search.service import QueryError, search
+    from agentlog.search.service import SearchSyntaxError, search
 
     root = data_root()
     if rebuild:
@@ -72,7 +72,7 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
 
     try:
         result = search(root, query, limit=limit, offset=offset, outcome=outcome, filters=filters)
-    except QueryError as e:
+    except SearchSyntaxError as e:
         raise click.UsageError(str(e)) from None
     if result.note:
         stderr().print(Text(terminal_safe(result.note)))

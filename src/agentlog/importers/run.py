@@ -207,7 +207,14 @@ def iter_lines(path: str, start: int, first_lineno: int,
     lineno = first_lineno
     offset = start
     with open(path, "rb") as fh:
-        fh.seek(start)
+        if start > 0:
+            fh.seek(start - 1)
+            if fh.read(1) != b"\n":
+                # the last import took a last line that had no newline yet (a whole JSON
+                # value); the newline written since ends that line and is not one of its own
+                after = fh.read(2)
+                offset += 1 if after[:1] == b"\n" else 2 if after == b"\r\n" else 0
+        fh.seek(offset)
         buf = b""
         skipping = False
         while True:

@@ -70,11 +70,11 @@ def _fit(text: str, max_chars: int) -> str:
 def _lines(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> str:
     out = []
     for r in rows:
-        out.append(" | ".join(f"{f}={_short(r.get(f))}" for f in fields if r.get(f) not in (None, "", [])))
+        out.append(" | ".join(f"{f}={_clip(r.get(f))}" for f in fields if r.get(f) not in (None, "", [])))
     return "\n".join(out)
 
 
-def _short(v: Any, n: int = 160) -> str:
+def _clip(v: Any, n: int = 160) -> str:
     s = v if isinstance(v, str) else orjson.dumps(v, default=str).decode()
     s = s.replace("\n", "⏎")
     return s if len(s) <= n else s[:n] + "…"
@@ -154,7 +154,7 @@ def status(root: str) -> tuple[str, dict[str, Any]]:
     keep: dict[str, Any] = {k: st.get(k) for k in ("sessions", "events", "last_ingest_at", "lag_logs", "lag_bytes")
                             if k in st}
     keep["breaks"] = len(st.get("breaks") or [])
-    return "agentlog status: " + ", ".join(f"{k}={_short(v, 60)}" for k, v in keep.items()), st
+    return "agentlog status: " + ", ".join(f"{k}={_clip(v, 60)}" for k, v in keep.items()), st
 
 
 def timeline(root: str, *, project: str | None = None, session: str | None = None, max_rows: int | None = None,
@@ -175,7 +175,7 @@ def timeline(root: str, *, project: str | None = None, session: str | None = Non
         lines.append(f"session {s['session_id']} {s['provider']} {s.get('project_name') or ''} "
                      f"{s.get('started_at')} {s.get('liveness')}")
         for t in s.get("turns", []):
-            lines.append(f"  turn {t['turn_index']}: {_short(t.get('objective'), 120)}")
+            lines.append(f"  turn {t['turn_index']}: {_clip(t.get('objective'), 120)}")
             for a in t.get("attempts", []):
                 lines.append(f"    {a['attempt_id']} {a['outcome']} {a.get('failure_class') or ''} "
                              f"{a.get('approach') or ''}" + (f" → superseded by {a['superseded_by']}"
@@ -245,7 +245,7 @@ def evidence(root: str, *, subject: str, max_rows: int | None = None,
 
 def search(root: str, *, query: str, outcome: str | None = None, max_rows: int | None = None,
            max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
-    from agentlog.search.service import QueryError, search as full_text
+    from agentlog.search.service import SearchSyntaxError, search as full_text
     from agentlog.search.text import MAX_QUERY
 
     rows, chars = _budget(max_rows, max_chars)
@@ -257,7 +257,7 @@ def search(root: str, *, query: str, outcome: str | None = None, max_rows: int |
     def run(engine: Any) -> tuple[list[dict[str, Any]], str | None]:
         try:
             res = full_text(root, query, limit=rows, engine=engine, outcome=outcome or None)
-        except QueryError as e:
+        except SearchSyntaxError as e:
             raise ToolError(str(e)) from None
         return [dict(h.__dict__) for h in res.hits], res.note
 
@@ -365,8 +365,8 @@ def memory_get(root: str, *, ident: str, max_chars: int | None = None) -> tuple[
     m.evidence = mem.resolve_evidence(root, m.evidence or [])
     d = m.to_dict()
     text = (f"{UNTRUSTED}\n{m.title} [{m.kind}] confidence {m.effective_confidence:.2f}"
-            f"{' (stale)' if m.stale else ''}\n{m.content}\nattributes: {_short(m.attributes, 800)}\n"
-            f"evidence: {_short(m.evidence, 1200)}")
+            f"{' (stale)' if m.stale else ''}\n{m.content}\nattributes: {_clip(m.attributes, 800)}\n"
+            f"evidence: {_clip(m.evidence, 1200)}")
     return _fit(text, chars), d
 
 

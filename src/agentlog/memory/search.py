@@ -65,18 +65,18 @@ class Query:
 
     def free_text(self) -> Any:
         """The free text parsed as event search parses it (None when there is none)."""
-        from agentlog.search.text import MAX_QUERY, Query as TextQuery, QueryError, parse_query
+        from agentlog.search.text import MAX_QUERY, Query as TextQuery, SearchSyntaxError, parse_query
 
         joined = " ".join(self.text)[:MAX_QUERY]  # as before event search refused longer queries
         if not joined.strip():
             return None
         try:
             return parse_query(joined)
-        except QueryError:  # only exclusions (beside operators): every memory but those
+        except SearchSyntaxError:  # only exclusions (beside operators): every memory but those
             bare = " ".join(w[1:] for w in self.text if w.startswith("-") and len(w) > 1)
             try:
                 excluded = [t for alts in parse_query(bare).clauses for t in alts] if bare else []
-            except QueryError:
+            except SearchSyntaxError:
                 excluded = []
             if excluded or any(w.startswith("-") for w in self.text):
                 return TextQuery(excluded=excluded) if excluded else None  # (excluding nothing: every memory)

@@ -172,6 +172,10 @@ class QueryResult:
     caught_up: dict[str, Any] | None = field(default=None)
     """What the catch-up ingest before answering did (None with no catch-up)."""
 
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as dicts keyed by column name."""
+        return [dict(zip(self.columns, r)) for r in self.rows]
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["rows"] = [list(r) for r in self.rows]

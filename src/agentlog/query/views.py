@@ -150,8 +150,8 @@ def plain(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rows(engine: Any, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    res = engine.run(sql, params or None)
-    return [dict(zip(res.columns, r)) for r in res.rows]
+    records: list[dict[str, Any]] = engine.run(sql, params or None).records()
+    return records
 
 
 # -- ids ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from agentlog.search.index import catch_up
-from agentlog.search.text import Query, QueryError, Term, parse_query
+from agentlog.search.text import Query, SearchSyntaxError, Term, parse_query
 
 SNIPPET: Final = 90
 """Characters either side of the first match in a snippet."""
@@ -146,7 +146,7 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
                 try:
                     us = resolve(v, time.time_ns() // 1000)
                 except TimeError as e:
-                    raise QueryError(f"{name}: {e}") from None
+                    raise SearchSyntaxError(f"{name}: {e}") from None
                 conds.append(Q.range_query(sc, "t", tantivy.FieldType.Integer, lower_bound=us) if name == "since"
                              else Q.range_query(sc, "t", tantivy.FieldType.Integer, upper_bound=us, include_upper=False))
         if conds:  # a filter does not change a hit's rank
@@ -357,7 +357,7 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
         except BaseException as e:  # tantivy refusing a query we built is a bug; say what it was
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise QueryError(f"the index refused the query: {e}") from None
+            raise SearchSyntaxError(f"the index refused the query: {e}") from None
 
     if not outcome:
         rows = _rows(root, searcher, candidates(limit + 1, offset), frames)
@@ -428,7 +428,7 @@ def _sessions(eng: Callable[[], Any], values: list[str]) -> dict[str, list[tuple
             ref = resolve_id(eng(), v, ["session"])
             res = eng().run("SELECT provider, provider_session_id FROM sessions WHERE session_id = ?", [ref.id])
         except AmbiguousId as e:
-            raise QueryError(f"session:{v}: {e}") from None
+            raise SearchSyntaxError(f"session:{v}: {e}") from None
         except (IdError, EngineError):
             continue  # no session has that id: the provider's session ids are still looked at
         out[v] = [(str(p), str(s)) for p, s in res.rows if p and s]
@@ -665,4 +665,4 @@ def _content_text(content: Any) -> str:
     return " ".join(out)
 
 
-__all__ = ["Hit", "QueryError", "SearchResult", "search"]
+__all__ = ["Hit", "SearchSyntaxError", "SearchResult", "search"]

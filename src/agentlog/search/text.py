@@ -136,7 +136,7 @@ def _expansion(compound: str) -> str:
 FILTERS: Final = ("tool", "kind", "path", "project", "session", "since", "until", "provider")
 
 
-class QueryError(UsageError, ValueError):
+class SearchSyntaxError(UsageError, ValueError):
     """A query that cannot be run (the message says why)."""
 
 
@@ -180,11 +180,11 @@ MAX_QUERY: Final = 2000
 
 def parse_query(text: str, *, max_len: int = MAX_QUERY) -> Query:
     """``text`` as terms and filters (nothing of it is passed to the engine as syntax);
-    raises :class:`QueryError`."""
+    raises :class:`SearchSyntaxError`."""
     if not isinstance(text, str):
-        raise QueryError("a query is text")
+        raise SearchSyntaxError("a query is text")
     if len(text) > max_len:  # refused, not cut: a cut query (mid-word) would answer another question
-        raise QueryError(f"a query is at most {max_len:,} characters; this one has {len(text):,}")
+        raise SearchSyntaxError(f"a query is at most {max_len:,} characters; this one has {len(text):,}")
     text = "".join(c if c.isprintable() or c in " \t" else " " for c in text)
     q = Query()
     pending_or = False
@@ -220,11 +220,11 @@ def parse_query(text: str, *, max_len: int = MAX_QUERY) -> Query:
         pending_or = False
     if not q.clauses:
         if q.excluded:
-            raise QueryError("a query needs at least one word to look for, not only exclusions")
+            raise SearchSyntaxError("a query needs at least one word to look for, not only exclusions")
         if not q.filters:
-            raise QueryError("nothing to search for: give words, a \"phrase\" or a filter such as tool:Bash")
+            raise SearchSyntaxError("nothing to search for: give words, a \"phrase\" or a filter such as tool:Bash")
     return q
 
 
-__all__ = ["FILTERS", "HEAD_CHARS", "MAX_QUERY", "TAIL_CHARS", "Query", "QueryError", "Term", "additions", "body",
+__all__ = ["FILTERS", "HEAD_CHARS", "MAX_QUERY", "TAIL_CHARS", "Query", "SearchSyntaxError", "Term", "additions", "body",
            "head_and_tail", "parse_query", "parts", "plain"]

@@ -22,8 +22,7 @@ PAGE: Final = 25
 
 
 def _rows(engine: Engine, sql: str, params: list[Any] | None = None, max_rows: int = 10_000) -> list[dict[str, Any]]:
-    res = engine.run(sql, params or [], max_rows=max_rows)
-    return [dict(zip(res.columns, r)) for r in res.rows]
+    return engine.run(sql, params or [], max_rows=max_rows).records()
 
 
 # -- now ------------------------------------------------------------------------------------------
@@ -275,9 +274,9 @@ def verify_now(root: str) -> dict[str, Any]:
 
 
 def _iso_us(us: int) -> str | None:
-    from agentlog.query.views import iso
+    from agentlog.core.timefmt import format_us
 
-    return iso(int(us))
+    return format_us(int(us))
 
 
 __all__ = ["PAGE", "QueryError", "attempt", "failures", "integrity", "now", "search_events", "session",

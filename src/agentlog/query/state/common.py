@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Iterable, Protocol
 
 from agentlog.core.errors import UsageError
 from agentlog.query.timeexpr import format_us
-from agentlog.projection.ids import PREFIXES, split_display
+from agentlog.projection.ids import PREFIXES, short, split_display
 
 if TYPE_CHECKING:
     from agentlog.query.engine import QueryResult
@@ -77,7 +77,7 @@ def _shown(text: str) -> str:
 def _short(kind: str, value: str | None) -> str:
     if value is None:
         return "?"
-    return f"{PREFIXES.get(kind, kind)}_{value[:8]}"
+    return short(kind, value) if kind in PREFIXES else f"{kind}_{value[:8]}"
 
 
 class Params:

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from agentlog.core.timefmt import display_us
 from agentlog.operations.reader import Source
 from agentlog.web import data
 from agentlog.web.live import Feed
@@ -64,15 +65,9 @@ def environment() -> Environment:
     env.filters["short"] = lambda v, n=12: "" if v is None else (str(v)[: int(n)] + ("…" if len(str(v)) > n else ""))
     env.filters["when"] = lambda v: "" if not v else str(v).replace("T", " ")[:19]
     env.filters["json"] = lambda v: orjson.dumps(v, default=str, option=orjson.OPT_INDENT_2).decode()
-    env.filters["us"] = lambda v: "" if not isinstance(v, int) else _iso_us(v)
+    env.filters["us"] = lambda v: display_us(v) if isinstance(v, int) else ""
     env.filters["clip"] = lambda v, n=4000: "" if v is None else (str(v) if len(str(v)) <= n else str(v)[:n] + " …")
     return env
-
-
-def _iso_us(us: int) -> str:
-    from agentlog.query.views import iso
-
-    return (iso(us) or "").replace("T", " ")[:19]
 
 
 def page(request: Request, name: str, **ctx: Any) -> HTMLResponse:

@@ -50,7 +50,7 @@ def failures(request: Request) -> Awaitable[Any]:
 async def search(request: Request) -> Any:
     from agentlog.memory import service
 
-    from agentlog.search.text import MAX_QUERY, QueryError as SearchQueryError
+    from agentlog.search.text import MAX_QUERY, SearchSyntaxError
 
     root = state(request).root
     q = request.query_params.get("q", "").strip()
@@ -77,7 +77,7 @@ async def search(request: Request) -> Any:
                                                                     filters=filters, outcome=outcome),
                               f"{key_of(request)}#{index_stamp(root)}",
                               keep=lambda r: not r.get("indexing")))
-    except SearchQueryError as e:
+    except SearchSyntaxError as e:
         out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
                "outcome": outcome}
     out["base"] = base
