@@ -8,7 +8,7 @@ as rich ``Text``, never read as markup.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -163,6 +163,23 @@ def _attempt_line(a: dict[str, Any]) -> Text:
     return line
 
 
+def _listing(query: Callable[[Any, Any], list[dict[str, Any]]], empty: str, as_json: bool, no_ingest: bool,
+             opts: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The rows ``query`` answers in the options' scope; printed as JSON (then None), or
+    None with ``empty`` said on stderr when there are none; else the rows, to print."""
+    opts["as_json"] = as_json
+    _times(opts)
+    with current_engine(no_ingest) as engine:
+        rows = query(engine, _scope(engine, opts))
+    if as_json:
+        print_json(rows)
+        return None
+    if not rows:
+        stderr().print(empty, markup=False)
+        return None
+    return rows
+
+
 @click.command(name="timeline")
 @scope_options(default_limit=10)
 def timeline_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
@@ -175,15 +192,8 @@ def timeline_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
     """
     from agentlog.query.views import timeline
 
-    opts["as_json"] = as_json
-    _times(opts)
-    with current_engine(no_ingest) as engine:
-        rows = timeline(engine, _scope(engine, opts))
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        stderr().print("no sessions recorded in this scope", markup=False)
+    rows = _listing(timeline, "no sessions recorded in this scope", as_json, no_ingest, opts)
+    if rows is None:
         return
     print_timeline(rows)
 
@@ -211,15 +221,8 @@ def failures_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
     """
     from agentlog.query.views import failures
 
-    opts["as_json"] = as_json
-    _times(opts)
-    with current_engine(no_ingest) as engine:
-        rows = failures(engine, _scope(engine, opts))
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        stderr().print("no failed or superseded attempts in this scope", markup=False)
+    rows = _listing(failures, "no failed or superseded attempts in this scope", as_json, no_ingest, opts)
+    if rows is None:
         return
     print_failures(rows)
 
@@ -244,15 +247,8 @@ def sessions_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
     """One row per session, newest first: provider, project, times, liveness, counts."""
     from agentlog.query.views import sessions
 
-    opts["as_json"] = as_json
-    _times(opts)
-    with current_engine(no_ingest) as engine:
-        rows = sessions(engine, _scope(engine, opts))
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        stderr().print("no sessions recorded in this scope", markup=False)
+    rows = _listing(sessions, "no sessions recorded in this scope", as_json, no_ingest, opts)
+    if rows is None:
         return
     table = []
     for s in rows:

@@ -11,18 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from agentlog.log.frame import (
-    PREV_END,
-    TRAILER,
-    FrameError,
-    event_bytes,
-    is_purged,
-    parse_any,
-)
-from agentlog.log.layout import (
-    log_path,
-    sealed_segments,
-)
+from agentlog.log.frame import PREV_END, TRAILER, FrameError, event_bytes, is_purged, parse_any
+from agentlog.log.layout import log_path, sealed_segments
 
 PURGE_PROVIDER = "agentlog"
 PURGE_KEY = "purges"

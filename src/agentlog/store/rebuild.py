@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -72,6 +73,14 @@ def _row_set(root: str) -> list[tuple[Any, ...]]:
     return list(zip(*cols))
 
 
+def _differences(out: StoreComparison, problem: str, surplus: Counter[tuple[Any, ...]]) -> int:
+    """How many rows ``surplus`` counts; the first ones (up to ten examples in all) noted."""
+    for row in surplus:
+        if len(out.examples) < 10:
+            out.examples.append({"problem": problem, **dict(zip(_KEY_COLUMNS, row))})
+    return sum(surplus.values())
+
+
 def differential_verify(root: str) -> StoreComparison:
     """Ingest the same logs into a scratch root and compare the row sets.
 
@@ -82,24 +91,10 @@ def differential_verify(root: str) -> StoreComparison:
         os.symlink(os.path.abspath(logs_dir(root)), os.path.join(scratch, "logs"))
         ingest(scratch)
         rebuilt = _row_set(scratch)
-    live_count: dict[tuple[Any, ...], int] = {}
-    for row in live:
-        live_count[row] = live_count.get(row, 0) + 1
-    rebuilt_count: dict[tuple[Any, ...], int] = {}
-    for row in rebuilt:
-        rebuilt_count[row] = rebuilt_count.get(row, 0) + 1
+    live_count, rebuilt_count = Counter(live), Counter(rebuilt)
     out = StoreComparison(ok=True, live_rows=len(live), rebuilt_rows=len(rebuilt))
-    for row, n in rebuilt_count.items():
-        short = n - live_count.get(row, 0)
-        if short > 0:
-            out.missing += short
-            if len(out.examples) < 10:
-                out.examples.append({"problem": "missing", **dict(zip(_KEY_COLUMNS, row))})
-    for row, n in live_count.items():
-        over = n - rebuilt_count.get(row, 0)
-        if over > 0:
-            out.extra += over
-            if len(out.examples) < 10:
-                out.examples.append({"problem": "extra", **dict(zip(_KEY_COLUMNS, row))})
+    # Counter subtraction keeps the positive differences, in the first counter's order
+    out.missing = _differences(out, "missing", rebuilt_count - live_count)
+    out.extra = _differences(out, "extra", live_count - rebuilt_count)
     out.ok = out.missing == 0 and out.extra == 0
     return out
