@@ -320,11 +320,12 @@ def test_bench_run_at_20k_events(tmp_path: Path) -> None:
         s.pop(name)
     for name in ("ingest_strict_10k", "ingest_relaxed_10k"):
         ing = s[name]["result"]["metrics"]
-        assert ing["events"] == 10000 and ing["events_per_s"] > 0 and ing["breaks"] == 0
+        # 10,000 samples; the importer adds a usage event per API response of the transcript sessions
+        assert 10000 < ing["events"] < 12000 and ing["events_per_s"] > 0 and ing["breaks"] == 0
     comp = s["ingest_compaction"]["result"]["metrics"]
     assert comp["batch_p99_ms"] > 0 and comp["compacting_batch_p99_ms"] > 0 and comp["compaction_errors"] == 0
     disk = s["disk"]["result"]["metrics"]
-    assert disk["events"] == 20000 and 0 < disk["bytes_per_event"] < disk["log_unsealed_bytes_per_event"]
+    assert 20000 < disk["events"] < 24000 and 0 < disk["bytes_per_event"] < disk["log_unsealed_bytes_per_event"]
     for name, entry in s.items():
         assert entry["status"] == "ok", (name, entry.get("reason"), (entry.get("process") or {}).get("output_tail"))
         metrics = entry["result"]["metrics"]
@@ -332,7 +333,7 @@ def test_bench_run_at_20k_events(tmp_path: Path) -> None:
         assert entry["result"]["tables"], name
         assert entry["peak_rss"]["ru_maxrss_bytes"] > 0 and entry["wall_secs"] > 0
     proj = s["projection_10k"]["result"]["metrics"]
-    assert proj["events"] == 10000 and proj["secs"] > 0 and proj["attempts"] > 0 and proj["edges"] > proj["tool_calls"] > 0
+    assert 10000 < proj["events"] < 12000 and proj["secs"] > 0 and proj["attempts"] > 0 and proj["edges"] > proj["tool_calls"] > 0
     trace = s["trace_chain"]["result"]["metrics"]
     assert trace["chain_attempts"] == 200 and trace["depth200_reaches_first"] == 1 and trace["depth1_reaches_first"] == 0
     assert trace["depth10_p50_ms"] > 0 and trace["depth1_rows"] < trace["depth10_rows"] < trace["depth200_rows"]
@@ -373,7 +374,8 @@ def test_engine_step_at_10k(tmp_path: Path) -> None:
     entry = s["engine_10k"]
     assert entry["status"] == "ok", (entry.get("reason"), (entry.get("process") or {}).get("output_tail"))
     m = entry["result"]["metrics"]
-    assert m["events"] == 10000 and m["first_statement_secs"] > 0 and m["peak_rss_bytes"] > 1 << 20
+    # 10,000 samples; the importer adds a usage event per API response of the transcript sessions
+    assert 10000 < m["events"] < 12000 and m["first_statement_secs"] > 0 and m["peak_rss_bytes"] > 1 << 20
     assert m["first_aql_secs"] > 0 and m["rows.failed_attempts"] > 0 and m["rows.group_by"] > 10
     for name in ("group_by", "count_tool_calls", "count_events", "count_edges", "failed_attempts"):
         assert 0 < m[f"{name}_p50_ms"] <= m[f"{name}_p99_ms"], name

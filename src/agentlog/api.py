@@ -18,7 +18,8 @@ Groups, by what a caller wants:
 - read: bring the store and projection up to date, open an engine, run SQL or
   AttemptQL, time travel (state, diff, why, trace), ids, full-text search;
 - write: ingest the logs, compact the store, refresh the projection, import
-  transcripts, record corrections and retractions, seal and verify logs;
+  transcripts, record corrections and retractions, seal and verify logs, read
+  a log's frames back (``log_lines``, ``frame_event_bytes``);
 - on-disk layout: where the store, projection, index and place sidecars are
   (``agentlog.core.paths`` holds the data root, logs and state directories);
 - capture: the hook's own event building, for tools that replay payloads;
@@ -31,12 +32,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentlog.capture.adapters import common as adapter_helpers
     from agentlog.capture.hook import build as capture_hook_payload
-    from agentlog.capture.project import attach_project, project_info
-    from agentlog.capture.redact import redact_into
     from agentlog.importers.run import ImportReport, import_paths
+    from agentlog.log.frame import event_bytes as frame_event_bytes
     from agentlog.log.layout import iter_logs
+    from agentlog.log.segments import lines_from as log_lines
     from agentlog.log.seal import seal_log
     from agentlog.log.verify import verify_log
     from agentlog.log.writer import SessionLog, open_session_log
@@ -110,6 +110,8 @@ _LAZY: dict[str, str] = {
     "SessionLog": "agentlog.log.writer:SessionLog",
     "open_session_log": "agentlog.log.writer:open_session_log",
     "iter_logs": "agentlog.log.layout:iter_logs",
+    "log_lines": "agentlog.log.segments:lines_from",
+    "frame_event_bytes": "agentlog.log.frame:event_bytes",
     "seal_log": "agentlog.log.seal:seal_log",
     "verify_log": "agentlog.log.verify:verify_log",
     # on-disk layout
@@ -121,10 +123,6 @@ _LAZY: dict[str, str] = {
     "places_dir": "agentlog.search.places:places_dir",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
-    "attach_project": "agentlog.capture.project:attach_project",
-    "project_info": "agentlog.capture.project:project_info",
-    "redact_into": "agentlog.capture.redact:redact_into",
-    "adapter_helpers": "agentlog.capture.adapters.common",
     # memory
     "create_memory": "agentlog.memory.service:create",
     "edit_memory": "agentlog.memory.service:edit",
@@ -153,10 +151,8 @@ __all__ = [
     "RefreshReport",
     "Scope",
     "SessionLog",
-    "adapter_helpers",
     "approve_proposal",
     "ask",
-    "attach_project",
     "bring_up_to_date",
     "capture_hook_payload",
     "catch_up",
@@ -170,22 +166,22 @@ __all__ = [
     "execute_aql",
     "export_memories",
     "format_us",
+    "frame_event_bytes",
     "import_paths",
     "index_path",
     "ingest",
     "iter_logs",
     "list_memories",
+    "log_lines",
     "open_current",
     "open_proposal",
     "open_session_log",
     "places_dir",
-    "project_info",
     "projection_dir",
     "read_events",
     "rebuild_memory_store",
     "record_correction",
     "record_retraction",
-    "redact_into",
     "refresh_projection",
     "resolve_id",
     "restore_memories",

@@ -254,29 +254,40 @@ def bench_sample(events: int, seed: int | None, canonical: bool) -> None:
     Each line is a sample: the agent's native hook payload (or Claude Code
     transcript line) with its stream index, synthetic time, session and the
     kind the capture path must produce. With --canonical, the canonical
-    events instead (the hook's own normalisation, redaction included).
+    events instead: the hook's own normalisation (redaction included) for hook
+    samples, in stream order; then the events the importer `agentlog import`
+    runs makes of the transcript samples (written as transcript files), session
+    by session.
     """
+    import contextlib
     import sys
 
     from agentlog.bench.workload import DEFAULT_SEED, Canonicalizer, generate
     from agentlog.core.fastjson import dumps_bytes
 
     out = sys.stdout.buffer
-    canon = Canonicalizer() if canonical else None
     chunk: list[bytes] = []
     size = 0
+
+    def put(item: dict[str, Any]) -> None:
+        nonlocal size
+        line = dumps_bytes(item)
+        chunk.append(line)
+        chunk.append(b"\n")
+        size += len(line) + 1
+        if size >= 1 << 20:
+            out.write(b"".join(chunk))
+            chunk.clear()
+            size = 0
+
     try:
-        for sample in generate(events, DEFAULT_SEED if seed is None else seed):
-            items = canon(sample) if canon is not None else [sample]
-            for item in items:
-                line = dumps_bytes(item)
-                chunk.append(line)
-                chunk.append(b"\n")
-                size += len(line) + 1
-            if size >= 1 << 20:
-                out.write(b"".join(chunk))
-                chunk.clear()
-                size = 0
+        with Canonicalizer() if canonical else contextlib.nullcontext() as canon:
+            for sample in generate(events, DEFAULT_SEED if seed is None else seed):
+                for item in canon(sample) if canon is not None else [sample]:
+                    put(item)
+            if canon is not None:
+                for _, ev in canon.imported():
+                    put(ev)
         out.write(b"".join(chunk))
         out.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
@@ -297,10 +308,12 @@ def bench_sample(events: int, seed: int | None, canonical: bool) -> None:
 def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allow_append: bool, as_json: bool) -> None:
     """Write the workload's canonical events into the data root's session logs (AGENTLOG_HOME).
 
-    Same library calls as the hook (capture path, SessionLog.append), one
-    process, batched per session, durability relaxed while loading and one
-    fsync per file at the end. With --jobs N, this process generates and N
-    workers capture and append, each owning a disjoint set of sessions.
+    Same library calls as the hook (capture path, SessionLog.append) for hook
+    samples, batched per session, durability relaxed while loading; transcript
+    samples are written as Claude Code transcript files and imported at the
+    end by the importer `agentlog import` runs; one fsync per file at the end.
+    With --jobs N, this process generates and N workers capture, append and
+    import, each owning a disjoint set of sessions.
     """
     import os
 

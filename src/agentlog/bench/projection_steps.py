@@ -600,25 +600,27 @@ class _Feed:
     the stored workload's seed), its clock moved to start after ``start_us``; its
     sessions go on from one call to the next."""
 
-    def __init__(self, root: str, seed: int, start_us: int, world_seed: int) -> None:
+    def __init__(self, root: str, seed: int, start_us: int, world_seed: int, transcripts: str) -> None:
         from agentlog.bench.workload.generator import generate
         from agentlog.bench.workload.load import Writer
         from agentlog.bench.workload.model import CHAIN_SESSION_ID, START_TIME_US
 
         self.samples = generate(10_000_000, seed, world_seed)
-        self.writer = Writer(root, 1000)
+        # transcript samples: their files under `transcripts`, imported (grown) at each write's end
+        self.writer = Writer(root, 1000, transcripts)
         self.offset = start_us - int(START_TIME_US)
         self.skip = CHAIN_SESSION_ID
         self.sessions: set[str] = set()
 
     def write(self, events: int) -> tuple[int, int]:
-        """At least ``events`` events (a sample can give several): (events written, sessions they touched)."""
+        """At least ``events`` events (a sample can give several; a transcript sample is counted
+        as one until the importer has written its events): (events written, sessions they touched)."""
         from agentlog.core.fastjson import dumps
         from agentlog.bench.workload.generator import iso_ms
 
         before = self.writer.events
         touched: set[str] = set()
-        while self.writer.events - before < events:
+        while self.writer.events + self.writer.pending - before < events:
             s = next(self.samples)
             if s["session"] == self.skip:
                 continue
@@ -649,7 +651,7 @@ def refresh(ctx: StepContext) -> dict[str, Any]:
     root = clone(ctx, built)
     with Engine(root) as engine:
         latest = int(engine.run("SELECT epoch_us(max(observed_at)) FROM events").rows[0][0])
-    feed = _Feed(root, ctx.seed + 1, latest + 60_000_000, ctx.seed)
+    feed = _Feed(root, ctx.seed + 1, latest + 60_000_000, ctx.seed, ctx.tmpdir())
     same: list[dict[str, Any]] = []
     ctx.progress(f"{REFRESH_ROUNDS} rounds in this process")
     for _ in range(REFRESH_ROUNDS):

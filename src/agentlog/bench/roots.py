@@ -11,7 +11,7 @@ it). On top of them, per size and seed:
 - :func:`served_root`: a copy of that with the store compacted, as a running
   agentlog keeps it (what the dashboard, MCP server and search read).
 
-Each is cached under ``built-<size>-<seed>/`` beside the logs, with a marker
+Each is cached under ``built-<size>-<seed>-<format>/`` beside the logs, with a marker
 file holding what building it took; setup never counts in a figure. A step
 that changes its root works on :func:`clone` (or :func:`root_over`).
 """
@@ -33,6 +33,10 @@ CACHE_DIR = ".workload-cache"
 CACHE_DIR_ENV = "AGENTLOG_BENCH_CACHE_DIR"
 """Set (by ``bench run --cache-dir``): the loaded logs and built stores live
 there instead, and are kept after the run for the next one to reuse."""
+WORKLOAD_FORMAT = "w2"
+"""Part of every cached root's name: changed when ``bench load`` writes other logs for
+one size and seed (w2: the transcript samples imported by the shipped importer), so
+that a kept cache of the old ones is not reused."""
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 """The directory holding the ``agentlog`` package (the child scripts put it first on their path)."""
@@ -84,7 +88,7 @@ def loaded_logs(ctx: StepContext, size: int) -> tuple[str, float]:
 
     root = cache_root(ctx)
     if root:
-        cache = os.path.join(root, f"{size}-{ctx.seed}")
+        cache = os.path.join(root, f"{size}-{ctx.seed}-{WORKLOAD_FORMAT}")
     else:
         cache = os.path.join(ctx.tmpdir(), "workload")
     marker = os.path.join(cache, "complete.json")
@@ -110,7 +114,7 @@ def root_over(ctx: StepContext, logs_root: str) -> str:
 
 
 def _cache_path(ctx: StepContext, size: int) -> str:
-    name = f"built-{size}-{ctx.seed}"
+    name = f"built-{size}-{ctx.seed}-{WORKLOAD_FORMAT}"
     root = cache_root(ctx)
     return os.path.join(root, name) if root else os.path.join(ctx.tmpdir(), name)
 

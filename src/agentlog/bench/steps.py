@@ -108,45 +108,61 @@ def size_by_kind(ctx: StepContext) -> dict[str, Any]:
     providers: dict[str, _Bytes] = {}
     t_gen = t_capture = t_measure = 0.0
     samples = reconstructed = chain_failed = 0
-    sample_events = Canonicalizer()  # the capture path, with one transcript state for the stream
-    t_start = time.perf_counter()
-    it = iter(generate(ctx.events, ctx.seed))
-    report_every = max(1000, ctx.events // 10)
-    while True:
-        a = time.perf_counter()
-        sample = next(it, None)
-        b = time.perf_counter()
-        t_gen += b - a
-        if sample is None:
-            break
-        events = sample_events(sample)
+
+    def measure(ev: dict[str, Any], source: str) -> None:
+        nonlocal reconstructed, chain_failed
+        line = dumps_bytes(ev) + b"\n"
+        total.add(line)
+        if (ev.get("attrs") or {}).get("reconstructed"):
+            reconstructed += 1
+        if ev.get("kind") == "tool_call_failed" and ev.get("provider_session_id") == CHAIN_SESSION_ID:
+            chain_failed += 1
+        for groups, key in (
+            (kinds, str(ev.get("kind"))),
+            (profiles, event_profile(ev)),
+            (sources, source),
+            (providers, str(ev.get("provider"))),
+        ):
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Bytes()
+            g.add(line)
+
+    # the capture path: the hook's for hook samples; transcript samples are written as
+    # Claude Code transcript files and imported by the shipped importer after the stream
+    with Canonicalizer() as sample_events:
+        t_start = time.perf_counter()
+        it = iter(generate(ctx.events, ctx.seed))
+        report_every = max(1000, ctx.events // 10)
+        while True:
+            a = time.perf_counter()
+            sample = next(it, None)
+            b = time.perf_counter()
+            t_gen += b - a
+            if sample is None:
+                break
+            events = sample_events(sample)
+            c = time.perf_counter()
+            t_capture += c - b
+            source = str(sample.get("source", "?"))
+            for ev in events:
+                measure(ev, source)
+            t_measure += time.perf_counter() - c
+            samples += 1
+            if samples % report_every == 0:
+                ctx.progress(f"{samples:,} samples, {total.events:,} events")
+            if samples % 1000 == 0 and ctx.over_budget():
+                ctx.cap(f"size_by_kind stopped at the time cap after {samples:,} of {ctx.events:,} samples")
+                break
+        if sample_events.files.pending:
+            ctx.progress(f"importing {sample_events.files.pending:,} transcript lines")
         c = time.perf_counter()
-        t_capture += c - b
-        source = str(sample.get("source", "?"))
-        for ev in events:
-            line = dumps_bytes(ev) + b"\n"
-            total.add(line)
-            if (ev.get("attrs") or {}).get("reconstructed"):
-                reconstructed += 1
-            if ev.get("kind") == "tool_call_failed" and ev.get("provider_session_id") == CHAIN_SESSION_ID:
-                chain_failed += 1
-            for groups, key in (
-                (kinds, str(ev.get("kind"))),
-                (profiles, event_profile(ev)),
-                (sources, source),
-                (providers, str(ev.get("provider"))),
-            ):
-                g = groups.get(key)
-                if g is None:
-                    g = groups[key] = _Bytes()
-                g.add(line)
-        t_measure += time.perf_counter() - c
-        samples += 1
-        if samples % report_every == 0:
-            ctx.progress(f"{samples:,} samples, {total.events:,} events")
-        if samples % 1000 == 0 and ctx.over_budget():
-            ctx.cap(f"size_by_kind stopped at the time cap after {samples:,} of {ctx.events:,} samples")
-            break
+        sample_events.import_transcripts()
+        d = time.perf_counter()
+        t_capture += d - c
+        for _, ev in sample_events.logged():
+            measure(ev, "transcript")
+        t_measure += time.perf_counter() - d
     c = time.perf_counter()
     for g in [total, *kinds.values(), *profiles.values(), *sources.values(), *providers.values()]:
         g.finish()
@@ -236,7 +252,9 @@ def size_by_kind(ctx: StepContext) -> dict[str, Any]:
                 ["generation events/s (generate + capture path)", gen_rate, None, None],
                 ["  of which generate s / capture path s", f"{t_gen:.2f} / {t_capture:.2f}", None, None],
             ],
-            "note": "Bytes are the canonical events as the capture path builds them (`sample_events`), "
+            "note": "Bytes are the canonical events as the product makes them: hook samples through the hook's "
+            "own build, transcript samples written as Claude Code transcript files and imported by the importer "
+            "`agentlog import` runs (its events as the logs hold them, `raw` line and `usage` events included); "
             "serialised as the log writes them (compact JSON, UTF-8), without the log's frame. "
             "attemptdb's figures: a 40,000-event sample of its generator (../shared/seeds/000_fac8648d9997f365.txt).",
         },

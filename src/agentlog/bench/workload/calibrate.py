@@ -10,6 +10,7 @@ from agentlog.core.fastjson import dumps_bytes
 from agentlog.bench.workload import model as M
 from agentlog.bench.workload.canonical import Canonicalizer
 from agentlog.bench.workload.generator import DEFAULT_SEED, generate
+from agentlog.bench.workload.transcripts import EXTRA_KINDS
 
 
 def calibrate(
@@ -24,14 +25,19 @@ def calibrate(
     frame, as ``zstd -3`` on the file), kind counts and shares next to the
     seed's, per-profile sizes, the share of reconstructed events, the
     fixture chain's failing edits, and the generation rate (samples/s for the
-    generator alone, events/s for generation plus the capture path).
+    generator alone, events/s for generation plus the capture path — the
+    hook's for hook samples, the shipped importer's for transcript samples).
+    Hook samples' events are taken in stream order, the transcript samples'
+    after them, as the importer wrote them (see :class:`Canonicalizer`);
+    ``kind_mismatches`` leaves out the kinds the importer adds beyond the
+    sample's (:data:`.transcripts.EXTRA_KINDS`).
     ``on_event(sample, event)`` is called for every canonical event (tests
-    use it to check each one without a second pass).
+    use it to check each one without a second pass; a transcript sample comes
+    without its line).
     """
     import zstandard
 
     cctx = zstandard.ZstdCompressor(level=3).compressobj()
-    canon = Canonicalizer()
     kinds: Counter[str] = Counter()
     providers: Counter[str] = Counter()
     prof_n: Counter[str] = Counter()
@@ -48,46 +54,58 @@ def calibrate(
     t_gen = 0.0
     t_canon = 0.0
     pending: list[bytes] = []
-    it = generate(events, seed)
-    clock = time.perf_counter
-    while True:
-        t0 = clock()
-        sample = next(it, None)
-        t1 = clock()
-        t_gen += t1 - t0
-        if sample is None:
-            break
-        n_samples += 1
-        evs = canon(sample)
-        t_canon += clock() - t1
-        for ev in evs:
-            if on_event is not None:
-                on_event(sample, ev)
-            line = dumps_bytes(ev)
-            size = len(line)
-            total_bytes += size
-            n_events += 1
-            kinds[ev["kind"]] += 1
-            providers[ev["provider"]] += 1
-            tool = ev.get("tool")
-            profile = ev["kind"] + ("/" + tool["category"] if tool else "")
-            prof_n[profile] += 1
-            prof_bytes[profile] += size
-            attrs = ev.get("attrs", {})
-            if attrs.get("reconstructed"):
-                reconstructed += 1
-            if attrs.get("redactions"):
-                redacted_events += 1
-            if ev.get("provider_session_id") == M.CHAIN_SESSION_ID and ev["kind"] == "tool_call_failed":
-                chain_failed += 1
-                chain_paths.update(ev.get("paths", []))
-            if ev["kind"] != sample["kind"]:
-                mismatched += 1
-            pending.append(line)
-            pending.append(b"\n")
-        if len(pending) >= 512:
+
+    def take(sample: dict[str, Any], ev: dict[str, Any]) -> None:
+        nonlocal total_bytes, n_events, reconstructed, redacted_events, chain_failed, mismatched, zbytes
+        if on_event is not None:
+            on_event(sample, ev)
+        line = dumps_bytes(ev)
+        size = len(line)
+        total_bytes += size
+        n_events += 1
+        kinds[ev["kind"]] += 1
+        providers[ev["provider"]] += 1
+        tool = ev.get("tool")
+        profile = ev["kind"] + ("/" + tool["category"] if tool else "")
+        prof_n[profile] += 1
+        prof_bytes[profile] += size
+        attrs = ev.get("attrs", {})
+        if attrs.get("reconstructed"):
+            reconstructed += 1
+        if attrs.get("redactions"):
+            redacted_events += 1
+        if ev.get("provider_session_id") == M.CHAIN_SESSION_ID and ev["kind"] == "tool_call_failed":
+            chain_failed += 1
+            chain_paths.update(ev.get("paths", []))
+        if ev["kind"] != sample.get("kind") and ev["kind"] not in EXTRA_KINDS:
+            mismatched += 1
+        pending.append(line)
+        pending.append(b"\n")
+        if len(pending) >= 1024:
             zbytes += len(cctx.compress(b"".join(pending)))
             pending.clear()
+
+    it = generate(events, seed)
+    clock = time.perf_counter
+    with Canonicalizer(keep_samples=True) as canon:
+        while True:
+            t0 = clock()
+            sample = next(it, None)
+            t1 = clock()
+            t_gen += t1 - t0
+            if sample is None:
+                break
+            n_samples += 1
+            evs = canon(sample)
+            t_canon += clock() - t1
+            for ev in evs:
+                take(sample, ev)
+        # the transcript samples' events: the importer's, once their files are written
+        t0 = clock()
+        canon.import_transcripts()
+        t_canon += clock() - t0
+        for known, ev in canon.logged():
+            take(known if known is not None else {"source": "transcript"}, ev)
     if pending:
         zbytes += len(cctx.compress(b"".join(pending)))
     zbytes += len(cctx.flush())

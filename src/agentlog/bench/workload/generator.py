@@ -618,7 +618,11 @@ def claude_result_text(call: Call) -> str:
     return f"Launching skill: {d['skill']}"
 
 
-DENIED_TEXT = "The user rejected this tool use; it was not run."
+#: what Claude Code writes as the result of a tool use the user rejected (the importer
+#: recognises a rejection by its start)
+DENIED_TEXT = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a "
+               "file edit, the new_string was NOT written to the file). STOP what you are doing and wait for the "
+               "user to tell you how to proceed.")
 
 
 class ClaudeHookSession(Session):
