@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from agentlog.cli import LazyGroup
-from agentlog.core.errors import AgentlogError, UsageError
+from agentlog.core import AgentlogError, UsageError
 from agentlog.core.locks import Busy, open_locked
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "agentlog"

@@ -54,10 +54,10 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; an :class:`~agentlog.core.errors.AgentlogError` that escapes it
+        """Run the command; an :class:`~agentlog.core.AgentlogError` that escapes it
         ends the process with one line on stderr (``Error: <message>``) and the exit code
         the error carries — the one place the library's errors become exit codes."""
-        from agentlog.core.errors import AgentlogError
+        from agentlog.core import AgentlogError
 
         try:
             return super().invoke(ctx)

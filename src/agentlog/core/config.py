@@ -9,7 +9,7 @@ override the file (tests and one-off runs). Standard library only (hook path).
 
 from __future__ import annotations
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 from agentlog.core import oslite as os
 
 from agentlog.core import fastjson

@@ -9,7 +9,7 @@ Falls back to `json` where `_json` is missing (other Pythons).
 
 from __future__ import annotations
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Replacing a file atomically, and measuring a directory (not on the hook path:
-it uses ``os`` and ``tempfile``; :mod:`agentlog.core.config` imports it only when
+it uses ``os``; :mod:`agentlog.core.config` imports it only when
 it rewrites its cache).
 
 Every "write a temp file, rename it over the target" in agentlog goes through
@@ -15,7 +15,6 @@ recomputes it. Whatever goes wrong, the temp file is removed.
 from __future__ import annotations
 
 import os
-import tempfile
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Final, Iterator
 
@@ -42,7 +41,7 @@ def atomic_writer(
     whose directory is swept for leftovers by name passes its own ``suffix``).
     The block must not close the file (a writer that wraps it may flush it)."""
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=suffix)
+    fd, tmp = _create_temp(directory, os.path.basename(path), suffix, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), mode)
@@ -59,6 +58,19 @@ def atomic_writer(
         raise
     if durable:
         fsync_path(directory)
+
+
+def _create_temp(directory: str, name: str, suffix: str, mode: int) -> tuple[int, str]:
+    """A new file ``.<name>.<random><suffix>`` in ``directory``, opened exclusively: what
+    ``tempfile.mkstemp`` does, without importing ``tempfile`` (~3 ms with what it imports, in
+    every short command whose catch-up rewrites a state file)."""
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}{suffix}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {os.path.join(directory, name)}")
 
 
 def write_atomic(path: str, data: bytes, mode: int = FILE_MODE, durable: bool = True) -> None:

@@ -13,7 +13,7 @@ import fcntl
 import os
 import time
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 
 POLL_S = 0.05
 """How often a waiter tries the lock again."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.core.kinds import CAPTURE_MODES, EVENT_KINDS, OUTCOME_STATUSES, SCHEMA_VERSION, TOOL_CATEGORIES
 
 EventKind = Literal[

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 
 
 class InstallError(AgentlogError):

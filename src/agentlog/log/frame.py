@@ -35,7 +35,7 @@ verifier, which is not on the hook path, uses hashlib).
 
 from __future__ import annotations
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

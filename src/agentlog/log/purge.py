@@ -59,7 +59,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog import __version__
 from agentlog.core.ids import uuid7
 from agentlog.core.fileio import Discard, atomic_writer

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.log.frame import HASH_MARK, PREFIX, PREV_END, SEQ_MARK, SUFFIX, TRAILER
 from agentlog.log.layout import SegmentRef, read_trailer, sealed_segments
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final
 
 import orjson
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 
 if TYPE_CHECKING:
     from agentlog.query.ask import Answer

@@ -30,7 +30,7 @@ import json
 import os
 from typing import Any, Final
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.memory.store import PROVIDER, LOG_KEY, connect, log_path
 
 FORMAT: Final = 1

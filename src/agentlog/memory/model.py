@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 
 KINDS: Final = ("fact", "preference", "person", "organization", "project", "skill", "goal", "contact", "event",
                 "location", "asset", "relationship", "decision", "convention", "procedure", "pitfall")

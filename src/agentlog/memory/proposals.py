@@ -30,7 +30,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final, Iterable, Mapping, Sequence
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.memory import confidence as conf
 from agentlog.memory.model import (
     RECORDED_EVIDENCE,

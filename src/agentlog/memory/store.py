@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, Iterator
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog import __version__
 from agentlog.core.ids import uuid7
 from agentlog.core.paths import FILE_MODE, config_file, ensure_dir, state_dir

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog import __version__
 from agentlog.core.kinds import (
     CORRECTION_TYPES,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.capture.command import hook_argv
 from agentlog.operations.fixtures import claude_hook_fixtures, payload_stdin
 from agentlog.log.layout import iter_logs, split_log_path

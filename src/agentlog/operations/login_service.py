@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.core.fileio import write_atomic
 from agentlog.core.paths import data_root as default_data_root
 from agentlog.core.paths import ensure_dir, fsync_path, state_dir

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal, NoReturn, Sequence, TypeAlias
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 from agentlog.query import timeexpr
 
 __all__ = [

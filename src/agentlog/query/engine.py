@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Callable, Final
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 
 ALLOWED: Final = frozenset({"SELECT", "EXPLAIN"})
 DEFAULT_TIMEOUT_S: Final = 30.0

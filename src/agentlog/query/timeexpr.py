@@ -24,7 +24,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 from agentlog.core.timefmt import MAX_US, MIN_US
 from agentlog.core.timefmt import format_us as _format_us
 

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 
 #: when the shipped prices were taken from the vendors' published price lists
 PRICES_AS_OF: Final = "2025-11-24"

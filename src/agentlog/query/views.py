@@ -22,7 +22,7 @@ from typing import Any, Final, Iterable
 
 import orjson
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.core.timefmt import format_us
 from agentlog.projection.ids import PREFIXES, display, split_display
 from agentlog.query.scope import Scope

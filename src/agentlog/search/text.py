@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 
 HEAD_CHARS: Final = 4_096
 """Characters of an event's text indexed from its start, when it is longer than both ends."""

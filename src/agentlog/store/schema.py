@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.core.jsonio import loads
 from agentlog.log import frame as _frame
 

@@ -11,7 +11,7 @@ import weakref
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Iterable, Protocol
 
-from agentlog.core.errors import UsageError
+from agentlog.core import UsageError
 from agentlog.query.timeexpr import format_us
 from agentlog.projection.ids import PREFIXES, short, split_display
 

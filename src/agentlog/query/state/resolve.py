@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final, Sequence
 
-from agentlog.core.errors import AgentlogError
+from agentlog.core import AgentlogError
 from agentlog.projection.ids import split_display
 from agentlog.query.state.common import Params, Runner, _q, _shown
 
