@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 def print_json(value: Any) -> None:
     """A result object as indented JSON on stdout (as the other commands print theirs)."""
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    from agentlog.core.jsonio import dumps_pretty
+
+    click.echo(dumps_pretty(value))
 
 
 def stderr() -> Console:
