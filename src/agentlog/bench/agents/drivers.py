@@ -35,7 +35,7 @@ RELEASES: tuple[Release, ...] = (
 """The pinned releases: each agent's current one and one about six months older."""
 
 DEAD_PROXY = "http://127.0.0.1:9"
-SLOW_HOOK_SECONDS = 30
+SLOW_HOOK_SECONDS = 20
 
 
 @dataclass
@@ -119,7 +119,7 @@ def _write_json(path: Path, obj: Any) -> None:
 
 def slow_hook_command(scratch: Path) -> str:
     script = scratch / "slow-hook.sh"
-    script.write_text(f"#!/bin/sh\ncat >/dev/null\nsleep {SLOW_HOOK_SECONDS}\n")
+    script.write_text(f"#!/bin/sh\ncat >/dev/null\nexec sleep {SLOW_HOOK_SECONDS}\n")
     script.chmod(0o755)
     return str(script)
 
