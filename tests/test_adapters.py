@@ -289,13 +289,41 @@ def test_claude_documented_unmapped_and_unknown_events() -> None:
         out = claude(name, file_path="/p/CLAUDE.md", directory="/q", message="m")
         assert out["kind"] == "notification", name
         assert "unrecognised" not in out.get("attrs", {})
-    for name in ("Setup", "UserPromptExpansion", "MessageDisplay", "PostToolBatch", "PreModelSwitch", "PostModelSwitch"):
+    for name in ("Setup", "UserPromptExpansion", "MessageDisplay", "PreModelSwitch", "PostModelSwitch"):
         out = claude(name)
         assert out["kind"] == "unknown", name
         assert "unrecognised" not in out["attrs"]
     out = claude("SomethingNew", foo=1)
     assert out["kind"] == "unknown" and out["attrs"]["unrecognised"] is True
     assert out["provider_event_name"] == "SomethingNew"
+
+
+def test_claude_post_tool_batch_outcomes() -> None:
+    """PostToolBatch as Claude Code 2.1.197-2.1.332 send it: the only hook for a call
+    that fails validation or is refused in headless mode (docs/agents.md)."""
+    import json
+
+    out = claude("PostToolBatch", prompt_id="p1", tool_calls=[
+        {"tool_name": "Bash", "tool_input": {"command": "echo hi"}, "tool_use_id": "t1", "tool_response": "hi"},
+        {"tool_name": "Edit", "tool_input": {"file_path": "/p/x"}, "tool_use_id": "t2",
+         "tool_response": "<tool_use_error>String to replace not found in file.\nString: goodbye</tool_use_error>"},
+        {"tool_name": "Edit", "tool_input": {"file_path": "/p/y"}, "tool_use_id": "t3",
+         "tool_response": "<tool_use_error>File does not exist. Note: your current working directory is /p.</tool_use_error>"},
+        {"tool_name": "Bash", "tool_input": {"command": "rm -rf x"}, "tool_use_id": "t4",
+         "tool_response": "This command requires approval"},
+        {"tool_name": "Bash", "tool_input": {}, "tool_use_id": "t5",
+         "tool_response": "Output redirection to '/p/out.txt' needs approval. The path is inside the working directories"},
+        "not a call", {"tool_name": "Read"},
+    ])
+    assert out["kind"] == "tool_batch_finished"
+    calls = json.loads(out["attrs"]["calls"])
+    assert [(c["call_id"], c["status"], c.get("class")) for c in calls] == [
+        ("t1", "success", None), ("t2", "failure", "string_mismatch"), ("t3", "failure", "file_not_found"),
+        ("t4", "denied", "permission_denied"), ("t5", "denied", "permission_denied"),
+    ]
+    assert calls[1]["category"] == "file_edit" and calls[0]["category"] == "shell"
+    assert out["content"]["errors"]["t2"].startswith("String to replace not found")
+    assert "t1" not in out["content"]["errors"]
 
 
 def test_missing_event_name_uses_hint_or_is_unknown() -> None:

@@ -35,7 +35,7 @@ KEEP_TEXT = 64 << 10  # how much of an unparseable payload is kept as text
 class Captured:
     """The result of normalising one payload (before it is written)."""
 
-    __slots__ = ("provider", "event", "reply", "problem", "unrecognised")
+    __slots__ = ("provider", "event", "reply", "problem", "unrecognised", "transcript")
 
     def __init__(self, provider: str, event: dict[str, Any], reply: bytes, problem: str | None, unrecognised: dict[str, Any] | None) -> None:
         self.provider = provider
@@ -43,6 +43,8 @@ class Captured:
         self.reply = reply
         self.problem = problem
         self.unrecognised = unrecognised
+        self.transcript: str | None = None
+        """A transcript to import in the background once this event is written."""
 
 
 def read_stdin(limit: int = MAX_PAYLOAD) -> tuple[bytes, int]:
@@ -225,7 +227,38 @@ def build(
         event["content"] = content
     if raw is not None:
         event["raw"] = raw
-    return Captured(provider, event, reply, problem, unrecognised)
+    captured = Captured(provider, event, reply, problem, unrecognised)
+    if provider in SYNC_AT and event["provider_event_name"] in SYNC_AT[provider] and isinstance(payload, dict):
+        tp = payload.get("transcript_path")
+        if isinstance(tp, str) and tp.startswith("/") and len(tp) < 4096:
+            captured.transcript = tp
+    return captured
+
+
+# Where a hook lacks outcomes its agent's transcript has, the events at which that
+# transcript is imported in the background (Codex: PostToolUse carries no exit code
+# and a failed apply_patch fires no end hook; the rollout has both).
+SYNC_AT: dict[str, tuple[str, ...]] = {"codex": ("Stop", "SessionEnd")}
+SYNC_AGENT: dict[str, str] = {"codex": "codex"}
+
+
+def spawn_transcript_sync(provider: str, transcript: str, root: str) -> None:
+    """Start ``agentlog import <agent> <transcript>`` detached (own session, no
+    stdio), so the hook returns at once; the import takes the import lock, and
+    what the hooks already recorded is not written twice."""
+    exe = sys.executable
+    if not exe:
+        return
+    argv = [exe, "-I", "-m", "agentlog", "import", SYNC_AGENT[provider], transcript]
+    env = dict(os.environ)
+    env["AGENTLOG_HOME"] = root
+    devnull = "/dev/null"
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
+    ]
+    os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True)
 
 
 def fallback(agent: str, data: bytes, total: int, captured_at: int, settings: dict[str, Any], error: str) -> Captured:
@@ -357,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         record(captured, root, settings["durability"])
         if captured.problem:
             _complain(root, captured.problem)
+        if captured.transcript is not None and settings.get("transcript_sync", True) and settings["capture_mode"] == "full":
+            try:
+                spawn_transcript_sync(captured.provider, captured.transcript, root)
+            except OSError as e:
+                _complain(root, f"could not start the transcript import: {e}")
         if captured.reply:
             try:
                 os.write(1, captured.reply)

@@ -26,11 +26,13 @@ DEFAULTS: dict[str, Any] = {
     "redact_secrets": True,
     "seal_idle_hours": 24,
     "retention_days": 0,
+    "transcript_sync": True,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
     "durability": ("strict", "relaxed"),
     "redact_secrets": (True, False),
+    "transcript_sync": (True, False),
 }
 # numeric settings: (least, most), ints or floats
 RANGES: dict[str, tuple[float, float]] = {
@@ -43,6 +45,7 @@ DESCRIPTIONS: dict[str, str] = {
     "redact_secrets": "replace secrets with [REDACTED:<rule>] before anything is written",
     "seal_idle_hours": "compress (seal) a session's log once it has been idle this many hours (`agentlog seal`)",
     "retention_days": "purge events older than this many days (content removed, hashes kept; `agentlog purge`); 0 keeps everything",
+    "transcript_sync": "when a turn ends, import the agent's transcript in the background where its hooks lack outcomes (Codex: exit codes, failed patches)",
 }
 
 

@@ -13,6 +13,11 @@ EVENT_KINDS: tuple[str, ...] = (
     "tool_call_started",
     "tool_call_finished",
     "tool_call_failed",
+    # The outcomes of one model reply's tool calls at once (Claude Code's
+    # PostToolBatch): attrs.calls holds, per call, its id, tool, status, class
+    # and exit code. The projection reads each as that call's end; a call
+    # that already ended is not counted again (docs/agents.md).
+    "tool_batch_finished",
     "permission_requested",
     "permission_denied",
     "notification",

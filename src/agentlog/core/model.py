@@ -27,6 +27,7 @@ EventKind = Literal[
     "tool_call_started",
     "tool_call_finished",
     "tool_call_failed",
+    "tool_batch_finished",
     "permission_requested",
     "permission_denied",
     "notification",

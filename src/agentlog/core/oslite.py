@@ -20,13 +20,14 @@ TYPE_CHECKING = False
 __all__ = [
     "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
     "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid",
-    "listdir", "mkdir", "open", "path", "pread", "pwrite", "read", "replace", "stat", "urandom", "write",
-    "LEAN",
+    "listdir", "mkdir", "open", "path", "posix_spawn", "POSIX_SPAWN_OPEN", "pread", "pwrite", "read", "replace",
+    "stat", "urandom", "write", "LEAN",
 ]
 
 if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_names:
     import os as _os
     from os import (
+        POSIX_SPAWN_OPEN,
         O_APPEND,
         O_CLOEXEC,
         O_CREAT,
@@ -43,6 +44,7 @@ if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_nam
         getpid,
         listdir,
         mkdir,
+        posix_spawn,
         pread,
         pwrite,
         read,
@@ -76,6 +78,8 @@ else:
     listdir = _p.listdir
     mkdir = _p.mkdir
     open = _p.open  # noqa: A001
+    posix_spawn = _p.posix_spawn
+    POSIX_SPAWN_OPEN = _p.POSIX_SPAWN_OPEN
     pread = _p.pread
     pwrite = _p.pwrite
     read = _p.read

@@ -121,8 +121,9 @@ CLAUDE_CODE = AgentSpec(
     config_name="settings.json",
     shape="nested",
     # Not WorktreeCreate (a hook there replaces native worktree creation),
-    # not MessageDisplay/PostToolBatch (noisy, duplicates), not FileChanged
-    # (needs chosen watch paths).
+    # not MessageDisplay (each piece of the reply's text), not FileChanged
+    # (needs chosen watch paths). PostToolBatch is the only hook for a call
+    # that fails input validation or is refused in headless mode.
     events=(
         "SessionStart",
         "SessionEnd",
@@ -130,6 +131,7 @@ CLAUDE_CODE = AgentSpec(
         "PreToolUse",
         "PostToolUse",
         "PostToolUseFailure",
+        "PostToolBatch",
         "PermissionRequest",
         "PermissionDenied",
         "Notification",
@@ -161,12 +163,18 @@ CODEX = AgentSpec(
     home_default=".codex",
     config_name="hooks.json",
     shape="nested",
+    # SessionEnd closes the session (Codex 0.14x+); PostModelRequest carries each
+    # model request's token usage. PostToolUse has no exit code and a failed
+    # apply_patch fires no end hook: Stop and SessionEnd bring those outcomes
+    # in from the rollout (docs/agents.md).
     events=(
         "SessionStart",
+        "SessionEnd",
         "UserPromptSubmit",
         "PreToolUse",
         "PermissionRequest",
         "PostToolUse",
+        "PostModelRequest",
         "PreCompact",
         "PostCompact",
         "SubagentStart",
@@ -175,6 +183,8 @@ CODEX = AgentSpec(
     ),
     timeout_unit="seconds",
     default_timeout=5,
+    # Codex caps SessionEnd (and Interrupt) hooks at 3 s and says so on stdout.
+    timeout_overrides=(("SessionEnd", 3),),
 )
 
 CURSOR = AgentSpec(

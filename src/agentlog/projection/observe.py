@@ -33,7 +33,7 @@ ATTR_KEYS: Final = frozenset({
     "prompt_kind", "prompt_chars", "command_category", "git_subcommand", "lines_added",
     "lines_removed", "notification_type", "type", "matcher", "source", "reason",
     "correction_type", "target", "target_type", "outcome", "failure_class", "note_chars",
-    "target_session", "target_provider", "interrupted", "status",
+    "target_session", "target_provider", "interrupted", "status", "calls", "input_key",
 })
 
 # Kinds whose text (prompt or note) the projection keeps.
@@ -152,13 +152,47 @@ def from_wire(events: Iterable[dict[str, Any]]) -> Iterator[Obs]:
         )
 
 
+BATCH_KIND: Final = "tool_batch_finished"
+
+
+def batch_ends(o: Obs) -> list[Obs]:
+    """A ``tool_batch_finished`` event as one end observation per call it lists
+    (each keeps the batch's event id: that event is their evidence)."""
+    out: list[Obs] = []
+    calls = o.attrs.get("calls")
+    if isinstance(calls, str):
+        try:
+            calls = orjson.loads(calls)
+        except orjson.JSONDecodeError:
+            calls = None
+    for item in calls if isinstance(calls, list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
+            continue
+        status = item.get("status") if isinstance(item.get("status"), str) else "success"
+        code = item.get("exit_code")
+        out.append(Obs(
+            o.event_id, "tool_call_finished" if status == "success" else "tool_call_failed", o.provider,
+            o.observed_at, o.captured_at, o.provider_session_id, o.provider_turn_id, o.agent_id, o.agent_type,
+            item.get("tool") if isinstance(item.get("tool"), str) else None,
+            item.get("category") if isinstance(item.get("category"), str) else None, item["call_id"], (), status,
+            item.get("class") if isinstance(item.get("class"), str) else None,
+            code if isinstance(code, int) and not isinstance(code, bool) else None, None,
+            o.project_root, o.project_name, o.project_remote, o.branch, o.head, {"via": "batch"},
+        ))
+    return out
+
+
 def ordered(observations: Iterable[Obs]) -> list[Obs]:
-    """Sorted by (observed, captured, event id), each event id once."""
+    """Sorted by (observed, captured, event id), each event id once; a batch of
+    tool outcomes becomes one end observation per call (:func:`batch_ends`)."""
     out = sorted(observations, key=Obs.sort_key)
     seen: set[str] = set()
     unique: list[Obs] = []
     for o in out:
         if o.event_id not in seen:
             seen.add(o.event_id)
-            unique.append(o)
+            if o.kind == BATCH_KIND:
+                unique.extend(batch_ends(o))
+            else:
+                unique.append(o)
     return unique

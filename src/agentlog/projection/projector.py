@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from agentlog.projection.assemble import ATTEMPT_OVERLAY, TURN_OVERLAY, Meta, Projection, assemble
 from agentlog.projection.observe import IGNORED_KINDS, META_KINDS, Obs, ordered
-from agentlog.projection.session import SessionResult, build_session, structural_edges
+from agentlog.projection.session import SessionResult, build_session, only_capture_test, structural_edges
 
 
 def split(observations: Iterable[Obs]) -> tuple[dict[str, list[Obs]], Meta]:
@@ -34,7 +34,7 @@ def build_all(sessions: dict[str, list[Obs]], meta: Meta) -> list[SessionResult]
     out = []
     for key in sorted(sessions):
         evs = [o for o in sessions[key] if o.event_id not in gone] if gone else sessions[key]
-        if evs:
+        if evs and not only_capture_test(evs):
             out.append(build_session(key, evs))
     return out
 

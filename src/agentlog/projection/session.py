@@ -151,6 +151,34 @@ class SessionResult:
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+def _status(o: Obs) -> str:
+    if o.status:
+        return o.status
+    return "failure" if o.kind == "tool_call_failed" else "success"
+
+
+def better_end(old: Obs | None, new: Obs) -> bool:
+    """Whether ``new``, a later account of a call's end, should replace ``old``:
+    it reports a failure or denial where ``old`` reported success, or the same
+    outcome with an exit code or a class that ``old`` lacked."""
+    if old is None:
+        return True
+    a, b = _status(old), _status(new)
+    if a == "success" and b in ("failure", "denied"):
+        return True
+    if a != b:
+        return False
+    if old.exit_code is None and new.exit_code is not None:
+        return True
+    return b != "success" and old.failure_class in (None, "unknown") and new.failure_class not in (None, "unknown")
+
+
+def only_capture_test(events: list[Obs]) -> bool:
+    """Whether a session is nothing but ``agentlog install``'s capture test (not a
+    session anyone ran: it is not projected)."""
+    return all(o.kind == "capture_test" for o in events)
+
+
 def agent_id_of(session_id: str, provider_agent_id: str | None) -> str:
     if provider_agent_id:
         return derive("agent", "subagent", session_id, provider_agent_id)
@@ -261,6 +289,7 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
     turns: list[Turn] = []
     calls: list[Call] = []
     open_by_id: dict[str, Call] = {}
+    ended_by_id: dict[str, Call] = {}
     fifo: dict[tuple[str | None, str | None], list[Call]] = {}
     used_ids: set[str] = set()
     signals: list[dict[str, Any]] = []
@@ -335,6 +364,12 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                 t.index = (turns[-1].index + 1) if turns else 1
                 t.last_event, t.last_at = o.event_id, o.observed_at
                 turns.append(t)
+        elif k == "tool_call_started" and o.call_id and (o.call_id in open_by_id or o.call_id in ended_by_id):
+            # A second account of a call's start (a transcript's, after the hook's):
+            # the same call.
+            same = open_by_id.get(o.call_id) or ended_by_id[o.call_id]
+            if same.start is None:
+                same.start = o
         elif k == "tool_call_started":
             turn = current_turn(o)
             cid = o.call_id
@@ -349,6 +384,18 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             if cid:
                 open_by_id.setdefault(cid, c)
             fifo.setdefault((o.agent_id, o.tool_name), []).append(c)
+        elif k in TOOL_END_KINDS and o.call_id and o.call_id in ended_by_id:
+            # A second account of a call that already ended (a batch of outcomes, a
+            # transcript's result): never a call of its own; it replaces the end it
+            # adds to (a failure or an exit code the first lacked).
+            prior = ended_by_id[o.call_id]
+            if better_end(prior.end, o):
+                was = prior.status in ("failure", "denied")
+                prior.end = o
+                now = prior.status in ("failure", "denied")
+                failure_events += int(now) - int(was)
+                if prior.status == "denied":
+                    denials.append((o, pos))
         elif k in TOOL_END_KINDS:
             turn = current_turn(o)
             cid = o.call_id
@@ -362,7 +409,14 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             else:
                 q = fifo.get((o.agent_id, o.tool_name))
                 if q:
-                    for i, cand in enumerate(q):
+                    in_key = o.attrs.get("input_key")
+                    order = list(range(len(q)))
+                    if in_key is not None:
+                        # calls without ids (Gemini): the one with the same input first
+                        alike = [i for i in order if (st := q[i].start) is not None and st.attrs.get("input_key") == in_key]
+                        order = alike + [i for i in order if i not in alike]
+                    for i in order:
+                        cand = q[i]
                         if cid and cand.provider_call_id:
                             continue
                         match = q.pop(i)
@@ -389,6 +443,8 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                 calls.append(c)
                 turn.calls.append(c)
                 match = c
+            if match.provider_call_id:
+                ended_by_id[match.provider_call_id] = match
             if match.status in ("failure", "denied"):
                 failure_events += 1
             if match.status == "denied":

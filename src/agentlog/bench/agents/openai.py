@@ -78,6 +78,7 @@ class ResponsesProtocol:
             cmd = f"printf %s {json.dumps(action.extra.get('content', ''))} > {action.arg}"
         else:
             cmd = action.arg
+        args: dict[str, Any]
         if "exec_command" in tools:
             name, args = "exec_command", {"cmd": cmd}
         elif "shell_command" in tools:

@@ -150,12 +150,12 @@ def compare(run: Run, rec: dict[str, list[dict[str, Any]]] | None = None) -> lis
     sessions.sort(key=lambda s: str(s.get("provider_session_id") or "").startswith("agentlog-capture-test"))
     failures = sum(1 for rc in real if not rc.ok)
     for s in sessions[:1]:
-        facts = {"state": (s.get("state"), "closed"), "prompts": (s.get("prompt_count"), 1),
+        facts: dict[str, tuple[Any, Any]] = {"state": (s.get("state"), "closed"), "prompts": (s.get("prompt_count"), 1),
                  "turns": (s.get("turn_count"), 1), "in flight": (s.get("in_flight_calls"), 0),
                  "failures": (s.get("failure_count"), failures)}
-        for name, (got, want) in facts.items():
+        for fact, (got, want) in facts.items():
             if got != want:
-                bad.append(f"session {name}: {got!r}, really {want!r}")
+                bad.append(f"session {fact}: {got!r}, really {want!r}")
     if rec["compactions"] and rec["compactions"][0].get("n"):
         bad.append(f"compactions: {rec['compactions'][0]['n']} recorded, none happened")
     if real and not real[-1].ok and rec["attempts"] and rec["attempts"][-1].get("outcome") == "succeeded":

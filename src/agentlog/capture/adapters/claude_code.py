@@ -48,7 +48,7 @@ KINDS: dict[str, str] = {
     "Setup": "unknown",
     "UserPromptExpansion": "unknown",
     "MessageDisplay": "unknown",
-    "PostToolBatch": "unknown",
+    "PostToolBatch": "tool_batch_finished",
     "PreModelSwitch": "unknown",
     "PostModelSwitch": "unknown",
 }
@@ -99,6 +99,8 @@ def normalise_shaped(
 
     if name in _TOOL_EVENTS:
         _tool_event(ev, payload, name, codex)
+    elif name == "PostToolBatch":
+        _tool_batch(ev, payload)
     elif name == "SessionStart":
         c.set_str(attrs, "source", payload.get("source"))
         c.copy_texts(ev, payload, (("session_title", "title"),))
@@ -217,6 +219,65 @@ def _tool_event(ev: dict[str, Any], payload: dict[str, Any], name: str, codex: b
             ev["content"]["reason"] = reason
     elif name == "PermissionRequest":
         c.copy_texts(ev, payload, (("description", "description"),))
+
+
+# What Claude Code tells the model when a call needed an approval nobody could
+# give (headless ``-p`` runs in the default permission mode): the call never ran.
+_DENIAL_PHRASES = ("requires approval", "needs approval", "was blocked", "permission to use", "has been denied",
+                   "permission denied by", "not allowed to")
+_VALIDATION = "<tool_use_error>"
+
+
+def batch_outcome(response: Any) -> tuple[str, str | None]:
+    """(status, error text) of one call's result as PostToolBatch gives it (the
+    string the model sees): ``failure`` for an input-validation error (the tool
+    never started: ``<tool_use_error>…``), ``denied`` for a refused approval,
+    else ``success`` (a call that ran and failed also fired PostToolUseFailure,
+    whose event carries that failure)."""
+    if isinstance(response, list):
+        response = "\n".join(str(b.get("text", "")) for b in response if isinstance(b, dict))
+    if not isinstance(response, str):
+        return "success", None
+    head = response[:2000]
+    if head.lstrip().startswith(_VALIDATION):
+        inner = head.strip()[len(_VALIDATION):]
+        end = inner.find("</tool_use_error>")
+        return "failure", (inner[:end] if end >= 0 else inner).strip() or response[:500]
+    low = head.lower()
+    if any(p in low for p in _DENIAL_PHRASES):
+        return "denied", head[:500]
+    return "success", None
+
+
+def _tool_batch(ev: dict[str, Any], payload: dict[str, Any]) -> None:
+    """PostToolBatch: each call's outcome in ``attrs.calls`` (JSON text of a list of
+    ids, tools, status, class; no output: PostToolUse has it) and the error texts in ``content.errors``.
+    The calls that failed validation or were denied fire no other hook."""
+    calls: list[dict[str, Any]] = []
+    errors: dict[str, str] = {}
+    entries = payload.get("tool_calls")
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        cid = c.text(entry.get("tool_use_id"))
+        name = c.text(entry.get("tool_name"))
+        if cid is None or name is None:
+            continue
+        status, err = batch_outcome(entry.get("tool_response"))
+        item: dict[str, Any] = {"call_id": cid, "tool": name, "category": c.tool_category(name), "status": status}
+        if err is not None:
+            probe: dict[str, Any] = {"attrs": {}, "content": {}}
+            c.set_failure(probe, err, cls="permission_denied" if status == "denied" else None, status=status)
+            item["class"] = probe["outcome"]["class"]
+            if "exit_code" in probe["outcome"]:
+                item["exit_code"] = probe["outcome"]["exit_code"]
+            errors[cid] = err
+        calls.append(item)
+    if calls:
+        # attrs hold scalars: the list is kept as compact JSON text.
+        ev["attrs"]["calls"] = c.dumps_text(calls)
+    if errors:
+        ev["content"]["errors"] = errors
 
 
 def _stop_failure(ev: dict[str, Any], payload: dict[str, Any]) -> None:

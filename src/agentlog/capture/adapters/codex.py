@@ -15,6 +15,9 @@ PROVIDER = "codex"
 # same thing. `Interrupt` exists in Codex's sources but is not documented.
 KINDS: dict[str, str] = dict(claude_code.KINDS)
 KINDS["Interrupt"] = "unknown"
+# Around each model request (0.171): PostModelRequest carries its token usage.
+KINDS["PreModelRequest"] = "unknown"
+KINDS["PostModelRequest"] = "usage"
 
 NOTIFY_TYPE = "agent-turn-complete"
 
@@ -32,7 +35,31 @@ def normalise(payload: dict[str, Any], extra_args: list[str]) -> dict[str, Any]:
             extra_args = extra_args[:-1]
     if payload.get("type") == NOTIFY_TYPE and "hook_event_name" not in payload:
         return _notify(payload)
-    return claude_code.normalise_shaped(payload, extra_args, KINDS, codex=True)
+    ev = claude_code.normalise_shaped(payload, extra_args, KINDS, codex=True)
+    if ev.get("provider_event_name") == "PostModelRequest":
+        _usage(ev, payload)
+    return ev
+
+
+def _usage(ev: dict[str, Any], payload: dict[str, Any]) -> None:
+    """PostModelRequest's ``token_usage`` in the four numbers every agent's usage
+    uses (query/usage.py): input not read from a cache, output (reasoning
+    included, as OpenAI counts it), cache reads and cache writes."""
+    attrs: dict[str, Any] = ev["attrs"]
+    model = c.text(payload.get("model"))
+    if model is not None:
+        attrs["model"] = model
+    c.set_str(attrs, "message_id", payload.get("response_id"))
+    c.set_str(attrs, "status", payload.get("status"))
+    usage = payload.get("token_usage")
+    if not isinstance(usage, dict):
+        return
+    total_in = c.integer(usage.get("input_tokens")) or 0
+    cached = c.integer(usage.get("cached_input_tokens")) or 0
+    attrs["input_tokens"] = max(total_in - cached, 0)
+    attrs["output_tokens"] = c.integer(usage.get("output_tokens")) or 0
+    attrs["cache_read_tokens"] = cached
+    attrs["cache_write_tokens"] = c.integer(usage.get("cache_write_input_tokens")) or 0
 
 
 def reply(event_name: str) -> bytes:

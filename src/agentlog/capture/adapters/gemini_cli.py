@@ -58,6 +58,10 @@ def normalise(payload: dict[str, Any], extra_args: list[str]) -> dict[str, Any]:
         c.copy_texts(ev, payload, (("prompt_response", "message"), ("last_assistant_message", "message")))
     elif name == "PreCompress":
         c.set_str(attrs, "trigger", payload.get("trigger"))
+        if attrs.get("trigger") == "auto":
+            # 0.61 fires an automatic PreCompress before every model request, whether
+            # or not it then compresses: not a compaction by itself.
+            ev["kind"] = "unknown"
     elif name == "Notification":
         c.set_str(attrs, "notification_type", payload.get("notification_type"))
         c.copy_texts(ev, payload, (("message", "message"),))
@@ -87,6 +91,10 @@ def _tool(ev: dict[str, Any], payload: dict[str, Any], name: str) -> None:
     args = payload.get("tool_args")
     if args is None:
         args = payload.get("tool_input")
+    if call_id is None and args is not None:
+        # No call id in Gemini's tool hooks: start and end carry the same input,
+        # which pairs them where calls of one tool overlap (parallel calls).
+        ev["attrs"]["input_key"] = input_key(tool_name, args)
     c.input_facts(ev, args, category, tool_name if isinstance(tool_name, str) else "")
     if name != "AfterTool":
         return
@@ -97,6 +105,13 @@ def _tool(ev: dict[str, Any], payload: dict[str, Any], name: str) -> None:
     if failed:
         ev["kind"] = "tool_call_failed"
         c.set_failure(ev, err, code)
+
+
+def input_key(tool_name: Any, args: Any) -> str:
+    """A short digest of a call's tool and input, the same at its start and end."""
+    import zlib
+
+    return "%08x" % zlib.crc32(c.dumps_text([tool_name, args]).encode("utf-8", "surrogatepass"))
 
 
 def _failure(payload: dict[str, Any], resp: Any, category: str) -> tuple[bool, str | None, int | None]:

@@ -7,7 +7,7 @@ from typing import Any
 from agentlog.projection.assemble import light
 from agentlog.projection.observe import IGNORED_KINDS, META_KINDS, Obs, from_arrow, ordered
 from agentlog.projection.persist.parts import _write_facts, _write_obs, _write_table, shard_of
-from agentlog.projection.session import SessionResult, build_session
+from agentlog.projection.session import SessionResult, build_session, only_capture_test
 from agentlog.projection.tables import SHARDED, to_arrow
 
 def _session_keys(table: Any) -> tuple[Any, list[str]]:
@@ -88,7 +88,7 @@ def _project_sessions(sessions: list[tuple[str, Any]], gone: frozenset[str],
         all_obs = observed[key] if observed is not None and key in observed else from_arrow(rows)
         obs = [o for o in all_obs if o.kind not in META_KINDS and o.event_id not in gone]
         evs = ordered(obs)
-        if evs:
+        if evs and not only_capture_test(evs):
             out[key] = build_session(key, evs)
     return out
 
