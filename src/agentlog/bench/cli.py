@@ -351,3 +351,37 @@ def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allo
         f"{' (summed over workers)' if result['jobs'] > 1 else ''}; "
         f"{result['events_per_s_excluding_generation']:,.0f} events/s excluding generation"
     )
+
+
+@bench.command(name="agents")
+@click.option("--agent", "agents", multiple=True, type=click.Choice(["claude-code", "codex", "gemini-cli"]),
+              help="Agents to run (repeat; default: all three).")
+@click.option("--scenario", "scenarios", multiple=True, help="Scenarios to run (repeat; default: success, nonzero_exit).")
+@click.option("--rounds", type=click.IntRange(1, 100), default=5, show_default=True, help="Runs each way (with and without hooks).")
+@click.option("--all-releases", is_flag=True, help="Also the older pinned release of each agent.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for agents.json and agents.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_agents(agents: tuple[str, ...], scenarios: tuple[str, ...], rounds: int, all_releases: bool, out: str,
+                 as_json: bool) -> None:
+    """The real agent CLIs (npm releases, scripted model on loopback) with agentlog's hooks against without them.
+
+    Reports each run's wall time both ways, the time added per tool call, and how
+    soon after the CLI exits its record is queryable. Needs node and npm (the
+    releases install once into ~/.cache/agentlog/agents).
+
+    Example: agentlog bench agents --agent codex --rounds 3
+    """
+    from rich.progress import Progress
+
+    from agentlog.bench.agents.timing import DEFAULT_SCENARIOS, run_agents_bench
+    from agentlog.bench.common import write_results
+
+    with Progress(console=stderr(), transient=True, disable=as_json) as bar:
+        task = bar.add_task("bench agents", total=None)
+        result = run_agents_bench(list(agents), list(scenarios or DEFAULT_SCENARIOS), rounds, all_releases,
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+    md = write_results(result, out, "agents")
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)

@@ -281,7 +281,12 @@ def merge_key(provider: str, session_id: str | None, kind: str, item: str | None
 
 
 def text_digest(text: str) -> str:
-    """A short digest of a text (the item of a prompt's merge key)."""
+    """A short digest of a text (the item of a prompt's merge key), taken of the
+    text as it is written: redacted, as a hook's prompt is, so that a prompt
+    holding a secret is the same thing in both (redacting is idempotent)."""
+    from agentlog.capture.redact import redact_text
+
+    text = redact_text(text)[0]
     return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from agentlog.capture.adapters.claude_code import batch_outcome
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.importers.base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
 
@@ -326,7 +327,11 @@ class _Context:
                 err = text
                 if err.startswith("<tool_use_error>") and err.endswith("</tool_use_error>"):
                     err = err[len("<tool_use_error>"):-len("</tool_use_error>")]
-                c.set_failure(ev, err)
+                if batch_outcome(text)[0] == "denied":
+                    # an approval nobody could give (headless): the call never ran
+                    c.set_failure(ev, err, cls="permission_denied", status="denied")
+                else:
+                    c.set_failure(ev, err)
         else:
             ev = c.new_event("tool_call_finished", "transcript:tool_result")
             _input_facts(ev, name, tid, tool_input, facts)

@@ -268,3 +268,63 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
     finally:
         model.stop()
     return run
+
+
+TRANSCRIPT_GLOBS = {
+    "claude-code": ".claude/projects/*/*.jsonl",
+    "codex": ".codex/sessions/*/*/*/rollout-*.jsonl",
+    "gemini-cli": ".gemini/tmp/*/chats/session-*",
+}
+
+
+def transcripts(run: Run) -> list[Path]:
+    """The transcript files the agent wrote in this run's scratch home."""
+    return sorted(run.scratch.glob(TRANSCRIPT_GLOBS[run.release.agent]))
+
+
+def wait_for_sync(run: Run, timeout: float = 30.0) -> float | None:
+    """Seconds until the background transcript import (Codex: at Stop and
+    SessionEnd) has read every transcript to its end, counted from when the CLI
+    exited; None when it has not within ``timeout`` or the agent has none."""
+    from agentlog.core.jsonio import loads
+
+    if run.release.agent != "codex":
+        return None
+    state_file = run.data_root / "state" / "import.json"
+    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    while time.monotonic() < deadline:
+        try:
+            state = loads(state_file.read_bytes())
+        except (OSError, ValueError):
+            state = {}
+        files = transcripts(run)
+        if files and all(isinstance(state.get(str(f)), dict) and state[str(f)].get("offset") == f.stat().st_size
+                         for f in files):
+            return time.monotonic() - started
+        time.sleep(0.05)
+    return None
+
+
+def import_transcripts(run: Run) -> dict[str, Any]:
+    """``agentlog import <agent> --json`` over the run's transcripts (the user's own command)."""
+    from agentlog.core.jsonio import loads
+
+    proc = subprocess.run(agentlog_cmd("import", run.release.agent, *map(str, transcripts(run)), "--json"),
+                          env=run.env(), cwd=run.project, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"agentlog import failed: {proc.stderr.strip()[-400:]}")
+    out = loads(proc.stdout)
+    return out if isinstance(out, dict) else {}
+
+
+def files_containing(root: Path, needles: tuple[str, ...]) -> list[str]:
+    """Files under ``root`` whose bytes hold any of ``needles``."""
+    found: list[str] = []
+    encoded = [n.encode() for n in needles]
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            if any(n in data for n in encoded):
+                found.append(str(path.relative_to(root)))
+    return found

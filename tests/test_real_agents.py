@@ -1,0 +1,118 @@
+"""The real agent CLIs (pinned npm releases) driven end to end by a scripted model.
+
+Each scenario × release runs the real CLI in a scratch home with agentlog's hooks
+installed, against a model server on 127.0.0.1 (src/agentlog/bench/agents). The
+truth is what the CLI sent back to the model; the record must match it, from
+the hooks alone (for Codex, with the rollout import its Stop hook starts), and
+after ``agentlog import`` of the same session's transcript; a second import
+writes nothing; no secret canary is on any file under the data root or in the
+store's text.
+
+The releases install once into ``$AGENTLOG_AGENT_CACHE`` (default
+``~/.cache/agentlog/agents``) from the npm registry; without node and npm the
+module is skipped (scripts/test.sh installs them). Not in the quick tier.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from agentlog.bench.agents import npm
+from agentlog.bench.agents.check import check
+from agentlog.bench.agents.drivers import RELEASES, run_scenario, wait_for_sync
+from agentlog.bench.agents.npm import Release
+from agentlog.bench.agents.scenarios import Scenario, load_all
+from agentlog.bench.agents.truth import record
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not npm.npm_available(), reason="node and npm are needed (scripts/test.sh installs them)"),
+]
+
+SCENARIOS = load_all()
+
+# Facts the record still gets wrong, each with the issue that fixes it. A strict
+# xfail: the test fails as soon as the fact comes right, so the list stays true.
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    ("claude-code", "failing_tests"): "issue 26: a failing pytest run whose output mentions timeout is classed timeout",
+    ("codex", "failing_tests"): "issue 26: a failing pytest run whose output mentions timeout is classed timeout",
+    ("claude-code@2.1.197", "hook_timeout"): "Claude Code 2.1.197 runs no SessionEnd hook after other hooks timed "
+                                             "out (2.1.332 does): the session is never told closed",
+}
+
+
+def _gap(release: Release, scenario: Scenario) -> str | None:
+    return KNOWN_GAPS.get((release.label, scenario.name)) or KNOWN_GAPS.get((release.agent, scenario.name))
+
+CASES = [
+    pytest.param(r, s, id=f"{r.label}-{s.name}",
+                 marks=[pytest.mark.xfail(reason=str(_gap(r, s)), strict=True)] if _gap(r, s) else [])
+    for r in RELEASES for s in SCENARIOS.values() if s.applies_to(r.agent)
+]
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Path]:
+    # Codex will not put its helper binaries under /tmp: the scratch home goes in /var/tmp.
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else tmp_path
+    d = base / f"agentlog-agents-{tmp_path.parent.name}-{tmp_path.name}"
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("release,scenario", CASES)
+def test_record_equals_truth(release: Release, scenario: Scenario, scratch: Path) -> None:
+    result = check(release.label, scenario, scratch, cache=npm.cache_dir())
+    assert not result.timed_out and result.returncode == 0, result.stderr_tail
+    assert result.calls_made == result.calls_scripted, "the CLI did not run every scripted call"
+    assert result.from_hooks == [], "from hooks:\n" + "\n".join(result.from_hooks)
+    assert result.transcripts > 0, "the agent wrote no transcript"
+    assert result.after_import == [], "after import:\n" + "\n".join(result.after_import)
+    assert result.reimport_new_events == 0, "a second import wrote events"
+    assert result.canary_files == [], "secrets on disk"
+    if release.agent == "codex":
+        assert result.sync_s is not None, "the background import of the rollout did not finish"
+    assert result.ok
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r.agent == "codex"], ids=lambda r: r.label)
+def test_codex_closes_the_session_and_counts_tokens(release: Release, scratch: Path) -> None:
+    run = run_scenario(release, SCENARIOS["nonzero_exit"], scratch, cache=npm.cache_dir())
+    assert run.returncode == 0, run.stderr[-600:]
+    wait_for_sync(run)
+    rec = record(str(run.data_root))
+    assert [s["state"] for s in rec["sessions"]] == ["closed"]
+    from agentlog.api import run_sql
+
+    usage = run_sql(str(run.data_root), "select count(*) as n from usage").records()[0]
+    requests = sum(1 for r in run.model.requests if r.path.rstrip("/").endswith("/responses"))
+    assert 1 <= usage["n"] <= requests
+
+
+def _netns_available() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    proc = subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=30)
+    return proc.returncode == 0
+
+
+@pytest.mark.skipif(not _netns_available(), reason="unprivileged network namespaces are not allowed here")
+@pytest.mark.parametrize("release", [r for r in RELEASES if r.version in ("2.1.332", "0.171.0", "0.61.0")],
+                         ids=lambda r: r.label)
+def test_passes_with_only_loopback(release: Release, scratch: Path) -> None:
+    """In a network namespace whose only interface is loopback (no route, no DNS
+    anywhere else), the CLI, its hooks and agentlog record the same truth."""
+    npm.installed_binary(release)  # installed outside: the namespace has no registry
+    script = (f"ip link set lo up && exec {sys.executable} -m agentlog.bench.agents.check "
+              f"{release.label} success {scratch}")
+    proc = subprocess.run(["unshare", "-rn", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ok"], result
