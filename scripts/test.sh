@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install agentlog with its test dependencies into .venv (and Debian's chromium
-# and chromium-driver for the dashboard's browser test) and run the whole test
+# and chromium-driver for the dashboard's browser test, node and npm for the real
+# agent CLIs when the machine lacks them) and run the whole test
 # suite (slow tests included). This is the README's test command and
 # what CI runs.
 #
@@ -26,6 +27,17 @@ if [ "$QUICK" = 0 ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v c
     else
         echo "scripts/test.sh: chromium and chromedriver are missing and cannot be installed here" \
              "(the browser test will fail; set AGENTLOG_SKIP_BROWSER=1 to skip it)" >&2
+    fi
+fi
+# The real agent CLIs (tests/test_real_agents.py) install from the npm registry.
+if [ "$QUICK" = 0 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
+    if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
+    if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
+        $AS apt-get update -qq >/dev/null
+        $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    else
+        echo "scripts/test.sh: node and npm are missing and cannot be installed here" \
+             "(tests/test_real_agents.py will be skipped)" >&2
     fi
 fi
 if [ ! -x .venv/bin/python ]; then

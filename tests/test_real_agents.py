@@ -43,8 +43,13 @@ SCENARIOS = load_all()
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("claude-code", "failing_tests"): "issue 26: a failing pytest run whose output mentions timeout is classed timeout",
     ("codex", "failing_tests"): "issue 26: a failing pytest run whose output mentions timeout is classed timeout",
-    ("claude-code@2.1.197", "hook_timeout"): "Claude Code 2.1.197 runs no SessionEnd hook after other hooks timed "
-                                             "out (2.1.332 does): the session is never told closed",
+}
+
+# Facts an agent release delivers only sometimes: tolerated, every other fact still checked.
+UNRELIABLE: dict[tuple[str, str], tuple[str, str]] = {
+    ("claude-code@2.1.197", "hook_timeout"): (
+        "session state:", "Claude Code 2.1.197 sometimes runs no SessionEnd hook after other hooks timed out "
+                          "(2.1.332 always does): the session is then never told closed"),
 }
 
 
@@ -70,6 +75,10 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("release,scenario", CASES)
 def test_record_equals_truth(release: Release, scenario: Scenario, scratch: Path) -> None:
     result = check(release.label, scenario, scratch, cache=npm.cache_dir())
+    tolerated = UNRELIABLE.get((release.label, scenario.name))
+    if tolerated is not None:
+        result.from_hooks = [f for f in result.from_hooks if not f.startswith(tolerated[0])]
+        result.after_import = [f for f in result.after_import if not f.startswith(tolerated[0])]
     assert not result.timed_out and result.returncode == 0, result.stderr_tail
     assert result.calls_made == result.calls_scripted, "the CLI did not run every scripted call"
     assert result.from_hooks == [], "from hooks:\n" + "\n".join(result.from_hooks)
@@ -93,7 +102,7 @@ def test_codex_closes_the_session_and_counts_tokens(release: Release, scratch: P
 
     usage = run_sql(str(run.data_root), "select count(*) as n from usage").records()[0]
     requests = sum(1 for r in run.model.requests if r.path.rstrip("/").endswith("/responses"))
-    assert 1 <= usage["n"] <= requests
+    assert usage["n"] == requests  # one usage row per model request, not one from hooks and one from the rollout
 
 
 def _netns_available() -> bool:
@@ -116,3 +125,21 @@ def test_passes_with_only_loopback(release: Release, scratch: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-800:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["ok"], result
+
+
+def test_bench_agents_reports_both_ways(tmp_path: Path) -> None:
+    """``agentlog bench agents`` runs the CLI with and without the hooks and says what they add."""
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "agentlog", "bench", "agents", "--agent", "claude-code",
+                           "--scenario", "nonzero_exit", "--rounds", "1", "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    result = json.loads(proc.stdout)
+    (row,) = result["runs"]
+    assert row["release"] == "claude-code@2.1.332" and row["tool_calls"] == 2 and row["failed_runs"] == 0
+    assert row["with_hooks_s"]["n"] == 1 and row["without_hooks_s"]["n"] == 1
+    assert row["added_per_call_ms"] is not None and row["queryable_after_exit_s"]["n"] == 1
+    assert (out / "agents.md").read_text().count("claude-code@2.1.332") == 1
+    bad = subprocess.run([sys.executable, "-m", "agentlog", "bench", "agents", "--scenario", "nope"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown scenario 'nope'" in bad.stderr and "Traceback" not in bad.stderr

@@ -163,10 +163,11 @@ CODEX = AgentSpec(
     home_default=".codex",
     config_name="hooks.json",
     shape="nested",
-    # SessionEnd closes the session (Codex 0.14x+); PostModelRequest carries each
-    # model request's token usage. PostToolUse has no exit code and a failed
-    # apply_patch fires no end hook: Stop and SessionEnd bring those outcomes
-    # in from the rollout (docs/agents.md).
+    # SessionEnd closes the session (Codex 0.14x+). PostToolUse has no exit code
+    # and a failed apply_patch fires no end hook: Stop and SessionEnd bring those
+    # outcomes in from the rollout (docs/agents.md), and with them each model
+    # request's token usage (so not PostModelRequest, which would count it twice
+    # and cost a process per request; its payload is still read when subscribed).
     events=(
         "SessionStart",
         "SessionEnd",
@@ -174,7 +175,6 @@ CODEX = AgentSpec(
         "PreToolUse",
         "PermissionRequest",
         "PostToolUse",
-        "PostModelRequest",
         "PreCompact",
         "PostCompact",
         "SubagentStart",
