@@ -267,7 +267,9 @@ def test_modern_session_mapping() -> None:
     assert by_line[3]["attrs"]["notification_type"] == "injected_context"
     assert by_line[4]["attrs"]["image_count"] == 1 and by_line[4]["provider_turn_id"] == "t-1"
     shell_fail = by_line[7]
-    assert shell_fail["tool"] == {"name": "shell", "category": "shell", "call_id": "c-1"}
+    # named as Codex's hooks name every shell tool; the wire name kept beside it
+    assert shell_fail["tool"] == {"name": "Bash", "category": "shell", "call_id": "c-1"}
+    assert shell_fail["attrs"]["wire_tool"] == "shell"
     assert shell_fail["outcome"] == {"status": "failure", "class": "nonzero_exit", "exit_code": 1}
     assert shell_fail["content"]["command"] == "bash -lc pytest -q"
     assert by_line[6]["attrs"]["command_category"] == "test"
@@ -306,7 +308,8 @@ def test_tool_calls_match_the_hook_mapping() -> None:
         "c-3": ("apply_patch", {"command": PATCH}, json.dumps({"output": "Success.", "metadata": {"exit_code": 0}})),
     }
     for call_id, (name, tool_input, response) in cases.items():
-        hook = codex_hook.normalise({"hook_event_name": "PostToolUse", "session_id": "s-1", "tool_name": name,
+        hook_name = "Bash" if name in ("shell", "exec_command") else name  # what Codex's hooks send
+        hook = codex_hook.normalise({"hook_event_name": "PostToolUse", "session_id": "s-1", "tool_name": hook_name,
                                      "tool_use_id": call_id, "tool_input": tool_input, "tool_response": response}, [])
         mine = by_call[call_id]
         assert mine["kind"] == hook["kind"], call_id
@@ -497,3 +500,44 @@ def test_item_completed_plan_is_a_notification_and_mirrored_items_are_not_counte
     assert by_line[9]["kind"] == "unknown" and by_line[9]["attrs"]["payload_type"] == "item_completed:Hologram"
     assert parser.stats.unknown == {("0.77.0", "event_msg:item_completed:Hologram"): 1}
     assert [p[1:] for p in parser.stats.problems] == [(10, "item_completed: item without a type")]
+
+
+# -- what Codex 0.171.0 and 0.142.2 really write (tests/data/real_agents/codex: rollouts of the
+# real CLIs driven by the scripted model in src/agentlog/bench/agents, instructions elided) ---------
+
+REAL = Path(__file__).parent / "data" / "real_agents" / "codex"
+#: scenario → the calls the CLI really made: (call id, tool, status, exit code, class); a
+#: success keeps no exit code (as the hooks' events do not)
+REAL_TRUTH: dict[str, list[tuple[str, str, str, int | None, str | None]]] = {
+    "nonzero_exit": [("call_al0000", "Bash", "failure", 3, "nonzero_exit"), ("call_al0100", "Bash", "success", None, None)],
+    "edit_text_absent": [("call_al0000", "Bash", "success", None, None),
+                         ("call_al0100", "apply_patch", "failure", None, "string_mismatch")],
+    "edit_missing_file": [("call_al0000", "apply_patch", "failure", None, "file_not_found")],
+    "parallel_calls": [("call_al0000", "Bash", "success", None, None), ("call_al0001", "Bash", "failure", 1, "nonzero_exit")],
+    "success": [("call_al0000", "Bash", "success", None, None), ("call_al0100", "Bash", "success", None, None),
+                ("call_al0200", "apply_patch", "success", None, None)],
+}
+PROMPTS = {"nonzero_exit": "run the checks", "edit_text_absent": "fix the greeting",
+           "edit_missing_file": "update the config", "parallel_calls": "look at both files", "success": "make the file"}
+
+
+@pytest.mark.parametrize("version", ["0.171.0", "0.142.2"])
+@pytest.mark.parametrize("scenario", sorted(REAL_TRUTH))
+def test_real_rollouts_import_alone(version: str, scenario: str, agentlog_home: Path) -> None:
+    from agentlog.api import import_paths, run_sql
+
+    path = str(REAL / version / f"{scenario}.jsonl")
+    report = import_paths(str(agentlog_home), ["codex"], [path])
+    assert report.totals()["events"] > 0 and report.totals()["problems"] == 0
+    rows = run_sql(str(agentlog_home), "select provider_call_id, tool_name, outcome_status, exit_code, outcome_class "
+                                        "from tool_calls order by started_at").records()
+    got = [(r["provider_call_id"], r["tool_name"], r["outcome_status"], r["exit_code"],
+            r["outcome_class"] if r["outcome_status"] != "success" else None) for r in rows]
+    assert got == REAL_TRUTH[scenario]
+    (session,) = run_sql(str(agentlog_home), "select prompt_count, turn_count, failure_count from sessions").records()
+    assert session == {"prompt_count": 1, "turn_count": 1,
+                       "failure_count": sum(1 for t in REAL_TRUTH[scenario] if t[2] != "success")}
+    (prompt,) = run_sql(str(agentlog_home), "select text from events where kind = 'prompt_submitted'").records()
+    assert prompt["text"] == PROMPTS[scenario]
+    again = import_paths(str(agentlog_home), ["codex"], [path])
+    assert again.totals()["events"] == 0

@@ -45,11 +45,14 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("codex", "failing_tests"): "issue 26: a failing pytest run whose output mentions timeout is classed timeout",
 }
 
-# Facts an agent release delivers only sometimes: tolerated, every other fact still checked.
-UNRELIABLE: dict[tuple[str, str], tuple[str, str]] = {
+# Facts an agent release does not deliver (or only sometimes): tolerated, every other fact still checked.
+UNDELIVERED: dict[tuple[str, str], tuple[str, str]] = {
     ("claude-code@2.1.197", "hook_timeout"): (
         "session state:", "Claude Code 2.1.197 sometimes runs no SessionEnd hook after other hooks timed out "
                           "(2.1.332 always does): the session is then never told closed"),
+    **{("codex@0.142.2", sc): ("session state:", "Codex 0.142.2 has no SessionEnd hook (0.171.0 has): nothing tells "
+                                                 "agentlog the session closed")
+       for sc in SCENARIOS},
 }
 
 
@@ -75,7 +78,7 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("release,scenario", CASES)
 def test_record_equals_truth(release: Release, scenario: Scenario, scratch: Path) -> None:
     result = check(release.label, scenario, scratch, cache=npm.cache_dir())
-    tolerated = UNRELIABLE.get((release.label, scenario.name))
+    tolerated = UNDELIVERED.get((release.label, scenario.name))
     if tolerated is not None:
         result.from_hooks = [f for f in result.from_hooks if not f.startswith(tolerated[0])]
         result.after_import = [f for f in result.after_import if not f.startswith(tolerated[0])]

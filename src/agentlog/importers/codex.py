@@ -14,7 +14,8 @@ line (modern: ``type`` / ``payload.type``)            event
                                                       attrs (a later one naming another session:
                                                       ``notification``; the same one: nothing)
 ``turn_context``, ``event_msg`` ``task_started``      nothing: remember turn id, cwd, model
-``event_msg`` ``user_message``                        ``prompt_submitted``; injected context
+``event_msg`` ``user_message`` (0.17x: the           ``prompt_submitted`` (the two paired into one
+``item_completed`` ``UserMessage`` item)              where both exist); injected context
                                                       (``<environment_context>`` …): ``notification``
 ``event_msg`` ``agent_message`` and                   one ``agent_message``: the two encodings of a
 ``response_item`` ``message`` role=assistant          text are paired within a turn
@@ -24,7 +25,13 @@ line (modern: ``type`` / ``payload.type``)            event
 ``function_call`` (arguments: a JSON string),         ``tool_call_started``
 ``custom_tool_call``, ``local_shell_call``
 ``function_call_output``,                             ``tool_call_finished``, or ``tool_call_failed``
-``custom_tool_call_output``                           on a non-zero exit code; paired by ``call_id``
+``custom_tool_call_output``                           on a non-zero exit code (``Exit code: N``,
+                                                      ``Process exited with code N``, or the
+                                                      ``CommandExecution`` item's ``exit_code``) or
+                                                      ``apply_patch verification failed``; paired by
+                                                      ``call_id``. Shell tools (``exec_command``,
+                                                      ``shell``, ``shell_command``) are named ``Bash``
+                                                      as the hooks name them (``attrs.wire_tool``)
 ``web_search_call``                                   ``tool_call_started`` + its end
 ``event_msg`` ``task_complete`` / ``turn_aborted``    ``turn_stopped`` (``duration_ms``) /
                                                       ``turn_failed`` (cancelled, ``interrupted``)
@@ -32,7 +39,8 @@ line (modern: ``type`` / ``payload.type``)            event
 ``compacted``, ``event_msg`` ``context_compacted``    one ``compaction_finished`` (paired)
 ``thread_rolled_back``, review mode, ``error`` …      ``notification``
 ``event_msg`` ``item_completed``, item ``Plan``       ``notification`` (``notification_type`` plan,
-                                                      the plan's text); items that mirror other
+                                                      the plan's text); ``CommandExecution``: its
+                                                      exit code, for the output line; items that mirror other
                                                       lines (messages, reasoning, tool calls …):
                                                       nothing (counted); other item types:
                                                       ``unknown``
@@ -70,8 +78,11 @@ _TOP_TYPES: Final = frozenset(("session_meta", "turn_context", "response_item", 
 #: text Codex injects into the user message stream (not typed by a human)
 _INJECTED: Final = ("<environment_context>", "<user_instructions>", "<user_shell_command>", "<turn_aborted>",
                     "<subagent_notification>", "# AGENTS.md instructions", "<INSTRUCTIONS>")
-#: Codex shell tools that ``classify_tool`` does not list (the hook reports them as ``Bash``)
-_SHELL_TOOLS: Final = frozenset(("shell_command",))
+#: Codex's shell tools on the wire; its hooks name every one of them ``Bash``, and so does the import
+_SHELL_TOOLS: Final = frozenset(("exec_command", "shell", "shell_command"))
+HOOK_SHELL_NAME: Final = "Bash"
+#: apply_patch's own text for a patch it refused (0.14x–0.17x), and what each cause means
+PATCH_FAILED: Final = "apply_patch verification failed"
 _SKIPPED_ITEMS: Final = frozenset(("reasoning", "ghost_snapshot", "compaction"))
 _SKIPPED_EVENTS: Final = frozenset(("agent_reasoning", "agent_reasoning_raw_content",
                                     "agent_reasoning_section_break"))
@@ -109,7 +120,8 @@ class CodexParser(Parser):
 
     provider = "codex"
     source = "codex_rollout"
-    carried = ("session_id", "version", "cwd", "turn_id", "model", "legacy", "open_calls", "_base_us", "_last_us")
+    carried = ("session_id", "version", "cwd", "turn_id", "model", "legacy", "open_calls", "exec_results", "_base_us",
+               "_last_us")
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         super().__init__(path, session_hint)
@@ -124,6 +136,8 @@ class CodexParser(Parser):
         ``reasoning_output_tokens``, ``total_tokens`` (those logged) and ``model``."""
         self.open_calls: dict[str, tuple[str, Any]] = {}
         """call id → (tool name, input) of calls whose output has not been seen."""
+        self.exec_results: dict[str, tuple[int | None, str | None]] = {}
+        """call id → (exit code, status) of completed CommandExecution items (0.17x)."""
         self._pending: dict[tuple[str, str], int] = {}
         self._base_us: int | None = None
         self._last_us = 0
@@ -302,6 +316,8 @@ class CodexParser(Parser):
             if not isinstance(msg, str):
                 self.stats.problem(line, "user_message: message is not a string")
                 return []
+            if not _injected(msg) and not self._first_of_pair("prompt:" + text_digest(msg), "event"):
+                return []  # its response_item message gave the prompt
             return self._prompt(msg, name, p)
         if ptype == "agent_message":
             msg = c.text(p.get("message"))
@@ -355,6 +371,22 @@ class CodexParser(Parser):
                 ev["attrs"]["message_chars"] = len(text)
             item_id = c.text(item.get("id"))
             return [(ev, f"plan:{item_id}" if item_id else None)]
+        if itype == "UserMessage":
+            # 0.17x writes the prompt as this item (no event_msg user_message any more);
+            # a file with both gives one prompt
+            text = _content_text(item.get("content"))
+            if text is None or not text.strip() or _injected(text):
+                return []
+            if not self._first_of_pair("prompt:" + text_digest(text), "item"):
+                return []
+            return self._prompt(text, f"{name}:UserMessage", item)
+        if itype == "CommandExecution":
+            # the outcome its function_call_output states only as text: kept for it
+            call_id = c.text(item.get("id"))
+            if call_id is not None:
+                if len(self.exec_results) >= MAX_OPEN_CALLS:
+                    self.exec_results.pop(next(iter(self.exec_results)))
+                self.exec_results[call_id] = (c.integer(item.get("exit_code")), c.text(item.get("status")))
         if itype in _MIRRORED_ITEMS:
             return []
         return self._unknown(name, "event_msg", f"item_completed:{itype}")
@@ -414,7 +446,7 @@ class CodexParser(Parser):
                 return self._agent_message(text, name, "item", c.text(p.get("id")), p.get("phase"))
             if role == "user" and self.legacy:
                 return self._prompt(text, name, p)
-            return []  # context the model saw; the event_msg user_message is the prompt
+            return []  # context the model saw; the prompt is the user_message event (0.17x: the UserMessage item)
         if ptype in ("function_call", "custom_tool_call", "local_shell_call"):
             return self._call(line, p, str(ptype), name)
         if ptype in ("function_call_output", "custom_tool_call_output"):
@@ -453,8 +485,10 @@ class CodexParser(Parser):
         return [(ev, item)]
 
     def _set_tool(self, ev: dict[str, Any], name: Any, call_id: str | None) -> str:
-        category = "shell" if isinstance(name, str) and name in _SHELL_TOOLS else None
-        return c.set_tool(ev, name, call_id, category) or "other"
+        if isinstance(name, str) and name in _SHELL_TOOLS:
+            ev["attrs"]["wire_tool"] = name
+            return c.set_tool(ev, HOOK_SHELL_NAME, call_id, "shell") or "shell"
+        return c.set_tool(ev, name, call_id) or "other"
 
     def _call(self, line: SourceLine, p: dict[str, Any], ptype: str, name: str) -> _Built:
         call_id = c.text(p.get("call_id")) or c.text(p.get("id"))
@@ -500,7 +534,14 @@ class CodexParser(Parser):
         code = c.response_exit_code(resp)
         if code is None and isinstance(resp, str):
             code = codex_text_exit_code(resp)
-        if code is not None and code != 0:
+        executed = self.exec_results.pop(call_id, None) if call_id is not None else None
+        if executed is not None and executed[0] is not None:
+            code = executed[0]
+        text = resp if isinstance(resp, str) else None
+        if text is not None and text.startswith(PATCH_FAILED):
+            ev["kind"] = "tool_call_failed"
+            c.set_failure(ev, text, cls="string_mismatch" if "Failed to find expected lines" in text else None)
+        elif code is not None and code != 0:
             ev["kind"] = "tool_call_failed"
             err = c.text(resp.get("stderr")) if isinstance(resp, dict) else None
             c.set_failure(ev, err, code, cls="nonzero_exit")

@@ -45,21 +45,20 @@ def _usage(ev: dict[str, Any], payload: dict[str, Any]) -> None:
     """PostModelRequest's ``token_usage`` in the four numbers every agent's usage
     uses (query/usage.py): input not read from a cache, output (reasoning
     included, as OpenAI counts it), cache reads and cache writes."""
-    attrs: dict[str, Any] = ev["attrs"]
-    model = c.text(payload.get("model"))
-    if model is not None:
-        attrs["model"] = model
+    attrs: dict[str, Any] = {}
+    c.set_str(attrs, "model", payload.get("model"))
     c.set_str(attrs, "message_id", payload.get("response_id"))
     c.set_str(attrs, "status", payload.get("status"))
     usage = payload.get("token_usage")
-    if not isinstance(usage, dict):
-        return
-    total_in = c.integer(usage.get("input_tokens")) or 0
-    cached = c.integer(usage.get("cached_input_tokens")) or 0
-    attrs["input_tokens"] = max(total_in - cached, 0)
-    attrs["output_tokens"] = c.integer(usage.get("output_tokens")) or 0
-    attrs["cache_read_tokens"] = cached
-    attrs["cache_write_tokens"] = c.integer(usage.get("cache_write_input_tokens")) or 0
+    if isinstance(usage, dict):
+        total_in = c.integer(usage.get("input_tokens")) or 0
+        cached = c.integer(usage.get("cached_input_tokens")) or 0
+        attrs["input_tokens"] = max(total_in - cached, 0)
+        attrs["output_tokens"] = c.integer(usage.get("output_tokens")) or 0
+        attrs["cache_read_tokens"] = cached
+        attrs["cache_write_tokens"] = c.integer(usage.get("cache_write_input_tokens")) or 0
+    if attrs:
+        ev.setdefault("attrs", {}).update(attrs)
 
 
 def reply(event_name: str) -> bytes:

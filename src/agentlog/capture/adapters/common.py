@@ -778,7 +778,8 @@ def copy_texts(ev: dict[str, Any], payload: dict[str, Any], pairs: tuple[tuple[s
 def codex_text_exit_code(resp: str) -> int | None:
     """Exit code of a Codex shell result given as text.
 
-    Newer Codex: ``Exit code: N`` header lines; older: a JSON string
+    Newer Codex: ``Exit code: N`` header lines, or the unified exec tool's
+    ``Process exited with code N`` line (0.14x and later); older: a JSON string
     ``{"output": …, "metadata": {"exit_code": N, …}}``.
     """
     head = resp.lstrip()
@@ -786,4 +787,8 @@ def codex_text_exit_code(resp: str) -> int | None:
         ok, value = loads_or_none(resp)
         if ok:
             return response_exit_code(value)
-    return header_exit_code(resp, "exit code")
+    code = header_exit_code(resp, "exit code")
+    if code is None and head.startswith("Chunk ID:"):
+        # unified exec (0.14x+): "Chunk ID / Wall time / Process exited with code N / … / Output:"
+        code = header_exit_code(resp, "process exited with code", 6)
+    return code
