@@ -478,3 +478,66 @@ def test_a_message_rewritten_after_it_was_imported(tmp_path: Path) -> None:
     assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
     os.remove(root / "state" / "import.json")  # read again from the start: nothing new
     assert import_paths(str(root), ["gemini-cli"], [str(tmp_path / "tmp")]).totals()["events"] == 0
+
+
+# -- what Gemini CLI 0.61.0 and 0.47.0 really write (tests/data/real_agents/gemini-cli: chats of
+# the real CLIs driven by the scripted model in src/agentlog/bench/agents; the session context
+# elided, the project directory renamed) -------------------------------------------------------
+
+REAL_CHATS = Path(__file__).parent / "data" / "real_agents" / "gemini-cli"
+#: scenario → the calls the CLI really made: (call id, tool, status, exit code)
+REAL_TRUTH: dict[str, list[tuple[str, str, str, int | None]]] = {
+    "nonzero_exit": [("run_shell_command__fc_al0000", "run_shell_command", "failure", 3),
+                     ("run_shell_command__fc_al0100", "run_shell_command", "success", None)],
+    "edit_text_absent": [("read_file__fc_al0000", "read_file", "success", None),
+                         ("replace__fc_al0100", "replace", "failure", None)],
+    "parallel_calls": [("run_shell_command__fc_al0000", "run_shell_command", "success", None),
+                       ("run_shell_command__fc_al0001", "run_shell_command", "failure", 1)],
+    "success": [("run_shell_command__fc_al0000", "run_shell_command", "success", None),
+                ("read_file__fc_al0100", "read_file", "success", None),
+                ("write_file__fc_al0200", "write_file", "success", None)],
+}
+
+
+@pytest.mark.parametrize("version", ["0.61.0", "0.47.0"])
+@pytest.mark.parametrize("scenario", sorted(REAL_TRUTH))
+def test_real_chats_import_alone(version: str, scenario: str, agentlog_home: Path) -> None:
+    from agentlog.api import import_paths, run_sql
+
+    (chat,) = (REAL_CHATS / version / scenario / "proj" / "chats").iterdir()
+    report = import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)])
+    assert report.totals()["problems"] == 0
+    rows = run_sql(str(agentlog_home), "select provider_call_id, tool_name, outcome_status, exit_code, pairing "
+                                        "from tool_calls order by started_at, provider_call_id").records()
+    assert [(r["provider_call_id"], r["tool_name"], r["outcome_status"], r["exit_code"]) for r in rows] == REAL_TRUTH[scenario]
+    assert {r["pairing"] for r in rows} == {"call_id"}  # no start-only ghosts from the message written twice
+    (session,) = run_sql(str(agentlog_home), "select prompt_count, turn_count, project_name from sessions").records()
+    assert session == {"prompt_count": 1, "turn_count": 1, "project_name": f"{scenario}-project"}
+    assert import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)]).totals()["events"] == 0
+
+
+def test_hook_calls_without_ids_are_not_imported_again(agentlog_home: Path) -> None:
+    """Gemini's BeforeTool/AfterTool carry no call id; the chat's calls match them by
+    tool and input (attrs.input_key), so hooks + import record each call once."""
+    import subprocess
+    import sys
+
+    from agentlog.api import import_paths, run_sql
+
+    chat_dir = REAL_CHATS / "0.61.0" / "parallel_calls" / "proj" / "chats"
+    (chat,) = chat_dir.iterdir()
+    sid = json.loads(chat.read_text().splitlines()[0])["sessionId"]
+    hook = Path(__file__).resolve().parents[1] / "src" / "agentlog" / "_hook.py"
+    for name, cmd, resp in (("BeforeTool", "cat a.txt", None), ("BeforeTool", "cat does-not-exist.txt", None),
+                            ("AfterTool", "cat does-not-exist.txt", "Output: cat: no\nExit Code: 1"),
+                            ("AfterTool", "cat a.txt", "Output: alpha")):
+        payload: dict[str, Any] = {"session_id": sid, "hook_event_name": name, "cwd": str(agentlog_home),
+                                   "tool_name": "run_shell_command",
+                                   "tool_input": {"command": cmd, "description": "run a command"}}
+        if resp is not None:
+            payload["tool_response"] = {"llmContent": resp, "returnDisplay": resp}
+        subprocess.run([sys.executable, "-I", "-S", str(hook), "gemini-cli"], input=json.dumps(payload).encode(),
+                       check=True, timeout=60, capture_output=True)
+    import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)])
+    rows = run_sql(str(agentlog_home), "select outcome_status, exit_code from tool_calls order by started_at").records()
+    assert [(r["outcome_status"], r["exit_code"]) for r in rows] == [("success", None), ("failure", 1)]

@@ -22,9 +22,12 @@ garbage) become events at once.
 ==================================  =============================================
 record (``provider_event_name``)    events
 ==================================  =============================================
-metadata (``chat:metadata``)        ``session_started``; cwd = first directory
+metadata (``chat:metadata``)        ``session_started``; cwd = first directory,
+                                    else ``../.project_root`` beside ``chats/``
 ``user`` (``chat:user``)            ``prompt_submitted``; injected text
-                                    (``prompt_kind``) → ``notification``
+                                    (``prompt_kind``) → ``notification``; one
+                                    holding only ``functionResponse`` parts
+                                    (tool results): nothing
 ``gemini`` (``chat:gemini``)        ``agent_message`` when it has text or no tool
                                     calls (``agent.model``, ``attrs.tokens_*``),
                                     and a :attr:`~GeminiCliParser.usage` row
@@ -323,7 +326,7 @@ class GeminiCliParser(Parser):
         sid = c.text(rec.get("sessionId"))
         if sid is not None:
             self.session_id = sid
-        cwd = _first_directory(rec.get("directories"))
+        cwd = _first_directory(rec.get("directories")) or project_root_of(self.path)
         if cwd is not None:
             self.cwd = cwd
         kind = c.text(rec.get("kind"))
@@ -359,6 +362,8 @@ class GeminiCliParser(Parser):
             self.stats.problem(line, f"message {mid!r}: content is not text")
         if typ == "gemini":
             return self._gemini(line, rec, mid, at, body or "", base, pos)
+        if typ == "user" and _tool_results_only(raw_content):
+            return []  # the calls' results, which their toolCalls entries give: not a prompt
         if typ == "user" and body is None:
             return [self._unknown(line, name, payload_error="content_not_text", item=mid, base=base, pos=pos)]
         if typ == "user" and body is not None and c.prompt_kind(body) == "human":
@@ -459,12 +464,16 @@ class GeminiCliParser(Parser):
             return ev, category
 
         started, category = start("tool_call_started")
+        # the key the hooks' id-less BeforeTool/AfterTool carry for this call: how an import
+        # knows a call the hooks already recorded (importers/run.py, Known)
+        started["attrs"]["input_key"] = hook.input_key(tname, call.get("args"))
         out = [self._build(started, line, at, cid, n, base, pos)]
         result = call.get("result")
         st = (status or "").lower()
         if st not in FINAL_STATUSES and (status is not None or result is None):
             return out  # still running (scheduled, executing, awaiting_approval …)
         ev, _ = start("tool_call_finished")
+        ev["attrs"]["input_key"] = started["attrs"]["input_key"]
         resp = function_response(result)
         output = resp.get("output") if resp is not None else None
         error = resp.get("error") if resp is not None else None
@@ -487,6 +496,27 @@ class GeminiCliParser(Parser):
                 c.set_failure(ev, err or c.error_text(error) or display, code)
         out.append(self._build(ev, line, at, cid, n + 1, base, pos))
         return out
+
+
+def project_root_of(chat_path: str) -> str | None:
+    """The project directory Gemini CLI wrote beside a chat's folder
+    (``<tmp>/<project>/.project_root``, 0.4x and later), or None."""
+    import os
+
+    marker = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(chat_path))), ".project_root")
+    try:
+        with open(marker, "rb") as f:
+            text = f.read(4096).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text.startswith("/") and "\n" not in text else None
+
+
+def _tool_results_only(content: Any) -> bool:
+    """Whether a ``user`` message holds only ``functionResponse`` parts (Gemini CLI
+    writes each batch of tool results as one)."""
+    return (isinstance(content, list) and bool(content)
+            and all(isinstance(p, dict) and "functionResponse" in p for p in content))
 
 
 def _first_directory(v: Any) -> str | None:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Final, Iterable, Iterator
 import orjson
 
 from agentlog.core.fastjson import dumps_bytes
+from agentlog.core.locks import Busy, open_locked
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
 from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
@@ -38,9 +39,8 @@ from agentlog.importers.base import (
     Parser,
     SourceLine,
     line_event_of,
-    merge_key,
-    text_digest,
 )
+from agentlog.importers.known import Known, hook_merge_key, session_known
 
 #: the longest line read (longer ones are skipped and reported)
 MAX_LINE: Final = 64 << 20
@@ -65,11 +65,6 @@ CHUNKS_PER_WORKER: Final = 8
 #: the offsets are saved at most this often (and at the end)
 SAVE_EVERY_S: Final = 2.0
 STATE_FILE: Final = "import.json"
-#: a transcript's prompt (same text), turn end or session start and a hook's are one
-#: when this close (µs)
-WINDOW_US: Final = 5_000_000
-WINDOW_KINDS: Final = frozenset({"turn_stopped", "session_started"})
-TOOL_KINDS: Final = frozenset({"tool_call_started", "tool_call_finished", "tool_call_failed", "permission_denied"})
 
 
 @dataclass
@@ -305,151 +300,6 @@ def parse_json(data: bytes) -> Any:
         return NOT_JSON
 
 
-# -- what a session's log already holds -----------------------------------------------------------
-
-
-def hook_merge_key(event: dict[str, Any]) -> str | None:
-    """The merge key of an event a hook recorded (see :func:`base.merge_key`)."""
-    kind = event.get("kind")
-    provider = str(event.get("provider") or "")
-    session = event.get("provider_session_id")
-    if kind in TOOL_KINDS:
-        tool = event.get("tool")
-        call_id = tool.get("call_id") if isinstance(tool, dict) else None
-        if isinstance(call_id, str) and call_id:
-            return merge_key(provider, session, str(kind), call_id)
-        return None
-    if kind == "prompt_submitted":
-        content = event.get("content")
-        prompt = content.get("prompt") if isinstance(content, dict) else None
-        if isinstance(prompt, str):
-            return merge_key(provider, session, "prompt_submitted", text_digest(prompt))
-    return None
-
-
-class Known:
-    """What a session's log holds: event ids and merge keys; and, of what hooks
-    recorded, the times of prompts (by a digest of their text, which a person may
-    type twice), turn ends and session starts (which carry no id both sides share):
-    a reconstructed one is the same thing when a hook's is within
-    :data:`WINDOW_US`.
-
-    Each id maps to the source line whose bytes its event holds in ``raw`` (0: none),
-    so that a line whose event is not written is still kept when no event there
-    holds it (:meth:`loses_line`)."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.keys: set[str] = set()
-        self.times: dict[tuple[str, ...], list[int]] = {}
-
-    @staticmethod
-    def _timed(ev: dict[str, Any], key: str | None) -> tuple[str, ...] | None:
-        kind = ev.get("kind")
-        if kind == "prompt_submitted":
-            return ("prompt", key) if key else None
-        if kind in WINDOW_KINDS:
-            return (str(ev.get("provider")), str(ev.get("provider_session_id")), str(kind))
-        return None
-
-    def add(self, ev: dict[str, Any], key: str | None) -> None:
-        attrs = ev.get("attrs")
-        self.ids[str(ev.get("event_id"))] = _line_held(ev, attrs)
-        hooked = not (isinstance(attrs, dict) and attrs.get("reconstructed") is True)
-        timed = self._timed(ev, key)
-        if timed is not None:
-            if hooked:
-                at = ev.get("observed_at")
-                self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
-        elif key:
-            self.keys.add(key)
-
-    def take(self, ev: dict[str, Any], key: str | None) -> bool:
-        """:meth:`has` then, when it was not there, :meth:`add` (an imported event:
-        ``ev["attrs"]`` says ``reconstructed``); whether it was new."""
-        event_id = ev["event_id"]
-        if event_id in self.ids:
-            return False
-        timed = self._timed(ev, key)
-        if timed is not None:
-            times = self.times.get(timed, ())
-            if times:
-                if ev["attrs"].get("time_estimated") is True:
-                    return False  # a transcript without times (Cursor): the same text is enough
-                at = ev["observed_at"]
-                if any(abs(at - t) <= WINDOW_US for t in times):
-                    return False
-        elif key:
-            if key in self.keys:
-                return False
-            self.keys.add(key)
-        self.ids[str(event_id)] = _line_held(ev, ev["attrs"])
-        if timed is not None and ev["attrs"].get("reconstructed") is not True:
-            at = ev.get("observed_at")
-            self.times.setdefault(timed, []).append(at if isinstance(at, int) else 0)
-        return True
-
-    def loses_line(self, ev: dict[str, Any]) -> bool:
-        """Whether ``ev``, an event holding its line in ``raw`` that :meth:`take` did
-        not take, leaves its line out of the log: it was the same thing as an event
-        of a hook or of another line (its merge key or time), or an event of another
-        line had its id (Gemini CLI writes a message again under its id)."""
-        held = self.ids.get(ev["event_id"])
-        return held is None or held != ev["attrs"].get("source_line")
-
-    def holds_line(self, attrs: dict[str, Any]) -> bool:
-        """Whether a ``transcript_line`` event made for a line's own event
-        (:func:`base.line_event_of`: ``attrs.carrier_event_id``) need not be written:
-        that event is in the log, holding that line."""
-        carrier = attrs.get("carrier_event_id")
-        return carrier is not None and self.ids.get(carrier) == attrs.get("source_line")
-
-    def has(self, ev: dict[str, Any], key: str | None) -> bool:
-        if ev["event_id"] in self.ids:
-            return True
-        timed = self._timed(ev, key)
-        if timed is not None:
-            times = self.times.get(timed, ())
-            if ev["attrs"].get("time_estimated") is True:
-                return bool(times)  # a transcript without times (Cursor): the same text is enough
-            at = ev["observed_at"]
-            return any(abs(at - t) <= WINDOW_US for t in times)
-        return bool(key) and key in self.keys
-
-
-def _line_held(ev: dict[str, Any], attrs: Any) -> int:
-    """The source line an event holds in ``raw`` (0: none, or not a reconstructed one's)."""
-    if "raw" not in ev or not isinstance(attrs, dict):
-        return 0
-    n = attrs.get("source_line")
-    return n if isinstance(n, int) else 0
-
-
-def _known(root: str, provider: str, session_id: str | None) -> Known:
-    """What a session's log holds (sealed segments included)."""
-    from agentlog.log.frame import event_bytes
-    from agentlog.log.layout import log_path, session_key
-    from agentlog.log.segments import lines_from
-
-    known = Known()
-    path = log_path(root, provider, session_key(session_id))
-    if not os.path.exists(path):
-        return known
-    for _, line in lines_from(path, 0):
-        if not line.startswith(b'{"v":1') or b',"event":' not in line:
-            continue
-        try:
-            ev = orjson.loads(event_bytes(line))
-        except Exception:
-            continue
-        if not isinstance(ev, dict):
-            continue
-        attrs = ev.get("attrs")
-        key = attrs.get("merge_key") if isinstance(attrs, dict) else None
-        known.add(ev, key if isinstance(key, str) else hook_merge_key(ev))
-    return known
-
-
 def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int],
                   fields: dict[tuple[str, str], int]) -> None:
     """Record types and fields a parser did not know, for ``agentlog doctor`` (the file
@@ -517,7 +367,7 @@ class _Sink:
         for cache_key, triples in by_session.items():
             provider, session_id = cache_key
             if cache_key not in self.known:
-                self.known[cache_key] = _known(self.root, provider, session_id)
+                self.known[cache_key] = session_known(self.root, provider, session_id)
             held = self.known[cache_key]
             fresh: list[bytes] = []
             for ev, blob, report in triples:
@@ -763,9 +613,38 @@ def _chunks(groups: list[list[tuple[str, str]]], size: int,
 # -- many files -------------------------------------------------------------------------------------
 
 
+LOCK_FILE = "import.lock"
+LOCK_WAIT_S = 600.0
+
+
+class ImportBusy(Busy):
+    """Another import held the data root's import lock for too long."""
+
+
 def import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (), *, since_s: float | None = None,
                  dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None,
                  workers: int | None = None) -> ImportReport:
+    """Import under the data root's import lock (``state/import.lock``): two imports
+    at once (a hook's background one and the user's, say) would each miss what the
+    other is writing and write it again. A dry run writes nothing and takes no lock."""
+    if dry_run:
+        return _import_paths(root, agent_names, paths, since_s=since_s, dry_run=True, progress=progress,
+                             workers=workers)
+    folder = state_dir(root)
+    ensure_dir(folder)
+    fd = open_locked(os.path.join(folder, LOCK_FILE), LOCK_WAIT_S)
+    if fd is None:
+        raise ImportBusy(f"another import held {os.path.join(folder, LOCK_FILE)} for {LOCK_WAIT_S:.0f} s; try again")
+    try:
+        return _import_paths(root, agent_names, paths, since_s=since_s, dry_run=False, progress=progress,
+                             workers=workers)
+    finally:
+        os.close(fd)
+
+
+def _import_paths(root: str, agent_names: Iterable[str], paths: Iterable[str] = (), *, since_s: float | None = None,
+                  dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None,
+                  workers: int | None = None) -> ImportReport:
     """Import the transcripts of ``agent_names`` found under ``paths`` (default: each
     agent's own locations). ``progress(file, bytes done, bytes total)`` is called
     as bytes are read. The offsets are saved every few seconds and at the end, so
