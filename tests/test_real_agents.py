@@ -145,3 +145,27 @@ def test_bench_agents_reports_both_ways(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "agentlog", "bench", "agents", "--scenario", "nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown scenario 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r.agent == "codex"], ids=lambda r: r.label)
+def test_codex_hook_trust_is_told_truly(release: Release, scratch: Path) -> None:
+    """Without trust records Codex runs no hook and doctor says so; the records
+    ``agentlog install codex --trust-codex-hooks`` writes are the ones Codex honours."""
+    scenario = SCENARIOS["success"]
+    run = run_scenario(release, scenario, scratch, cache=npm.cache_dir(), bypass_trust=False)
+    assert run.returncode == 0, run.stderr[-600:]
+    logs = [p.name for p in (run.data_root / "logs").rglob("*.jsonl") if "capture-test" not in p.name]
+    assert logs == [], "Codex ran hooks nobody trusted"
+    doctor = subprocess.run([sys.executable, "-m", "agentlog", "doctor", "--json"], env=run.env(),
+                            capture_output=True, text=True, timeout=120)
+    assert "not trusted yet" in doctor.stdout and "--trust-codex-hooks" in doctor.stdout
+
+    run = run_scenario(release, scenario, scratch, cache=npm.cache_dir(), bypass_trust=False,
+                       install_args=("--trust-codex-hooks",))
+    assert run.returncode == 0, run.stderr[-600:]
+    assert "agentlog hooks trusted" in run.extra["install"]
+    rec = record(str(run.data_root))
+    assert len(rec["calls"]) == scenario.action_count
+    doctor = subprocess.run([sys.executable, "-m", "agentlog", "doctor", "--json"], env=run.env(),
+                            capture_output=True, text=True, timeout=120)
+    assert "have a matching trust record" in doctor.stdout

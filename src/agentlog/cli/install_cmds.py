@@ -135,10 +135,13 @@ def _scope_options(f: Any) -> Any:
               help="How far back --backfill goes (by file modification time).")
 @click.option("--mcp", "mcp", is_flag=True,
               help="Register `agentlog mcp` with each detected agent (its MCP config) instead of installing hooks.")
+@click.option("--trust-codex-hooks", "trust_codex", is_flag=True,
+              help="Also write Codex's trust records for agentlog's own hooks (what /hooks in Codex does), "
+                   "so that `codex exec` runs them.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, mcp: bool, json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -149,6 +152,9 @@ def install_cmd(
     import the agents' earlier history from their transcripts (the last 30
     days by default; --backfill / --no-backfill answer without asking;
     `agentlog import` does it any time).
+
+    Codex runs a new hook only once the user has trusted it (/hooks in its
+    TUI); --trust-codex-hooks writes those records for agentlog's hooks only.
 
     With --mcp, registers the MCP server instead, in each agent's own format
     (Claude Code ~/.claude.json, Codex ~/.codex/config.toml, Cursor
@@ -162,6 +168,8 @@ def install_cmd(
         results = install(agents or None, resolved, project_dir, dry_run)
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
+    if trust_codex and not dry_run:
+        _trust_codex(results)
     tests: dict[str, CaptureTestResult] = {}
     run_tests = not dry_run and not no_test
     if run_tests:
@@ -209,6 +217,29 @@ def install_cmd(
             _err("earlier history: `agentlog import` imports the agents' transcripts")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _trust_codex(results: list[Any]) -> None:
+    """Write Codex's trust records for agentlog's hooks in each Codex config installed."""
+    import json
+    import os
+
+    from agentlog.install.agents import AGENTS
+    from agentlog.install.codex_trust import trust_our_hooks
+
+    spec = AGENTS["codex"]
+    for result in results:
+        if result.agent != "codex" or result.outcome not in _TESTED_OUTCOMES or result.config_path is None:
+            continue
+        try:
+            data = json.loads(result.config_path.read_text(encoding="utf-8"))
+            n = trust_our_hooks(result.config_path, data, spec.agent_home(Path.home(), os.environ))
+        except (OSError, ValueError) as e:
+            raise click.ClickException(f"codex: could not write its hook trust: {e}") from None
+        except InstallError as e:
+            raise click.ClickException(str(e)) from None
+        result.notes[:] = [f"Codex: {n} agentlog hooks trusted (records in its config.toml)" if n else
+                           "Codex: agentlog's hooks were already trusted"]
 
 
 def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool) -> None:
@@ -294,6 +325,8 @@ def _show_health(health: list[AgentHealth]) -> None:
     styles = {"stale": "red", "receiving": "green", "installed": "yellow", "detected": "yellow"}
     for h in health:
         details = "; ".join([*h.problems, *h.notes]) if (h.problems or h.notes) else h.detection
+        if h.tested:
+            details = f"release {h.version or 'unknown'} (tested {h.tested}); {details}"
         last = h.last_event_at.astimezone().strftime("%Y-%m-%d %H:%M") if h.last_event_at else "—"
         table.add_row(
             Text(h.agent),
@@ -314,6 +347,16 @@ def _show_health(health: list[AgentHealth]) -> None:
         for s in shapes:
             extra.add_row(Text(s.provider), Text(s.event), Text(str(s.count)), Text(s.last_at or "—"), Text(", ".join(s.keys)))
         console.print(extra)
+    drift = [(h.agent, f) for h in health for f in h.unknown_fields]
+    if drift:
+        keys = Table(title="payload keys agentlog does not read (kept in each frame's raw)", title_justify="left")
+        for col in ("agent", "release", "event", "key"):
+            keys.add_column(col)
+        keys.add_column("count", justify="right")
+        for agent, f in drift:
+            keys.add_row(Text(agent), Text(str(f["version"])), Text(str(f["event"])), Text(str(f["key"])),
+                         Text(str(f["count"])))
+        console.print(keys)
 
 
 @click.command(name="doctor")
@@ -321,8 +364,12 @@ def _show_health(health: list[AgentHealth]) -> None:
 def doctor_cmd(json_: bool) -> None:
     """Check each agent's hooks: detected, installed, stale or receiving events.
 
-    Also lists hook payloads agentlog did not recognise. Exits 1 when an
-    agent's hooks are stale (run `agentlog install` to repair them).
+    Also shows each agent's installed release against the releases agentlog
+    is tested with, hook payloads agentlog did not recognise, and payload keys
+    on known events that it does not read. Exits 1 when an agent's hooks are
+    stale (run `agentlog install` to repair them).
+
+    Example: agentlog doctor --json
     """
     health = diagnose()
     if json_:

@@ -26,6 +26,9 @@ from typing import Literal
 from agentlog.core import paths
 from agentlog.capture.command import hook_command
 from agentlog.install.agents import AgentSpec, Scope, default_home, detect, get_agent, resolve_agents
+from agentlog.install.codex_trust import codex_trust_hash, codex_trust_notes  # noqa: F401 - doctor's API
+from agentlog.install.drift import unknown_fields
+from agentlog.install.versions import TESTED, installed_version, range_note
 from agentlog.install.errors import ConfigError, InstallError
 from agentlog.install.jsonedit import (
     FoundEntry,
@@ -47,79 +50,6 @@ _KIND_CAPTURE_TEST = re.compile(rb'"kind"\s*:\s*"capture_test"')
 
 # --------------------------------------------------------------------------
 # Agent-specific notes (also used by the installer)
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def codex_trust_hash(event: str, group: JSONObject | None, handler: JSONObject) -> str:
-    """The hash Codex keys a hook's trust record on (as described for Codex 0.15x).
-
-    SHA-256 of compact, key-sorted JSON of the event label, the group's
-    matcher (only when present) and the handler with defaults filled in.
-    """
-    timeout = handler.get("timeout", 600)
-    obj: JSONObject = {
-        "event_name": _snake(event),
-        "hooks": [
-            {
-                "async": bool(handler.get("async", False)),
-                "command": handler.get("command"),
-                "timeout": timeout,
-                "type": handler.get("type", "command"),
-            }
-        ],
-    }
-    if group is not None and "matcher" in group:
-        obj["matcher"] = group["matcher"]
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def codex_trust_notes(config_path: Path, data: JSONObject, codex_home: Path) -> list[str]:
-    """Whether Codex has trust records for our hooks in ``config_path`` (read-only)."""
-    hooks = data.get("hooks")
-    if not isinstance(hooks, dict):
-        return []
-    keys: list[tuple[str, str]] = []
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            continue
-        for gi, group in enumerate(groups):
-            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
-                continue
-            inner = group["hooks"]
-            assert isinstance(inner, list)
-            for hi, handler in enumerate(inner):
-                if is_our_handler(handler):
-                    assert isinstance(handler, dict)
-                    key = f"{config_path}:{_snake(event)}:{gi}:{hi}"
-                    keys.append((key, codex_trust_hash(event, group, handler)))
-    if not keys:
-        return []
-    state: object = {}
-    try:
-        with open(codex_home / "config.toml", "rb") as fh:
-            loaded = tomllib.load(fh)
-        hooks_table = loaded.get("hooks")
-        if isinstance(hooks_table, dict):
-            state = hooks_table.get("state", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        state = {}
-    trusted = 0
-    if isinstance(state, dict):
-        for key, expected in keys:
-            record = state.get(key)
-            if isinstance(record, dict) and record.get("trusted_hash") == expected and record.get("enabled", True):
-                trusted += 1
-    if trusted == len(keys):
-        return [f"Codex: all {len(keys)} agentlog hooks have a matching trust record"]
-    return [
-        "Codex runs new or changed hooks only after you trust them: start codex and review "
-        f"agentlog's hooks with /hooks ({len(keys) - trusted} of {len(keys)} not trusted yet; "
-        "agentlog never writes Codex's trust state)"
-    ]
 
 
 def _get_path(data: JSONObject, *keys: str) -> object:
@@ -147,17 +77,12 @@ def gemini_hooks_notes(settings: list[tuple[Path, JSONObject]], spec: AgentSpec)
                 disabled_names.extend(v for v in value if isinstance(v, str) and v.startswith(prefix))
     notes: list[str] = []
     off = [where for where, value in explicit if not value]
-    on = [where for where, value in explicit if value]
     if off:
         notes.append(
             "Gemini CLI hooks are disabled (" + "; ".join(off) + "): agentlog left this setting alone; "
             "enable hooks (/settings → Enable Hooks System) for events to be recorded"
         )
-    elif not on:
-        notes.append(
-            "Gemini CLI hooks are not explicitly enabled (tools.enableHooks / hooksConfig.enabled unset): "
-            "versions that need it record nothing until you enable hooks in /settings; agentlog did not change it"
-        )
+    # Unset means on: Gemini CLI 0.47–0.61 (the tested releases) run hooks by default.
     if disabled_names:
         notes.append("Gemini CLI disables these agentlog hooks by name: " + ", ".join(sorted(set(disabled_names))))
     return notes
@@ -363,6 +288,12 @@ class AgentHealth:
     log_files: int = 0
     unrecognised: list[UnrecognisedShape] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    version: str | None = None
+    """The installed release, when it can be told (install/versions.py)."""
+    tested: str | None = None
+    """The releases agentlog is tested with (``first–last``)."""
+    unknown_fields: list[dict[str, object]] = field(default_factory=list)
+    """Payload keys on known events that agentlog does not read (install/drift.py)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -383,6 +314,9 @@ class AgentHealth:
             "log_files": self.log_files,
             "unrecognised": [u.to_dict() for u in self.unrecognised],
             "notes": list(self.notes),
+            "version": self.version,
+            "tested": self.tested,
+            "unknown_fields": list(self.unknown_fields),
         }
 
 
@@ -485,6 +419,14 @@ def diagnose(
             config_exists=config_path.is_file(),
         )
         health.last_event_at, health.log_files = last_event_time(root, spec.provider)
+        if spec.name in TESTED:
+            health.tested = "–".join(TESTED[spec.name])
+            if found.detected:
+                health.version = installed_version(spec.name, spec.launchers, env)
+                outside = range_note(spec.name, health.version)
+                if outside is not None:
+                    health.notes.append(outside)
+        health.unknown_fields = [f.to_dict() for f in unknown_fields(root, spec.provider)]
         health.unrecognised = [s for s in shapes if s.provider == spec.provider]
         entries: list[FoundEntry] = []
         data: JSONObject = {}

@@ -230,15 +230,18 @@ class GeminiDriver(Driver):
 DRIVERS: dict[str, Driver] = {d.agent: d for d in (ClaudeDriver(), CodexDriver(), GeminiDriver())}
 
 
-def install_hooks(scratch: Path, agent: str) -> subprocess.CompletedProcess[str]:
+def install_hooks(scratch: Path, agent: str, *extra: str) -> subprocess.CompletedProcess[str]:
     env = agentlog_env(scratch)
-    return subprocess.run(agentlog_cmd("install", agent, "--no-backfill"), env=env, cwd=scratch / "proj",
+    return subprocess.run(agentlog_cmd("install", agent, "--no-backfill", *extra), env=env, cwd=scratch / "proj",
                           capture_output=True, text=True, timeout=120)
 
 
 def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: bool = True, timeout: float = 180.0,
-                 cache: Path | None = None) -> Run:
-    """Run one scenario with one release in ``scratch`` (made empty first) and return what happened."""
+                 cache: Path | None = None, install_args: tuple[str, ...] = (), bypass_trust: bool = True) -> Run:
+    """Run one scenario with one release in ``scratch`` (made empty first) and return what happened.
+
+    ``install_args`` go to ``agentlog install``; ``bypass_trust=False`` runs Codex
+    without ``--dangerously-bypass-hook-trust`` (its hooks then run only if trusted)."""
     driver = DRIVERS[release.agent]
     exe = installed_binary(release, cache)
     if scratch.exists():
@@ -250,14 +253,17 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
     try:
         driver.configure(scratch, model.url, scenario)
         if hooks:
-            inst = install_hooks(scratch, release.agent)
+            inst = install_hooks(scratch, release.agent, *install_args)
             run.extra["install"] = inst.stdout + inst.stderr
             if inst.returncode != 0:
                 raise RuntimeError(f"agentlog install {release.agent} failed: {inst.stderr.strip()[-400:]}")
         env = driver.env(scratch, model.url)
         started = time.perf_counter()
         try:
-            proc = subprocess.run(driver.argv(exe, scenario), cwd=scratch / "proj", env=env, stdin=subprocess.DEVNULL,
+            argv = driver.argv(exe, scenario)
+            if not bypass_trust:
+                argv = [a for a in argv if a != "--dangerously-bypass-hook-trust"]
+            proc = subprocess.run(argv, cwd=scratch / "proj", env=env, stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, timeout=timeout)
             run.returncode, run.stdout, run.stderr = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as e:
