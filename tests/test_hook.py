@@ -154,9 +154,48 @@ def test_unknown_event_is_recorded_and_listed(agentlog_home: Path) -> None:
 
 
 def test_capture_test_flag(agentlog_home: Path) -> None:
-    run_hook(payload(hook_event_name="SessionStart", _agentlog_capture_test=True))
+    run_hook(payload(hook_event_name="SessionStart", _agentlog_capture_test=True,
+                     session_id="agentlog-capture-test-1-2"))
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "capture_test"
+    # install's wiring check is not a session anyone ran: not listed, not left open
+    from agentlog.api import run_sql
+
+    assert run_sql(str(agentlog_home), "select count(*) as n from sessions").records() == [{"n": 0}]
+    run_hook(payload(hook_event_name="SessionStart", session_id="real-1"))
+    assert run_sql(str(agentlog_home), "select provider_session_id from sessions").records() == [
+        {"provider_session_id": "real-1"}]
+
+
+def test_codex_turn_end_imports_its_rollout_in_the_background(agentlog_home: Path, tmp_path: Path) -> None:
+    """Codex's Stop hook starts `agentlog import codex <rollout>` detached: the exit code
+    its PostToolUse lacks arrives from the rollout, without waiting in the hook."""
+    import shutil
+    import time
+
+    from agentlog.api import run_sql
+
+    src = Path(__file__).parent / "data" / "real_agents" / "codex" / "0.171.0" / "nonzero_exit.jsonl"
+    rollout = tmp_path / "rollout.jsonl"
+    shutil.copy(src, rollout)
+    sid = json.loads(src.read_text().splitlines()[0])["payload"]["id"]
+    base = {"session_id": sid, "transcript_path": str(rollout), "cwd": str(tmp_path), "turn_id": "t"}
+    for ev in ({"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "call_al0000",
+                "tool_input": {"command": "python3 -c 'import sys; sys.exit(3)'"}},
+               {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "call_al0000",
+                "tool_input": {"command": "python3 -c 'import sys; sys.exit(3)'"}, "tool_response": ""}):
+        run_hook(json.dumps({**base, **ev}).encode(), "codex")
+    started = time.monotonic()
+    proc = run_hook(json.dumps({**base, "hook_event_name": "Stop", "stop_hook_active": False}).encode(), "codex")
+    assert proc.returncode == 0 and proc.stdout == b"{}"
+    assert time.monotonic() - started < 5  # the hook did not wait for the import
+    state = agentlog_home / "state" / "import.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and str(rollout) not in (state.read_text() if state.exists() else ""):
+        time.sleep(0.1)
+    rows = run_sql(str(agentlog_home), "select outcome_status, exit_code from tool_calls "
+                                       "where provider_call_id = 'call_al0000'").records()
+    assert rows == [{"outcome_status": "failure", "exit_code": 3}]
 
 
 @pytest.mark.parametrize(
