@@ -85,6 +85,8 @@ class Call:
             return None
         if self.end.status:
             return self.end.status
+        if self.end.kind == "permission_denied":
+            return "denied"
         return "failure" if self.end.kind == "tool_call_failed" else "success"
 
     @property
@@ -399,7 +401,9 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                 failure_events += int(now) - int(was)
                 if prior.status == "denied":
                     denials.append((o, pos))
-        elif k in TOOL_END_KINDS:
+        elif k in TOOL_END_KINDS or (k == "permission_denied" and o.call_id and o.call_id in open_by_id):
+            # (a refusal of a call that started ends it: it will not run; a person's
+            # rejection in a Claude transcript, Claude's PermissionDenied hook)
             turn = current_turn(o)
             cid = o.call_id
             match: Call | None = None
