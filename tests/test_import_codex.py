@@ -528,16 +528,204 @@ def test_real_rollouts_import_alone(version: str, scenario: str, agentlog_home: 
 
     path = str(REAL / version / f"{scenario}.jsonl")
     report = import_paths(str(agentlog_home), ["codex"], [path])
+    # every line type of both releases is known (0.171's world_state, token_usage_record and
+    # thread_settings_applied give no event, and are not reported as unknown)
     assert report.totals()["events"] > 0 and report.totals()["problems"] == 0
-    rows = run_sql(str(agentlog_home), "select provider_call_id, tool_name, outcome_status, exit_code, outcome_class "
-                                        "from tool_calls order by started_at").records()
+    assert report.totals()["unknown_records"] == 0
+    rows = run_sql(str(agentlog_home), "select provider_call_id, tool_name, tool_category, outcome_status, exit_code, "
+                                        "outcome_class, pairing from tool_calls order by started_at").records()
     got = [(r["provider_call_id"], r["tool_name"], r["outcome_status"], r["exit_code"],
             r["outcome_class"] if r["outcome_status"] != "success" else None) for r in rows]
     assert got == REAL_TRUTH[scenario]
-    (session,) = run_sql(str(agentlog_home), "select prompt_count, turn_count, failure_count from sessions").records()
-    assert session == {"prompt_count": 1, "turn_count": 1,
+    assert {r["tool_category"] for r in rows if r["tool_name"] == "Bash"} <= {"shell"}
+    assert {r["pairing"] for r in rows} == {"call_id"}
+    (session,) = run_sql(str(agentlog_home), "select prompt_count, turn_count, failure_count, in_flight_calls "
+                                             "from sessions").records()
+    assert session == {"prompt_count": 1, "turn_count": 1, "in_flight_calls": 0,
                        "failure_count": sum(1 for t in REAL_TRUTH[scenario] if t[2] != "success")}
+    # task_complete ends the turn; no line of the rollout says the session ended
+    assert run_sql(str(agentlog_home), "select status from turns").records() == [{"status": "completed"}]
     (prompt,) = run_sql(str(agentlog_home), "select text from events where kind = 'prompt_submitted'").records()
     assert prompt["text"] == PROMPTS[scenario]
     again = import_paths(str(agentlog_home), ["codex"], [path])
     assert again.totals()["events"] == 0
+
+
+#: scenario → the call the hooks got wrong and what the rollout says of it: (call id, outcome).
+#: nonzero_exit: PostToolUse carries no exit code (the hook recorded a success); edit_text_absent:
+#: a refused apply_patch fires PreToolUse only (the hook left it in flight)
+HOOKED: dict[str, tuple[str, dict[str, Any]]] = {
+    "nonzero_exit": ("call_al0000", {"status": "failure", "class": "nonzero_exit", "exit_code": 3}),
+    "edit_text_absent": ("call_al0100", {"status": "failure", "class": "string_mismatch"}),
+}
+
+
+def log_events(path: Path, offset: int = 0) -> list[dict[str, Any]]:
+    """The events of a session log's frames from ``offset`` (a byte offset) on."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        return [json.loads(raw)["event"] for raw in f if raw.strip()]
+
+
+@pytest.mark.parametrize("version", ["0.171.0", "0.142.2"])
+@pytest.mark.parametrize("scenario", sorted(HOOKED))
+def test_real_rollouts_import_after_hooks(version: str, scenario: str, agentlog_home: Path) -> None:
+    """The rollout imported into the data root agentlog's hooks wrote during the same run
+    (tests/data/real_agents/codex/<version>/hooks-<scenario>: its session log): nothing the hooks
+    recorded is written again, and the end the hooks got wrong arrives with the true outcome.
+    (The events written are checked, not the projection's merge of two ends of one call.)"""
+    import shutil
+
+    from agentlog.api import import_paths, run_sql
+
+    shutil.copytree(REAL / version / f"hooks-{scenario}", agentlog_home, dirs_exist_ok=True)
+    (log,) = (agentlog_home / "logs" / "codex").glob("*.jsonl")
+    hooked = log_events(log)
+    size = log.stat().st_size
+    path = str(REAL / version / f"{scenario}.jsonl")
+    report = import_paths(str(agentlog_home), ["codex"], [path])
+    assert report.totals()["duplicates"] > 0 and report.totals()["problems"] == 0
+    written = log_events(log, size)
+    assert written and all(e["attrs"]["reconstructed"] is True for e in written)
+    # the hooks' session, prompt, call starts and turn end are not written twice
+    for kind in ("session_started", "prompt_submitted", "tool_call_started", "turn_stopped"):
+        assert [e for e in hooked if e["kind"] == kind], kind
+        assert not [e for e in written if e["kind"] == kind], kind
+    # the one end written: the call the hooks got wrong, failed, with its exit code and class
+    call_id, outcome = HOOKED[scenario]
+    ends = [(e["kind"], e["tool"]["call_id"], e["tool"]["name"], e["outcome"]) for e in written
+            if e["kind"] in ("tool_call_finished", "tool_call_failed")]
+    name = dict((t[0], t[1]) for t in REAL_TRUTH[scenario])[call_id]
+    assert ends == [("tool_call_failed", call_id, name, outcome)]
+    # one row per real call, named as the hooks name them
+    rows = run_sql(str(agentlog_home), "select provider_call_id, tool_name from tool_calls").records()
+    want = sorted((t[0], t[1]) for t in REAL_TRUTH[scenario])
+    assert sorted((r["provider_call_id"], r["tool_name"]) for r in rows) == want
+    (session,) = run_sql(str(agentlog_home), "select prompt_count, turn_count from sessions "
+                                             "where provider_session_id not like 'agentlog-%'").records()
+    assert session == {"prompt_count": 1, "turn_count": 1}
+    assert import_paths(str(agentlog_home), ["codex"], [path]).totals()["events"] == 0
+
+
+# -- structured outcomes: the fields of a call's record against the text of its output ------
+
+V171 = line("session_meta", {"id": "s-171", "cwd": "/nonexistent/proj", "cli_version": "0.171.0"})
+
+
+def exec_call(call_id: str, cmd: str) -> dict[str, Any]:
+    return line("response_item", {"type": "function_call", "name": "exec_command", "call_id": call_id,
+                                  "arguments": json.dumps({"cmd": cmd})})
+
+
+def exec_item(call_id: str, status: str, exit_code: int | None) -> dict[str, Any]:
+    """A 0.171 ``item_completed`` ``CommandExecution`` (the fields the real ones have)."""
+    item: dict[str, Any] = {"type": "CommandExecution", "id": call_id, "command": ["/bin/bash", "-lc", "x"],
+                            "source": "unified_exec_startup", "status": status, "aggregated_output": "",
+                            "duration": {"secs": 0, "nanos": 4536}}
+    if exit_code is not None:
+        item["exit_code"] = exit_code
+    return line("event_msg", {"type": "item_completed", "thread_id": "s-171", "turn_id": "t-1", "item": item})
+
+
+def output(call_id: str, text: str, custom: bool = False) -> dict[str, Any]:
+    kind = "custom_tool_call_output" if custom else "function_call_output"
+    return line("response_item", {"type": kind, "call_id": call_id, "output": text})
+
+
+#: the unified exec tool's output for a process still running when the call returns (no exit code)
+RUNNING = ("Chunk ID: ab12cd\nWall time: 10.0000 seconds\nProcess running with session ID 7\n"
+           "Original token count: 0\nOutput:\n")
+
+
+def ends_of(events: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(e["kind"], e["tool"]["call_id"], e["outcome"]) for e in events
+            if e["kind"] in ("tool_call_finished", "tool_call_failed")]
+
+
+def test_record_fields_decide_what_the_output_text_does_not_say() -> None:
+    """A CommandExecution item (written before the output, as 0.171 does) gives the exit
+    code and status an output without one lacks; a declined command is a refusal; a
+    0.142 ``patch_apply_end`` that failed makes its call a failure."""
+    data = jsonl(
+        V171,
+        exec_call("c-1", "sleep 1; exit 2"), exec_item("c-1", "failed", 2), output("c-1", RUNNING),
+        exec_call("c-2", "rm -rf /"), exec_item("c-2", "declined", None), output("c-2", "rejected by user"),
+        line("response_item", {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c-3", "input": PATCH}),
+        line("event_msg", {"type": "patch_apply_end", "call_id": "c-3", "turn_id": "t-1", "stdout": "",
+                           "stderr": "Permission denied (os error 13)", "success": False, "status": "failed"}),
+        output("c-3", "Exit code: 1\nWall time: 0 seconds\nOutput:\nPermission denied (os error 13)", custom=True),
+        exec_call("c-4", "true"), exec_item("c-4", "completed", 0), output("c-4", RUNNING),
+    )
+    parser, events = parse(data)
+    assert_valid(events)
+    assert_paired(events)
+    assert ends_of(events) == [
+        ("tool_call_failed", "c-1", {"status": "failure", "class": "nonzero_exit", "exit_code": 2}),
+        ("tool_call_failed", "c-2", {"status": "denied", "class": "permission_denied"}),
+        ("tool_call_failed", "c-3", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
+        ("tool_call_finished", "c-4", {"status": "success"}),
+    ]
+    assert parser.outcomes == {} and parser.stats.unknown == {}
+
+
+def test_a_record_after_the_output_gives_a_second_end_when_it_says_worse() -> None:
+    """A unified exec process outlives its exec_command call (whose output says it is still
+    running): its CommandExecution item comes later. A failure then is a second end event
+    for the call (the projection keeps the worse of two ends); a success, or the same
+    record again, is nothing."""
+    data = jsonl(
+        V171,
+        exec_call("c-1", "make"), output("c-1", RUNNING),
+        exec_call("c-2", "make docs"), output("c-2", RUNNING),
+        exec_item("c-1", "failed", 2),
+        exec_item("c-2", "completed", 0),
+        exec_item("c-1", "failed", 2),
+    )
+    _, events = parse(data)
+    assert_valid(events)
+    assert ends_of(events) == [
+        ("tool_call_finished", "c-1", {"status": "success"}),
+        ("tool_call_finished", "c-2", {"status": "success"}),
+        ("tool_call_failed", "c-1", {"status": "failure", "class": "nonzero_exit", "exit_code": 2}),
+    ]
+    late = events[-1]
+    assert late["tool"] == {"name": "Bash", "category": "shell", "call_id": "c-1"}
+    assert late["attrs"]["late_outcome"] is True and late["attrs"]["source_line"] == 6
+    assert late["provider_event_name"] == "rollout:event_msg:item_completed:CommandExecution"
+
+
+def test_outcomes_are_carried_to_the_next_import_of_a_grown_file() -> None:
+    """An import that stops between a call's record and its output (the Stop hook imports
+    the rollout at every turn's end) leaves the record's outcome to the next one, and an
+    end emitted to be corrected by a later record."""
+    first = jsonl(V171, exec_call("c-1", "make"), exec_item("c-1", "failed", 2),
+                  exec_call("c-2", "make docs"), output("c-2", RUNNING))
+    rest = jsonl(output("c-1", RUNNING), exec_item("c-2", "failed", 1))
+    parser, _ = parse(first)
+    carried = json.loads(json.dumps(parser.carry()))
+    again = CodexParser("rollout.jsonl")
+    again.resume(carried)
+    events: list[dict[str, Any]] = []
+    for src in source_lines(rest, "rollout.jsonl"):
+        events += again.feed(src, record_of(src.data))
+    assert ends_of(events) == [
+        ("tool_call_failed", "c-1", {"status": "failure", "class": "nonzero_exit", "exit_code": 2}),
+        ("tool_call_failed", "c-2", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
+    ]
+
+
+@pytest.mark.parametrize("text, cls", [
+    ("apply_patch verification failed: Failed to find expected lines in /p/a.txt:\ngoodbye world", "string_mismatch"),
+    ("apply_patch verification failed: Failed to find context 'def main' in /p/a.py", "string_mismatch"),
+    ("apply_patch verification failed: Failed to read file to update /p/missing.cfg: No such file or directory "
+     "(os error 2)", "file_not_found"),
+    ("apply_patch verification failed: invalid hunk at line 3", "unknown"),
+])
+def test_a_refused_patch_is_a_failure_of_its_cause(text: str, cls: str) -> None:
+    data = jsonl(V171, line("response_item", {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c-1",
+                                              "input": PATCH}),
+                 output("c-1", text, custom=True))
+    _, events = parse(data)
+    ((kind, _, outcome),) = ends_of(events)
+    assert kind == "tool_call_failed" and outcome == {"status": "failure", "class": cls}
+    assert events[-1]["content"]["error"] == text

@@ -14,7 +14,7 @@ line (modern: ``type`` / ``payload.type``)            event
                                                       attrs (a later one naming another session:
                                                       ``notification``; the same one: nothing)
 ``turn_context``, ``event_msg`` ``task_started``      nothing: remember turn id, cwd, model
-``event_msg`` ``user_message`` (0.17x: the           ``prompt_submitted`` (the two paired into one
+``event_msg`` ``user_message`` (0.17x: the            ``prompt_submitted`` (the two paired into one
 ``item_completed`` ``UserMessage`` item)              where both exist); injected context
                                                       (``<environment_context>`` …): ``notification``
 ``event_msg`` ``agent_message`` and                   one ``agent_message``: the two encodings of a
@@ -25,27 +25,31 @@ line (modern: ``type`` / ``payload.type``)            event
 ``function_call`` (arguments: a JSON string),         ``tool_call_started``
 ``custom_tool_call``, ``local_shell_call``
 ``function_call_output``,                             ``tool_call_finished``, or ``tool_call_failed``
-``custom_tool_call_output``                           on a non-zero exit code (``Exit code: N``,
-                                                      ``Process exited with code N``, or the
-                                                      ``CommandExecution`` item's ``exit_code``) or
-                                                      ``apply_patch verification failed``; paired by
-                                                      ``call_id``. Shell tools (``exec_command``,
-                                                      ``shell``, ``shell_command``) are named ``Bash``
-                                                      as the hooks name them (``attrs.wire_tool``)
+``custom_tool_call_output``                           (status, exit code, class: :mod:`.codex_items`,
+                                                      with the call's structured record, below);
+                                                      paired by ``call_id``. Shell tools
+                                                      (``exec_command``, ``shell``, ``shell_command``)
+                                                      are named ``Bash`` as the hooks name them
+                                                      (``attrs.wire_tool``)
+``item_completed`` ``CommandExecution`` /             nothing: the call's outcome, for its output
+``FileChange`` / ``McpToolCall`` /                    line; after that line, a second end event
+``DynamicToolCall`` items; ``event_msg``              (``attrs.late_outcome``) when it says worse
+``patch_apply_end``, ``exec_command_end``
 ``web_search_call``                                   ``tool_call_started`` + its end
 ``event_msg`` ``task_complete`` / ``turn_aborted``    ``turn_stopped`` (``duration_ms``) /
-                                                      ``turn_failed`` (cancelled, ``interrupted``)
+                                                      ``turn_failed`` (cancelled, ``interrupted``);
+                                                      no line says the session ended: it stays open
 ``event_msg`` ``token_count``                         ``usage`` (the response's counts)
 ``compacted``, ``event_msg`` ``context_compacted``    one ``compaction_finished`` (paired)
 ``thread_rolled_back``, review mode, ``error`` …      ``notification``
 ``event_msg`` ``item_completed``, item ``Plan``       ``notification`` (``notification_type`` plan,
-                                                      the plan's text); ``CommandExecution``: its
-                                                      exit code, for the output line; items that mirror other
-                                                      lines (messages, reasoning, tool calls …):
-                                                      nothing (counted); other item types:
-                                                      ``unknown``
+                                                      the plan's text); items that mirror other
+                                                      lines (messages, reasoning …): nothing
+                                                      (counted); other item types: ``unknown``
 ``reasoning``, ``ghost_snapshot``, ``compaction``     nothing (counted)
-items, ``agent_reasoning*``, state markers
+items, ``agent_reasoning*``, state markers;
+``world_state``, ``token_usage_record``,
+``thread_settings_applied`` (0.17x)
 anything else                                         ``unknown`` (``attrs.record_type``), counted
                                                       in ``stats.unknown``
 ====================================================  ============================================
@@ -67,29 +71,38 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
-from agentlog.capture.adapters.common import codex_text_exit_code
 from agentlog.capture.project import strip_credentials
 from agentlog.importers.base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
+from agentlog.importers.codex_items import (
+    OUTCOME_EVENTS,
+    OUTCOME_ITEMS,
+    as_outcome,
+    combine,
+    content_text,
+    injected,
+    mark,
+    output_outcome,
+    record_outcome,
+    worse,
+)
 
 #: calls remembered while waiting for their output, at most
 MAX_OPEN_CALLS: Final = 4096
 _MAX_PENDING: Final = 4096
 _TOP_TYPES: Final = frozenset(("session_meta", "turn_context", "response_item", "event_msg", "compacted"))
-#: text Codex injects into the user message stream (not typed by a human)
-_INJECTED: Final = ("<environment_context>", "<user_instructions>", "<user_shell_command>", "<turn_aborted>",
-                    "<subagent_notification>", "# AGENTS.md instructions", "<INSTRUCTIONS>")
 #: Codex's shell tools on the wire; its hooks name every one of them ``Bash``, and so does the import
 _SHELL_TOOLS: Final = frozenset(("exec_command", "shell", "shell_command"))
 HOOK_SHELL_NAME: Final = "Bash"
-#: apply_patch's own text for a patch it refused (0.14x–0.17x), and what each cause means
-PATCH_FAILED: Final = "apply_patch verification failed"
 _SKIPPED_ITEMS: Final = frozenset(("reasoning", "ghost_snapshot", "compaction"))
 _SKIPPED_EVENTS: Final = frozenset(("agent_reasoning", "agent_reasoning_raw_content",
-                                    "agent_reasoning_section_break"))
+                                    "agent_reasoning_section_break", "thread_settings_applied"))
+#: top-level records of 0.17x that no event is made of: the world state the model was
+#: given (instructions, environment) and a per-response token record (``token_count``
+#: gives the same counts)
+_SKIPPED_TOP: Final = frozenset(("world_state", "token_usage_record"))
 #: completed turn items whose content the rollout's other lines already give
-_MIRRORED_ITEMS: Final = frozenset(("UserMessage", "HookPrompt", "AgentMessage", "Reasoning", "CommandExecution",
-                                    "DynamicToolCall", "CollabAgentToolCall", "SubAgentActivity", "WebSearch",
-                                    "ImageView", "ImageGeneration", "FileChange", "McpToolCall",
+_MIRRORED_ITEMS: Final = frozenset(("UserMessage", "HookPrompt", "AgentMessage", "Reasoning", "CollabAgentToolCall",
+                                    "SubAgentActivity", "WebSearch", "ImageView", "ImageGeneration",
                                     "ContextCompaction"))
 _NOTIFY_EVENTS: Final = frozenset(("thread_rolled_back", "entered_review_mode", "exited_review_mode",
                                    "undo_completed", "error", "warning", "stream_error"))
@@ -100,18 +113,12 @@ _Built = list[tuple[dict[str, Any], str | None]]
 """Working events of one line (``c.new_event`` form) with their merge-key items."""
 
 
-def _content_text(v: Any) -> str | None:
-    """The text of a message's ``content``: a string, or the ``text`` of its parts joined."""
-    if isinstance(v, str):
-        return v
-    if not isinstance(v, list):
-        return None
-    parts = [p["text"] for p in v if isinstance(p, dict) and isinstance(p.get("text"), str)]
-    return "".join(parts) if parts else None
-
-
-def _injected(text: str) -> bool:
-    return text.lstrip().startswith(_INJECTED) or c.prompt_kind(text) == "injected"
+def _bounded_put(d: dict[str, Any], key: str, value: Any) -> None:
+    """``d[key] = value``, dropping the oldest entry first when ``d`` holds
+    :data:`MAX_OPEN_CALLS` (calls whose other half never comes must not pile up)."""
+    if key not in d and len(d) >= MAX_OPEN_CALLS:
+        d.pop(next(iter(d)))
+    d[key] = value
 
 
 class CodexParser(Parser):
@@ -120,8 +127,8 @@ class CodexParser(Parser):
 
     provider = "codex"
     source = "codex_rollout"
-    carried = ("session_id", "version", "cwd", "turn_id", "model", "legacy", "open_calls", "exec_results", "_base_us",
-               "_last_us")
+    carried = ("session_id", "version", "cwd", "turn_id", "model", "legacy", "open_calls", "outcomes", "ended",
+               "_base_us", "_last_us")
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         super().__init__(path, session_hint)
@@ -136,8 +143,13 @@ class CodexParser(Parser):
         ``reasoning_output_tokens``, ``total_tokens`` (those logged) and ``model``."""
         self.open_calls: dict[str, tuple[str, Any]] = {}
         """call id → (tool name, input) of calls whose output has not been seen."""
-        self.exec_results: dict[str, tuple[int | None, str | None]] = {}
-        """call id → (exit code, status) of completed CommandExecution items (0.17x)."""
+        self.outcomes: dict[str, list[Any]] = {}
+        """call id → the outcome a structured record (a ``CommandExecution`` item,
+        ``patch_apply_end`` …) gave before the call's output (a
+        :class:`~agentlog.importers.codex_items.CallOutcome` as a list, JSON for :meth:`carry`)."""
+        self.ended: dict[str, list[Any]] = {}
+        """call id → [wire tool name, outcome status] of calls whose end was emitted: a
+        structured record arriving after the output corrects it when it says worse."""
         self._pending: dict[tuple[str, str], int] = {}
         self._base_us: int | None = None
         self._last_us = 0
@@ -279,6 +291,8 @@ class CodexParser(Parser):
             return self._event_msg(line, payload, str(ptype), name)
         if rtype == "compacted":
             return self._compaction(payload, name, "item")
+        if rtype in _SKIPPED_TOP:
+            return []
         return self._unknown(name, rtype, None)
 
     def _session_meta(self, p: dict[str, Any], name: str) -> _Built:
@@ -316,7 +330,7 @@ class CodexParser(Parser):
             if not isinstance(msg, str):
                 self.stats.problem(line, "user_message: message is not a string")
                 return []
-            if not _injected(msg) and not self._first_of_pair("prompt:" + text_digest(msg), "event"):
+            if not injected(msg) and not self._first_of_pair("prompt:" + text_digest(msg), "event"):
                 return []  # its response_item message gave the prompt
             return self._prompt(msg, name, p)
         if ptype == "agent_message":
@@ -349,14 +363,18 @@ class CodexParser(Parser):
             return []
         if ptype == "item_completed":
             return self._item_completed(line, p, name)
+        if ptype in OUTCOME_EVENTS:
+            return self._recorded(c.text(p.get("call_id")), p, name)
         return self._unknown(name, "event_msg", ptype)
 
     def _item_completed(self, line: SourceLine, p: dict[str, Any], name: str) -> _Built:
         """A completed turn item (``ItemCompletedEvent``: ``thread_id``, ``turn_id``, ``item``
-        tagged by its ``type``). Codex writes one to a rollout only for an item that no
-        other line gives — a ``Plan`` (the text of a proposed plan); the items it mirrors
-        (messages, reasoning, tool calls) come from the ``response_item`` and legacy
-        ``event_msg`` lines of the turn, so they give nothing here (counted)."""
+        tagged by its ``type``). A ``Plan`` (the text of a proposed plan) no other line
+        gives; 0.17x also writes the prompt as a ``UserMessage`` (no ``user_message`` event
+        any more) and each tool call's structured outcome (``CommandExecution`` with its
+        ``exit_code`` and ``status``, ``FileChange`` …), which the call's output line uses.
+        Items that mirror other lines (the assistant's messages, reasoning) give nothing
+        (counted)."""
         item = p.get("item")
         itype = item.get("type") if isinstance(item, dict) else None
         if not isinstance(item, dict) or not isinstance(itype, str) or not itype:
@@ -374,19 +392,15 @@ class CodexParser(Parser):
         if itype == "UserMessage":
             # 0.17x writes the prompt as this item (no event_msg user_message any more);
             # a file with both gives one prompt
-            text = _content_text(item.get("content"))
-            if text is None or not text.strip() or _injected(text):
+            text = content_text(item.get("content"))
+            if text is None or not text.strip() or injected(text):
                 return []
             if not self._first_of_pair("prompt:" + text_digest(text), "item"):
                 return []
             return self._prompt(text, f"{name}:UserMessage", item)
-        if itype == "CommandExecution":
-            # the outcome its function_call_output states only as text: kept for it
-            call_id = c.text(item.get("id"))
-            if call_id is not None:
-                if len(self.exec_results) >= MAX_OPEN_CALLS:
-                    self.exec_results.pop(next(iter(self.exec_results)))
-                self.exec_results[call_id] = (c.integer(item.get("exit_code")), c.text(item.get("status")))
+        if itype in OUTCOME_ITEMS:
+            # the outcome its call's output states only as text (exit code, status)
+            return self._recorded(c.text(item.get("id")), item, f"{name}:{itype}")
         if itype in _MIRRORED_ITEMS:
             return []
         return self._unknown(name, "event_msg", f"item_completed:{itype}")
@@ -438,7 +452,7 @@ class CodexParser(Parser):
     def _item(self, line: SourceLine, p: dict[str, Any], name: str) -> _Built:
         ptype = p.get("type")
         if ptype == "message":
-            text = _content_text(p.get("content"))
+            text = content_text(p.get("content"))
             role = p.get("role")
             if text is None or not text.strip():
                 return []
@@ -461,7 +475,7 @@ class CodexParser(Parser):
         return self._unknown(name, "response_item", ptype)
 
     def _prompt(self, text: str, name: str, p: dict[str, Any]) -> _Built:
-        if _injected(text):
+        if injected(text):
             ev = c.new_event("notification", name)
             ev["attrs"]["notification_type"] = "injected_context"
             ev["attrs"]["prompt_kind"] = "injected"
@@ -512,9 +526,7 @@ class CodexParser(Parser):
         c.input_facts(ev, tool_input, category, tname)
         c.set_str(ev["attrs"], "status", p.get("status"))
         if call_id is not None:
-            if len(self.open_calls) >= MAX_OPEN_CALLS:
-                self.open_calls.pop(next(iter(self.open_calls)))
-            self.open_calls[call_id] = (tname, tool_input)
+            _bounded_put(self.open_calls, call_id, (tname, tool_input))
         return [(ev, call_id)]
 
     def _output(self, p: dict[str, Any], name: str) -> _Built:
@@ -528,30 +540,37 @@ class CodexParser(Parser):
         category = self._set_tool(ev, tname or "unknown", call_id)
         c.input_facts(ev, tool_input, category, tname)
         resp = p.get("output")
-        # As the hook's PostToolUse (codex=True): output kept, exit code from it.
+        # As the hook's PostToolUse (codex=True): output kept, exit code from it; and
+        # what a structured record of the call said before it (exit code, status)
         c.set_tool_output(ev, resp)
-        ev["outcome"] = {"status": "success"}
-        code = c.response_exit_code(resp)
-        if code is None and isinstance(resp, str):
-            code = codex_text_exit_code(resp)
-        executed = self.exec_results.pop(call_id, None) if call_id is not None else None
-        if executed is not None and executed[0] is not None:
-            code = executed[0]
-        text = resp if isinstance(resp, str) else None
-        if text is not None and text.startswith(PATCH_FAILED):
-            ev["kind"] = "tool_call_failed"
-            c.set_failure(ev, text, cls="string_mismatch" if "Failed to find expected lines" in text else None)
-        elif code is not None and code != 0:
-            ev["kind"] = "tool_call_failed"
-            err = c.text(resp.get("stderr")) if isinstance(resp, dict) else None
-            c.set_failure(ev, err, code, cls="nonzero_exit")
-        elif isinstance(resp, dict) and resp.get("interrupted") is True:
-            ev["kind"] = "tool_call_failed"
-            ev["attrs"]["interrupted"] = True
-            c.set_failure(ev, None, cls="interrupted")
-        elif isinstance(resp, dict) and resp.get("success") is False:
-            ev["kind"] = "tool_call_failed"
-            c.set_failure(ev, c.error_text(resp.get("content")))
+        fields = as_outcome(self.outcomes.pop(call_id, None)) if call_id is not None else None
+        outcome = combine(output_outcome(resp), fields)
+        mark(ev, outcome)
+        if call_id is not None:
+            _bounded_put(self.ended, call_id, [tname, outcome.status])
+        return [(ev, call_id)]
+
+    def _recorded(self, call_id: str | None, record: dict[str, Any], name: str) -> _Built:
+        """A structured record of a call's outcome (see :mod:`agentlog.importers.codex_items`).
+        Before the call's output (as Codex writes them): kept for it, no event. After it
+        (a unified exec process that outlived its ``exec_command`` call, whose end
+        then said nothing of an exit): a second end event for the call when the record
+        says worse than the end given (a failure after a success), else nothing."""
+        outcome = record_outcome(record)
+        if call_id is None or outcome is None:
+            return []
+        done = self.ended.get(call_id)
+        if done is None:
+            _bounded_put(self.outcomes, call_id, list(outcome))
+            return []
+        tname = done[0] if isinstance(done, list) and done and isinstance(done[0], str) else "unknown"
+        if not worse(outcome, done[1] if isinstance(done, list) and len(done) > 1 else "success"):
+            return []
+        ev = c.new_event("tool_call_failed", name)
+        ev["attrs"]["late_outcome"] = True
+        self._set_tool(ev, tname, call_id)
+        mark(ev, outcome)
+        self.ended[call_id] = [tname, outcome.status]
         return [(ev, call_id)]
 
     def _web_search(self, p: dict[str, Any], name: str) -> _Built:
