@@ -1031,6 +1031,38 @@ def _classify_line(line: str, depth: int) -> _Result | None:
     return best
 
 
+def command_programs(command: str) -> tuple[str, ...]:
+    """The program each segment of a command line runs (normalised names, wrappers
+    such as ``sudo``/``timeout``/``env`` skipped, ``python -m x`` as ``x``), in order."""
+    out: list[str] = []
+    try:
+        segments = split_command(command)
+    except RecursionError:
+        return ()
+    for words in segments:
+        i = 0
+        while i < len(words) and (words[i] in _SHELL_WORDS or _is_assignment(words[i])):
+            i += 1
+        while i < len(words) and _program(words[i]) in _WRAPPER_FLAGS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+            if i < len(words) and _program(words[i - 1]) == "timeout" or (i < len(words) and words[i][:1].isdigit()):
+                i += 1
+        if i >= len(words):
+            continue
+        prog = _program(words[i])
+        if prog == "python" and "-m" in words[i + 1 : i + 3]:
+            at = words.index("-m", i + 1)
+            if at + 1 < len(words):
+                prog = _program(words[at + 1])
+        if prog in _JS_RUNNERS and i + 1 < len(words):
+            prog = _program(words[i + 1].split("@", 1)[0] or words[i + 1])
+        if prog not in out:
+            out.append(prog)
+    return tuple(out)
+
+
 def classify_command(command: str) -> dict[str, str]:
     """Facts about a shell command line.
 
