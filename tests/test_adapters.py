@@ -195,7 +195,7 @@ def test_claude_post_tool_use_failure() -> None:
     assert out["content"]["error"].startswith("String to replace")
     assert "interrupted" not in out["attrs"]
     out = claude("PostToolUseFailure", tool_name="Bash", tool_input={"command": "make"}, error="Exit code 2\nmake: *** [all] Error 2")
-    assert out["outcome"]["class"] == "nonzero_exit" and out["outcome"]["exit_code"] == 2
+    assert out["outcome"]["class"] == "build_error" and out["outcome"]["exit_code"] == 2
     out = claude("PostToolUseFailure", tool_name="Bash", tool_input={"command": "x"}, error="whatever", is_interrupt=True)
     assert out["outcome"]["class"] == "interrupted" and out["attrs"]["interrupted"] is True
 
@@ -319,7 +319,7 @@ def test_claude_post_tool_batch_outcomes() -> None:
     calls = json.loads(out["attrs"]["calls"])
     assert [(c["call_id"], c["status"], c.get("class")) for c in calls] == [
         ("t1", "success", None), ("t2", "failure", "string_mismatch"), ("t3", "failure", "file_not_found"),
-        ("t4", "denied", "permission_denied"), ("t5", "denied", "permission_denied"),
+        ("t4", "denied", "policy_denied"), ("t5", "denied", "policy_denied"),
     ]
     assert calls[1]["category"] == "file_edit" and calls[0]["category"] == "shell"
     assert out["content"]["errors"]["t2"].startswith("String to replace not found")
@@ -418,7 +418,7 @@ def test_codex_string_response_exit_code() -> None:
         tool_response="Exit code: 1\nWall time: 0.4 seconds\nOutput:\nFAILED",
     )
     assert out["kind"] == "tool_call_failed"
-    assert out["outcome"] == {"status": "failure", "class": "nonzero_exit", "exit_code": 1}
+    assert out["outcome"] == {"status": "failure", "class": "test_failure", "exit_code": 1}
     out = codex_ev(
         "PostToolUse",
         tool_name="shell",
@@ -510,7 +510,7 @@ def test_cursor_shell_events() -> None:
     assert out["cwd"] == "/home/dev/example/project/web"
     out = cursor_ev("afterShellExecution", command="npm test", output="1 failed", duration=4200, exit_code=1)
     assert out["kind"] == "tool_call_failed"
-    assert out["outcome"] == {"status": "failure", "class": "nonzero_exit", "exit_code": 1}
+    assert out["outcome"] == {"status": "failure", "class": "test_failure", "exit_code": 1}
     assert out["duration_ms"] == 4200
     assert out["content"]["tool_output"] == "1 failed"
     out = cursor_ev("afterShellExecution", command="ls", output="", duration=10, exit_code=0)

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from agentlog.capture.classify import (
     classify_command,
-    classify_failure,
     classify_tool,
     edit_line_counts,
     file_facts,
@@ -84,58 +83,6 @@ def test_classify_tool_modern_names(name: str, category: str) -> None:
 @given(st.text(max_size=40))
 def test_classify_tool_total(name: str) -> None:
     assert classify_tool(name) in TOOL_CATEGORIES
-
-
-# --------------------------------------------------------------------------
-# classify_failure
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("String to replace not found in file.", ("string_mismatch", None)),
-        ("old_string and new_string are identical", ("string_mismatch", None)),
-        ("ENOENT: no such file or directory, open 'x'", ("file_not_found", None)),
-        ("bash: foo: command not found", ("file_not_found", None)),
-        ("Path does not exist: /x", ("file_not_found", None)),
-        ("EACCES: permission denied", ("permission_denied", None)),
-        ("Operation not permitted (EPERM)", ("permission_denied", None)),
-        ("Command timed out after 120000ms", ("timeout", None)),
-        ("Request timeout", ("timeout", None)),
-        ("Interrupted by user", ("interrupted", None)),
-        ("The operation was cancelled", ("interrupted", None)),
-        ("Request canceled", ("interrupted", None)),
-        ("aborted", ("interrupted", None)),
-        ("Exit code 1\nsomething broke", ("nonzero_exit", 1)),
-        ("Command exited with code 127", ("nonzero_exit", 127)),
-        ("Process exited with 3", ("nonzero_exit", 3)),
-        ("process returned exit code 2", ("nonzero_exit", 2)),
-        ("returned non-zero exit status 2.", ("nonzero_exit", 2)),
-        ("Exit status 4", ("nonzero_exit", 4)),
-        ("exit code: 5", ("nonzero_exit", 5)),  # Codex style
-        ("exited with -9", ("nonzero_exit", -9)),
-        ("process failed: nonzero result", ("nonzero_exit", None)),
-        ("exit code 0", ("unknown", 0)),
-        ("boom", ("unknown", None)),
-        ("", ("unknown", None)),
-        ("exit code 99999999999999999999", ("unknown", None)),  # not an exit code
-        # first match wins, and the exit code is still read
-        ("Exit code 2\nls: cannot access 'x': No such file or directory", ("file_not_found", 2)),
-        ("Exit code 1\nPermission denied (publickey)", ("permission_denied", 1)),
-        ("Exit code 124\ntimeout: sending signal", ("timeout", 124)),
-        ("old_string not found; no such file", ("string_mismatch", None)),
-        ("exit code 0 ... exit code 3", ("nonzero_exit", 3)),
-    ],
-)
-def test_classify_failure(text: str, expected: tuple[str, int | None]) -> None:
-    assert classify_failure(text) == expected
-
-
-@given(st.text(max_size=200))
-def test_classify_failure_total(text: str) -> None:
-    klass, code = classify_failure(text)
-    assert klass in {"string_mismatch", "file_not_found", "permission_denied", "timeout", "interrupted", "nonzero_exit", "unknown"}
-    assert code is None or isinstance(code, int)
 
 
 # --------------------------------------------------------------------------

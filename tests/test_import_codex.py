@@ -270,7 +270,7 @@ def test_modern_session_mapping() -> None:
     # named as Codex's hooks name every shell tool; the wire name kept beside it
     assert shell_fail["tool"] == {"name": "Bash", "category": "shell", "call_id": "c-1"}
     assert shell_fail["attrs"]["wire_tool"] == "shell"
-    assert shell_fail["outcome"] == {"status": "failure", "class": "nonzero_exit", "exit_code": 1}
+    assert shell_fail["outcome"] == {"status": "failure", "class": "test_failure", "exit_code": 1}
     assert shell_fail["content"]["command"] == "bash -lc pytest -q"
     assert by_line[6]["attrs"]["command_category"] == "test"
     assert by_line[9]["outcome"] == {"status": "success"} and by_line[9]["content"]["command"] == "ls"
@@ -513,7 +513,7 @@ REAL_TRUTH: dict[str, list[tuple[str, str, str, int | None, str | None]]] = {
     "edit_text_absent": [("call_al0000", "Bash", "success", None, None),
                          ("call_al0100", "apply_patch", "failure", None, "string_mismatch")],
     "edit_missing_file": [("call_al0000", "apply_patch", "failure", None, "file_not_found")],
-    "parallel_calls": [("call_al0000", "Bash", "success", None, None), ("call_al0001", "Bash", "failure", 1, "nonzero_exit")],
+    "parallel_calls": [("call_al0000", "Bash", "success", None, None), ("call_al0001", "Bash", "failure", 1, "file_not_found")],
     "success": [("call_al0000", "Bash", "success", None, None), ("call_al0100", "Bash", "success", None, None),
                 ("call_al0200", "apply_patch", "success", None, None)],
 }
@@ -661,8 +661,8 @@ def test_record_fields_decide_what_the_output_text_does_not_say() -> None:
     assert_paired(events)
     assert ends_of(events) == [
         ("tool_call_failed", "c-1", {"status": "failure", "class": "nonzero_exit", "exit_code": 2}),
-        ("tool_call_failed", "c-2", {"status": "denied", "class": "permission_denied"}),
-        ("tool_call_failed", "c-3", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
+        ("tool_call_failed", "c-2", {"status": "denied", "class": "policy_denied"}),
+        ("tool_call_failed", "c-3", {"status": "failure", "class": "permission_denied", "exit_code": 1}),
         ("tool_call_finished", "c-4", {"status": "success"}),
     ]
     assert parser.outcomes == {} and parser.stats.unknown == {}
@@ -709,7 +709,7 @@ def test_outcomes_are_carried_to_the_next_import_of_a_grown_file() -> None:
     for src in source_lines(rest, "rollout.jsonl"):
         events += again.feed(src, record_of(src.data))
     assert ends_of(events) == [
-        ("tool_call_failed", "c-1", {"status": "failure", "class": "nonzero_exit", "exit_code": 2}),
+        ("tool_call_failed", "c-1", {"status": "failure", "class": "build_error", "exit_code": 2}),
         ("tool_call_failed", "c-2", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
     ]
 

@@ -198,7 +198,7 @@ def test_failures_text_and_all_projects(run: Any) -> None:
     lines = [ln for ln in r.stdout.splitlines() if "att_" in ln]
     assert len(lines) == 2
     other, superseded = lines  # newest first
-    assert short("att", attempt(OTHER, 1)) in other and "failed" in other and "nonzero_exit" in other
+    assert short("att", attempt(OTHER, 1)) in other and "failed" in other and "build_error" in other
     for part in (short("att", FAILED), "superseded", "string_mismatch", "edit src/parser.rs · read", "src/parser.rs",
                  f"{short('att', RETRY)} (succeeded)", "2026-11-02 10:00:05", short("ses", CLAUDE)):
         assert part in superseded, part

@@ -1,4 +1,4 @@
-"""Pure classifiers for tool names, failures, shell commands and file paths.
+"""Pure classifiers for tool names, shell commands and file paths (failures: ``capture.failures``).
 
 Runs on the hook path: standard library only, no ``re`` and no ``shlex``
 (the shell-word splitter below is hand-written, quote-aware and never raises,
@@ -151,90 +151,6 @@ def classify_tool(name: str) -> str:
     if key.startswith("mcp__") or key.startswith("mcp:"):
         return "mcp"
     return _TOOLS.get(key, "other")
-
-
-# --------------------------------------------------------------------------
-# Failures
-
-_FAILURE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("string_mismatch", ("string to replace not found", "old_string")),
-    ("file_not_found", ("no such file", "not found", "enoent", "does not exist")),
-    ("permission_denied", ("permission denied", "eacces", "eperm")),
-    ("timeout", ("timed out", "timeout")),
-    ("interrupted", ("interrupted", "cancelled", "canceled", "aborted")),
-)
-_EXIT_MARKERS = ("exit code", "exit status", "exited with code", "exited with", "returned exit code")
-_DIGITS = "0123456789"
-
-
-def _exit_code(low: str) -> int | None:
-    """First non-zero exit code after a marker (earliest in the text), else 0 if one read 0."""
-    best_pos = -1
-    best: int | None = None
-    zero = False
-    for marker in _EXIT_MARKERS:
-        start = 0
-        while True:
-            at = low.find(marker, start)
-            if at < 0:
-                break
-            start = at + 1
-            if best_pos >= 0 and at > best_pos:
-                break
-            i = at + len(marker)
-            # "exit code 1", "exit code: 1", "exit status=2", "exited with -1"
-            j = i
-            while j < len(low) and j - i < 4 and low[j] in " \t:=":
-                j += 1
-            if j == i:
-                continue  # the marker must be followed by a separator
-            sign = 1
-            if low[j : j + 1] == "-":
-                sign = -1
-                j += 1
-            k = j
-            while k < len(low) and k - j < 10 and low[k] in _DIGITS:
-                k += 1
-            if k == j or (k < len(low) and low[k] in _DIGITS):
-                continue  # no number, or too long to be an exit code
-            value = sign * int(low[j:k])
-            if value == 0:
-                zero = True
-                continue
-            if best_pos < 0 or at < best_pos:
-                best_pos, best = at, value
-    if best is not None:
-        return best
-    return 0 if zero else None
-
-
-def classify_failure(text: str) -> tuple[str, int | None]:
-    """``(failure class, exit code or None)`` of an error message.
-
-    Classes, first match wins (case-insensitive): ``string_mismatch``,
-    ``file_not_found``, ``permission_denied``, ``timeout``, ``interrupted``,
-    ``nonzero_exit`` (a non-zero number after ``exit code``, ``exit status``,
-    ``exited with code``, ``exited with``, ``returned exit code``, or the
-    words ``non-zero``/``nonzero``), else ``unknown``.
-
-    The exit code is read whatever the class, so Claude's ``"Exit code 2\\n
-    ls: cannot access 'x': No such file or directory"`` is
-    ``("file_not_found", 2)``. It is the earliest non-zero code after a
-    marker; ``0`` when only zeros were found; ``None`` when there is none.
-    Beyond the reference, a ``:`` or ``=`` may sit between the marker and
-    the number (Codex prints ``Exit code: 1``).
-    """
-    low = text.lower()
-    code = _exit_code(low)
-    for klass, needles in _FAILURE_RULES:
-        for needle in needles:
-            if needle in low:
-                return klass, code
-    if code:
-        return "nonzero_exit", code
-    if "non-zero" in low or "nonzero" in low:
-        return "nonzero_exit", code
-    return "unknown", code
 
 
 # --------------------------------------------------------------------------

@@ -84,17 +84,34 @@ TOOL_CATEGORIES: tuple[str, ...] = (
 
 OUTCOME_STATUSES: tuple[str, ...] = ("success", "failure", "denied", "cancelled", "unknown")
 
-FAILURE_CLASSES: tuple[str, ...] = (
-    "string_mismatch",
+TOOL_FAILURE_CLASSES: tuple[str, ...] = (
+    "test_failure",
+    "build_error",
+    "compile_error",
+    "type_error",
+    "lint_error",
+    "syntax_error",
+    "dependency_missing",
     "file_not_found",
+    "string_mismatch",
+    "edit_conflict",
     "permission_denied",
+    "policy_denied",
+    "network_error",
     "timeout",
     "interrupted",
+    "cancelled",
+    "merge_conflict",
+    "git_error",
+    "tool_usage_error",
     "nonzero_exit",
-    "rate_limit",
-    "turn_failed",
     "unknown",
 )
+"""Classes of a failed tool call (docs/failures.md; ``capture.failures`` assigns them)."""
+
+FAILURE_CLASSES: tuple[str, ...] = TOOL_FAILURE_CLASSES + ("rate_limit", "turn_failed")
+"""Every class an outcome may carry: a tool call's, or a turn's (the agent's own error type,
+``rate_limit``…, ``turn_failed`` when it gives none)."""
 
 CAPTURE_MODES: tuple[str, ...] = ("full", "metadata_only")
 

@@ -266,8 +266,10 @@ def _tool_batch(ev: dict[str, Any], payload: dict[str, Any]) -> None:
         status, err = batch_outcome(entry.get("tool_response"))
         item: dict[str, Any] = {"call_id": cid, "tool": name, "category": c.tool_category(name), "status": status}
         if err is not None:
-            probe: dict[str, Any] = {"attrs": {}, "content": {}}
-            c.set_failure(probe, err, cls="permission_denied" if status == "denied" else None, status=status)
+            probe: dict[str, Any] = {"attrs": {}, "content": {}, "paths": []}
+            c.set_tool(probe, name, cid)
+            c.input_facts(probe, entry.get("tool_input"), item["category"], name)
+            c.set_failure(probe, err, cls="policy_denied" if status == "denied" else None, status=status)
             item["class"] = probe["outcome"]["class"]
             if "exit_code" in probe["outcome"]:
                 item["exit_code"] = probe["outcome"]["exit_code"]

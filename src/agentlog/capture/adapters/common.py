@@ -17,7 +17,6 @@ import sys
 
 from agentlog.capture.classify import (
     classify_command,
-    classify_failure,
     classify_tool,
     edit_line_counts,
     file_facts,
@@ -696,34 +695,37 @@ def set_failure(
     cls: str | None = None,
     status: str = "failure",
 ) -> None:
-    """Mark ``ev`` failed: outcome, ``attrs.error_class``/``error_bytes``, ``content.error``.
+    """Mark ``ev`` failed: outcome, ``attrs.error_class``/``error_bytes``, ``content.error``,
+    and what the output says (``attrs.failure_evidence``, test and check counts).
 
-    The class comes from ``cls`` when given, else from classifying ``err``;
-    an explicit ``exit_code`` replaces one read from the text; an
-    unclassified failure with a non-zero exit code is ``nonzero_exit``.
+    The class comes from :func:`agentlog.capture.failures.classify_event`: the
+    event's error and output, tool, command facts and exit code, with ``cls``
+    as the adapter's structured hint (kept when it is a strong one:
+    interrupted, cancelled, a refusal …). An explicit ``exit_code`` replaces
+    one read from the text. Call it after the event's tool, input and output are set.
     """
-    code: int | None = None
-    klass = "unknown"
     if err is not None:
         ev["content"]["error"] = err
         ev["attrs"]["error_bytes"] = utf8_len(err)
-        try:
-            c, n = classify_failure(err)
-        except Exception:
-            c, n = "unknown", None
-        if isinstance(c, str) and c:
-            klass = c
-        code = integer(n)
-    if cls is not None:
-        klass = cls
+    outcome: dict[str, Any] = {"status": status}
     if exit_code is not None:
-        code = exit_code
-    if klass == "unknown" and code not in (None, 0):
-        klass = "nonzero_exit"
-    outcome: dict[str, Any] = {"status": status, "class": klass}
-    if code is not None:
-        outcome["exit_code"] = code
+        outcome["exit_code"] = exit_code
     ev["outcome"] = outcome
+    if not ev.get("tool"):  # a turn's failure: the agent's own error type (rate_limit …) is its class
+        outcome["class"] = ev["attrs"]["error_class"] = cls or ("nonzero_exit" if exit_code else "unknown")
+        return
+    try:
+        from agentlog.capture.failures import classify_event, summary_attrs
+
+        verdict = classify_event(ev, cls)
+        klass = str(verdict["class"])
+        code = integer(verdict.get("exit_code"))
+        ev["attrs"].update(summary_attrs(verdict))
+    except Exception:  # a classifier bug must not lose the event
+        klass, code = cls or ("nonzero_exit" if exit_code else "unknown"), exit_code
+    outcome["class"] = klass
+    if exit_code is None and code is not None:
+        outcome["exit_code"] = code
     ev["attrs"]["error_class"] = klass
 
 

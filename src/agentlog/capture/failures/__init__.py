@@ -20,8 +20,46 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLASSES", "DEFINITIONS", "LEGACY", "canonical", "classify", "classify_event", "describe",
-    "header_exit_code", "output_text", "summarize",
+    "header_exit_code", "output_text", "summarize", "summary_attrs", "SUMMARY_ATTRS",
 ]
+
+SUMMARY_ATTRS = ("failure_evidence", "test_runner", "tests_passed", "tests_failed", "tests_skipped",
+                 "tests_errors", "failing_tests", "checker", "check_errors", "first_error", "result_summary")
+"""The ``attrs`` keys :func:`summary_attrs` writes (the projection copies them to its rows)."""
+
+
+def summary_attrs(verdict: dict[str, Any]) -> dict[str, Any]:
+    """Event ``attrs`` of a verdict: its evidence and the summary's counts, flat."""
+    out: dict[str, Any] = {}
+    evidence = verdict.get("evidence")
+    if isinstance(evidence, str) and evidence:
+        out["failure_evidence"] = evidence
+    summary = verdict.get("summary")
+    if isinstance(summary, dict):
+        out.update(flat_summary(summary))
+    return out
+
+
+def flat_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary (:func:`summarize`) as flat ``attrs`` keys, with its one-line description."""
+    out: dict[str, Any] = {}
+    if summary.get("kind") == "tests":
+        out["test_runner"] = str(summary.get("runner"))
+        for key in ("passed", "failed", "skipped", "errors"):
+            if isinstance(summary.get(key), int):
+                out["tests_" + key] = summary[key]
+        if summary.get("failing"):  # attrs hold scalars: one id a line
+            out["failing_tests"] = "\n".join(str(n) for n in summary["failing"])
+    else:
+        out["checker"] = str(summary.get("checker"))
+        if isinstance(summary.get("errors"), int):
+            out["check_errors"] = summary["errors"]
+    if summary.get("first_error"):
+        out["first_error"] = summary["first_error"]
+    text = describe(summary)
+    if text:
+        out["result_summary"] = text
+    return out
 
 _OUTPUT_KEYS = ("stdout", "stderr", "output", "llmContent", "returnDisplay", "content", "aggregated_output",
                 "formatted_output", "result", "error")
@@ -40,7 +78,7 @@ def output_text(value: Any) -> str | None:
                 parts.append(got)
         return "\n".join(parts) or None
     if isinstance(value, list):
-        parts = [b.get("text") for b in value if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        parts = [str(b["text"]) for b in value if isinstance(b, dict) and isinstance(b.get("text"), str)]
         parts += [b for b in value if isinstance(b, str)]
         return "\n".join(p for p in parts if p) or None
     return None

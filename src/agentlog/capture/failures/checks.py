@@ -173,9 +173,10 @@ def _golangci(text: str) -> Summary | None:
 
 
 def _go_build(text: str) -> Summary | None:
-    if not (text.startswith("# ") or "\n# " in text):
-        return None
-    lines = [ln for ln in text.splitlines() if ".go:" in ln and location(ln) and not ln.startswith(("---", "ok", "FAIL"))]
+    """go build/vet: ``# pkg`` then ``./x.go:3:2: msg`` lines (or such lines alone)."""
+    header = text.startswith("# ") or "\n# " in text
+    lines = [ln for ln in text.splitlines() if ".go:" in ln and location(ln) and not ln.startswith(("---", "ok", "FAIL"))
+             and (header or ln.split(":", 1)[0].endswith(".go"))]
     if not lines:
         return None
     klass = "lint_error" if "\nvet: " in text or text.startswith("vet: ") else "compile_error"
@@ -183,7 +184,7 @@ def _go_build(text: str) -> Summary | None:
 
 
 def _c_family(text: str) -> Summary | None:
-    errors = []
+    errors: list[str] = []
     syntax = False
     for line in text.splitlines():
         at = line.find(": error: ")

@@ -43,7 +43,7 @@ _TOOL_MESSAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "was canceled", "tool call cancelled", "tool call canceled")),
     ("policy_denied", ("doesn't want to proceed", "user rejected", "requires approval", "needs approval",
                        "permission to use", "has been denied", "denied by", "blocked by", "was blocked",
-                       "not allowed to", "rejected by", "sandbox denied", "policy")),
+                       "not allowed to", "rejected by", "sandbox denied", "denied by policy")),
     ("edit_conflict", ("has not been read yet", "read it first", "modified since read", "been modified since",
                        "unexpectedly modified", "changed since it was read", "modified externally")),
     ("string_mismatch", ("string to replace not found", "old_string not found", "failed to find expected lines",
@@ -143,9 +143,17 @@ def _agent_timeout(text: str) -> bool:
     return False
 
 
-def _tool_message(text: str) -> str | None:
-    low = text[:800].lower()
+_HARNESS = frozenset({"interrupted", "cancelled", "policy_denied"})
+
+
+def _tool_message(text: str, only: frozenset[str] | None = None) -> str | None:
+    """The class an agent tool's own message says: read in its first two lines (after
+    them come echoes of the call's input, such as an edit's old text)."""
+    lines = [ln for ln in text[:1200].splitlines() if ln.strip()][:2]
+    low = "\n".join(ln[:300] for ln in lines).lower()
     for klass, needles in _TOOL_MESSAGES:
+        if only is not None and klass not in only:
+            continue
         for needle in needles:
             if needle in low:
                 return klass
@@ -204,9 +212,11 @@ def classify(
         klass = _tool_message(body)
         if klass is not None:
             return _verdict(klass, code, "tool message")
-        if category == "web":
-            return _verdict("network_error", code, "web tool failed")
         return _verdict("nonzero_exit" if code else "unknown", code, "exit code" if code else "no signal")
+    if code is None:  # no command ran to give a code: the harness's own word (refused, cancelled)
+        klass = _tool_message(text or "", _HARNESS)
+        if klass is not None:
+            return _verdict(klass, code, "agent message")
     if _agent_timeout(text or ""):
         return _verdict("timeout", code, "agent: timed out")
     lines = _lines(body)
@@ -244,6 +254,8 @@ def _from_summary(summary: dict[str, Any], sign: tuple[str, str] | None, vet: bo
     klass = str(summary.get("class", "nonzero_exit"))
     if summary.get("errors") == 0 and klass != "build_error":
         return None
+    if klass in ("compile_error", "build_error") and sign is not None and sign[0] == "dependency_missing":
+        return _verdict("dependency_missing", code, f"{summary.get('checker')} output: {sign[1]}", summary)
     if klass == "compile_error" and (vet or sub == "dev.lint"):
         klass = "lint_error"
     return _verdict(klass, code, f"{summary.get('checker')} output", summary)

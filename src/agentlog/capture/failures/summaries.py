@@ -116,7 +116,13 @@ def _prefixed_ids(text: str, prefixes: tuple[str, ...], stop: str) -> list[str]:
 
 def _unittest(text: str, tail: str) -> Summary | None:
     at = tail.rfind("\nRan ")
-    if at < 0 or " test" not in tail[at : at + 40]:
+    if at < 0 and tail.startswith("Ran "):
+        at = -1
+        tail = "\n" + tail
+    elif at < 0:
+        return None
+    at = tail.rfind("\nRan ")
+    if " test" not in tail[at : at + 40]:
         return None
     ran = _int(tail[at + 5 :].split(" ", 1)[0])
     if ran is None:
@@ -163,6 +169,8 @@ def _jest(text: str, tail: str) -> Summary | None:
         bad = _number_word_counts(suites[12:], _JEST_WORDS).get("failed")
         if bad:
             out["errors"] = bad
+    if "Test suite failed to run" in text:
+        out["collection_errors"] = True
     failing = []
     for raw in text.splitlines():
         s = raw.strip()
@@ -363,9 +371,10 @@ def _jvm(text: str, tail: str) -> Summary | None:
         if failing:
             out["failing"] = failing[:MAX_FAILING]
         return out
-    line = _line_starting(tail, "", "tests completed")
-    if line is None or _int(line.split(" ", 1)[0]) is None:
+    gradle = _line_starting(tail, "", "tests completed")
+    if gradle is None or _int(gradle.split(" ", 1)[0]) is None:
         return None
+    line = gradle
     counts = _number_word_counts(line, {"tests": "total", "failed": "failed", "skipped": "skipped"})
     total = counts.pop("total", 0)
     counts["passed"] = max(0, total - counts.get("failed", 0) - counts.get("skipped", 0))

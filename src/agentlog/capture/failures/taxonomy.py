@@ -7,33 +7,13 @@ in the ``failure_class`` columns of the projection.
 
 from __future__ import annotations
 
+from agentlog.core.kinds import TOOL_FAILURE_CLASSES
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-CLASSES: Final = (
-    "test_failure",
-    "build_error",
-    "compile_error",
-    "type_error",
-    "lint_error",
-    "syntax_error",
-    "dependency_missing",
-    "file_not_found",
-    "string_mismatch",
-    "edit_conflict",
-    "permission_denied",
-    "policy_denied",
-    "network_error",
-    "timeout",
-    "interrupted",
-    "cancelled",
-    "merge_conflict",
-    "git_error",
-    "tool_usage_error",
-    "nonzero_exit",
-    "unknown",
-)
+CLASSES: Final = TOOL_FAILURE_CLASSES
 """Every class, in the order docs/failures.md defines them."""
 
 DEFINITIONS: Final = {
