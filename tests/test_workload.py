@@ -302,7 +302,7 @@ def test_text_has_no_failure_or_secret_words() -> None:
         for bad in ("not found", "no such file", "timeout", "timed out", "interrupted", "cancel", "abort",
                     "denied", "exit code", "password", "secret", "token =", "token:", "api_key"):
             assert bad not in low, (genre, bad)
-        assert classify(text[:5000], category="shell", command="make")["class"] == "build_error"  # no line says more
+        assert classify(text[:5000], category="shell", command="make", command_category="build", exit_code=2)["class"] == "build_error"  # no line says more
 
 
 def test_text_sizes() -> None:
