@@ -646,3 +646,55 @@ def test_a_last_line_taken_before_its_newline_keeps_the_line_numbers(tmp_path: P
     assert [(line.lineno, line.data) for line, _ in again if line] == [(3, b'{"c":3}'), (4, b'{"d":4}')]
     whole = list(run.iter_lines(str(path), 0, 0))
     assert [(line.lineno, line.data) for line, _ in whole if line][2:] == [(3, b'{"c":3}'), (4, b'{"d":4}')]
+
+
+def test_a_cancelled_sibling_and_refusals_end_their_calls(agentlog_home: Path, tmp_path: Path) -> None:
+    """A parallel call Claude Code cancelled because its sibling failed ends cancelled
+    (class cancelled), not failed and not in flight; a person's rejection and a
+    "Permission to use … has been denied" end denied (class policy_denied)."""
+    from agentlog.projection.persist import refresh
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+
+    env = {"sessionId": "s-sib", "cwd": str(tmp_path), "version": "2.1.42", "isSidechain": False}
+
+    def rec(i: int, **kw: Any) -> dict[str, Any]:
+        return {**env, "uuid": f"u{i}", "timestamp": f"2026-11-01T10:00:{i:02d}Z", **kw}
+
+    def use(tid: str, name: str, inp: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+    def result(tid: str, text: str) -> dict[str, Any]:
+        return {"type": "tool_result", "tool_use_id": tid, "content": text, "is_error": True}
+
+    records = [
+        rec(1, type="user", message={"role": "user", "content": "run the checks"}),
+        rec(2, type="assistant", message={"id": "m1", "model": "m", "role": "assistant", "content": [
+            use("t-fail", "Bash", {"command": "false"}), use("t-sib", "Bash", {"command": "ls"}),
+            use("t-rej", "Write", {"file_path": "/w/a.txt", "content": "x"}),
+            use("t-rule", "Bash", {"command": "rm -rf build"})], "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        rec(3, type="user", message={"role": "user", "content": [
+            result("t-fail", "Exit code 1"),
+            result("t-sib", "<tool_use_error>Sibling tool call errored</tool_use_error>"),
+            result("t-rej", "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it "
+                            "was a file edit, the new_string was NOT written to the file). STOP what you are doing and "
+                            "wait for the user to tell you how to proceed."),
+            result("t-rule", "Permission to use Bash with command rm -rf build has been denied.")]}),
+    ]
+    path = tmp_path / "s-sib.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    ends = {e["tool"]["call_id"]: (e["kind"], e["outcome"]) for e in _log_events(agentlog_home)
+            if e["kind"] != "tool_call_started" and e.get("tool")}
+    assert ends["t-sib"] == ("tool_call_failed", {"status": "cancelled", "class": "cancelled"})
+    assert ends["t-rej"] == ("permission_denied", {"status": "denied", "class": "policy_denied"})
+    assert ends["t-rule"] == ("permission_denied", {"status": "denied", "class": "policy_denied"})
+    assert ends["t-fail"][1]["status"] == "failure"
+    ingest(str(agentlog_home))
+    refresh(str(agentlog_home))
+    with Engine(str(agentlog_home)) as engine:
+        rows = engine.run("SELECT provider_call_id, outcome_status, outcome_class, finished_at IS NOT NULL "
+                          "FROM tool_calls ORDER BY provider_call_id").rows
+        assert rows == [("t-fail", "failure", "nonzero_exit", True), ("t-rej", "denied", "policy_denied", True),
+                        ("t-rule", "denied", "policy_denied", True), ("t-sib", "cancelled", "cancelled", True)]
+        assert engine.run("SELECT in_flight_calls FROM sessions").rows == [(0,)]

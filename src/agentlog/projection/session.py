@@ -161,16 +161,16 @@ def _status(o: Obs) -> str:
 
 def better_end(old: Obs | None, new: Obs) -> bool:
     """Whether ``new``, a later account of a call's end, should replace ``old``:
-    it reports a failure or denial where ``old`` reported success, a denial where
-    ``old`` reported a failure, or the same
+    it reports a failure or denial where ``old`` reported success, a denial or a
+    cancellation where ``old`` reported a failure, or the same
     outcome with an exit code or a class that ``old`` lacked."""
     if old is None:
         return True
     a, b = _status(old), _status(new)
     if a == "success" and b in ("failure", "denied"):
         return True
-    if a == "failure" and b == "denied":
-        return True  # the call never ran: a refusal says more than "it failed"
+    if a == "failure" and b in ("denied", "cancelled"):
+        return True  # the call never ran: a refusal or a cancellation says more than "it failed"
     if a != b:
         return False
     if old.exit_code is None and new.exit_code is not None:
