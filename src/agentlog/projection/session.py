@@ -466,7 +466,8 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                         alike = [i for i in order if (st := q[i].start) is not None and st.attrs.get("input_key") == in_key]
                         # not a start of another input at this same time: this end's own
                         # start may sort after it (it then pairs with it: _early_end)
-                        order = alike + [i for i in order if i not in alike and not _other_input_now(q[i], o, in_key)]
+                        order = alike + [i for i in order
+                                         if i not in alike and not _other_input_now(q[i], o, in_key)]
                     for i in order:
                         cand = q[i]
                         if cid and cand.provider_call_id:
