@@ -698,3 +698,37 @@ def test_a_cancelled_sibling_and_refusals_end_their_calls(agentlog_home: Path, t
         assert rows == [("t-fail", "failure", "nonzero_exit", True), ("t-rej", "denied", "policy_denied", True),
                         ("t-rule", "denied", "policy_denied", True), ("t-sib", "cancelled", "cancelled", True)]
         assert engine.run("SELECT in_flight_calls FROM sessions").rows == [(0,)]
+
+
+def test_two_records_on_one_line_are_both_read(agentlog_home: Path, tmp_path: Path) -> None:
+    """An assistant record and the user record with its tool result written with no
+    newline between them (``{…}{…}``) give both records' events, each holding its own
+    part of the line; importing the file again gives nothing."""
+    env = {"sessionId": "s-two", "cwd": str(tmp_path), "version": "2.1.42", "isSidechain": False}
+    prompt = {**env, "uuid": "u1", "timestamp": "2026-11-01T10:00:01Z", "type": "user",
+              "message": {"role": "user", "content": "list the files"}}
+    use = {**env, "uuid": "u2", "timestamp": "2026-11-01T10:00:02Z", "type": "assistant",
+           "message": {"id": "m1", "model": "m", "role": "assistant", "usage": {"input_tokens": 1, "output_tokens": 1},
+                       "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}}
+    result = {**env, "uuid": "u3", "timestamp": "2026-11-01T10:00:03Z", "type": "user",
+              "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]}}
+    path = tmp_path / "s-two.jsonl"
+    path.write_text(json.dumps(prompt) + "\n" + json.dumps(use) + json.dumps(result) + "\n")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.files[0].problem_count == 0
+    events = {e["kind"]: e for e in _log_events(agentlog_home)}
+    started, finished = events["tool_call_started"], events["tool_call_finished"]
+    assert started["tool"]["call_id"] == finished["tool"]["call_id"] == "t1"
+    assert started["attrs"]["source_line"] == finished["attrs"]["source_line"] == 2
+    assert "source_part" not in started["attrs"] and finished["attrs"]["source_part"] == 1
+    assert json.loads(started["raw"]["line"]) == use and json.loads(finished["raw"]["line"]) == result
+    assert import_paths(str(agentlog_home), ["claude-code"], [str(path)]).totals()["events"] == 0
+
+
+def test_split_records_takes_only_lines_wholly_of_objects() -> None:
+    from agentlog.importers.base import split_records
+
+    assert split_records(b'{"a": 1}{"b": "\xc3\xa9}"} {"c": [1]}') == [
+        (0, b'{"a": 1}'), (8, b'{"b": "\xc3\xa9}"}'), (21, b'{"c": [1]}')]
+    for data in (b'{"a": 1}', b'{"a": 1}{"b":', b'{"a": 1} tail', b"[1][2]", b'{"a": 1}3', b"", b"not json"):
+        assert split_records(data) is None

@@ -801,3 +801,22 @@ def test_a_sandbox_refusal_is_denied() -> None:
         ("tool_call_failed", "c-4", {"status": "denied", "class": "policy_denied", "exit_code": 1}),
         ("tool_call_failed", "c-5", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
     ]
+
+
+def test_two_records_on_one_line_are_both_read(agentlog_home: Path, tmp_path: Path) -> None:
+    """A line holding two records with no newline between them (``{…}{…}``) gives both
+    records' events (each its own part of the line), and importing it again nothing."""
+    from agentlog.api import import_paths, run_sql
+
+    call = line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c-1",
+                                  "arguments": json.dumps({"cmd": "false"})}, "2026-01-02T03:04:06.000Z")
+    out = line("response_item", {"type": "function_call_output", "call_id": "c-1",
+                                 "output": "Exit code: 1\nWall time: 0 seconds\nOutput:\n"}, "2026-01-02T03:04:07.000Z")
+    path = tmp_path / "rollout-2026-01-02T03-04-05-s-171.jsonl"
+    path.write_bytes(jsonl(V171) + json.dumps(call).encode() + json.dumps(out).encode() + b"\n")
+    report = import_paths(str(agentlog_home), ["codex"], [str(path)])
+    assert report.totals()["problems"] == 0
+    rows = run_sql(str(agentlog_home), "select provider_call_id, outcome_status, exit_code, pairing "
+                                        "from tool_calls").records()
+    assert rows == [{"provider_call_id": "c-1", "outcome_status": "failure", "exit_code": 1, "pairing": "call_id"}]
+    assert import_paths(str(agentlog_home), ["codex"], [str(path)]).totals()["events"] == 0

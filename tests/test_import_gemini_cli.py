@@ -562,3 +562,23 @@ def test_hook_calls_without_ids_are_not_imported_again(agentlog_home: Path) -> N
     import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)])
     rows = run_sql(str(agentlog_home), "select outcome_status, exit_code from tool_calls order by started_at").records()
     assert [(r["outcome_status"], r["exit_code"]) for r in rows] == [("success", None), ("failure", 1)]
+
+
+def test_two_records_on_one_line_are_both_read(agentlog_home: Path, tmp_path: Path) -> None:
+    """The metadata and a prompt written with no newline between them (``{…}{…}``) give
+    both their events; the next line's message and its call are read as ever."""
+    from agentlog.api import import_paths, run_sql
+
+    chat = tmp_path / "chats" / "session-2026-01-02T03-04-s1.jsonl"
+    chat.parent.mkdir(parents=True)
+    chat.write_bytes(json.dumps(META).encode() + json.dumps(user("u1", "read the file")).encode() + b"\n"
+                     + jsonl(gemini("g1", "", [call("c1", "read_file", {"file_path": "/w/a.txt"})])))
+    report = import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)])
+    assert report.totals()["problems"] == 0
+    (session,) = run_sql(str(agentlog_home), "select prompt_count, provider_session_id from sessions").records()
+    assert session == {"prompt_count": 1, "provider_session_id": "s-1"}
+    rows = run_sql(str(agentlog_home), "select provider_call_id, outcome_status from tool_calls").records()
+    assert rows == [{"provider_call_id": "c1", "outcome_status": "success"}]
+    kinds = run_sql(str(agentlog_home), "select kind from events where kind in ('session_started', "
+                                        "'prompt_submitted') order by kind").records()
+    assert [k["kind"] for k in kinds] == ["prompt_submitted", "session_started"]
