@@ -646,3 +646,89 @@ def test_a_last_line_taken_before_its_newline_keeps_the_line_numbers(tmp_path: P
     assert [(line.lineno, line.data) for line, _ in again if line] == [(3, b'{"c":3}'), (4, b'{"d":4}')]
     whole = list(run.iter_lines(str(path), 0, 0))
     assert [(line.lineno, line.data) for line, _ in whole if line][2:] == [(3, b'{"c":3}'), (4, b'{"d":4}')]
+
+
+def test_a_cancelled_sibling_and_refusals_end_their_calls(agentlog_home: Path, tmp_path: Path) -> None:
+    """A parallel call Claude Code cancelled because its sibling failed ends cancelled
+    (class cancelled), not failed and not in flight; a person's rejection and a
+    "Permission to use … has been denied" end denied (class policy_denied)."""
+    from agentlog.projection.persist import refresh
+    from agentlog.query.engine import Engine
+    from agentlog.store.ingest import ingest
+
+    env = {"sessionId": "s-sib", "cwd": str(tmp_path), "version": "2.1.42", "isSidechain": False}
+
+    def rec(i: int, **kw: Any) -> dict[str, Any]:
+        return {**env, "uuid": f"u{i}", "timestamp": f"2026-11-01T10:00:{i:02d}Z", **kw}
+
+    def use(tid: str, name: str, inp: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+    def result(tid: str, text: str) -> dict[str, Any]:
+        return {"type": "tool_result", "tool_use_id": tid, "content": text, "is_error": True}
+
+    records = [
+        rec(1, type="user", message={"role": "user", "content": "run the checks"}),
+        rec(2, type="assistant", message={"id": "m1", "model": "m", "role": "assistant", "content": [
+            use("t-fail", "Bash", {"command": "false"}), use("t-sib", "Bash", {"command": "ls"}),
+            use("t-rej", "Write", {"file_path": "/w/a.txt", "content": "x"}),
+            use("t-rule", "Bash", {"command": "rm -rf build"})], "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        rec(3, type="user", message={"role": "user", "content": [
+            result("t-fail", "Exit code 1"),
+            result("t-sib", "<tool_use_error>Sibling tool call errored</tool_use_error>"),
+            result("t-rej", "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it "
+                            "was a file edit, the new_string was NOT written to the file). STOP what you are doing and "
+                            "wait for the user to tell you how to proceed."),
+            result("t-rule", "Permission to use Bash with command rm -rf build has been denied.")]}),
+    ]
+    path = tmp_path / "s-sib.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    ends = {e["tool"]["call_id"]: (e["kind"], e["outcome"]) for e in _log_events(agentlog_home)
+            if e["kind"] != "tool_call_started" and e.get("tool")}
+    assert ends["t-sib"] == ("tool_call_failed", {"status": "cancelled", "class": "cancelled"})
+    assert ends["t-rej"] == ("permission_denied", {"status": "denied", "class": "policy_denied"})
+    assert ends["t-rule"] == ("permission_denied", {"status": "denied", "class": "policy_denied"})
+    assert ends["t-fail"][1]["status"] == "failure"
+    ingest(str(agentlog_home))
+    refresh(str(agentlog_home))
+    with Engine(str(agentlog_home)) as engine:
+        rows = engine.run("SELECT provider_call_id, outcome_status, outcome_class, finished_at IS NOT NULL "
+                          "FROM tool_calls ORDER BY provider_call_id").rows
+        assert rows == [("t-fail", "failure", "nonzero_exit", True), ("t-rej", "denied", "policy_denied", True),
+                        ("t-rule", "denied", "policy_denied", True), ("t-sib", "cancelled", "cancelled", True)]
+        assert engine.run("SELECT in_flight_calls FROM sessions").rows == [(0,)]
+
+
+def test_two_records_on_one_line_are_both_read(agentlog_home: Path, tmp_path: Path) -> None:
+    """An assistant record and the user record with its tool result written with no
+    newline between them (``{…}{…}``) give both records' events, each holding its own
+    part of the line; importing the file again gives nothing."""
+    env = {"sessionId": "s-two", "cwd": str(tmp_path), "version": "2.1.42", "isSidechain": False}
+    prompt = {**env, "uuid": "u1", "timestamp": "2026-11-01T10:00:01Z", "type": "user",
+              "message": {"role": "user", "content": "list the files"}}
+    use = {**env, "uuid": "u2", "timestamp": "2026-11-01T10:00:02Z", "type": "assistant",
+           "message": {"id": "m1", "model": "m", "role": "assistant", "usage": {"input_tokens": 1, "output_tokens": 1},
+                       "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}}
+    result = {**env, "uuid": "u3", "timestamp": "2026-11-01T10:00:03Z", "type": "user",
+              "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]}}
+    path = tmp_path / "s-two.jsonl"
+    path.write_text(json.dumps(prompt) + "\n" + json.dumps(use) + json.dumps(result) + "\n")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(path)])
+    assert report.files[0].problem_count == 0
+    events = {e["kind"]: e for e in _log_events(agentlog_home)}
+    started, finished = events["tool_call_started"], events["tool_call_finished"]
+    assert started["tool"]["call_id"] == finished["tool"]["call_id"] == "t1"
+    assert started["attrs"]["source_line"] == finished["attrs"]["source_line"] == 2
+    assert "source_part" not in started["attrs"] and finished["attrs"]["source_part"] == 1
+    assert json.loads(started["raw"]["line"]) == use and json.loads(finished["raw"]["line"]) == result
+    assert import_paths(str(agentlog_home), ["claude-code"], [str(path)]).totals()["events"] == 0
+
+
+def test_split_records_takes_only_lines_wholly_of_objects() -> None:
+    from agentlog.importers.base import split_records
+
+    assert split_records(b'{"a": 1}{"b": "\xc3\xa9}"} {"c": [1]}') == [
+        (0, b'{"a": 1}'), (8, b'{"b": "\xc3\xa9}"}'), (21, b'{"c": [1]}')]
+    for data in (b'{"a": 1}', b'{"a": 1}{"b":', b'{"a": 1} tail', b"[1][2]", b'{"a": 1}3', b"", b"not json"):
+        assert split_records(data) is None

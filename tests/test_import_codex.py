@@ -729,3 +729,94 @@ def test_a_refused_patch_is_a_failure_of_its_cause(text: str, cls: str) -> None:
     ((kind, _, outcome),) = ends_of(events)
     assert kind == "tool_call_failed" and outcome == {"status": "failure", "class": cls}
     assert events[-1]["content"]["error"] == text
+
+
+def mcp_call(call_id: str, tool: str = "mcp__docs__search") -> dict[str, Any]:
+    return line("response_item", {"type": "function_call", "name": tool, "call_id": call_id,
+                                  "arguments": json.dumps({"query": "x"})})
+
+
+def test_mcp_errors_are_failures() -> None:
+    """An MCP tool's output that starts with "Error:" or says the tool call failed, and an
+    ``mcp_tool_call_end`` whose result is an error (``isError``, or ``Err``), fail the call;
+    an MCP result that merely mentions an error, and a shell's "Error:" text with exit 0,
+    do not."""
+    data = jsonl(
+        V171,
+        mcp_call("m-1"), output("m-1", "Error: the docs server is unavailable"),
+        mcp_call("m-2"), output("m-2", "tool call failed: request timed out after 60s"),
+        mcp_call("m-3"),
+        line("event_msg", {"type": "mcp_tool_call_end", "call_id": "m-3",
+                           "invocation": {"server": "docs", "tool": "search", "arguments": {"query": "x"}},
+                           "duration": {"secs": 0, "nanos": 5000},
+                           "result": {"Ok": {"content": [{"type": "text", "text": "no index"}], "isError": True}}}),
+        output("m-3", "no index"),
+        mcp_call("m-4"),
+        line("event_msg", {"type": "mcp_tool_call_end", "call_id": "m-4", "invocation": {"server": "docs"},
+                           "result": {"Err": "connection closed"}}),
+        output("m-4", "err: connection closed"),
+        mcp_call("m-5"), output("m-5", "Found 3 pages about Error: handling"),
+        exec_call("c-1", "echo 'Error: x'"), output("c-1", "Exit code: 0\nWall time: 0 seconds\nOutput:\nError: x"),
+    )
+    parser, events = parse(data)
+    assert_valid(events)
+    assert_paired(events)
+    got = [(kind, cid, outcome["status"]) for kind, cid, outcome in ends_of(events)]
+    assert got == [("tool_call_failed", "m-1", "failure"), ("tool_call_failed", "m-2", "failure"),
+                   ("tool_call_failed", "m-3", "failure"), ("tool_call_failed", "m-4", "failure"),
+                   ("tool_call_finished", "m-5", "success"), ("tool_call_finished", "c-1", "success")]
+    failed = {e["tool"]["call_id"]: e for e in events if e["kind"] == "tool_call_failed"}
+    assert failed["m-3"]["content"]["error"] == "no index"
+    assert parser.outcomes == {} and parser.stats.unknown == {}
+
+
+def test_a_sandbox_refusal_is_denied() -> None:
+    """A command the sandbox refused is denied (class policy_denied), not a success nor a
+    plain failure: Codex's words in its output, an ``exec_command_end`` with a
+    ``sandbox_error``, or, in a turn confined by its sandbox policy, the OS's
+    "Operation not permitted". Unconfined, that is an ordinary failure."""
+    def turn(policy: str) -> dict[str, Any]:
+        return line("turn_context", {"turn_id": "t-1", "cwd": "/nonexistent/proj", "model": "gpt-5",
+                                     "sandbox_policy": {"type": policy}})
+
+    eperm = "Exit code: 1\nWall time: 0 seconds\nOutput:\nmkdir: cannot create directory '/etc/x': Operation not permitted"
+    data = jsonl(
+        V171, turn("workspace-write"),
+        exec_call("c-1", "mkdir /etc/x"), output("c-1", eperm),
+        exec_call("c-2", "curl example.com"), output("c-2", "failed in sandbox: network access is disabled"),
+        exec_call("c-3", "touch /x"),
+        line("event_msg", {"type": "exec_command_end", "call_id": "c-3", "exit_code": 1, "stdout": "", "stderr": "",
+                           "sandbox_error": "the sandbox denied writing /x"}),
+        output("c-3", "Exit code: 1\nWall time: 0 seconds\nOutput:\n"),
+        exec_call("c-4", "rm /etc/y"), output("c-4", "Exit code: 1\nWall time: 0 seconds\nOutput:\nsandbox denied"),
+        turn("danger-full-access"),
+        exec_call("c-5", "mkdir /etc/x"), output("c-5", eperm),
+    )
+    _, events = parse(data)
+    assert_valid(events)
+    assert ends_of(events) == [
+        ("tool_call_failed", "c-1", {"status": "denied", "class": "policy_denied", "exit_code": 1}),
+        ("tool_call_failed", "c-2", {"status": "denied", "class": "policy_denied"}),
+        ("tool_call_failed", "c-3", {"status": "denied", "class": "policy_denied", "exit_code": 1}),
+        ("tool_call_failed", "c-4", {"status": "denied", "class": "policy_denied", "exit_code": 1}),
+        ("tool_call_failed", "c-5", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
+    ]
+
+
+def test_two_records_on_one_line_are_both_read(agentlog_home: Path, tmp_path: Path) -> None:
+    """A line holding two records with no newline between them (``{…}{…}``) gives both
+    records' events (each its own part of the line), and importing it again nothing."""
+    from agentlog.api import import_paths, run_sql
+
+    call = line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c-1",
+                                  "arguments": json.dumps({"cmd": "false"})}, "2026-01-02T03:04:06.000Z")
+    out = line("response_item", {"type": "function_call_output", "call_id": "c-1",
+                                 "output": "Exit code: 1\nWall time: 0 seconds\nOutput:\n"}, "2026-01-02T03:04:07.000Z")
+    path = tmp_path / "rollout-2026-01-02T03-04-05-s-171.jsonl"
+    path.write_bytes(jsonl(V171) + json.dumps(call).encode() + json.dumps(out).encode() + b"\n")
+    report = import_paths(str(agentlog_home), ["codex"], [str(path)])
+    assert report.totals()["problems"] == 0
+    rows = run_sql(str(agentlog_home), "select provider_call_id, outcome_status, exit_code, pairing "
+                                        "from tool_calls").records()
+    assert rows == [{"provider_call_id": "c-1", "outcome_status": "failure", "exit_code": 1, "pairing": "call_id"}]
+    assert import_paths(str(agentlog_home), ["codex"], [str(path)]).totals()["events"] == 0

@@ -287,6 +287,27 @@ def test_cancelled_and_unfinished_calls() -> None:
     assert "raw" in events[1] and not any("raw" in e for e in events[2:])
 
 
+def test_a_call_whose_start_and_end_share_a_time_is_one_ended_row() -> None:
+    """A call's start and end carry the call's one timestamp: whichever sorts first
+    (the event ids decide), each call is one row that ended, its start and end of the
+    same input, with a call id or without one."""
+    from agentlog.projection.observe import from_wire
+    from agentlog.projection.projector import project
+
+    with_id = [call(f"c{i}", "read_file", {"file_path": f"/w/f{i}.txt"}) for i in range(12)]
+    without_id = [{k: v for k, v in call(f"n{i}", "read_file", {"file_path": f"/w/g{i}.txt"}).items() if k != "id"}
+                  for i in range(12)]
+    for calls in (with_id, without_id):
+        _, events = parse(jsonl(META, user("u1", "read them"), gemini("g1", "", calls)))
+        assert all(e["observed_at"] == events[-1]["observed_at"] for e in events if e["kind"].startswith("tool_"))
+        inputs = {e["event_id"]: e["paths"] for e in events if e["kind"].startswith("tool_")}
+        rows = project(from_wire(events)).tables["tool_calls"]
+        assert len(rows) == len(calls)
+        for r in rows:
+            assert r["outcome_status"] == "success" and r["pairing"] in ("call_id", "fifo")
+            assert inputs[r["start_event_id"]] == inputs[r["end_event_id"]]
+
+
 def test_messages_notifications_and_subagent_metadata(tmp_path: Path) -> None:
     meta = {**META, "kind": "subagent", "directories": [str(tmp_path)], "summary": "a summary"}
     data = jsonl(meta, user("u1", "<system-reminder>be brief</system-reminder>"),
@@ -541,3 +562,23 @@ def test_hook_calls_without_ids_are_not_imported_again(agentlog_home: Path) -> N
     import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)])
     rows = run_sql(str(agentlog_home), "select outcome_status, exit_code from tool_calls order by started_at").records()
     assert [(r["outcome_status"], r["exit_code"]) for r in rows] == [("success", None), ("failure", 1)]
+
+
+def test_two_records_on_one_line_are_both_read(agentlog_home: Path, tmp_path: Path) -> None:
+    """The metadata and a prompt written with no newline between them (``{…}{…}``) give
+    both their events; the next line's message and its call are read as ever."""
+    from agentlog.api import import_paths, run_sql
+
+    chat = tmp_path / "chats" / "session-2026-01-02T03-04-s1.jsonl"
+    chat.parent.mkdir(parents=True)
+    chat.write_bytes(json.dumps(META).encode() + json.dumps(user("u1", "read the file")).encode() + b"\n"
+                     + jsonl(gemini("g1", "", [call("c1", "read_file", {"file_path": "/w/a.txt"})])))
+    report = import_paths(str(agentlog_home), ["gemini-cli"], [str(chat)])
+    assert report.totals()["problems"] == 0
+    (session,) = run_sql(str(agentlog_home), "select prompt_count, provider_session_id from sessions").records()
+    assert session == {"prompt_count": 1, "provider_session_id": "s-1"}
+    rows = run_sql(str(agentlog_home), "select provider_call_id, outcome_status from tool_calls").records()
+    assert rows == [{"provider_call_id": "c1", "outcome_status": "success"}]
+    kinds = run_sql(str(agentlog_home), "select kind from events where kind in ('session_started', "
+                                        "'prompt_submitted') order by kind").records()
+    assert [k["kind"] for k in kinds] == ["prompt_submitted", "session_started"]

@@ -63,3 +63,16 @@ def test_a_refused_call_is_denied_not_in_flight() -> None:
     rows = project(from_wire([start, refused])).tables
     assert [(r["provider_call_id"], r["outcome_status"]) for r in rows["tool_calls"]] == [("r", "denied")]
     assert rows["sessions"][0]["in_flight_calls"] == 0
+
+
+def test_a_cancelled_call_is_ended_and_says_more_than_a_failure() -> None:
+    start = ev(1, "tool_call_started", 1, "k")
+    cancelled = ev(3, "tool_call_failed", 3, "k", outcome={"status": "cancelled", "class": "cancelled"})
+    rows = project(from_wire([start, cancelled])).tables
+    assert [(r["provider_call_id"], r["outcome_status"], r["outcome_class"]) for r in rows["tool_calls"]] == [
+        ("k", "cancelled", "cancelled")]
+    assert rows["sessions"][0]["in_flight_calls"] == 0
+    # a batch's plain failure of it (Claude's PostToolBatch), then the transcript's cancellation
+    batch = json.dumps([{"call_id": "k", "tool": "Bash", "category": "shell", "status": "failure"}])
+    events = [start, ev(2, "tool_batch_finished", 2, name="PostToolBatch", attrs={"calls": batch}), cancelled]
+    assert calls(events) == [("k", "cancelled", None)]

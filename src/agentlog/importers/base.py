@@ -63,6 +63,11 @@ class SourceLine(NamedTuple):
     json: bool = False
     """``data`` parsed as JSON as it is (the runner says so): valid UTF-8, and no
     control character but the blanks JSON allows between tokens."""
+    part: int = 0
+    """Which record of its line this is (0: the first, or the line's only one): a line
+    holding several JSON records written without a newline between them
+    (:func:`split_records`) is fed one record at a time, ``data`` and ``offset``
+    those of the record."""
 
 
 @dataclass
@@ -233,6 +238,39 @@ def event_id_for(*parts: Any, at_us: int) -> str:
 _BLAKE2B_10: Final = hashlib.blake2b(digest_size=10)
 
 
+def split_records(data: bytes) -> list[tuple[int, bytes]] | None:
+    """The JSON objects of a line that holds several, written without a newline
+    between them (``{…}{…}``; blanks between them allowed): each one's byte offset in
+    the line and its bytes. None when the line is not wholly two or more objects
+    (the caller found it is not one JSON value)."""
+    import json
+
+    text = data.decode("utf-8", "surrogateescape")
+    decoder = json.JSONDecoder()
+    spans: list[tuple[int, int]] = []
+    pos, end = 0, len(text)
+    while True:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos == end:
+            break
+        if text[pos] != "{":
+            return None
+        try:
+            _, stop = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            return None
+        spans.append((pos, stop))
+        pos = stop
+    if len(spans) < 2:
+        return None
+    out: list[tuple[int, bytes]] = []
+    for start, stop in spans:
+        offset = len(text[:start].encode("utf-8", "surrogateescape"))
+        out.append((offset, text[start:stop].encode("utf-8", "surrogateescape")))
+    return out
+
+
 def record_type(record: dict[str, Any]) -> str:
     """A record's type as a kept line names it: ``type``, with its ``subtype`` or its
     ``payload``'s / ``data``'s type when it has one (``response_item:message``,
@@ -360,8 +398,9 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     provider = parser.provider
     key = "\x1f".join((provider, session_id or "", kind, item or ""))  # merge_key()
     out: dict[str, Any] = {
-        "event_id": event_id_for(parser.source, key, line.lineno, index, at_us=observed_at) if item is None
-        else event_id_for(parser.source, key, "", "", at_us=observed_at),
+        "event_id": event_id_for(parser.source, key, "", "", at_us=observed_at) if item is not None
+        else event_id_for(parser.source, key, line.lineno, index, at_us=observed_at) if not line.part
+        else event_id_for(parser.source, key, line.lineno, index, line.part, at_us=observed_at),
         "schema_version": 1,
         "kind": kind,
         "provider": provider,
@@ -396,6 +435,8 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
     attrs["reconstructed_from"] = parser.source
     attrs["source_file"] = line.path
     attrs["source_line"] = line.lineno
+    if line.part:
+        attrs["source_part"] = line.part
     if item is not None:
         attrs["merge_key"] = key
     if cwd:
@@ -410,4 +451,4 @@ def build_event(parser: Parser, partial: dict[str, Any], line: SourceLine, *, se
 
 
 __all__ = ["LINE_KIND", "NOT_JSON", "ParseStats", "Parser", "RawLine", "SourceLine", "build_event", "c", "event_id_for",
-           "line_event_of", "merge_key", "raw_line", "record_type", "text_digest"]
+           "line_event_of", "merge_key", "raw_line", "record_type", "split_records", "text_digest"]

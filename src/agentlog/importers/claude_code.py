@@ -13,9 +13,12 @@ record                                          events
                                                 by user…" → ``turn_failed`` (cancelled,
                                                 class ``interrupted``)
 ``user``, ``tool_result`` block                 ``tool_call_finished``, ``tool_call_failed``
-                                                (``is_error``) or ``permission_denied`` (the
-                                                user rejected it); tool name and input from
-                                                the ``tool_use`` with that id
+                                                (``is_error``; "Sibling tool call errored":
+                                                outcome and class ``cancelled``) or
+                                                ``permission_denied`` (the user rejected it,
+                                                or "Permission to use … has been denied":
+                                                class ``policy_denied``); tool name and input
+                                                from the ``tool_use`` with that id
 ``assistant``, ``tool_use`` block               ``tool_call_started``
 ``assistant``, ``text`` block                   ``agent_message``
 ``assistant``, ``thinking`` block               nothing (counted)
@@ -62,6 +65,8 @@ BOOKKEEPING: Final = frozenset({
 })
 INTERRUPTED: Final = "[Request interrupted by user"
 REJECTED: Final = ("The user doesn't want to proceed with this tool use", "User rejected")
+#: a parallel call Claude Code cancelled because another call of its batch failed (it never ran)
+SIBLING_ERRORED: Final = "Sibling tool call errored"
 #: open tool calls remembered for their results, at most
 MAX_OPEN_CALLS: Final = 100_000
 #: the largest tool input (JSON bytes) carried over to the next import of a grown file
@@ -87,6 +92,12 @@ def _agent_type(meta_path: str) -> str | None:
         return None
     value = meta.get("agentType") if isinstance(meta, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def _rule_denied(text: str) -> bool:
+    """Whether a tool error is Claude Code's "Permission to use <tool> … has been denied"
+    (a deny rule, or a person's answer)."""
+    return text.startswith("Permission to use ") and "has been denied" in text[:2000]
 
 
 class ClaudeCodeParser(Parser):
@@ -316,17 +327,23 @@ class _Context:
         text = _block_text(block.get("content"))
         result = self.rec.get("toolUseResult")
         if block.get("is_error") is True:
-            if text.startswith(REJECTED):
+            err = text.strip()
+            if err.startswith("<tool_use_error>") and err.endswith("</tool_use_error>"):
+                err = err[len("<tool_use_error>"):-len("</tool_use_error>")].strip()
+            if err.startswith(REJECTED) or _rule_denied(err):
+                # a person's rejection, or a permission rule's: the call never ran
                 ev = c.new_event("permission_denied", "transcript:tool_result")
                 _input_facts(ev, name, tid, tool_input, facts)
-                ev["outcome"] = {"status": "denied"}
-                ev["content"]["reason"] = text
+                c.set_failure(ev, None, cls="policy_denied", status="denied")
+                ev["content"]["reason"] = err
+            elif err.startswith(SIBLING_ERRORED):
+                # cancelled with its batch (another call of it failed): it never ran
+                ev = c.new_event("tool_call_failed", "transcript:tool_result")
+                _input_facts(ev, name, tid, tool_input, facts)
+                c.set_failure(ev, err, cls="cancelled", status="cancelled")
             else:
                 ev = c.new_event("tool_call_failed", "transcript:tool_result")
                 _input_facts(ev, name, tid, tool_input, facts)
-                err = text
-                if err.startswith("<tool_use_error>") and err.endswith("</tool_use_error>"):
-                    err = err[len("<tool_use_error>"):-len("</tool_use_error>")]
                 if batch_outcome(text)[0] == "denied":
                     # an approval nobody could give (headless): the call never ran
                     c.set_failure(ev, err, cls="permission_denied", status="denied")

@@ -34,7 +34,8 @@ line (modern: ``type`` / ``payload.type``)            event
 ``item_completed`` ``CommandExecution`` /             nothing: the call's outcome, for its output
 ``FileChange`` / ``McpToolCall`` /                    line; after that line, a second end event
 ``DynamicToolCall`` items; ``event_msg``              (``attrs.late_outcome``) when it says worse
-``patch_apply_end``, ``exec_command_end``
+``patch_apply_end``, ``exec_command_end``,
+``mcp_tool_call_end``
 ``web_search_call``                                   ``tool_call_started`` + its end
 ``event_msg`` ``task_complete`` / ``turn_aborted``    ``turn_stopped`` (``duration_ms``) /
                                                       ``turn_failed`` (cancelled, ``interrupted``);
@@ -74,6 +75,7 @@ from typing import Any, Final
 from agentlog.capture.project import strip_credentials
 from agentlog.importers.base import NOT_JSON, Parser, SourceLine, build_event, c, text_digest
 from agentlog.importers.codex_items import (
+    CONFINED,
     OUTCOME_EVENTS,
     OUTCOME_ITEMS,
     as_outcome,
@@ -128,7 +130,7 @@ class CodexParser(Parser):
     provider = "codex"
     source = "codex_rollout"
     carried = ("session_id", "version", "cwd", "turn_id", "model", "legacy", "open_calls", "outcomes", "ended",
-               "_base_us", "_last_us")
+               "sandboxed", "_base_us", "_last_us")
 
     def __init__(self, path: str, session_hint: str | None = None) -> None:
         super().__init__(path, session_hint)
@@ -138,6 +140,9 @@ class CodexParser(Parser):
         self.turn_id: str | None = None
         self.model: str | None = None
         self.legacy = False
+        self.sandboxed = False
+        """The turn runs under a confining sandbox policy (``turn_context.sandbox_policy``):
+        a command's "Operation not permitted" is then the sandbox's refusal."""
         self.usage: dict[str, Any] = {}
         """``input_tokens``, ``cached_input_tokens``, ``output_tokens``,
         ``reasoning_output_tokens``, ``total_tokens`` (those logged) and ``model``."""
@@ -284,6 +289,10 @@ class CodexParser(Parser):
             self._new_turn(c.text(payload.get("turn_id")))
             self.cwd = c.text(payload.get("cwd")) or self.cwd
             self.model = c.text(payload.get("model")) or self.model
+            policy = payload.get("sandbox_policy")
+            mode = c.text(policy.get("type") if isinstance(policy, dict) else policy)
+            if mode is not None:
+                self.sandboxed = mode in CONFINED
             return []
         if rtype == "response_item":
             return self._item(line, payload, name)
@@ -544,7 +553,8 @@ class CodexParser(Parser):
         # what a structured record of the call said before it (exit code, status)
         c.set_tool_output(ev, resp)
         fields = as_outcome(self.outcomes.pop(call_id, None)) if call_id is not None else None
-        outcome = combine(output_outcome(resp), fields)
+        mcp = category == "mcp" or "__" in tname
+        outcome = combine(output_outcome(resp, mcp, self.sandboxed), fields)
         mark(ev, outcome)
         if call_id is not None:
             _bounded_put(self.ended, call_id, [tname, outcome.status])
@@ -556,7 +566,7 @@ class CodexParser(Parser):
         (a unified exec process that outlived its ``exec_command`` call, whose end
         then said nothing of an exit): a second end event for the call when the record
         says worse than the end given (a failure after a success), else nothing."""
-        outcome = record_outcome(record)
+        outcome = record_outcome(record, self.sandboxed)
         if call_id is None or outcome is None:
             return []
         done = self.ended.get(call_id)

@@ -14,8 +14,16 @@ A rollout can say how a call ended in two ways:
   / declined, ``exit_code``; 0.17x) or ``FileChange``
   (``status``, ``stderr``; 0.17x), ``McpToolCall`` / ``DynamicToolCall`` items
   (``status``, ``success``, ``error``), and the ``event_msg`` ``patch_apply_end``
-  (``success``, ``status``, ``stderr``; 0.14x) and ``exec_command_end``
-  (``exit_code``, ``status``; rollouts written with extended persistence).
+  (``success``, ``status``, ``stderr``; 0.14x), ``exec_command_end``
+  (``exit_code``, ``status``; rollouts written with extended persistence) and
+  ``mcp_tool_call_end`` (``result``: ``{"Ok": CallToolResult}`` with ``isError``, or
+  ``{"Err": text}``).
+
+An MCP tool's output that starts with ``Error:`` or says the tool call failed is a
+failure. A command the sandbox refused is ``denied`` (class ``policy_denied``): its
+failure says so in Codex's words ("sandbox denied", "failed in sandbox" …), a record
+carries ``sandbox_error``, or, in a turn whose ``sandbox_policy`` confines it
+(read-only, workspace-write), the OS says "Operation not permitted".
 
 :func:`output_outcome` reads the first, :func:`record_outcome` the second, and
 :func:`combine` joins the two accounts of one call: the fields' exit code wins,
@@ -46,7 +54,16 @@ INJECTED: Final = ("<environment_context>", "<user_instructions>", "<user_shell_
 #: the turn item types whose fields give a call's outcome (their ``id`` is the call id)
 OUTCOME_ITEMS: Final = frozenset(("CommandExecution", "FileChange", "McpToolCall", "DynamicToolCall"))
 #: the ``event_msg`` types that give a call's outcome (their ``call_id`` names the call)
-OUTCOME_EVENTS: Final = frozenset(("exec_command_end", "patch_apply_end"))
+OUTCOME_EVENTS: Final = frozenset(("exec_command_end", "patch_apply_end", "mcp_tool_call_end"))
+#: what Codex says of a command its sandbox refused (lower case)
+_SANDBOX_DENIAL: Final = ("sandbox denied", "denied by sandbox", "denied by the sandbox", "blocked by sandbox",
+                          "blocked by the sandbox", "failed in sandbox", "sandbox error", "sandbox_error")
+#: the OS's refusal: the sandbox's when the turn ran under one (lower case)
+_EPERM: Final = "operation not permitted"
+#: how far into a text its outcome is looked for
+_HEAD: Final = 4000
+#: the sandbox policies that confine a command (``turn_context.sandbox_policy.type``)
+CONFINED: Final = frozenset(("read-only", "workspace-write"))
 
 
 class CallOutcome(NamedTuple):
@@ -97,9 +114,59 @@ def _status(v: Any) -> str | None:
     return s.replace("_", "").lower() if s is not None else None
 
 
-def record_outcome(p: dict[str, Any]) -> CallOutcome | None:
+def _denial_in(text: str | None, sandboxed: bool) -> bool:
+    """Whether a failed command's text says its sandbox refused it: Codex's words, or
+    the OS's "Operation not permitted" when the turn ran confined."""
+    if not text:
+        return False
+    low = text[:_HEAD].lower()
+    return any(p in low for p in _SANDBOX_DENIAL) or (sandboxed and _EPERM in low)
+
+
+def _mcp_result(result: Any) -> CallOutcome | None:
+    """The outcome of an ``mcp_tool_call_end``'s ``result`` (``{"Ok": CallToolResult}`` or
+    ``{"Err": text}``), None when it has neither."""
+    if not isinstance(result, dict):
+        return None
+    if "Err" in result:
+        return CallOutcome("failure", None, c.error_text(result["Err"]) or c.text(result["Err"]))
+    ok = result.get("Ok")
+    if not isinstance(ok, dict):
+        return None
+    if ok.get("isError") is True or ok.get("is_error") is True:
+        return CallOutcome("failure", None, content_text(ok.get("content")))
+    return mcp_text_outcome(content_text(ok.get("content")))
+
+
+def mcp_text_outcome(text: str | None) -> CallOutcome:
+    """The outcome an MCP tool's result text states: a failure when it starts with
+    ``Error:`` (or Codex's ``err:``), says the tool call failed, or is a JSON
+    ``CallToolResult`` with ``isError``."""
+    if not text:
+        return SUCCESS
+    head = text[:_HEAD].lstrip()
+    low = head.lower()
+    if low.startswith(("error:", "err:")) or "tool call failed" in low:
+        return CallOutcome("failure", None, head)
+    if head.startswith("{") and '"isError"' in head:
+        ok, value = c.loads_or_none(text)
+        if ok and isinstance(value, dict) and value.get("isError") is True:
+            return CallOutcome("failure", None, content_text(value.get("content")) or head)
+    return SUCCESS
+
+
+def record_outcome(p: dict[str, Any], sandboxed: bool = False) -> CallOutcome | None:
     """The outcome a structured record (an outcome item, or an outcome ``event_msg``
-    payload) gives, or None when it gives none (still in progress, or no field)."""
+    payload) gives, or None when it gives none (still in progress, or no field).
+    ``sandboxed``: the turn ran under a confining sandbox policy."""
+    if "invocation" in p or "result" in p:  # mcp_tool_call_end
+        mcp = _mcp_result(p.get("result"))
+        if mcp is not None:
+            return mcp
+    sandbox_error = c.error_text(p.get("sandbox_error")) or c.text(p.get("sandbox_error"))
+    if sandbox_error is not None or p.get("sandbox_denied") is True:
+        return CallOutcome("denied", c.integer(p.get("exit_code")), sandbox_error or "sandbox denied",
+                           "policy_denied")
     status = _status(p.get("status"))
     if status in ("inprogress", "pending", "running"):
         return None
@@ -115,13 +182,33 @@ def record_outcome(p: dict[str, Any]) -> CallOutcome | None:
     if status == "declined":
         return CallOutcome("denied", code, err, "permission_denied")
     if status == "failed" or success is False or code not in (None, 0):
+        said = err or c.text(p.get("aggregated_output"))
+        if _denial_in(said, sandboxed):
+            return CallOutcome("denied", code, said, "policy_denied")
         return CallOutcome("failure", code, err, "nonzero_exit" if code not in (None, 0) else None)
     return SUCCESS
 
 
-def output_outcome(resp: Any) -> CallOutcome:
+def output_outcome(resp: Any, mcp: bool = False, sandboxed: bool = False) -> CallOutcome:
     """The outcome a call's output states (``output`` of a ``function_call_output`` or
-    ``custom_tool_call_output``: text, or an object in some older files)."""
+    ``custom_tool_call_output``: text, or an object in some older files). ``mcp``: the
+    call is an MCP tool's (:func:`mcp_text_outcome`); ``sandboxed``: its turn ran
+    confined. A failure whose text says the sandbox refused it, or a text that starts
+    saying so, is a refusal (``denied``, class ``policy_denied``)."""
+    out = _output_outcome(resp)
+    text = resp if isinstance(resp, str) else c.text(resp.get("output")) if isinstance(resp, dict) else None
+    if text is None:
+        return out
+    if out.status == "failure" and out.cls != "string_mismatch" and _denial_in(text, sandboxed):
+        return CallOutcome("denied", out.exit_code, out.error or text[:_HEAD], "policy_denied")
+    if out.status == "success" and text.lstrip()[:40].lower().startswith(_SANDBOX_DENIAL):
+        return CallOutcome("denied", None, text[:_HEAD], "policy_denied")
+    if out.status == "success" and mcp:
+        return mcp_text_outcome(text)
+    return out
+
+
+def _output_outcome(resp: Any) -> CallOutcome:
     text = resp if isinstance(resp, str) else None
     if text is not None and text.startswith(PATCH_FAILED):
         # no exit code: the patch was refused before anything ran. What it could not
@@ -151,6 +238,8 @@ def combine(said: CallOutcome, fields: CallOutcome | None) -> CallOutcome:
         return said
     if fields.status == "denied":
         return fields._replace(error=fields.error or said.error)
+    if said.status == "denied":
+        return said._replace(exit_code=fields.exit_code if fields.exit_code is not None else said.exit_code)
     if said.status == "success" or (said.exit_code is not None and fields.exit_code is not None):
         return fields if fields.status == "success" else fields._replace(error=fields.error or said.error)
     code = fields.exit_code if fields.exit_code is not None else said.exit_code
@@ -179,5 +268,6 @@ def mark(ev: dict[str, Any], outcome: CallOutcome) -> None:
     c.set_failure(ev, outcome.error, outcome.exit_code, cls=outcome.cls, status=outcome.status)
 
 
-__all__ = ["INJECTED", "OUTCOME_EVENTS", "OUTCOME_ITEMS", "PATCH_FAILED", "SUCCESS", "CallOutcome", "as_outcome",
-           "combine", "content_text", "injected", "mark", "output_outcome", "record_outcome", "worse"]
+__all__ = ["CONFINED", "INJECTED", "OUTCOME_EVENTS", "OUTCOME_ITEMS", "PATCH_FAILED", "SUCCESS", "CallOutcome",
+           "as_outcome", "combine", "content_text", "injected", "mark", "mcp_text_outcome", "output_outcome",
+           "record_outcome", "worse"]

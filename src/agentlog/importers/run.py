@@ -39,6 +39,7 @@ from agentlog.importers.base import (
     Parser,
     SourceLine,
     line_event_of,
+    split_records,
 )
 from agentlog.importers.known import Known, hook_merge_key, session_known
 
@@ -219,7 +220,7 @@ def iter_lines(path: str, start: int, first_lineno: int,
             if not chunk:
                 # a last line without its newline: taken when it is a whole JSON value
                 # (a finished file), left for the next import when not (still being written)
-                if buf and not skipping and parse_json(buf) is not NOT_JSON:
+                if buf and not skipping and (parse_json(buf) is not NOT_JSON or split_records(buf) is not None):
                     yield SourceLine(path, lineno + 1, offset, buf), offset + len(buf)
                 return
             if on_bytes is not None:
@@ -298,6 +299,39 @@ def parse_json(data: bytes) -> Any:
         return orjson.loads(data.decode("utf-8", "replace"))
     except orjson.JSONDecodeError:
         return NOT_JSON
+
+
+def _record(parser: Parser, line: SourceLine) -> tuple[SourceLine, Any]:
+    """A line and its JSON value (None: blank; :data:`NOT_JSON`: not JSON); the line
+    marked when its raw text can be written without decoding it."""
+    record = _parse_exact(line.data)
+    if record is _INEXACT:
+        record = parse_json(line.data)
+        if record is not NOT_JSON and record is not None and not _utf8(line.data):
+            parser.stats.problem(line, "invalid UTF-8: bytes replaced by U+FFFD, the line imported "
+                                       "(raw keeps its bytes)")
+    elif not line.data.isascii():
+        line = line._replace(json=True)
+    return line, record
+
+
+def _records(parser: Parser, line: SourceLine) -> list[tuple[SourceLine, Any]]:
+    """What a line feeds its parser: the line and its record; or, for a line that is
+    not one JSON value but several objects one after another (``{…}{…}``: a writer
+    that lost a newline), each of them as a part of the line (:attr:`SourceLine.part`);
+    nothing for a blank line."""
+    line, record = _record(parser, line)
+    if record is None:
+        return []
+    parts = split_records(line.data) if record is NOT_JSON else None
+    if parts is None:
+        return [(line, record)]
+    out = []
+    for n, (at, data) in enumerate(parts):
+        part, value = _record(parser, SourceLine(line.path, line.lineno, line.offset + at, data, part=n))
+        if value is not None:
+            out.append((part, value))
+    return out
 
 
 def _note_unknown(root: str, provider: str, unknown: dict[tuple[str, str], int],
@@ -477,35 +511,26 @@ def import_file(root: str, parser: Parser, state: dict[str, Any], *, dry_run: bo
                                      f"line longer than {MAX_LINE >> 20} MiB skipped")
                 continue
             report.lines += 1
-            record = _parse_exact(line.data)
-            if record is _INEXACT:
-                record = parse_json(line.data)
-                if record is not NOT_JSON and record is not None and not _utf8(line.data):
-                    parser.stats.problem(line, "invalid UTF-8: bytes replaced by U+FFFD, the line imported "
-                                               "(raw keeps its bytes)")
-            elif not line.data.isascii():
-                line = line._replace(json=True)  # its raw text can be written without decoding it
-            if record is None:
-                continue
-            events = parser.feed(line, record)
-            size = len(line.data)
-            if keeps and not parser.holds(line) and not any("raw" in ev and ev["attrs"]["source_line"] == line.lineno
-                                                            for ev in events):
-                # a line no event holds (bookkeeping, thinking only, garbage …): kept on its own —
-                # once the file has named its session, when it does not name one itself
-                if parser.last_session is None and parser.line_session(record) == parser.session_hint \
-                        and waiting_bytes + size <= BATCH_BYTES:
-                    waiting.append((line, record))
-                    waiting_bytes += size
-                    size = 0
-                else:
-                    events.append(parser.line_event(line, record))
-            if waiting and parser.last_session is not None:
-                events[:0] = [parser.line_event(w, r) for w, r in waiting]
-                size += waiting_bytes
-                waiting.clear()
-                waiting_bytes = 0
-            out.add(report, events, size)
+            for line, record in _records(parser, line):
+                events = parser.feed(line, record)
+                size = len(line.data)
+                if keeps and not parser.holds(line) and not any(
+                        "raw" in ev and ev["attrs"]["source_line"] == line.lineno for ev in events):
+                    # a line no event holds (bookkeeping, thinking only, garbage …): kept on its own —
+                    # once the file has named its session, when it does not name one itself
+                    if parser.last_session is None and parser.line_session(record) == parser.session_hint \
+                            and waiting_bytes + size <= BATCH_BYTES:
+                        waiting.append((line, record))
+                        waiting_bytes += size
+                        size = 0
+                    else:
+                        events.append(parser.line_event(line, record))
+                if waiting and parser.last_session is not None:
+                    events[:0] = [parser.line_event(w, r) for w, r in waiting]
+                    size += waiting_bytes
+                    waiting.clear()
+                    waiting_bytes = 0
+                out.add(report, events, size)
         events = parser.finish()
         # lines still waiting: the file never named a session (or not in its first 8 MiB of them): its name's
         out.add(report, events + [parser.line_event(w, r) for w, r in waiting], waiting_bytes)

@@ -161,21 +161,57 @@ def _status(o: Obs) -> str:
 
 def better_end(old: Obs | None, new: Obs) -> bool:
     """Whether ``new``, a later account of a call's end, should replace ``old``:
-    it reports a failure or denial where ``old`` reported success, a denial where
-    ``old`` reported a failure, or the same
+    it reports a failure or denial where ``old`` reported success, a denial or a
+    cancellation where ``old`` reported a failure, or the same
     outcome with an exit code or a class that ``old`` lacked."""
     if old is None:
         return True
     a, b = _status(old), _status(new)
     if a == "success" and b in ("failure", "denied"):
         return True
-    if a == "failure" and b == "denied":
-        return True  # the call never ran: a refusal says more than "it failed"
+    if a == "failure" and b in ("denied", "cancelled"):
+        return True  # the call never ran: a refusal or a cancellation says more than "it failed"
     if a != b:
         return False
     if old.exit_code is None and new.exit_code is not None:
         return True
     return b != "success" and old.failure_class in (None, "unknown") and new.failure_class not in (None, "unknown")
+
+
+def _other_input_now(c: Call, end: Obs, key: str) -> bool:
+    """Whether ``c``'s start is of an input other than ``key`` at the time of ``end``."""
+    st = c.start
+    if st is None or st.observed_at != end.observed_at:
+        return False
+    other = st.attrs.get("input_key")
+    return other is not None and other != key
+
+
+def _early_end(lone_ends: list[Call], o: Obs) -> Call | None:
+    """The call, known so far by its end alone, that a start ``o`` without a call id
+    begins: an end of the same agent and tool at the same time (with the same input
+    when both say), which sorted before its start (equal times: the event ids decide).
+    It leaves ``lone_ends``. (An end with a call id meets its start through the id.)"""
+    if o.call_id or not lone_ends:
+        return None
+    # the stream is in time order: the ends before this start's time can match no later one
+    stale = 0
+    while stale < len(lone_ends) and (e := lone_ends[stale].end) is not None and e.observed_at < o.observed_at:
+        stale += 1
+    del lone_ends[:stale]
+    key = o.attrs.get("input_key")
+    found = None
+    for i, c in enumerate(lone_ends):
+        e = c.end
+        if e is None or c.start is not None or e.agent_id != o.agent_id or e.tool_name != o.tool_name:
+            continue
+        other = e.attrs.get("input_key")
+        if key is not None and other == key:
+            found = i
+            break
+        if found is None and (key is None or other is None):
+            found = i
+    return None if found is None else lone_ends.pop(found)
 
 
 def only_capture_test(events: list[Obs]) -> bool:
@@ -296,6 +332,7 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
     open_by_id: dict[str, Call] = {}
     ended_by_id: dict[str, Call] = {}
     fifo: dict[tuple[str | None, str | None], list[Call]] = {}
+    lone_ends: list[Call] = []  # calls known by an end alone, without a call id (their start may come next)
     used_ids: set[str] = set()
     signals: list[dict[str, Any]] = []
     open_signal: dict[str, Any] | None = None
@@ -375,6 +412,12 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             same = open_by_id.get(o.call_id) or ended_by_id[o.call_id]
             if same.start is None:
                 same.start = o
+        elif k == "tool_call_started" and (early := _early_end(lone_ends, o)) is not None:
+            # its end sorted first (the same time; the event ids decide): the same call
+            early.start = o
+            early.fifo = not early.by_id
+            stats["fifo_pairings"] += int(early.fifo)
+            stats["unpaired_tool_finishes"] -= 1
         elif k == "tool_call_started":
             turn = current_turn(o)
             cid = o.call_id
@@ -421,7 +464,10 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                     if in_key is not None:
                         # calls without ids (Gemini): the one with the same input first
                         alike = [i for i in order if (st := q[i].start) is not None and st.attrs.get("input_key") == in_key]
-                        order = alike + [i for i in order if i not in alike]
+                        # not a start of another input at this same time: this end's own
+                        # start may sort after it (it then pairs with it: _early_end)
+                        order = alike + [i for i in order
+                                         if i not in alike and not _other_input_now(q[i], o, in_key)]
                     for i in order:
                         cand = q[i]
                         if cid and cand.provider_call_id:
@@ -450,6 +496,8 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
                 calls.append(c)
                 turn.calls.append(c)
                 match = c
+                if not cid:
+                    lone_ends.append(c)
             if match.provider_call_id:
                 ended_by_id[match.provider_call_id] = match
             if match.status in ("failure", "denied"):
