@@ -799,7 +799,7 @@ def test_a_sandbox_refusal_is_denied() -> None:
         ("tool_call_failed", "c-2", {"status": "denied", "class": "policy_denied"}),
         ("tool_call_failed", "c-3", {"status": "denied", "class": "policy_denied", "exit_code": 1}),
         ("tool_call_failed", "c-4", {"status": "denied", "class": "policy_denied", "exit_code": 1}),
-        ("tool_call_failed", "c-5", {"status": "failure", "class": "nonzero_exit", "exit_code": 1}),
+        ("tool_call_failed", "c-5", {"status": "failure", "class": "permission_denied", "exit_code": 1}),
     ]
 
 
