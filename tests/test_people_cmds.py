@@ -187,7 +187,7 @@ def test_failures_lists_the_superseded_attempt_with_its_retry(run: Any) -> None:
         (f"att_{FAILED}", "superseded", "string_mismatch", "edit src/parser.rs · read", ["src/parser.rs"])
     assert (f["session_id"], f["provider"], f["started_at"]) == (f"ses_{CLAUDE}", "claude_code", "2026-11-02T10:00:05Z")
     assert f["objective"] == "Fix the parser crash on empty input"
-    assert f["retry"] == {"attempt_id": f"att_{RETRY}", "outcome": "succeeded",
+    assert f["retry"] == {"attempt_id": f"att_{RETRY}", "outcome": "succeeded", "how": "superseded",
                           "approach": "edit src/parser.rs · shell", "started_at": "2026-11-02T10:01:00Z",
                           "turn_index": 2, "attempt_index": 0}
 

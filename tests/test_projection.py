@@ -236,7 +236,7 @@ def test_attempts(ref: Ref, src: dict[str, list[dict[str, Any]]]) -> None:
     assert (ax["outcome"], ax["approach"], ax["ended_at"], ax["confidence"]) == (
         "in_progress", "edit src/parser.rs", None, 0.6)
     for x in (a1, a2, a3, a4):
-        assert x["confidence"] == 0.9 and x["algorithm_version"] == "agentlog-tier1-v1"
+        assert x["confidence"] == 0.9 and x["algorithm_version"] == "agentlog-tier1-v2"
     for x in (a1, a2, a3, a4, ax):
         assert x["retracted"] is False and x["corrected_by"] is None and x["inferred_outcome"] is None
 

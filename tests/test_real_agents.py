@@ -40,9 +40,7 @@ SCENARIOS = load_all()
 
 # Facts the record still gets wrong, each with the issue that fixes it. A strict
 # xfail: the test fails as soon as the fact comes right, so the list stays true.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("claude-code", "failing_tests"): "issue 26: a failing pytest run whose output mentions timeout is classed timeout",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 # Facts an agent release does not deliver (or only sometimes): tolerated, every other fact still checked.
 UNDELIVERED: dict[tuple[str, str], tuple[str, str]] = {

@@ -214,6 +214,8 @@ def build(
     if capture_mode == "metadata_only":
         content = None
         raw = None
+        for key in ("failure_evidence", "failing_tests", "first_error", "result_summary"):
+            attrs.pop(key, None)  # they quote the output
     elif redact:
         from agentlog.capture.redact import redact_into
 

@@ -823,6 +823,10 @@ def redact_value(value: object, memo: dict[int, tuple[str, dict[str, int]]] | No
     return _walk(value, counts, 0, memo), counts
 
 
+OUTPUT_ATTRS = ("failure_evidence", "failing_tests", "first_error", "result_summary")
+"""``attrs`` that quote a tool's output (capture.failures): redacted with the content."""
+
+
 def redact_into(attrs: dict[str, Any], *values: object) -> list[object]:
     """Each of ``values`` redacted (``None`` left as it is; one memo shared, since content
     and raw hold the same strings), and what was found counted into ``attrs``
@@ -830,6 +834,13 @@ def redact_into(attrs: dict[str, Any], *values: object) -> list[object]:
     counts: dict[str, int] = {}
     memo: dict[int, tuple[str, dict[str, int]]] = {}
     out: list[object] = []
+    for key in OUTPUT_ATTRS:  # text taken from a tool's output (failure evidence, test ids)
+        text = attrs.get(key)
+        if isinstance(text, str):
+            clean_text, found = redact_value(text, memo)
+            attrs[key] = clean_text
+            for rule, n in found.items():
+                counts[rule] = counts.get(rule, 0) + n
     for value in values:
         if value is None:
             out.append(value)

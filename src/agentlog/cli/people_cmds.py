@@ -213,12 +213,32 @@ def print_timeline(rows: list[dict[str, Any]]) -> None:
 
 @click.command(name="failures")
 @scope_options(default_limit=50)
-def failures_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
-    """Failed and superseded attempts, newest first, with the attempt that retried each.
+@click.option("--reclassified", is_flag=True,
+              help="List the failed calls whose class the installed classifier re-derived differently.")
+def failures_cmd(as_json: bool, no_ingest: bool, reclassified: bool, **opts: Any) -> None:
+    """Failed and superseded attempts, newest first, with why and the retry that fixed each.
 
     A superseded attempt failed and a later attempt on the same paths
-    retried it (``retry``); a failed one was not retried.
+    retried it; when the failing command was run again and passed, that run
+    is the retry too ("fixed by"). ``why`` is the failing call's summary
+    ("3 of 212 tests failed: …") or the signal its class came from
+    (docs/failures.md).
+
+    After an upgrade, ``agentlog project --full`` re-derives every class;
+    ``--reclassified`` lists what changed.
+
+    Example: agentlog failures --since -1d --json
     """
+    if reclassified:
+        from agentlog.query.views import reclassified as query
+
+        rows = _listing(query, "no call's class changed when it was re-derived", as_json, no_ingest, opts)
+        if rows is not None:
+            print_table([{"time": _when(r["finished_at"]), "call": _short(r["tool_call_id"]), "tool": r["tool_name"],
+                          "was": r["reclassified_from"], "class": r["class"],
+                          "why": _one_line(r["result_summary"] or r["failure_evidence"], 70)} for r in rows],
+                        ["time", "call", "tool", "was", "class", "why"])
+        return
     from agentlog.query.views import failures
 
     rows = _listing(failures, "no failed or superseded attempts in this scope", as_json, no_ingest, opts)
@@ -231,14 +251,31 @@ def print_failures(rows: list[dict[str, Any]], title: str | None = None) -> None
     """Failed and superseded attempts as a table."""
     table = []
     for r in rows:
-        retry = r["retry"]
         table.append({
             "time": _when(r["started_at"]), "session": f"{_short(r['session_id'])} {r['provider']}",
             "attempt": _short(r["attempt_id"]), "outcome": r["outcome"], "class": r["failure_class"] or "",
-            "approach": _one_line(r["approach"], 60), "paths": _paths(r["paths"]),
-            "retry": f"{_short(retry['attempt_id'])} ({retry['outcome']})" if retry else "",
+            "why": _one_line(_why(r.get("failing_call")), 60),
+            "approach": _one_line(r["approach"], 50), "paths": _paths(r["paths"]), "retry": _retry(r["retry"]),
         })
-    print_table(table, ["time", "session", "attempt", "outcome", "class", "approach", "paths", "retry"], title=title)
+    print_table(table, ["time", "session", "attempt", "outcome", "class", "why", "approach", "paths", "retry"],
+                title=title)
+
+
+def _why(call: dict[str, Any] | None) -> str:
+    """The failing call's summary, else the signal its class came from."""
+    if not call:
+        return ""
+    return str(call.get("result_summary") or call.get("failure_evidence") or "")
+
+
+def _retry(retry: dict[str, Any] | None) -> str:
+    if not retry:
+        return ""
+    if retry.get("how") == "fixed_by" and retry.get("fixed_by"):
+        fixed = retry["fixed_by"]
+        who = _short(retry["attempt_id"]) if retry.get("attempt_id") else _short(fixed["tool_call_id"])
+        return f"fixed by {who}" + (f": {fixed['result_summary']}" if fixed.get("result_summary") else "")
+    return f"{_short(retry['attempt_id'])} ({retry['outcome']})"
 
 
 @click.command(name="sessions")

@@ -34,6 +34,8 @@ ATTR_KEYS: Final = frozenset({
     "lines_removed", "notification_type", "type", "matcher", "source", "reason",
     "correction_type", "target", "target_type", "outcome", "failure_class", "note_chars",
     "target_session", "target_provider", "interrupted", "status", "calls", "input_key",
+    "failure_evidence", "result_summary", "test_runner", "tests_passed", "tests_failed", "tests_skipped",
+    "tests_errors", "failing_tests", "checker", "check_errors", "first_error", "reclassified_from", "command_key",
 })
 
 # Kinds whose text (prompt or note) the projection keeps.

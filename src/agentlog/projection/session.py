@@ -34,7 +34,7 @@ from typing import Any, Final
 from agentlog.projection.ids import derive
 from agentlog.projection.observe import Obs
 
-ALGORITHM_VERSION: Final = "agentlog-tier1-v1"
+ALGORITHM_VERSION: Final = "agentlog-tier1-v2"
 
 MUTATING: Final = frozenset({"file_write", "file_edit", "notebook"})
 ATTEMPT_ENDING: Final = MUTATING | {"shell"}
@@ -117,6 +117,47 @@ class Call:
             if o is not None and o.attrs.get(key) is not None:
                 return o.attrs[key]
         return None
+
+
+_INT_FACTS: Final = ("tests_passed", "tests_failed", "tests_skipped", "tests_errors", "check_errors")
+_TEXT_FACTS: Final = ("failure_evidence", "result_summary", "test_runner", "failing_tests", "checker", "first_error",
+                      "reclassified_from")
+
+
+def _result_facts(end: Obs | None) -> dict[str, Any]:
+    """What the call's end says of its result (docs/failures.md): the class's evidence,
+    test and check counts, and the class an older classifier gave, if it differed."""
+    attrs = end.attrs if end is not None else {}
+    out: dict[str, Any] = {}
+    for k in _INT_FACTS:
+        v = attrs.get(k)
+        out[k] = v if isinstance(v, int) and not isinstance(v, bool) else None
+    for k in _TEXT_FACTS:
+        v = attrs.get(k)
+        out[k] = v if isinstance(v, str) else None
+    return out
+
+
+def _link_fixes(calls: list[Call], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A failed command and the next run of the same command that succeeded: the failed
+    row's ``fixed_by`` names the passing call, and a ``fixed_by`` edge links them
+    (evidence: the two ends)."""
+    out: list[dict[str, Any]] = []
+    waiting: dict[str, list[int]] = {}
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["finished_at"] or rows[i]["started_at"] or 0, i))
+    for i in order:
+        key = calls[i].attr("command_key")
+        if not isinstance(key, str):
+            continue
+        status = rows[i]["outcome_status"]
+        if status == "failure":
+            waiting.setdefault(key, []).append(i)
+        elif status == "success":
+            for j in waiting.pop(key, []):
+                rows[j]["fixed_by"] = rows[i]["tool_call_id"]
+                ev = [x for x in (rows[j]["end_event_id"], rows[i]["end_event_id"]) if x]
+                out.append(edge("fixed_by", "tool_call", rows[j]["tool_call_id"], "tool_call", rows[i]["tool_call_id"], ev))
+    return out
 
 
 @dataclass(slots=True)
@@ -573,7 +614,9 @@ def build_session(key: str, events: list[Obs], retracted_events: frozenset[str] 
             "start_event_id": s.event_id if s else None, "end_event_id": e.event_id if e else None,
             "pairing": "call_id" if c.by_id else ("fifo" if c.fifo else ("start_only" if e is None else "end_only")),
             "evidence": ev_ids, "confidence": CONF_HIGH if c.by_id or (s and e is None) else CONF_MID,
+            **_result_facts(e), "fixed_by": None,
         })
+    edges.extend(_link_fixes(calls, tool_rows))
 
     # -- attempts ------------------------------------------------------------
     attempt_rows: list[dict[str, Any]] = []

@@ -61,6 +61,9 @@ TOOL_CALLS: Final = _schema(
     ("duration_ms", I), ("outcome_status", S), ("outcome_class", S), ("exit_code", I), ("path_relative", S),
     ("paths", L), ("command_category", S), ("git_subcommand", S), ("lines_added", I), ("lines_removed", I),
     ("start_event_id", S), ("end_event_id", S), ("pairing", S), ("evidence", L), ("confidence", F),
+    ("failure_evidence", S), ("result_summary", S), ("test_runner", S), ("tests_passed", I), ("tests_failed", I),
+    ("tests_skipped", I), ("tests_errors", I), ("failing_tests", S), ("checker", S), ("check_errors", I),
+    ("first_error", S), ("reclassified_from", S), ("fixed_by", S),
 )
 EDGES: Final = _schema(
     ("session_id", S), ("edge_kind", S), ("from_type", S), ("from_id", S), ("to_type", S), ("to_id", S), ("evidence", L),

@@ -119,7 +119,7 @@ _COMMON: Final = {
     "evidence": "event ids that justify the row (list; `agentlog show ID` lists them)",
     "confidence": "how sure the rule is: a fixed palette (0.9 / 0.7 / 0.6 / 0.5 / 0.4; 1.0 for what a person wrote)",
     "retracted": "a person retracted it (`agentlog retract`); AttemptQL hides these rows unless INCLUDING RETRACTED",
-    "algorithm_version": "the projection rule's version (agentlog-tier1-v1)",
+    "algorithm_version": "the projection rule's version (agentlog-tier1-v2)",
 }
 
 # Projection tables: description, column → meaning, examples. Column names and
@@ -231,7 +231,8 @@ _PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] =
             "finished_at": "end (null while in flight)",
             "duration_ms": "reported duration, else end − start",
             "outcome_status": "success, failure, denied, cancelled, unknown (null while in flight)",
-            "outcome_class": "why it failed (nonzero_exit, string_mismatch, …)",
+            "outcome_class": "why it failed: test_failure, compile_error, dependency_missing, string_mismatch, … "
+                             "(docs/failures.md)",
             "exit_code": "a shell command's exit code",
             "path_relative": "its first path",
             "paths": "paths of the start and the end",
@@ -242,10 +243,26 @@ _PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] =
             "start_event_id": "the start event",
             "end_event_id": "the end event",
             "pairing": "how start and end were paired: call_id, fifo, start_only, end_only",
+            "failure_evidence": "the signal the class came from (`pytest summary`, `exit code 127 …`, `tool message`)",
+            "result_summary": "one line: `3 of 212 tests failed: test_x, …`, `tsc: 3 errors, first at src/a.ts:3`",
+            "test_runner": "the test runner whose summary was read (pytest, jest, go test, cargo test, …)",
+            "tests_passed": "tests the runner reported passed",
+            "tests_failed": "tests the runner reported failed",
+            "tests_skipped": "tests the runner reported skipped",
+            "tests_errors": "tests the runner reported as errors (collection, setup)",
+            "failing_tests": "the failing test ids the runner printed, one a line (at most 20)",
+            "checker": "the compiler, type checker or linter whose output was read (tsc, mypy, rustc, eslint, …)",
+            "check_errors": "the errors it reported",
+            "first_error": "its first error's `path:line`",
+            "reclassified_from": "the class the call's event was recorded with, when today's classifier says otherwise",
+            "fixed_by": "a later call of the same command that succeeded (the retry that fixed this one)",
         },
         (Example("Failure rate by tool",
                  "select tool_name, count(*) as calls, count(*) filter (where outcome_status = 'failure') as failed "
                  "from tool_calls group by tool_name order by calls desc"),
+         Example("Failed test runs and what failed",
+                 "select tool_call_id, result_summary, fixed_by from tool_calls "
+                 "where outcome_class = 'test_failure' order by finished_at desc limit 5"),
          Example("Slowest shell commands",
                  "select tool_call_id, duration_ms, command_category from tool_calls where tool_category = 'shell' "
                  "and duration_ms is not null order by duration_ms desc limit 5")),

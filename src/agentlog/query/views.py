@@ -334,13 +334,26 @@ def failures(engine: Any, scope: Scope) -> list[dict[str, Any]]:
     sw, sp = scope.where(None, project_column="a.project_id", session_column="a.session_id")
     ww, wp = _window(scope, "a.started_at", "a.ended_at")
     cols = ", ".join("a." + c for c in ATTEMPT_COLUMNS)
+    # the failing call (its evidence and summary) and, when the same command later passed,
+    # that call and its attempt: the retry that fixed it
+    facts = ", ".join(f"f.{c} AS failing_{c}" for c in FAILING_CALL_COLUMNS)
     sql = (f"SELECT {cols}, a.provider, a.project_id, a.project_name, a.failing_event_id, a.evidence, "
            "coalesce(a.objective, t.objective) AS objective, s.provider_session_id, "
-           "r.outcome AS retry_outcome, r.approach AS retry_approach, r.started_at AS retry_started_at, "
-           "r.turn_index AS retry_turn_index, r.attempt_index AS retry_attempt_index "
+           f"{facts}, fx.tool_call_id AS fixed_by, fx.result_summary AS fixed_summary, "
+           "coalesce(r.attempt_id, rx.attempt_id) AS retry_id, "
+           "CASE WHEN r.attempt_id IS NOT NULL THEN 'superseded' WHEN rx.attempt_id IS NOT NULL "
+           "THEN 'fixed_by' END AS retry_how, "
+           "coalesce(r.outcome, rx.outcome) AS retry_outcome, coalesce(r.approach, rx.approach) AS retry_approach, "
+           "coalesce(r.started_at, rx.started_at) AS retry_started_at, "
+           "coalesce(r.turn_index, rx.turn_index) AS retry_turn_index, "
+           "coalesce(r.attempt_index, rx.attempt_index) AS retry_attempt_index "
            "FROM attempts a JOIN turns t ON t.turn_id = a.turn_id "
            "JOIN sessions s ON s.session_id = a.session_id "
            "LEFT JOIN attempts r ON r.attempt_id = a.superseded_by AND NOT r.retracted "
+           "LEFT JOIN tool_calls f ON f.end_event_id = a.failing_event_id AND f.session_id = a.session_id "
+           "LEFT JOIN tool_calls fx ON fx.tool_call_id = f.fixed_by "
+           "LEFT JOIN attempts rx ON rx.attempt_id = fx.attempt_id AND rx.attempt_id <> a.attempt_id "
+           "AND NOT rx.retracted "
            f"WHERE a.outcome IN ('failed', 'superseded') AND NOT a.retracted AND NOT s.retracted "
            f"AND {sw} AND {ww} ORDER BY a.started_at DESC, a.attempt_id")
     if scope.limit:
@@ -350,14 +363,56 @@ def failures(engine: Any, scope: Scope) -> list[dict[str, Any]]:
     out = []
     for row in _rows(engine, sql, sp + wp):
         retry = None
-        if row["superseded_by"] and row["retry_outcome"] is not None:
-            retry = {"attempt_id": display("attempt", row["superseded_by"]), "outcome": row["retry_outcome"],
-                     "approach": row["retry_approach"], "started_at": iso(row["retry_started_at"]),
+        if row["retry_id"] and row["retry_outcome"] is not None:
+            retry = {"attempt_id": display("attempt", row["retry_id"]), "outcome": row["retry_outcome"],
+                     "how": row["retry_how"], "approach": row["retry_approach"],
+                     "started_at": iso(row["retry_started_at"]),
                      "turn_index": row["retry_turn_index"], "attempt_index": row["retry_attempt_index"]}
-        for k in ("retry_outcome", "retry_approach", "retry_started_at", "retry_turn_index", "retry_attempt_index"):
+        if row["fixed_by"]:
+            fixed = {"tool_call_id": display("tool_call", row["fixed_by"]), "result_summary": row["fixed_summary"]}
+            if retry is None:
+                retry = {"attempt_id": None, "outcome": "succeeded", "how": "fixed_by", "approach": None,
+                         "started_at": None, "turn_index": None, "attempt_index": None}
+            retry["fixed_by"] = fixed
+        failing = {c: row.pop(f"failing_{c}") for c in FAILING_CALL_COLUMNS}
+        if failing["tool_call_id"]:
+            failing["tool_call_id"] = display("tool_call", failing["tool_call_id"])
+        for k in ("retry_id", "retry_how", "retry_outcome", "retry_approach", "retry_started_at", "retry_turn_index",
+                  "retry_attempt_index", "fixed_by", "fixed_summary"):
             del row[k]
         item = plain(row)
+        item["failing_call"] = failing if failing["tool_call_id"] else None
         item["retry"] = retry
+        out.append(item)
+    return out
+
+
+FAILING_CALL_COLUMNS: Final = (
+    "tool_call_id", "tool_name", "exit_code", "failure_evidence", "result_summary", "tests_failed", "tests_passed",
+    "failing_tests", "first_error", "reclassified_from",
+)
+RECLASSIFIED_COLUMNS: Final = (
+    "tool_call_id", "session_id", "provider", "tool_name", "finished_at", "outcome_class", "reclassified_from",
+    "failure_evidence", "result_summary",
+)
+
+
+def reclassified(engine: Any, scope: Scope) -> list[dict[str, Any]]:
+    """Failed tool calls whose class the installed classifier re-derived differently from what
+    their events said (``agentlog project --full`` after an upgrade), newest first: ``class``,
+    ``reclassified_from``, the evidence and summary."""
+    scope = scoped(engine, scope)
+    sw, sp = scope.where(None, project_column="c.project_id", session_column="c.session_id")
+    ww, wp = _window(scope, "c.started_at", "c.finished_at")
+    sql = (f"SELECT {', '.join('c.' + x for x in RECLASSIFIED_COLUMNS)} FROM tool_calls c "
+           f"WHERE c.reclassified_from IS NOT NULL AND {sw} AND {ww} "
+           "ORDER BY c.finished_at DESC NULLS LAST, c.tool_call_id")
+    if scope.limit:
+        sql += f" LIMIT {int(scope.limit)}"
+    out = []
+    for row in _rows(engine, sql, sp + wp):
+        item = plain(row)
+        item["class"] = item.pop("outcome_class")
         out.append(item)
     return out
 

@@ -23,7 +23,8 @@ CATEGORY = {"shell": {"shell"}, "read": {"file_read", "shell"}, "write": {"file_
             "edit": {"file_edit"}, "task": {"subagent", "agent", "task", "other"}}
 """The tool categories that may stand for each scenario verb (Codex reads with a shell command)."""
 
-EXPECTED_CLASS = {"edit_text_absent": "string_mismatch", "edit_missing_file": "file_not_found"}
+EXPECTED_CLASS = {"edit_text_absent": "string_mismatch", "edit_missing_file": "file_not_found",
+                  "failing_tests": "test_failure"}
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,6 @@ def compare(run: Run, rec: dict[str, list[dict[str, Any]]] | None = None) -> lis
         klass = row.get("outcome_class")
         if not rc.ok and not rc.denied and sc.name in EXPECTED_CLASS and klass != EXPECTED_CLASS[sc.name]:
             bad.append(f"{where}: class {klass!r}, really {EXPECTED_CLASS[sc.name]!r}")
-        if not rc.ok and sc.name == "failing_tests" and klass == "timeout":
-            bad.append(f"{where}: class 'timeout' for a failing test run")
     sessions = rec["sessions"]
     if len(sessions) != 1:
         bad.append(f"sessions: {len(sessions)} recorded, 1 ran")

@@ -372,7 +372,16 @@ def new_event(kind: str, name: str | None) -> dict[str, Any]:
 
 
 def finish(ev: dict[str, Any]) -> dict[str, Any]:
-    """Drop empty containers and ``None`` values; return the partial wire form."""
+    """Drop empty containers and ``None`` values; return the partial wire form. A
+    successful test run gets its summary (``attrs.result_summary``: 212 tests passed)."""
+    attrs = ev.get("attrs")
+    if ev.get("kind") == "tool_call_finished" and attrs and attrs.get("command_category") == "test":
+        try:
+            from agentlog.capture.failures import test_run_attrs
+
+            attrs.update(test_run_attrs(ev))
+        except Exception:  # a summary bug must not lose the event
+            pass
     out: dict[str, Any] = {}
     for k, v in ev.items():
         if v is None:
@@ -501,12 +510,21 @@ def shell_line(v: Any) -> str | None:
     return line if line.strip() else None
 
 
+def command_key(cmd: str) -> str:
+    """A digest of a command line (blanks collapsed): the same command run again has the
+    same key, which is how a retry that passed is found (``tool_calls.fixed_by``)."""
+    from agentlog.log.frame import sha256
+
+    return sha256(" ".join(cmd.split()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def command_facts(ev: dict[str, Any], cmd: str, line: str | None = None) -> None:
     """``content.command`` and its facts; ``line`` is the form to classify
     when it differs from the recorded text (quoted argv)."""
     ev["content"]["command"] = cmd
     attrs = ev["attrs"]
     attrs["command_bytes"] = utf8_len(cmd)
+    attrs["command_key"] = command_key(cmd)
     try:
         facts = classify_command(line if line is not None else cmd)
     except Exception:  # classifier bug must not lose the event
@@ -715,12 +733,13 @@ def set_failure(
         outcome["class"] = ev["attrs"]["error_class"] = cls or ("nonzero_exit" if exit_code else "unknown")
         return
     try:
-        from agentlog.capture.failures import classify_event, summary_attrs
+        from agentlog.capture.failures import CLASSIFIER_VERSION, classify_event, summary_attrs
 
         verdict = classify_event(ev, cls)
         klass = str(verdict["class"])
         code = integer(verdict.get("exit_code"))
         ev["attrs"].update(summary_attrs(verdict))
+        ev["attrs"]["classified_by"] = CLASSIFIER_VERSION
     except Exception:  # a classifier bug must not lose the event
         klass, code = cls or ("nonzero_exit" if exit_code else "unknown"), exit_code
     outcome["class"] = klass

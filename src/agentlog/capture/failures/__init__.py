@@ -18,7 +18,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+CLASSIFIER_VERSION = 2
+"""Bumped whenever a class may come out differently; events carry it in
+``attrs.classified_by``, and the projection re-derives the class of every failed
+call whose event carries another (docs/failures.md)."""
+
 __all__ = [
+    "CLASSIFIER_VERSION", "reclassify_event", "test_run_attrs",
     "CLASSES", "DEFINITIONS", "LEGACY", "canonical", "classify", "classify_event", "describe",
     "header_exit_code", "output_text", "summarize", "summary_attrs", "SUMMARY_ATTRS",
 ]
@@ -124,3 +130,68 @@ def classify_event(ev: dict[str, Any], hint: str | None = None) -> dict[str, Any
         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
         hint=_hint(ev, hint),
     )
+
+
+def test_run_attrs(ev: dict[str, Any]) -> dict[str, Any]:
+    """The summary ``attrs`` of a successful test run's event (``212 tests passed``), or {}."""
+    summary = summarize(output_text((ev.get("content") or {}).get("tool_output")) or "")
+    return flat_summary(summary) if summary is not None and summary.get("kind") == "tests" else {}
+
+
+def reclassify_event(ev: dict[str, Any]) -> dict[str, Any] | None:
+    """What today's classifier says of a stored event classified by another version:
+    ``{"class", "exit_code", "attrs"}`` for a failed call (attrs to merge, with
+    ``reclassified_from`` when the class changed), ``{"attrs": {"calls": …}}`` for a
+    batch of outcomes, None for anything else. Hints come from structured fields only
+    (``attrs.interrupted``, a denied or cancelled status), never from the stored class,
+    which an older classifier may have read from a word in the output."""
+    attrs = ev.get("attrs") or {}
+    if ev.get("kind") == "tool_batch_finished":
+        return _reclassify_batch(ev)
+    if ev.get("kind") != "tool_call_failed" or not ev.get("tool"):
+        return None
+    outcome = ev.get("outcome") or {}
+    content = ev.get("content") or {}
+    if not isinstance(content.get("error"), str) and content.get("tool_output") is None:
+        return {"attrs": {"classified_by": CLASSIFIER_VERSION}}  # nothing to read again: the class stays
+    verdict = classify_event(ev, "cancelled" if outcome.get("class") == "cancelled" else None)
+    klass = str(verdict["class"])
+    update: dict[str, Any] = {k: None for k in SUMMARY_ATTRS}
+    update.update(summary_attrs(verdict))
+    update["classified_by"] = CLASSIFIER_VERSION
+    update["error_class"] = klass
+    old = canonical(outcome.get("class") if isinstance(outcome.get("class"), str) else None)
+    update["reclassified_from"] = old if old is not None and old != klass else attrs.get("reclassified_from")
+    code = outcome.get("exit_code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        code = verdict.get("exit_code")
+    return {"class": klass, "exit_code": code, "attrs": update}
+
+
+def _reclassify_batch(ev: dict[str, Any]) -> dict[str, Any] | None:
+    import json
+
+    attrs = ev.get("attrs") or {}
+    errors = (ev.get("content") or {}).get("errors") or {}
+    try:
+        calls = json.loads(attrs.get("calls") or "[]")
+    except ValueError:
+        return None
+    if not isinstance(calls, list):
+        return None
+    changed = False
+    for item in calls:
+        if not isinstance(item, dict) or item.get("status") in (None, "success"):
+            continue
+        err = errors.get(item.get("call_id")) if isinstance(errors, dict) else None
+        probe = {"kind": "tool_call_failed", "tool": {"name": item.get("tool"), "category": item.get("category")},
+                 "content": {"error": err} if isinstance(err, str) else {},
+                 "outcome": {"status": item.get("status")}}
+        klass = classify_event(probe)["class"]
+        if klass != item.get("class"):
+            item["class"] = klass
+            changed = True
+    update: dict[str, Any] = {"classified_by": CLASSIFIER_VERSION}
+    if changed:
+        update["calls"] = json.dumps(calls, separators=(",", ":"), ensure_ascii=False)
+    return {"attrs": update}

@@ -51,7 +51,7 @@ _TOOL_MESSAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
                          "0 occurrences found", "no occurrences", "could not find old_string",
                          "matches of the string to replace", "found multiple matches", "expected 1 occurrence",
                          "could not find a match", "old_string was not found", "text not found in file",
-                         "matches nothing")),
+                         "matches nothing", "could not find an exact match")),
     ("tool_usage_error", ("inputvalidationerror", "invalid tool parameters", "unknown skill", "no changes to make",
                           "exactly the same", "agent type '", "required parameter", "missing required",
                           "invalid argument", "invalid params", "invalid parameters", "unexpected parameter",

@@ -17,6 +17,7 @@ from agentlog.core.locks import Busy
 from agentlog.core.paths import FILE_MODE, ensure_dir
 from agentlog.projection.assemble import Meta
 from agentlog.projection.observe import Obs, from_arrow, ordered
+from agentlog.projection.persist import reclassify
 from agentlog.projection.persist.cross_session import _MEMOS, _assemble_all, _assemble_projects
 from agentlog.projection.persist.parts import (
     FORMAT,
@@ -166,7 +167,7 @@ def _new_files(root: str, since: int, until: int) -> list[str] | None:
     return out
 
 
-def _read_files(root: str, files: list[str]) -> Any:
+def _files_dataset(root: str, files: list[str], schema: Any = None) -> Any:
     import pyarrow.dataset as ds  # type: ignore[import-untyped]
     import pyarrow.fs as pafs  # type: ignore[import-untyped]
     from urllib.parse import unquote
@@ -175,8 +176,17 @@ def _read_files(root: str, files: list[str]) -> Any:
 
     base = os.path.abspath(events_path(root))
     fs = pafs.SubTreeFileSystem(base, pafs.LocalFileSystem())
-    dataset = ds.dataset([unquote(f) for f in files], format="parquet", filesystem=fs, schema=_obs_schema())
-    return dataset.to_table(columns=OBS_COLUMNS)
+    return ds.dataset([unquote(f) for f in files], format="parquet", filesystem=fs, schema=schema)
+
+
+def _read_files(root: str, files: list[str]) -> Any:
+    """The observation columns of the store's files ``files``, failure classes re-derived
+    where an older classifier gave them (:mod:`.reclassify`)."""
+    table = _files_dataset(root, files, _obs_schema()).to_table(columns=OBS_COLUMNS)
+    stale = reclassify.stale_ids(table)
+    if stale:
+        table = reclassify.apply(table, reclassify.read_changes(_files_dataset(root, files), stale))
+    return table
 
 
 def _refresh_locked(root: str, full: bool,
@@ -243,6 +253,7 @@ def _full(root: str, directory: str, version: int | None, table_id: str | None,
     raw: dict[int, str] = {}
     sizes: dict[int, int] = {}
     meta_obs: list[Obs] = []
+    stale: list[str] = []
     total = 0
     try:
         # little readahead: the pass's memory is a few batches, not a prefetched store
@@ -251,6 +262,7 @@ def _full(root: str, directory: str, version: int | None, table_id: str | None,
         for batch in batches:
             tab = pa.Table.from_batches([batch]).cast(schema)
             total += tab.num_rows
+            stale.extend(reclassify.stale_ids(tab))
             meta_obs.extend(_meta_obs(tab))
             for s, part in _by_shard(tab.filter(_not_meta(tab))).items():
                 w = writers.get(s)
@@ -267,6 +279,14 @@ def _full(root: str, directory: str, version: int | None, table_id: str | None,
             w.close()
     for name in raw.values():
         os.chmod(os.path.join(directory, name), FILE_MODE)
+    if stale:  # events an older classifier classified: today's class, before anything reads them
+        changes = reclassify.read_changes(dataset, stale)
+        for name in raw.values():
+            before = _read_raw(directory, name)
+            after = reclassify.apply(before, changes)
+            if after is not before:
+                with pa.ipc.new_file(os.path.join(directory, name), schema, options=_ipc_options()) as w:
+                    w.write_table(after)
     m.events = total
     gone = _meta_of(meta_obs).retracted_events()
     seen_events: set[str] = set()
