@@ -32,6 +32,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentlog.capture.classify import classify_command, command_programs
+    from agentlog.capture.failures import classify as classify_failure
+    from agentlog.capture.failures import classify_event as classify_failure_event
     from agentlog.capture.hook import build as capture_hook_payload
     from agentlog.importers.run import ImportReport, import_paths
     from agentlog.log.frame import event_bytes as frame_event_bytes
@@ -123,6 +126,10 @@ _LAZY: dict[str, str] = {
     "places_dir": "agentlog.search.places:places_dir",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
+    "classify_failure": "agentlog.capture.failures:classify",
+    "classify_failure_event": "agentlog.capture.failures:classify_event",
+    "classify_command": "agentlog.capture.classify:classify_command",
+    "command_programs": "agentlog.capture.classify:command_programs",
     # memory
     "create_memory": "agentlog.memory.service:create",
     "edit_memory": "agentlog.memory.service:edit",
@@ -156,6 +163,10 @@ __all__ = [
     "bring_up_to_date",
     "capture_hook_payload",
     "catch_up",
+    "classify_command",
+    "classify_failure",
+    "classify_failure_event",
+    "command_programs",
     "compact",
     "confirm_memory",
     "create_memory",

@@ -353,6 +353,41 @@ def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allo
     )
 
 
+@bench.command(name="classify")
+@click.option("--size", type=click.IntRange(100, 10_000_000), default=30_000, show_default=True,
+              help="Output size (bytes) of the cost measurement.")
+@click.option("--runs", type=click.IntRange(10, 1_000_000), default=2000, show_default=True,
+              help="Classifications timed per output shape.")
+@click.option("--data", "data_dir", metavar="DIR", help="The labelled set (default: tests/data/failures of this checkout).")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for classify.json and classify.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_classify(size: int, runs: int, data_dir: str | None, out: str, as_json: bool) -> None:
+    """Failure classes: accuracy and a confusion table on the labelled set, and the cost per failed call.
+
+    Every labelled error goes through the real capture path; the keyword
+    classifier this one replaced is scored on the same cases as the baseline.
+
+    Example: agentlog bench classify --runs 500
+    """
+    from rich.progress import Progress
+
+    from agentlog.bench.classifybench import run_classify_bench
+    from agentlog.bench.common import write_results
+
+    with Progress(console=stderr(), transient=True, disable=as_json) as bar:
+        task = bar.add_task("bench classify", total=None)
+        try:
+            result = run_classify_bench(size, runs, data_dir,
+                                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except FileNotFoundError as e:
+            raise click.ClickException(str(e)) from None
+    md = write_results(result, out, "classify")
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)
+
+
 @bench.command(name="agents")
 @click.option("--agent", "agents", multiple=True, type=click.Choice(["claude-code", "codex", "gemini-cli"]),
               help="Agents to run (repeat; default: all three).")

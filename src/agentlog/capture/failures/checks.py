@@ -152,7 +152,7 @@ def _ruff_like(text: str) -> Summary | None:
         code = rest.split(" ", 1)[0] if sep else ""
         if loc and head.count(":") >= 1 and len(code) >= 2 and code[0].isupper() and code[1:].isdigit():
             rule_lines.append(loc)
-        elif line.startswith(" --> ") or line.startswith("  --> "):
+        elif line.lstrip().startswith("--> ") and ".py:" in line:
             rule_lines.append(location(line) or "")
     if count is not None and "source file" not in text[-400:]:
         return _result("ruff", "lint_error", count, rule_lines[0] if rule_lines else None)
@@ -218,33 +218,8 @@ def _formatters(text: str) -> Summary | None:
     return None
 
 
-_CHECK_READERS: tuple[tuple[str, Callable[[str], Optional[Summary]]], ...] = (
-    ("error TS", _tsc),
-    ("error", _rustc),
-    ("Found ", _mypy),
-    ("Success: no issues", _mypy),
-    (" warning", _pyright),
-    ("✖ ", _eslint),
-    (" issue", _golangci),
-    (".go:", _go_build),
-    (": ", _ruff_like),
-    ("error", _c_family),
-    ("undefined", _c_family),
-    ("Undefined", _c_family),
-    ("reformat", _formatters),
-    ("Code style", _formatters),
-    ("shellcheck", _formatters),
-)
-
-
-def check_summary(text: str) -> Summary | None:
-    """What a compiler, type checker or linter said (see module docstring), or None."""
-    tried: set[object] = set()
-    for marker, reader in _CHECK_READERS:
-        if reader in tried or marker not in text:
-            continue
-        tried.add(reader)
-        got = reader(text)
-        if got is not None:
-            return got
-    return None
+READERS: dict[str, Callable[[str], Optional[Summary]]] = {
+    "tsc": _tsc, "rustc": _rustc, "mypy": _mypy, "pyright": _pyright, "eslint": _eslint, "ruff": _ruff_like,
+    "golangci": _golangci, "go": _go_build, "cc": _c_family, "formatters": _formatters,
+}
+"""Each checker's reader by name (``summaries.dispatch`` picks them from the verdict lines)."""

@@ -22,16 +22,19 @@ tens of microseconds (``agentlog bench classify``).
 
 from __future__ import annotations
 
-from agentlog.capture.failures.summaries import summarize
+from agentlog.capture.failures.summaries import PUNCT, summarize, words_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-HEAD_LINES = 40
-TAIL_LINES = 60
-WINDOW = 8192
-"""The head and tail read for line signatures: this many characters each."""
+HEAD = 1024
+"""The head of an output read for the agent's own header and the first lines."""
+TAIL = 2048
+"""The tail read first for verdict lines (a runner's summary, a traceback's last line)."""
+WIDE = 4096
+"""When the tail says nothing, this much of it is read again: a verdict followed by
+more unrelated output than this is not seen."""
 STRONG_HINTS = frozenset({"interrupted", "cancelled", "policy_denied", "timeout", "permission_denied",
                           "string_mismatch", "edit_conflict", "tool_usage_error"})
 
@@ -82,8 +85,8 @@ _LINE_SIGNS: tuple[tuple[str, tuple[str, ...]], ...] = (
                             "unable to locate package", "no matching version found", "is not installed",
                             "please install", "install with:", "executable file not found in $path",
                             "no required module provides package", "can't find crate",
-                            "error: no such command", "package not found", "gem::missingspecerror",
-                            "cannot load such file", "importerror: ")),
+                            "error: no such command", "package not found",
+                            "cannot load such file", "importerror: ", "missingspecerror")),
     ("merge_conflict", ("conflict (", "automatic merge failed", "fix conflicts and", "merge conflict in",
                         "resolve all conflicts", "could not apply ", "unmerged files", "you have unmerged paths")),
     ("network_error", ("could not resolve host", "connection refused", "failed to connect", "network is unreachable",
@@ -104,13 +107,13 @@ _DIGITS = "0123456789"
 _TIMEOUT_HEADS = ("timed out", "timeout", "time limit")
 
 
-def _lines(text: str) -> list[str]:
-    if len(text) <= 2 * WINDOW:
-        lines = text.splitlines()
-        if len(lines) <= HEAD_LINES + TAIL_LINES:
-            return lines
-        return lines[:HEAD_LINES] + lines[-TAIL_LINES:]
-    return text[:WINDOW].splitlines()[:HEAD_LINES] + text[-WINDOW:].splitlines()[-TAIL_LINES:]
+def _windows(text: str | None, output: str | None, size: int) -> str:
+    """The head and the last ``size`` characters of the error text and of the output."""
+    parts = []
+    for p in (text, output):
+        if p and p not in parts:
+            parts.append(p if len(p) <= HEAD + size else p[:HEAD] + "\n" + p[-size:])
+    return "\n".join(parts)
 
 
 def header_exit_code(text: str) -> int | None:
@@ -161,15 +164,53 @@ def _tool_message(text: str, only: frozenset[str] | None = None) -> str | None:
     return None
 
 
-def _line_sign(lines: list[str]) -> tuple[str, str] | None:
-    """(class, the line) of the last line carrying a signature."""
-    for line in reversed(lines):
-        low = line.lower()
-        for klass, needles in _LINE_SIGNS:
-            for needle in needles:
-                if needle in low:
-                    return klass, line.strip()[:200]
-    return None
+_PUNCT = PUNCT
+SIGN_LINES = 20
+"""Line signatures are looked for in the last this many lines (and the first few)."""
+WIDE_LINES = 60
+"""…and, when those say nothing, in this many."""
+
+
+def _keyed_signs() -> dict[bytes, tuple[tuple[int, str, str], ...]]:
+    """Each signature under its longest word: a line is checked only for the signatures
+    whose word it has (a dictionary lookup a word), then for the signature itself."""
+    out: dict[bytes, list[tuple[int, str, str]]] = {}
+    order = 0
+    for klass, needles in _LINE_SIGNS:
+        for needle in needles:
+            words = needle.encode().translate(_PUNCT).split()
+            out.setdefault(max(words, key=len), []).append((order, needle, klass))
+            order += 1
+    return {k: tuple(v) for k, v in out.items()}
+
+
+_SIGNS_BY_WORD = _keyed_signs()
+_SIGN_WORDS = frozenset(_SIGNS_BY_WORD)
+
+
+def _line_sign(lines: list[str], words: frozenset[bytes] | None = None) -> tuple[str, str] | None:
+    """(class, the line) of the last line carrying a signature (the first in table order
+    when a line has several). The block's words are looked up all at once (a set
+    intersection); only the signatures of the words found are looked for."""
+    block = "\n".join(lines)
+    low = block.lower()
+    hits = _SIGN_WORDS.intersection(words if words is not None else words_of(block))
+    if not hits:
+        return None
+    best_at = -1
+    best: tuple[int, str, str] | None = None
+    for word in hits:
+        for sign in _SIGNS_BY_WORD[word]:
+            at = low.rfind(sign[1])
+            if at < 0:
+                continue
+            line_at = low.rfind("\n", 0, at)
+            if best is None or line_at > best_at or (line_at == best_at and sign[0] < best[0]):
+                best_at, best = line_at, sign
+    if best is None:
+        return None
+    end = low.find("\n", best_at + 1)
+    return best[2], block[best_at + 1 : end if end >= 0 else len(block)].strip()[:200]
 
 
 def _verdict(klass: str, code: int | None, evidence: str, summary: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -202,15 +243,13 @@ def classify(
     (``classify_tool``); ``command_*`` and ``programs`` the shell command's facts;
     ``exit_code`` a structured code; ``hint`` a class the agent's structured
     fields already say (kept when it is one of :data:`STRONG_HINTS`)."""
-    body = text or ""
-    if output and output not in body:
-        body = body + "\n" + output if body else output
-    code = exit_code if exit_code is not None else header_exit_code(body)
+    view = _windows(text, output, TAIL)
+    code = exit_code if exit_code is not None else header_exit_code(view)
     if hint in STRONG_HINTS:
         return _verdict(hint, code, "agent")
     shell = category == "shell" or command is not None
     if not shell:
-        klass = _tool_message(body)
+        klass = _tool_message(text or output or "")
         if klass is not None:
             return _verdict(klass, code, "tool message")
         return _verdict("nonzero_exit" if code else "unknown", code, "exit code" if code else "no signal")
@@ -220,8 +259,10 @@ def classify(
             return _verdict(klass, code, "agent message")
     if _agent_timeout(text or ""):
         return _verdict("timeout", code, "agent: timed out")
-    lines = _lines(body)
-    sign = _line_sign(lines)
+    head_lines = view[:HEAD].splitlines()[:4]
+    tail_lines = view[-TAIL:].splitlines()[-SIGN_LINES:]
+    words = words_of("\n".join(head_lines + tail_lines))
+    sign = _line_sign(head_lines + tail_lines, words)
     if code == 127:
         if sign is not None and sign[0] == "file_not_found":
             return _verdict("file_not_found", code, "exit code 127: " + sign[1])
@@ -232,13 +273,16 @@ def classify(
         return _verdict("timeout", code, "exit code 124 (timeout)")
     if code == 130:
         return _verdict("interrupted", code, "exit code 130 (SIGINT)")
-    summary = summarize(body)
+    summary = summarize(view, view[-TAIL:], words)
     if summary is not None:
         vet = "go" in programs and command is not None and " vet" in command
         got = _from_summary(summary, sign, vet, command_subcategory, code)
         if got is not None:
             return got
-    return _from_command(command_category, command_subcategory, programs, sign, code, body, summary)
+    if sign is None and len(text or "") + len(output or "") > len(view):  # read further up
+        view = _windows(text, output, WIDE)
+        sign = _line_sign(head_lines + view[-WIDE:].splitlines()[-WIDE_LINES:])
+    return _from_command(command_category, command_subcategory, programs, sign, code, view, summary)
 
 
 def _from_summary(summary: dict[str, Any], sign: tuple[str, str] | None, vet: bool,

@@ -17,7 +17,7 @@ does not say) or ``None``::
 
 from __future__ import annotations
 
-from agentlog.capture.failures.checks import check_summary
+from agentlog.capture.failures.checks import READERS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,12 +79,12 @@ def _is_duration(s: str) -> bool:
 
 
 def _pytest(text: str, tail: str) -> Summary | None:
-    for line in reversed(tail.splitlines()):
+    for line in reversed(tail[-1500:].splitlines()[-12:]):  # the verdict is the last line (warnings aside)
         bare = line.strip().strip("=").strip()
+        if not (bare[:1].isdigit() or bare.startswith("no tests ran")):
+            continue
         at = bare.rfind(" in ")
         if at < 0 or not _is_duration(bare[at + 4 :]):
-            continue
-        if not (bare[:1].isdigit() or bare.startswith("no tests ran")):
             continue
         counts = _number_word_counts(bare[:at], _PYTEST_WORDS)
         if not counts and not bare.startswith("no tests ran"):
@@ -99,18 +99,37 @@ def _pytest(text: str, tail: str) -> Summary | None:
     return None
 
 
+def lines_starting(text: str, prefix: str, limit: int = MAX_FAILING * 4) -> list[str]:
+    """The lines of ``text`` that start with ``prefix`` (found by searching, not by
+    splitting every line), in order, at most ``limit``."""
+    out: list[str] = []
+    at = 0 if text.startswith(prefix) else text.find("\n" + prefix) + 1
+    while at > 0 or (at == 0 and text.startswith(prefix)):
+        end = text.find("\n", at)
+        out.append(text[at : end if end >= 0 else len(text)])
+        if end < 0 or len(out) >= limit:
+            break
+        at = text.find("\n" + prefix, end) + 1
+        if at == 0:
+            break
+    return out
+
+
 def _prefixed_ids(text: str, prefixes: tuple[str, ...], stop: str) -> list[str]:
     """The rest of each line starting with one of ``prefixes``, cut at ``stop``."""
+    found: list[tuple[int, str]] = []
+    for prefix in prefixes:
+        for line in lines_starting(text, prefix):
+            found.append((text.find(line), line))
     out: list[str] = []
-    for line in text.splitlines():
-        if line.startswith(prefixes):
-            rest = line[line.index(" ") + 1 :]
-            cut = rest.find(stop)
-            item = (rest if cut < 0 else rest[:cut]).strip()
-            if item and item not in out:
-                out.append(item)
-                if len(out) >= MAX_FAILING:
-                    break
+    for _, line in sorted(found):
+        rest = line[line.index(" ") + 1 :]
+        cut = rest.find(stop)
+        item = (rest if cut < 0 else rest[:cut]).strip()
+        if item and item not in out:
+            out.append(item)
+            if len(out) >= MAX_FAILING:
+                break
     return out
 
 
@@ -411,58 +430,98 @@ def _tap(text: str, tail: str) -> Summary | None:
     return out
 
 
-_TEST_READERS: tuple[tuple[str, Callable[[str, str], Optional[Summary]]], ...] = (
-    ("test result: ", _cargo),
-    ("tests run:", _cargo),
-    (" in ", _pytest),
-    ("Ran ", _unittest),
-    ("Tests:", _jest),
-    ("Tests ", _vitest),
-    ("test result: ", _cargo),
-    ("tests run:", _cargo),
-    ("--- FAIL: ", _go_test),
-    ("FAIL\t", _go_test),
-    ("ok  \t", _go_test),
-    (" passing", _mocha),
-    (" failing", _mocha),
-    (" example", _rspec),
-    ("Assertions:", _phpunit),
-    ("OK (", _phpunit),
-    ("Total:", _dotnet),
-    ("Tests run:", _jvm),
-    ("tests completed", _jvm),
-    ("# pass ", _tap),
-    ("# fail ", _tap),
+_TEST_READERS: dict[str, Callable[[str, str], Optional[Summary]]] = {
+    "pytest": _pytest, "unittest": _unittest, "jest": _jest, "vitest": _vitest, "mocha": _mocha, "go test": _go_test,
+    "cargo": _cargo, "rspec": _rspec, "phpunit": _phpunit, "dotnet": _dotnet, "jvm": _jvm, "tap": _tap,
+}
+VERDICT_LINES = 40
+"""Runners and checkers print their verdict in the last lines: the words of this many
+(from the last 4 KB) pick the readers; mocha prints its counts before the failures'
+details, so its counts are also looked for further up when nothing else matched."""
+_PUNCTUATION = b"!\"#%&'()*+,-./:;<=>?@[\\]^_`{|}~$\t"
+PUNCT = bytes.maketrans(_PUNCTUATION, b" " * len(_PUNCTUATION))
+"""Punctuation → blanks (a byte table: ``bytes.translate`` is a table lookup a byte)."""
+_READER_WORDS: tuple[tuple[str, frozenset[bytes]], ...] = tuple((name, frozenset(words.encode().split())) for name, words in (
+    ("cargo", "result summary"),
+    ("pytest", "passed failed error errors skipped xfailed deselected ran"),
+    ("unittest", "ran"),
+    ("jest", "tests"),
+    ("vitest", "tests"),
+    ("go test", "fail ok"),
+    ("mocha", "passing failing pending"),
+    ("rspec", "examples example"),
+    ("phpunit", "assertions"),
+    ("dotnet", "total"),
+    ("jvm", "tests completed"),
+    ("tap", "pass fail"),
+    ("tsc", "found"),
+    ("mypy", "found success"),
+    ("pyright", "informations information"),
+    ("eslint", "✖ problems problem"),
+    ("golangci", "issues issue"),
+    ("go", "go"),
+    ("cc", "undefined collect2 linker generated"),
+    ("ruff", "found rated"),
+    ("formatters", "reformatted reformat style shellcheck"),
+))
+_ERROR_LINES: tuple[tuple[str, str], ...] = (
+    ("error TS", "tsc"), ("error[E", "rustc"), ("could not compile", "rustc"), (": error: ", "cc"),
+    (": fatal error: ", "cc"),
 )
 
 
-def test_summary(text: str) -> Summary | None:
-    """Counts and failing test ids of a test runner's output, or None when no runner's
-    verdict line is in it."""
-    tail = text[-TAIL:]
-    tried: set[object] = set()
-    for marker, reader in _TEST_READERS:
-        if reader in tried or marker not in tail:
-            continue
-        tried.add(reader)
-        got = reader(text, tail)
-        if got is not None:
-            return got
-    return None
+def words_of(block: str) -> frozenset[bytes]:
+    """The lower-case words of a block of lines, as bytes (punctuation splits words)."""
+    return frozenset(block.lower().encode("utf-8", "surrogatepass").translate(PUNCT).split())
 
 
-def summarize(text: str) -> Summary | None:
-    """A test runner's summary, else a checker's or compiler's, else None."""
+def dispatch(words: frozenset[bytes], block: str) -> list[str]:
+    """The readers the words of the verdict lines call for, in the order they are tried."""
+    out = [name for name, keys in _READER_WORDS if not keys.isdisjoint(words)]
+    if b"error" in words or b"errors" in words:  # a compiler's own error lines come before word guesses
+        first = len([n for n in out if n in _TEST_READERS])
+        for needle, name in _ERROR_LINES:
+            if needle in block:
+                if name in out:
+                    out.remove(name)
+                out.insert(first, name)
+                first += 1
+    return out
+
+
+def summarize(text: str, tail: str | None = None, words: frozenset[bytes] | None = None) -> Summary | None:
+    """A test runner's summary, else a checker's or compiler's, else None. The readers are
+    picked from the words of the last :data:`VERDICT_LINES` lines of ``tail`` (default: the
+    last 4 KB of ``text``), or ``words`` when the caller has them; they read ``text`` (the
+    caller bounds it)."""
     if not text:
         return None
-    tests = test_summary(text)
-    if tests is not None and tests.get("build_failed"):
-        checks = check_summary(text)
+    block = "\n".join((tail if tail is not None else text[-4096:]).splitlines()[-VERDICT_LINES:])
+    names = dispatch(words if words is not None else words_of(block), block)
+    tests = None
+    for name in names:
+        reader = _TEST_READERS.get(name)
+        if reader is not None:
+            tests = reader(text, text[-TAIL:])
+            if tests is not None:
+                break
+    if tests is None and "mocha" not in names and " passing (" in text:
+        tests = _mocha(text, text[-TAIL:])
+    if tests is not None and not tests.get("build_failed"):
+        return tests
+    checks = None
+    for name in names:
+        check = READERS.get(name)
+        if check is not None:
+            checks = check(text)
+            if checks is not None:
+                break
+    if tests is not None:  # a test run that did not build: the compiler's count and first error
         for key in ("errors", "first_error"):
             if checks is not None and key in checks:
                 tests[key] = checks[key]
         return tests
-    return tests or check_summary(text)
+    return checks
 
 
 def describe(summary: Summary | None) -> str | None:
