@@ -79,7 +79,8 @@ def _transcript_errors(path: Path) -> dict[str, tuple[str, dict[str, Any], str]]
                 if not isinstance(b, dict):
                     continue
                 if b.get("type") == "tool_use":
-                    uses[str(b.get("id"))] = (str(b.get("name")), b.get("input") if isinstance(b.get("input"), dict) else {})
+                    given = b.get("input")
+                    uses[str(b.get("id"))] = (str(b.get("name")), given if isinstance(given, dict) else {})
                 elif b.get("type") == "tool_result" and b.get("is_error"):
                     content = b.get("content")
                     text = content if isinstance(content, str) else "\n".join(
