@@ -130,3 +130,21 @@ def test_a_failed_command_run_again_and_passing_is_the_retry_that_fixed_it(agent
     assert f["retry"]["fixed_by"]["result_summary"] == "2 tests passed"
     text = CliRunner().invoke(main, ["failures", "--all-projects"], env={"COLUMNS": "400"}).output
     assert "fixed by" in text and "1 of 2 tests failed" in text
+    # the statement language sees the class and the failing call's counts
+    from agentlog.operations.refresh import open_current
+    from agentlog.query.aql import execute
+
+    engine, _ = open_current(root)
+    with engine:
+        got = execute(engine, "SHOW FAILED ATTEMPTS WHERE class = 'test_failure' AND fixed_by IS NOT NULL")
+        none = execute(engine, "SHOW FAILED ATTEMPTS WHERE class = 'timeout'")
+    assert len(got.rows) == 1 and none.rows == []
+    row = dict(zip(got.columns, got.rows[0]))
+    assert row["result_summary"].startswith("1 of 2 tests failed") and row["fixed_by"] is not None
+    from agentlog.query.state import why_failed
+
+    engine, _ = open_current(root)
+    with engine:
+        (answer,) = why_failed(engine, row["attempt_id"].split("_", 1)[-1])
+    assert "test_failure" in answer["claim"] and "1 of 2 tests failed" in answer["claim"]
+    assert "the same command passed later" in answer["claim"] and "2 tests passed" in answer["claim"]

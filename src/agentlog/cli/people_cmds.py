@@ -146,7 +146,8 @@ def _attempt_line(a: dict[str, Any]) -> Text:
     line.append("  ")
     line.append(a["outcome"] or "unknown", style=OUTCOME_STYLES.get(a["outcome"] or "", ""))
     if a["failure_class"]:
-        line.append(f" ({a['failure_class']})")
+        detail = a.get("failure_detail")
+        line.append(f" ({a['failure_class']}" + (f": {_one_line(detail, 70)}" if detail else "") + ")")
     if a["inferred_outcome"] is not None and a["inferred_outcome"] != a["outcome"]:
         line.append(f" [corrected; inferred {a['inferred_outcome']}]", style="dim")
     line.append("  ")
@@ -155,6 +156,8 @@ def _attempt_line(a: dict[str, Any]) -> Text:
         line.append("  " + _paths(a["paths"], 4), style="blue")
     if a["superseded_by"]:
         line.append(f"  superseded by {_short(a['superseded_by'])}", style="yellow")
+    elif a.get("fixed_by"):
+        line.append("  fixed by a later run of the same command", style="green")
     if a["commit_shas"]:
         line.append("  commit " + ", ".join(sha[:7] for sha in a["commit_shas"]))
     if a["note"]:

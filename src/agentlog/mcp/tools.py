@@ -207,7 +207,10 @@ def failures(root: str, *, path: str | None = None, project: str | None = None, 
         return found
 
     found = _engine_call(root, run)
-    text = _lines(found, ("attempt_id", "outcome", "failure_class", "approach", "paths", "objective", "retry"))
+    for f in found:  # why, in one field: the failing call's summary or the signal its class came from
+        call = f.get("failing_call") or {}
+        f["why"] = call.get("result_summary") or call.get("failure_evidence")
+    text = _lines(found, ("attempt_id", "outcome", "failure_class", "why", "approach", "paths", "objective", "retry"))
     return _fit(f"{UNTRUSTED}\n{len(found)} failed or superseded attempts\n{text}", chars), {"failures": found}
 
 

@@ -181,11 +181,19 @@ def _attempt_filters() -> dict[str, Builder]:
     }
 
 
+# An attempt with its class as ``class`` and what its failing call said (docs/failures.md):
+# ``SHOW FAILED ATTEMPTS WHERE class = 'test_failure' AND tests_failed > 3``.
+_ATTEMPTS: Final = (
+    "SELECT a.*, a.failure_class AS class, f.failure_evidence, f.result_summary, f.tests_failed, f.tests_passed, "
+    "f.failing_tests, f.checker, f.check_errors, f.first_error, f.fixed_by FROM attempts a LEFT JOIN tool_calls f "
+    "ON f.end_event_id = a.failing_event_id AND f.session_id = a.session_id"
+)
+
 _SPECS: Final[dict[str, _Spec]] = {
-    "attempts": _Spec("SELECT * FROM attempts", "started_at", "attempt_id", "direct", ("session_id",), True,
+    "attempts": _Spec(f"SELECT * FROM ({_ATTEMPTS})", "started_at", "attempt_id", "direct", ("session_id",), True,
                       _attempt_filters()),
-    "failed_attempts": _Spec("SELECT * FROM attempts WHERE outcome = 'failed'", "started_at", "attempt_id", "direct",
-                             ("session_id",), True, _attempt_filters()),
+    "failed_attempts": _Spec(f"SELECT * FROM ({_ATTEMPTS}) WHERE outcome = 'failed'", "started_at", "attempt_id",
+                             "direct", ("session_id",), True, _attempt_filters()),
     "superseded_attempts": _Spec(
         "SELECT a.*, s.outcome AS successor_outcome, s.approach AS successor_approach, "
         "s.started_at AS successor_started_at FROM attempts a LEFT JOIN attempts s ON s.attempt_id = a.superseded_by "

@@ -307,8 +307,11 @@ def timeline(engine: Any, scope: Scope) -> list[dict[str, Any]]:
                           "ORDER BY t.session_id, t.turn_index", ids + tp)
     # The attempt's objective is its turn's prompt (or its correction).
     attempts = _rows(engine, f"SELECT {', '.join('a.' + c for c in ATTEMPT_COLUMNS if c != 'objective')}, "
-                             "coalesce(a.objective, t.objective) AS objective FROM attempts a "
-                             "JOIN turns t USING (turn_id) "
+                             "coalesce(a.objective, t.objective) AS objective, "
+                             "f.result_summary AS failure_detail, f.fixed_by "
+                             "FROM attempts a JOIN turns t USING (turn_id) "
+                             "LEFT JOIN tool_calls f ON f.end_event_id = a.failing_event_id "
+                             "AND f.session_id = a.session_id "
                              f"WHERE a.session_id IN ({marks}) AND NOT a.retracted "
                              "ORDER BY a.turn_index, a.attempt_index", ids)
     by_turn: dict[str, list[dict[str, Any]]] = {}

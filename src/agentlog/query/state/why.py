@@ -235,15 +235,26 @@ def why_failed(engine: Runner, attempt_id: str) -> list[dict[str, Any]]:
     if a["failing_event_id"]:
         p = Params()
         ev = p(a["failing_event_id"])
-        call = _q(engine, ("SELECT tool_call_id, tool_name, tool_category, paths, outcome_status FROM tool_calls "
+        call = _q(engine, ("SELECT tool_call_id, tool_name, tool_category, paths, outcome_status, exit_code, "
+                           "result_summary, failure_evidence, fixed_by FROM tool_calls "
                            f"WHERE session_id = {p(a['session_id'])} AND (end_event_id = {ev} OR "
                            f"(end_event_id IS NULL AND start_event_id = {ev})) LIMIT 1"), p)
         if call:
             c = call[0]
             where = f" on {', '.join(c['paths'][:3])}" if c["paths"] else ""
+            said = c["result_summary"] or c["failure_evidence"]
             parts.append(f"{c['tool_name'] or c['tool_category'] or 'a tool call'}{where} ended "
-                         f"{c['outcome_status'] or 'failure'} ({cls or 'no class'}) at event "
-                         f"{_short('event', a['failing_event_id'])}")
+                         f"{c['outcome_status'] or 'failure'} ({cls or 'no class'}"
+                         + (f", exit code {c['exit_code']}" if c["exit_code"] is not None else "")
+                         + (f": {said}" if said else "") + f") at event {_short('event', a['failing_event_id'])}")
+            if c["fixed_by"] and not a["superseded_by"]:
+                p = Params()
+                fix = _q(engine, ("SELECT tool_call_id, end_event_id, result_summary FROM tool_calls "
+                                  f"WHERE tool_call_id = {p(c['fixed_by'])}"), p)
+                if fix:
+                    parts.append(f"the same command passed later ({_short('tool_call', fix[0]['tool_call_id'])}"
+                                 + (f": {fix[0]['result_summary']}" if fix[0]["result_summary"] else "") + ")")
+                    evidence.append(fix[0]["end_event_id"])
         else:
             parts.append(f"it failed ({cls or 'no class'}) at event {_short('event', a['failing_event_id'])}")
         evidence.append(a["failing_event_id"])
