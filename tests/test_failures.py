@@ -256,3 +256,33 @@ def test_classify_is_total(text: str, category: str, code: int | None, command: 
     assert verdict["class"] in CLASSES
     assert verdict["exit_code"] is None or isinstance(verdict["exit_code"], int)
     assert isinstance(verdict["evidence"], str)
+
+
+# -- the benchmark ------------------------------------------------------------------------------
+
+
+def test_bench_classify_reports_accuracy_confusion_and_cost(tmp_path: Path) -> None:
+    """``agentlog bench classify`` scores every labelled case through the real capture path
+    (and the replaced keyword classifier on the same cases) and times the classifier."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "agentlog", "bench", "classify", "--runs", "20", "--hook-rounds", "2",
+                        "--out", str(tmp_path), "--json"], capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1])
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    acc = result["accuracy"]
+    runners = len([p for p in RUNNERS if json.loads(p.read_text(encoding="utf-8"))["exit_code"] != 0])
+    assert acc["n"] == len([c for c in LABELLED if "text" in c or FIXTURES.is_dir()]) + runners
+    assert acc["agree"] == sum(c["label"] == c["class"] for c in result["cases"])
+    assert sum(c["count"] for c in acc["confusion"]) == acc["n"]
+    assert {c["label"] for c in result["cases"]} <= set(CLASSES)
+    assert [c["shape"] for c in result["cost"]] == ["pytest failure", "traceback after a log", "log, no verdict",
+                                                    "edit echoing its old text"]
+    assert all(c["p50_us"] > 0 and c["class"] in CLASSES for c in result["cost"])
+    assert [h["variant"] for h in result["hook"]] == ["call finished", "call failed (classified)"]
+    assert all(h["runs"] == 2 and h["p50_ms"] > 0 for h in result["hook"])
+    assert (tmp_path / "classify.md").read_text(encoding="utf-8").startswith("# agentlog bench classify")
+    bad = subprocess.run([sys.executable, "-m", "agentlog", "bench", "classify", "--data", str(tmp_path / "none"),
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr

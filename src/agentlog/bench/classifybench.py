@@ -193,8 +193,48 @@ def cost(size: int, runs: int, progress: Callable[[int, int], None] | None = Non
     return out
 
 
+def hook_cost(size: int, rounds: int, progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """The whole hook process (the command installed hooks run) for one Claude Code Bash call
+    that finished and one that failed, each with a ``size``-byte output, interleaved round
+    by round: what classifying a failure (importing the classifier included) adds to a hook."""
+    import subprocess
+    import tempfile
+
+    from agentlog.capture.command import hook_argv
+
+    log = "".join(f"[{i:05d}] INFO worker 3 processed batch {i} in 0.{i % 97:02d}s cache hit\n"
+                  for i in range(size // 55))[:size]
+    base = {"session_id": "bench-classify-hook", "transcript_path": "/nonexistent/t.jsonl", "cwd": "/nonexistent",
+            "tool_name": "Bash", "tool_input": {"command": "./deploy.sh"}, "tool_use_id": "toolu_bench"}
+    payloads = {
+        "call finished": dict(base, hook_event_name="PostToolUse",
+                              tool_response={"stdout": log, "stderr": "", "interrupted": False}),
+        "call failed (classified)": dict(base, hook_event_name="PostToolUseFailure", error="Exit code 3\n" + log),
+    }
+    data = {k: json.dumps(v).encode() for k, v in payloads.items()}
+    times: dict[str, list[float]] = {k: [] for k in payloads}
+    with tempfile.TemporaryDirectory(prefix="agentlog-bench-classify-") as home:
+        env = dict(os.environ, AGENTLOG_HOME=home)
+        argv = hook_argv("claude-code")
+        for r in range(rounds + 3):
+            for name, payload in data.items():
+                t0 = time.perf_counter_ns()
+                subprocess.run(argv, input=payload, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               check=False, timeout=60)
+                if r >= 3:  # warm-up rounds not counted
+                    times[name].append((time.perf_counter_ns() - t0) / 1e6)
+            if progress:
+                progress(r + 1, rounds + 3)
+    out = []
+    for name, xs in times.items():
+        st = describe(xs)
+        out.append({"variant": name, "runs": len(xs), "p50_ms": round(st["median"], 2), "p95_ms": round(st["p95"], 2),
+                    "p99_ms": round(st["p99"], 2)})
+    return out
+
+
 def run_classify_bench(size: int = 30_000, runs: int = 2000, data_dir: str | None = None,
-                       progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                       progress: Callable[[int, int], None] | None = None, hook_rounds: int = 0) -> dict[str, Any]:
     """The result object: accuracy (with the baseline and a confusion table) and cost."""
     data = Path(data_dir) if data_dir else find_data()
     if data is None:
@@ -220,5 +260,10 @@ def run_classify_bench(size: int = 30_000, runs: int = 2000, data_dir: str | Non
          "columns": ["shape", "bytes", "class", "p50 µs", "p95 µs", "p99 µs"],
          "rows": [[c["shape"], c["bytes"], c["class"], c["p50_us"], c["p95_us"], c["p99_us"]] for c in costs]},
     ]
+    hooks = hook_cost(size, hook_rounds, progress) if hook_rounds else []
+    if hooks:
+        tables.append({"title": f"The hook process, a call with a {size:,} B output ({hook_rounds} rounds, interleaved)",
+                       "columns": ["variant", "runs", "p50 ms", "p95 ms", "p99 ms"],
+                       "rows": [[h["variant"], h["runs"], h["p50_ms"], h["p95_ms"], h["p99_ms"]] for h in hooks]})
     return {"machine": machine(), "accuracy": {k: v for k, v in acc.items() if k != "cases"}, "cases": acc["cases"],
-            "cost": costs, "tables": tables}
+            "cost": costs, "hook": hooks, "tables": tables}

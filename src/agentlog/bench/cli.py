@@ -359,9 +359,11 @@ def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allo
 @click.option("--runs", type=click.IntRange(10, 1_000_000), default=2000, show_default=True,
               help="Classifications timed per output shape.")
 @click.option("--data", "data_dir", metavar="DIR", help="The labelled set (default: tests/data/failures of this checkout).")
+@click.option("--hook-rounds", type=click.IntRange(0, 10_000), default=100, show_default=True,
+              help="Rounds of whole hook processes, a finished and a failed call each (0 skips).")
 @click.option("--out", default="bench-results", show_default=True, help="Directory for classify.json and classify.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
-def bench_classify(size: int, runs: int, data_dir: str | None, out: str, as_json: bool) -> None:
+def bench_classify(size: int, runs: int, data_dir: str | None, hook_rounds: int, out: str, as_json: bool) -> None:
     """Failure classes: accuracy and a confusion table on the labelled set, and the cost per failed call.
 
     Every labelled error goes through the real capture path; the keyword
@@ -378,7 +380,8 @@ def bench_classify(size: int, runs: int, data_dir: str | None, out: str, as_json
         task = bar.add_task("bench classify", total=None)
         try:
             result = run_classify_bench(size, runs, data_dir,
-                                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+                                        progress=lambda done, total: bar.update(task, completed=done, total=total),
+                                        hook_rounds=hook_rounds)
         except FileNotFoundError as e:
             raise click.ClickException(str(e)) from None
     md = write_results(result, out, "classify")
