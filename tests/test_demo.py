@@ -64,8 +64,8 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
     assert "[REDACTED:aws_access_key]" in turn["objective"]
     attempts = turn["attempts"]
     assert [(a["outcome"], a["failure_class"], a["approach"]) for a in attempts] == [
-        ("failed", "nonzero_exit", "shell"),
-        ("failed", "nonzero_exit", "shell"),
+        ("failed", "test_failure", "shell"),
+        ("failed", "test_failure", "shell"),
         ("superseded", "string_mismatch", "edit src/parser.py · read"),
         ("succeeded", None, "edit src/parser.py · shell ×2"),
     ]
@@ -103,7 +103,8 @@ def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, mon
     attempts = [ln.strip() for ln in lines if ln.startswith("    att_")]
     assert len(attempts) == 4
     retry = attempts[3].split()[0]
-    assert attempts[0].split()[1:4] == ["failed", "(nonzero_exit)", "shell"]
+    assert attempts[0].split()[1:3] == ["failed", "(test_failure:"]
+    assert "1 of 5 tests failed: tests/test_parser.py::test_empty)  shell" in attempts[0]
     assert "superseded (string_mismatch)  edit src/parser.py · read  src/parser.py  superseded by " + retry \
         in attempts[2]
     assert attempts[3].split()[1] == "succeeded"
