@@ -60,3 +60,25 @@ def record_prompt(root: str, session_id: str, prompt: str = "hello") -> str:
     captured = build("claude-code", json.dumps(payload).encode(), 0, [])
     record(captured, root, "relaxed")
     return str(captured.event["event_id"])
+
+
+def feed_file(parser: Any, path: Any) -> list[dict[str, Any]]:
+    """The events ``parser`` gives for the file at ``path``, read by the importer's own line
+    reader (every line fed, then finished)."""
+    from agentlog.importers import run
+
+    events: list[dict[str, Any]] = []
+    for line, _ in run.iter_lines(str(path), 0, 0):
+        assert line is not None
+        record = run.parse_json(line.data)
+        if record is not None:
+            events += parser.feed(line, record)
+    return events + parser.finish()
+
+
+def parse_claude_transcript(path: Any) -> tuple[list[dict[str, Any]], Any]:
+    """The events a Claude Code transcript gives, and its parser."""
+    from agentlog.importers.claude_code import ClaudeCodeParser
+
+    parser = ClaudeCodeParser(str(path))
+    return feed_file(parser, path), parser

@@ -23,9 +23,8 @@ from hypothesis import strategies as st
 from agentlog.capture.adapters import claude_code
 from agentlog.capture.classify import classify_command, command_programs
 from agentlog.capture.failures import CLASSES, LEGACY, canonical, classify, classify_event, describe, summarize
-from agentlog.importers import run
-from agentlog.importers.claude_code import ClaudeCodeParser
 from agentlog.operations.fixtures import shared_dir
+from import_support import parse_claude_transcript
 
 pytestmark = pytest.mark.quick
 
@@ -65,14 +64,7 @@ def test_real_runner_outputs_get_their_label_and_summary(case: Path) -> None:
 
 
 def _claude_transcript_errors(path: Path) -> dict[str, dict[str, Any]]:
-    parser = ClaudeCodeParser(str(path))
-    events: list[dict[str, Any]] = []
-    for line, _ in run.iter_lines(str(path), 0, 0):
-        assert line is not None
-        record = run.parse_json(line.data)
-        if record is not None:
-            events += parser.feed(line, record)
-    events += parser.finish()
+    events, _ = parse_claude_transcript(path)
     return {ev["tool"]["call_id"]: ev for ev in events
             if ev["kind"] in ("tool_call_failed", "permission_denied") and ev.get("tool", {}).get("call_id")}
 

@@ -20,7 +20,7 @@ from agentlog.importers import run
 from agentlog.importers.claude_code import ClaudeCodeParser
 from agentlog.importers.run import import_paths
 from agentlog.core.model import Event
-from import_support import lines_held, source_lines
+from import_support import lines_held, parse_claude_transcript, source_lines
 from import_support import log_events as _log_events
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
@@ -55,14 +55,8 @@ def _fixture(tag: str) -> Path:
 
 
 def _parse(path: Path | str) -> tuple[list[dict[str, Any]], ClaudeCodeParser]:
-    parser = ClaudeCodeParser(str(path))
-    events: list[dict[str, Any]] = []
-    for line, _ in run.iter_lines(str(path), 0, 0):
-        assert line is not None
-        record = run.parse_json(line.data)
-        if record is not None:
-            events += parser.feed(line, record)
-    return events + parser.finish(), parser
+    events, parser = parse_claude_transcript(path)
+    return events, parser
 
 
 @needs_fixtures

@@ -19,6 +19,7 @@ from agentlog.operations.fixtures import shared_dir
 from agentlog.importers import run
 from agentlog.importers.sources import AGENTS
 from agentlog.core.model import Event
+from import_support import feed_file
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURE = SHARED / "fixtures" / "codex" / "agent-history__real_sessions-codex-session-01.jsonl"
@@ -185,14 +186,7 @@ def test_event_ids_are_deterministic_across_copies(sample: str) -> None:
 def test_import_pipeline_uses_this_parser() -> None:
     """The registry names this class, and the importer's own line reader gives the same events."""
     assert AGENTS["codex"].parser_class() is CodexParser
-    parser = CodexParser(str(FIXTURE))
-    events: list[dict[str, Any]] = []
-    for src, _ in run.iter_lines(str(FIXTURE), 0, 0):
-        assert src is not None
-        record = run.parse_json(src.data)
-        if record is not None:
-            events += parser.feed(src, record)
-    events += parser.finish()
+    events = feed_file(CodexParser(str(FIXTURE)), FIXTURE)
     _, mine = parse(FIXTURE.read_bytes(), str(FIXTURE))
     assert events == mine
 

@@ -38,6 +38,14 @@ def _int(s: str) -> int | None:
     return int(s) if s and len(s) < 10 and all(ch in _DIGITS for ch in s) else None
 
 
+def _with_failing(out: Summary, failing: list[str]) -> Summary:
+    """``out`` with its failing test ids (unique, in order, at most :data:`MAX_FAILING`)."""
+    names = [n for n in dict.fromkeys(failing) if n][:MAX_FAILING]
+    if names:
+        out["failing"] = names
+    return out
+
+
 def _number_word_counts(line: str, words: dict[str, str]) -> dict[str, int]:
     """``"2 failed, 8 passed"`` → ``{"failed": 2, "passed": 8}`` for the words in ``words``
     (word as printed → key); the first count of a key wins."""
@@ -160,9 +168,7 @@ def _unittest(text: str, tail: str) -> Summary | None:
                 name = name[name.index("(") + 1 : -1]
             if name not in failing:
                 failing.append(name)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _line_starting(tail: str, head: str, must: str = "") -> str | None:
@@ -195,9 +201,7 @@ def _jest(text: str, tail: str) -> Summary | None:
         s = raw.strip()
         if s.startswith("● ") and " › " in s and s[2:] not in failing:
             failing.append(s[2:])
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _vitest(text: str, tail: str) -> Summary | None:
@@ -213,9 +217,7 @@ def _vitest(text: str, tail: str) -> Summary | None:
             item = s[5:].strip()
             if item not in failing:
                 failing.append(item)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _mocha(text: str, tail: str) -> Summary | None:
@@ -244,9 +246,7 @@ def _mocha(text: str, tail: str) -> Summary | None:
         name = " ".join(parts).rstrip(":")
         if name not in failing:
             failing.append(name)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _go_test(text: str, tail: str) -> Summary | None:
@@ -273,9 +273,7 @@ def _go_test(text: str, tail: str) -> Summary | None:
             name = line[at + 10 :].split(" (", 1)[0].strip()
             if name and name not in failing:
                 failing.append(name)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _cargo(text: str, tail: str) -> Summary | None:
@@ -305,9 +303,7 @@ def _cargo(text: str, tail: str) -> Summary | None:
             continue
         if name not in failing:
             failing.append(name)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _rspec(text: str, tail: str) -> Summary | None:
@@ -343,9 +339,7 @@ def _phpunit(text: str, tail: str) -> Summary | None:
         head, _, rest = raw.partition(") ")
         if rest and "::" in rest and _int(head) is not None and rest.strip() not in failing:
             failing.append(rest.strip())
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _dotnet(text: str, tail: str) -> Summary | None:
@@ -362,9 +356,7 @@ def _dotnet(text: str, tail: str) -> Summary | None:
             name = s[7 : s.rindex(" [")]
             if name not in failing:
                 failing.append(name)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _jvm(text: str, tail: str) -> Summary | None:
@@ -387,9 +379,7 @@ def _jvm(text: str, tail: str) -> Summary | None:
                 name = s.split(" ")[0].rsplit(":", 1)[0]
                 if name not in failing:
                     failing.append(name)
-        if failing:
-            out["failing"] = failing[:MAX_FAILING]
-        return out
+        return _with_failing(out, failing)
     gradle = _line_starting(tail, "", "tests completed")
     if gradle is None or _int(gradle.split(" ", 1)[0]) is None:
         return None
@@ -403,9 +393,7 @@ def _jvm(text: str, tail: str) -> Summary | None:
         s = raw.strip()
         if s.endswith(" FAILED") and " > " in s and s[:-7] not in failing:
             failing.append(s[:-7])
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 def _tap(text: str, tail: str) -> Summary | None:
@@ -425,9 +413,7 @@ def _tap(text: str, tail: str) -> Summary | None:
             name = line.split(" - ", 1)[1].split(" # ", 1)[0].strip()
             if name not in failing:
                 failing.append(name)
-    if failing:
-        out["failing"] = failing[:MAX_FAILING]
-    return out
+    return _with_failing(out, failing)
 
 
 _TEST_READERS: dict[str, Callable[[str, str], Optional[Summary]]] = {
