@@ -153,7 +153,7 @@ def reclassify_event(ev: dict[str, Any]) -> dict[str, Any] | None:
     outcome = ev.get("outcome") or {}
     content = ev.get("content") or {}
     if not isinstance(content.get("error"), str) and content.get("tool_output") is None:
-        return {"attrs": {"classified_by": CLASSIFIER_VERSION}}  # nothing to read again: the class stays
+        return None  # nothing to read again: the class stays
     verdict = classify_event(ev, "cancelled" if outcome.get("class") == "cancelled" else None)
     klass = str(verdict["class"])
     update: dict[str, Any] = {k: None for k in SUMMARY_ATTRS}
@@ -165,6 +165,9 @@ def reclassify_event(ev: dict[str, Any]) -> dict[str, Any] | None:
     code = outcome.get("exit_code")
     if not isinstance(code, int) or isinstance(code, bool):
         code = verdict.get("exit_code")
+    if klass == old and code == outcome.get("exit_code") and all(
+            attrs.get(k) == update[k] for k in SUMMARY_ATTRS):
+        return None  # today's classifier says what the event says
     return {"class": klass, "exit_code": code, "attrs": update}
 
 
@@ -191,7 +194,7 @@ def _reclassify_batch(ev: dict[str, Any]) -> dict[str, Any] | None:
         if klass != item.get("class"):
             item["class"] = klass
             changed = True
-    update: dict[str, Any] = {"classified_by": CLASSIFIER_VERSION}
-    if changed:
-        update["calls"] = json.dumps(calls, separators=(",", ":"), ensure_ascii=False)
-    return {"attrs": update}
+    if not changed:
+        return None
+    return {"attrs": {"classified_by": CLASSIFIER_VERSION,
+                      "calls": json.dumps(calls, separators=(",", ":"), ensure_ascii=False)}}

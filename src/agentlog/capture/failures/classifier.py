@@ -279,9 +279,18 @@ def classify(
         got = _from_summary(summary, sign, vet, command_subcategory, code)
         if got is not None:
             return got
-    if sign is None and len(text or "") + len(output or "") > len(view):  # read further up
-        view = _windows(text, output, WIDE)
-        sign = _line_sign(head_lines + view[-WIDE:].splitlines()[-WIDE_LINES:])
+    if sign is None and (len(text or "") + len(output or "") > len(view) or len(tail_lines) == SIGN_LINES):
+        view = _windows(text, output, WIDE)  # read further up
+        wide_lines = head_lines + view[-WIDE:].splitlines()[-WIDE_LINES:]
+        wide_words = words_of("\n".join(wide_lines))
+        sign = _line_sign(wide_lines, wide_words)
+        if summary is None:
+            summary = summarize(view, view[-WIDE:], wide_words)
+            if summary is not None:
+                got = _from_summary(summary, sign, "go" in programs and command is not None and " vet" in command,
+                                    command_subcategory, code)
+                if got is not None:
+                    return got
     return _from_command(command_category, command_subcategory, programs, sign, code, view, summary)
 
 

@@ -12,7 +12,7 @@ costs nothing when every event is current: the stale ones are found in the
 
 from __future__ import annotations
 
-from typing import Any, Final, Iterable
+from typing import Any, Final
 
 import orjson
 
@@ -23,48 +23,46 @@ _CURRENT: Final = f'"classified_by":{CLASSIFIER_VERSION}'
 
 
 def stale_ids(table: Any) -> list[str]:
-    """Event ids of ``table``'s failed calls and outcome batches not classified by this version."""
-    kinds = table.column("kind").to_pylist()
-    attrs = table.column("attrs").to_pylist()
-    ids = table.column("event_id").to_pylist()
+    """Event ids of ``table``'s failed calls and outcome batches not classified by this version
+    (the kinds are filtered in Arrow first: only those rows' attrs become Python strings)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    rows = table.filter(pc.is_in(table.column("kind"), value_set=pa.array(sorted(KINDS))))
+    if rows.num_rows == 0:
+        return []
     out = []
-    for kind, a, eid in zip(kinds, attrs, ids):
-        if kind in KINDS and (not a or _CURRENT not in a.replace(" ", "")):
+    for a, eid in zip(rows.column("attrs").to_pylist(), rows.column("event_id").to_pylist()):
+        if not a or _CURRENT not in a.replace(" ", ""):
             out.append(eid)
     return out
 
 
-def changes_of(events: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """``{event_id: change}`` of (event id, stored event JSON) pairs (see :func:`reclassify_event`)."""
-    out: dict[str, dict[str, Any]] = {}
-    for eid, text in events:
-        try:
-            ev = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(ev, dict):
-            continue
-        try:
-            change = reclassify_event(ev)
-        except Exception:  # a classifier bug keeps the stored class
-            change = None
-        if change is not None:
-            out[eid] = change
-    return out
-
-
-def read_changes(dataset: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """The changes of events ``ids``, read whole from ``dataset`` (the store's events)."""
+def read_changes(root: str, dataset: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The changes of events ``ids``: each read from its own log frame (where the store says
+    it is: a ``pread``, or a short decompression in a sealed segment), not from the store's
+    bulky ``event`` column, whose pages hold every other event too."""
     if not ids or dataset is None:
         return {}
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
     import pyarrow.dataset as ds  # type: ignore[import-untyped]
+
+    from agentlog.log.lookup import event_at
 
     out: dict[str, dict[str, Any]] = {}
     wanted = pa.array(sorted(set(ids)), type=pa.string())
-    for batch in dataset.to_batches(columns=["event_id", "event"], filter=ds.field("event_id").isin(wanted),
-                                    batch_size=8192):
-        out.update(changes_of(zip(batch.column("event_id").to_pylist(), batch.column("event").to_pylist())))
+    columns = ["event_id", "log_provider", "log_key", "log_offset"]
+    for batch in dataset.to_batches(columns=columns, filter=ds.field("event_id").isin(wanted), batch_size=8192):
+        for eid, provider, key, offset in zip(*(batch.column(c).to_pylist() for c in columns)):
+            ev = event_at(root, f"{provider}/{key}", offset)
+            if ev is None:  # purged or gone: the stored class stays
+                continue
+            try:
+                change = reclassify_event(ev)
+            except Exception:  # a classifier bug keeps the stored class
+                change = None
+            if change is not None:
+                out[eid] = change
     return out
 
 

@@ -185,7 +185,7 @@ def _read_files(root: str, files: list[str]) -> Any:
     table = _files_dataset(root, files, _obs_schema()).to_table(columns=OBS_COLUMNS)
     stale = reclassify.stale_ids(table)
     if stale:
-        table = reclassify.apply(table, reclassify.read_changes(_files_dataset(root, files), stale))
+        table = reclassify.apply(table, reclassify.read_changes(root, _files_dataset(root, files), stale))
     return table
 
 
@@ -280,7 +280,7 @@ def _full(root: str, directory: str, version: int | None, table_id: str | None,
     for name in raw.values():
         os.chmod(os.path.join(directory, name), FILE_MODE)
     if stale:  # events an older classifier classified: today's class, before anything reads them
-        changes = reclassify.read_changes(dataset, stale)
+        changes = reclassify.read_changes(root, dataset, stale)
         for name in raw.values():
             before = _read_raw(directory, name)
             after = reclassify.apply(before, changes)
