@@ -354,12 +354,20 @@ def test_hook_path_avoids_expensive_stdlib_modules(agentlog_home: Path) -> None:
         "main(['claude-code'])\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
-    p = agentlog_home / "payload.json"
-    p.write_bytes(
-        payload(hook_event_name="PostToolUse", tool_name="Edit", tool_use_id="t", tool_input={"file_path": "/tmp/a.py", "old_string": "a", "new_string": "b"}, tool_response={"filePath": "/tmp/a.py"})
-    )
-    r = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(p)], capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    loaded = set(r.stdout.decode().split())
     expensive = {"os", "re", "json", "typing", "uuid", "dataclasses", "enum", "functools", "collections", "datetime", "tomllib", "inspect", "logging", "pathlib", "shlex", "hashlib"}
-    assert loaded & expensive == set()
+    pytest_out = ("Exit code 1\nFAILED tests/t.py::test_timeout - AssertionError\n"
+                  "=== 1 failed, 3 passed in 0.1s ===\nTraceback (most recent call last):\nModuleNotFoundError: x")
+    for n, body in enumerate((
+        dict(hook_event_name="PostToolUse", tool_name="Edit", tool_use_id="t", tool_input={"file_path": "/tmp/a.py", "old_string": "a", "new_string": "b"}, tool_response={"filePath": "/tmp/a.py"}),
+        # a failed call: the failure classifier and its summaries run too
+        dict(hook_event_name="PostToolUseFailure", tool_name="Bash", tool_use_id="f", tool_input={"command": "pytest -q"}, error=pytest_out),
+        dict(hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="g", tool_input={"command": "pytest -q"}, tool_response={"stdout": "4 passed in 0.1s", "stderr": ""}),
+    )):
+        p = agentlog_home / f"payload{n}.json"
+        p.write_bytes(payload(**body))
+        r = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(p)], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        loaded = set(r.stdout.decode().split())
+        assert loaded & expensive == set(), body["hook_event_name"]
+        if n == 1:
+            assert "agentlog.capture.failures.summaries" in loaded
