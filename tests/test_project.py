@@ -70,3 +70,82 @@ def test_relative_paths() -> None:
 def test_strip_credentials() -> None:
     assert strip_credentials("https://tok@github.com/a/b") == "https://github.com/a/b"
     assert strip_credentials("git@github.com:a/b.git") == "git@github.com:a/b.git"
+
+
+# -- a hostile repository (issue 27, finding 13) -------------------------------------------------
+
+SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+HEX_SECRET = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _hostile(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A work tree with a hand-made .git, and a secret file outside it."""
+    secret = tmp_path / f"{name}-credentials"
+    secret.write_text(SECRET + "\n")
+    repo = tmp_path / name
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    return repo, secret
+
+
+def _captured(repo: Path) -> str:
+    """Everything a real hook records for a prompt typed in ``repo``."""
+    import json
+
+    from agentlog.capture.hook import build
+
+    payload = json.dumps({"session_id": "s-hostile", "hook_event_name": "UserPromptSubmit", "prompt": "hi",
+                          "cwd": str(repo)}).encode()
+    captured = build("claude-code", payload, len(payload), [], environ={}, cwd=str(repo))
+    return json.dumps(captured.event)
+
+
+def test_a_hostile_head_never_reads_a_file_outside_the_git_dir(tmp_path: Path) -> None:
+    import os
+
+    cases = []
+    repo, secret = _hostile(tmp_path, "abs")
+    (repo / ".git" / "HEAD").write_text(f"ref: {secret}\n")  # ref: /abs/path
+    cases.append(repo)
+    repo, secret = _hostile(tmp_path, "dotdot")
+    (repo / ".git" / "HEAD").write_text("ref: ../../dotdot-credentials\n")
+    cases.append(repo)
+    repo, secret = _hostile(tmp_path, "refdotdot")
+    (repo / ".git" / "HEAD").write_text("ref: refs/../../refdotdot-credentials\n")
+    cases.append(repo)
+    repo, secret = _hostile(tmp_path, "headlink")  # HEAD itself a symlink to the secret
+    os.symlink(secret, repo / ".git" / "HEAD")
+    cases.append(repo)
+    repo, secret = _hostile(tmp_path, "reflink")  # the named ref a symlink to the secret
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    os.symlink(secret, repo / ".git" / "refs" / "heads" / "main")
+    cases.append(repo)
+    repo, secret = _hostile(tmp_path, "dirlink")  # refs/heads a symlink to a directory outside
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "main").write_text(HEX_SECRET + "\n")
+    (repo / ".git" / "refs" / "heads").rmdir()
+    os.symlink(outside, repo / ".git" / "refs" / "heads")
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    cases.append(repo)
+    repo, secret = _hostile(tmp_path, "detached")  # a "detached head" that is not an object id
+    (repo / ".git" / "HEAD").write_text(SECRET + "\n")
+    cases.append(repo)
+    for repo in cases:
+        info = project_info(str(repo))
+        assert info is not None and "head" not in info, (repo.name, info)
+        recorded = _captured(repo)
+        assert "wJalrXUtnFEMI" not in recorded and HEX_SECRET not in recorded, repo.name
+
+
+def test_a_valid_head_and_branch_are_still_read_and_project_text_is_redacted(tmp_path: Path) -> None:
+    repo, _ = _hostile(tmp_path, "ok")
+    sha = "a" * 40
+    (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert project_info(str(repo))["head"] == sha
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    (repo / ".git" / "refs" / "heads" / token).write_text(sha + "\n")
+    (repo / ".git" / "HEAD").write_text(f"ref: refs/heads/{token}\n")
+    assert project_info(str(repo))["branch"] == token
+    recorded = _captured(repo)
+    assert token not in recorded and sha in recorded

@@ -202,6 +202,10 @@ def build(
         from agentlog.capture.project import attach_project, project_info
 
         project = project_info(work_dir)
+        if project is not None and redact:
+            from agentlog.capture.redact import redact_project
+
+            project = redact_project(project)
         attach_project(event, project, work_dir)
 
     attrs: dict[str, Any] = dict(partial.get("attrs") or {})

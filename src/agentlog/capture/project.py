@@ -18,12 +18,55 @@ if TYPE_CHECKING:
 _MAX_READ = 1 << 20
 
 
+_HEX = frozenset("0123456789abcdef")
+_MAX_SYMREF_DEPTH = 5
+
+
 def _read(path: str, limit: int = _MAX_READ) -> str | None:
     try:
         with open(path, "rb") as f:
             return f.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
+
+
+def _read_inside(base: str, rel: str, limit: int = 4096) -> str | None:
+    """The file ``rel`` below the directory ``base``, never outside it: ``rel`` has no
+    ``..``, ``.`` or empty part and is not absolute, and every component is opened
+    without following a symlink (a planted ``refs -> ~`` or ``HEAD -> ~/.ssh/id_ed25519``
+    reads nothing)."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") or "\0" in p for p in parts):
+        return None
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        ffd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            return os.read(ffd, limit).decode("utf-8", "replace")
+        finally:
+            os.close(ffd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def is_object_id(value: str) -> bool:
+    """A commit id as git writes one: 40 (SHA-1) or 64 (SHA-256) lower-case hex digits."""
+    return len(value) in (40, 64) and all(ch in _HEX for ch in value)
+
+
+def is_ref_name(ref: str) -> bool:
+    """A ref HEAD may name: ``refs/…``, no ``..``, no leading ``/``, no control characters."""
+    return (ref.startswith("refs/") and len(ref) < 1024 and ".." not in ref and "//" not in ref
+            and all(ch >= " " and ch not in "\\:?*[~^" for ch in ref))
 
 
 def find_git(start: str) -> tuple[str, str, str] | None:
@@ -40,7 +83,7 @@ def find_git(start: str) -> tuple[str, str, str] | None:
                 if not os.path.isabs(gitdir):
                     gitdir = os.path.normpath(os.path.join(d, gitdir))
                 common = gitdir
-                rel = _read(os.path.join(gitdir, "commondir"), 4096)
+                rel = _read_inside(gitdir, "commondir")
                 if rel:
                     rel = rel.strip()
                     common = rel if os.path.isabs(rel) else os.path.normpath(os.path.join(gitdir, rel))
@@ -51,25 +94,30 @@ def find_git(start: str) -> tuple[str, str, str] | None:
         d = parent
 
 
-def _resolve_ref(gitdir: str, common: str, ref: str) -> str | None:
+def _resolve_ref(gitdir: str, common: str, ref: str, depth: int = 0) -> str | None:
+    """The commit id a ref names (loose, then packed), read inside the git directories only;
+    None for anything that is not a ref name or not an object id."""
+    if depth > _MAX_SYMREF_DEPTH or not is_ref_name(ref):
+        return None
     for base in (gitdir, common):
-        text = _read(os.path.join(base, ref), 4096)
+        text = _read_inside(base, ref)
         if text:
             value = text.strip()
             if value.startswith("ref:"):
-                return _resolve_ref(gitdir, common, value[4:].strip())
-            return value or None
-    packed = _read(os.path.join(common, "packed-refs"))
+                return _resolve_ref(gitdir, common, value[4:].strip(), depth + 1)
+            return value if is_object_id(value) else None
+    packed = _read_inside(common, "packed-refs", _MAX_READ)
     if packed:
         for line in packed.splitlines():
             if line.endswith(" " + ref) and not line.startswith(("#", "^")):
-                return line.split(" ", 1)[0]
+                value = line.split(" ", 1)[0]
+                return value if is_object_id(value) else None
     return None
 
 
 def origin_url(common: str) -> str | None:
     """The ``url`` of ``[remote "origin"]`` (else the first remote), credentials stripped."""
-    text = _read(os.path.join(common, "config"))
+    text = _read_inside(common, "config", _MAX_READ)
     if not text:
         return None
     section = None
@@ -119,15 +167,17 @@ def project_info(cwd: str | None) -> dict[str, Any] | None:
             tail = tail[:-4]
         if tail:
             info["name"] = tail
-    head = (_read(os.path.join(gitdir, "HEAD"), 4096) or "").strip()
+    head = (_read_inside(gitdir, "HEAD") or "").strip()
     if head.startswith("ref:"):
         ref = head[4:].strip()
+        if not is_ref_name(ref):
+            return info  # "ref: /etc/passwd", "ref: ../../x": not a ref; nothing more is read
         if ref.startswith("refs/heads/"):
             info["branch"] = ref[len("refs/heads/") :]
         sha = _resolve_ref(gitdir, common, ref)
         if sha:
             info["head"] = sha
-    elif head:
+    elif is_object_id(head):
         info["head"] = head
     return info
 

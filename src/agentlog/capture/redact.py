@@ -823,6 +823,12 @@ def redact_value(value: object, memo: dict[int, tuple[str, dict[str, int]]] | No
     return _walk(value, counts, 0, memo), counts
 
 
+def redact_project(project: dict[str, Any]) -> dict[str, Any]:
+    """A project object (root, name, remote, branch, head: text read from a repository the
+    user may not control) with every text field redacted like any other text."""
+    return {k: redact_text(v)[0] if isinstance(v, str) else v for k, v in project.items()}
+
+
 OUTPUT_ATTRS = ("failure_evidence", "failing_tests", "first_error", "result_summary")
 """``attrs`` that quote a tool's output (capture.failures): redacted with the content."""
 

@@ -18,7 +18,7 @@ import sys
 TYPE_CHECKING = False
 
 __all__ = [
-    "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
+    "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_DIRECTORY", "O_NOFOLLOW", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
     "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid",
     "listdir", "mkdir", "open", "path", "posix_spawn", "POSIX_SPAWN_OPEN", "pread", "pwrite", "read", "replace",
     "stat", "urandom", "write", "LEAN",
@@ -31,6 +31,8 @@ if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_nam
         O_APPEND,
         O_CLOEXEC,
         O_CREAT,
+        O_DIRECTORY,
+        O_NOFOLLOW,
         O_RDONLY,
         O_RDWR,
         O_TRUNC,
@@ -64,6 +66,8 @@ else:
     O_APPEND = _p.O_APPEND
     O_CLOEXEC = getattr(_p, "O_CLOEXEC", 0)
     O_CREAT = _p.O_CREAT
+    O_DIRECTORY = _p.O_DIRECTORY
+    O_NOFOLLOW = _p.O_NOFOLLOW
     O_RDONLY = _p.O_RDONLY
     O_RDWR = _p.O_RDWR
     O_TRUNC = _p.O_TRUNC

@@ -372,8 +372,11 @@ def _project(cwd: str) -> dict[str, Any] | None:
 
         if len(_PROJECTS) > 10_000:
             _PROJECTS.clear()
+        from agentlog.capture.redact import redact_project
+
         info = project_info(cwd)
-        _PROJECTS[cwd] = None if info is None else {k: v for k, v in info.items() if k not in ("branch", "head")}
+        _PROJECTS[cwd] = None if info is None else redact_project(
+            {k: v for k, v in info.items() if k not in ("branch", "head")})
     return _PROJECTS[cwd]
 
 
