@@ -63,6 +63,32 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except AgentlogError as e:
             raise (_Refused if e.exit_code == 2 else _Failed)(terminal_safe(str(e))) from None
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except OSError as e:  # the data root or a file it names: unusable (a file, unreadable, full, read-only)
+            if os.environ.get("AGENTLOG_DEBUG") == "1":
+                raise
+            raise _Failed(terminal_safe(os_error_line(e))) from None
+        except Exception as e:  # never a traceback: one line, and how to get the traceback
+            if os.environ.get("AGENTLOG_DEBUG") == "1":
+                raise
+            raise _Failed(terminal_safe(f"internal error ({type(e).__name__}: {e}); "
+                                        "run it again with AGENTLOG_DEBUG=1 to see where")) from None
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for an OS error: what failed, on which path, and what to check when the
+    path is under the data root."""
+    what = e.strerror or type(e).__name__
+    where = f": {e.filename}" if e.filename else ""
+    line = f"{what}{where}"
+    root = data_root()
+    if os.path.exists(root) and not os.path.isdir(root):
+        return f"the data root {root} is a file, not a directory: set AGENTLOG_HOME to a directory ({what}{where})"
+    if e.filename and str(e.filename).startswith(root):
+        line += (f" (the data root is {root}; set AGENTLOG_HOME to a writable directory, or fix that one: "
+                 "agentlog paths lists what it holds)")
+    return line
 
 
 LAZY_COMMANDS = {
