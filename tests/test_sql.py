@@ -99,6 +99,23 @@ def test_only_the_store_and_projection_directories_are_readable(root: str) -> No
     assert run_sql(root, f"select count(*) from read_parquet('{stored[0]}')", catch_up=False).rows[0][0] > 0
 
 
+def test_duckdbs_temp_directory_is_private_and_nothing_outside_the_root_is_allowed(
+        root: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, finding 17: DuckDB adds its temp directory (default ``.tmp`` in the working
+    directory) to the allowed list; a file there must stay out of reach."""
+    work = tmp_path / "work"
+    (work / ".tmp").mkdir(parents=True)
+    (work / ".tmp" / "secret.csv").write_text("token,value\nabc,1\n")
+    monkeypatch.chdir(work)
+    for sql in ("select * from read_csv('.tmp/secret.csv')", f"select * from read_csv('{work}/.tmp/secret.csv')"):
+        with pytest.raises(QueryError):
+            run_sql(root, sql, catch_up=False)
+    allowed = run_sql(root, "select current_setting('allowed_directories')", catch_up=False).rows[0][0]
+    assert allowed and all(str(d).startswith(os.path.abspath(root)) for d in allowed), allowed
+    temp = run_sql(root, "select current_setting('temp_directory')", catch_up=False).rows[0][0]
+    assert temp.startswith(os.path.join(os.path.abspath(root), "state")) and oct(os.stat(temp).st_mode & 0o777) == "0o700"
+
+
 def test_the_lock_cannot_be_undone_from_a_select(root: str) -> None:
     with Engine(root) as engine:
         with pytest.raises(QueryError):

@@ -200,6 +200,31 @@ def _sanitize(message: str, statement: str) -> str:
     return "".join(out)
 
 
+def _private_temp_dir(root: str) -> str | None:
+    """``<data root>/state/duckdb-tmp`` (0700), or None when it cannot be made (spilling is then off)."""
+    from agentlog.core.paths import ensure_dir, state_dir
+
+    path = os.path.join(os.path.abspath(state_dir(root)), "duckdb-tmp")
+    try:
+        ensure_dir(path)
+    except OSError:
+        return None
+    return path + os.sep
+
+
+def _check_allowed(con: Any, root: str) -> None:
+    """Every directory DuckDB may read is under the data root (asserted, not assumed: DuckDB
+    adds its temp directory to the list on its own)."""
+    value = con.execute("SELECT current_setting('allowed_directories')").fetchall()[0][0]
+    entries = value if isinstance(value, list) else []
+    base = os.path.abspath(root).rstrip(os.sep) + os.sep
+    outside = [d for d in entries if not os.path.abspath(str(d)).rstrip(os.sep).startswith(base.rstrip(os.sep))]
+    if outside:
+        con.close()
+        raise QueryError(f"the SQL engine would be allowed to read outside the data root: {', '.join(map(str, outside))}",
+                         "error")
+
+
 def sql_list(values: list[str]) -> str:
     """A SQL list literal of strings (quotes doubled)."""
     return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
@@ -233,6 +258,10 @@ class Engine:
         from agentlog.store.schema import EVENTS_SCHEMA, events_path
 
         self._con = duckdb.connect(":memory:")
+        # DuckDB allows its temp directory (default: .tmp in the working directory) besides
+        # allowed_directories: point it at a private one under the data root, or nowhere.
+        private_tmp = _private_temp_dir(root)
+        self._con.execute(f"SET temp_directory = {sql_list([private_tmp])[1:-1] if private_tmp else repr('')}")
         self._views: dict[str, tuple[Callable[[], object], tuple[str, ...]]] = {}
         self._created: set[str] = set()
         allowed: list[str] = []
@@ -280,6 +309,7 @@ class Engine:
         self._con.execute("SET TimeZone = 'UTC'")
         self._con.execute("SET enable_external_access = false")
         self._con.execute("SET lock_configuration = true")
+        _check_allowed(self._con, root)
 
     def _events_view(self, root: str) -> None:
         from agentlog.store.schema import EVENTS_SCHEMA
