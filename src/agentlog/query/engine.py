@@ -218,7 +218,7 @@ def _check_allowed(con: Any, root: str) -> None:
     value = con.execute("SELECT current_setting('allowed_directories')").fetchall()[0][0]
     entries = value if isinstance(value, list) else []
     base = os.path.abspath(root).rstrip(os.sep) + os.sep
-    outside = [d for d in entries if not os.path.abspath(str(d)).rstrip(os.sep).startswith(base.rstrip(os.sep))]
+    outside = [d for d in entries if not (os.path.abspath(str(d)) + os.sep).startswith(base)]
     if outside:
         con.close()
         raise QueryError(f"the SQL engine would be allowed to read outside the data root: {', '.join(map(str, outside))}",
