@@ -578,3 +578,26 @@ def test_a_purge_in_a_large_segment_rebuilds_the_index_without_it(tmp_path: Path
     assert not list(idx.searcher().terms_with_prefix("body", "canarybigseg"))
     assert not search(root, "canarybigseg").hits and search(root, "keptbigseg").hits
     assert index.check(root)["ok"]
+
+
+def test_a_path_glob_too_complex_for_the_index_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 27, finding 20: the CLI says so in one line (exit 2), the MCP tool answers an error."""
+    import subprocess
+    import sys
+
+    from agentlog.mcp import tools
+    from agentlog.mcp.tools import ToolError
+
+    from import_support import record_prompt
+
+    record_prompt(str(tmp_path / "home"), "s-glob", "look at src/app.py")
+    env = {**os.environ, "AGENTLOG_HOME": str(tmp_path / "home")}
+    r = subprocess.run([sys.executable, "-m", "agentlog", "search", "path:" + "*a" * 500], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "too complex" in r.stderr
+    try:
+        text, _ = tools.search(str(tmp_path / "home"), query="path:" + "*a" * 500)
+    except ToolError as e:
+        assert "too complex" in str(e)
+    else:
+        assert "too complex" in text

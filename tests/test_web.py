@@ -394,3 +394,18 @@ def test_catching_up_is_skipped_while_neither_the_logs_nor_the_store_change(agen
     after = source.bring_up_to_date()
     assert after is not None and after["ingest"]["events"] == 0
     assert source.read(lambda e: e.run("SELECT count(*) FROM turns").rows[0][0]) == 3
+
+
+def test_a_missing_static_file_and_a_monstrous_path_glob_are_clean_errors(populated: str) -> None:
+    """Issue 27, finding 20: no 500 (and no server traceback) for a /static/ miss without a
+    session, nor for a path: glob too complex for the index's regex engine."""
+    guard = Guard(port=8765)
+    app = create_app(populated, guard, live=False)
+    anonymous = TestClient(app, base_url=f"http://127.0.0.1:{guard.port}", raise_server_exceptions=True)
+    r = anonymous.get("/static/no-such-file.js")
+    assert r.status_code == 404 and "<nav" not in r.text
+    with _signed_in(app, guard) as c:
+        for path in ("/search", "/api/search"):
+            r = c.get(path, params={"q": "path:" + "*a" * 500})
+            assert r.status_code in (200, 400), (path, r.status_code)
+            assert "too complex" in r.text, path

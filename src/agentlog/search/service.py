@@ -141,7 +141,11 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
                                            (Occur.Must, Q.term_query(sc, "provider", provider))])
                           for provider, sid in (sessions or {}).get(v, [])]
             elif name == "path":
-                conds.append(Q.regex_query(sc, "paths", _glob(v)))
+                try:
+                    conds.append(Q.regex_query(sc, "paths", _glob(v)))
+                except ValueError as e:  # tantivy refuses a pattern its regex engine cannot hold
+                    raise SearchSyntaxError(f"path: the pattern {v[:40]!r}… is too complex to search "
+                                            f"({str(e).split(':')[-1].strip()})") from None
             elif name in ("since", "until"):
                 try:
                     us = resolve(v, time.time_ns() // 1000)

@@ -121,6 +121,11 @@ def error(request: Request, status: int, title: str, detail: str) -> Response:
     """A problem document under ``/api/``, else the error page."""
     if request.url.path.startswith("/api/"):
         return problem(status, title, detail, instance=request.url.path)
+    if "csrf" not in request.scope.get("state", {}):  # not signed in (a /static/ miss): no page around it
+        from html import escape
+
+        return HTMLResponse(f"<!doctype html><title>{escape(title)}</title><h1>{escape(title)}</h1>"
+                            f"<p>{escape(detail)}</p>", status_code=status)
     st = state(request)
     return HTMLResponse(st.env.get_template("error.html").render(nav=NAV, path=request.url.path,
                                                                  csrf=request.state.csrf, live_id=st.feed.last_id,
