@@ -356,9 +356,13 @@ def test_redact_value_walks_and_copies_only_changed_paths() -> None:
 
 
 def test_redact_value_identity_and_keys() -> None:
-    value = {"password=hunter22": "fine", "x": ["a", "b"]}
+    clean = {"a_perfectly_fine_key": "fine", "x": ["a", "b"]}
+    out, counts = redact_value(clean)
+    assert out is clean and counts == {}
+    value = {"password=hunter22": "fine", "x": ["a", "b"]}  # a secret as a key is redacted too
     out, counts = redact_value(value)
-    assert out is value and counts == {}
+    assert out == {"password=[REDACTED:password_assignment]": "fine", "x": ["a", "b"]}
+    assert counts == {"password_assignment": 1}
     assert redact_value("AKIAABCDEFGHIJKLMNOP")[0] == "[REDACTED:aws_access_key]"
     assert redact_value(42) == (42, {})
 
@@ -367,8 +371,12 @@ def test_redact_value_deep_nesting_does_not_raise() -> None:
     value: object = "password=hunter22"
     for _ in range(5000):
         value = [value]
-    out, _ = redact_value(value)
-    assert out is value
+    out, counts = redact_value(value)  # below the depth limit: serialised and redacted, or dropped
+    assert counts and "hunter22" not in repr(out)
+    shallow: object = "nothing secret here"
+    for _ in range(600):
+        shallow = [shallow]
+    assert redact_value(shallow)[0] is shallow  # nothing to hide below the limit: kept as it is
 
 
 def _with_slack(slack: int, text: str) -> str:
@@ -392,3 +400,30 @@ def test_anchor_and_fallback_scans_agree(text: str) -> None:
 def test_markdown_code_span_is_not_a_value() -> None:
     text = "The generic `password=`/entropy rules are not implemented. Use password=`cat pw.txt` here."
     assert redact_text(text)[0] is text
+
+
+def test_secrets_used_as_keys_or_nested_below_the_depth_limit_are_redacted() -> None:
+    """Issue 27, finding 19: a secret as a JSON object key, or nested deeper than 200 levels,
+    was stored as it came; now neither the event's content nor its raw payload keeps it."""
+    import json
+
+    from agentlog.capture.hook import build
+
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    deep: dict[str, object] = {}
+    cur = deep
+    for _ in range(260):
+        cur["k"] = {}
+        cur = cur["k"]  # type: ignore[assignment]
+    cur["s"] = "export GITHUB_TOKEN=" + token
+    payload = {"session_id": "s-keys", "hook_event_name": "PostToolUse", "tool_name": "mcp__x__y",
+               "tool_use_id": "t1", "cwd": "/nonexistent",
+               "tool_input": {"headers": {token: "1", "AKIAIOSFODNN7EXAMPLE": "2", "ok": "3"}},
+               "tool_response": {"nested": deep}}
+    data = json.dumps(payload).encode()
+    event = build("claude-code", data, len(data), [], environ={}).event
+    text = json.dumps(event)
+    assert token not in text and "AKIAIOSFODNN7EXAMPLE" not in text
+    assert event["attrs"]["redactions"] >= 3
+    headers = event["content"]["tool_input"]["headers"]
+    assert len(headers) == 3 and headers.get("ok") == "3"  # keys that redact alike stay apart

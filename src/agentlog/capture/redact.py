@@ -766,6 +766,9 @@ def redact_text(text: str) -> tuple[str, dict[str, int]]:
 
 
 _MAX_DEPTH = 200
+_MIN_SECRET_KEY = 16
+"""Keys shorter than this are not looked at: no secret the rules know is that short, and
+most keys are short names (checking each would double the cost of a wide object)."""
 
 
 def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tuple[str, dict[str, int]]] | None = None) -> object:
@@ -783,15 +786,20 @@ def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tup
             counts[rule] = counts.get(rule, 0) + n
         return out
     if depth > _MAX_DEPTH:
-        return value
+        return _deep(value, counts)
     if isinstance(value, dict):
         new_dict: dict[object, object] | None = None
+        renamed = False
         for k, v in value.items():
             r = _walk(v, counts, depth + 1, memo)
             if r is not v:
                 if new_dict is None:
                     new_dict = dict(value)
                 new_dict[k] = r
+            if isinstance(k, str) and len(k) >= _MIN_SECRET_KEY and redact_text(k)[0] is not k:
+                renamed = True
+        if renamed:  # a secret used as a key: the key is redacted too
+            return _rename_keys(new_dict if new_dict is not None else value, counts)
         return value if new_dict is None else new_dict
     if isinstance(value, (list, tuple)):
         new_list: list[object] | None = None
@@ -807,12 +815,53 @@ def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tup
     return value
 
 
+def _rename_keys(value: dict[object, object], counts: dict[str, int]) -> dict[object, object]:
+    """``value`` with every string key redacted; two keys that redact alike stay apart (``#2``)."""
+    out: dict[object, object] = {}
+    for k, v in value.items():
+        if isinstance(k, str) and len(k) >= _MIN_SECRET_KEY:
+            clean, found = redact_text(k)
+            for rule, n in found.items():
+                counts[rule] = counts.get(rule, 0) + n
+            key: object = clean
+            n = 2
+            while key in out:
+                key = f"{clean}#{n}"
+                n += 1
+            out[key] = v
+        else:
+            out[k] = v
+    return out
+
+
+def _deep(value: object, counts: dict[str, int]) -> object:
+    """What lies below the depth limit, redacted as its serialised text: kept as it is when
+    the text holds nothing, else replaced by the redacted text (or by a placeholder when it
+    cannot be serialised)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    from agentlog.core.fastjson import dumps
+
+    try:
+        text = dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        counts["too_deep"] = counts.get("too_deep", 0) + 1
+        return "[REDACTED:nested too deep to check]"
+    clean, found = redact_text(text)
+    if clean is text:
+        return value
+    for rule, n in found.items():
+        counts[rule] = counts.get(rule, 0) + n
+    return clean
+
+
 def redact_value(value: object, memo: dict[int, tuple[str, dict[str, int]]] | None = None) -> tuple[object, dict[str, int]]:
     """Redact every string inside ``value`` (dict values, list/tuple items, nested).
 
-    Dict keys are kept as they are. Containers are copied only along the
-    paths where something changed; otherwise the same object comes back.
-    Structures nested deeper than 200 levels are left alone below that depth.
+    Dict keys are redacted too (a secret used as a key). Containers are copied
+    only along the paths where something changed; otherwise the same object
+    comes back. Below 200 levels of nesting, what remains is redacted as its
+    serialised text (replaced by that text when it held a secret).
 
     ``memo`` (a dict the caller keeps) lets several calls share the work for
     the same long string objects: the hook redacts ``content`` and ``raw``,
