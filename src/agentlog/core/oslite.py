@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 
 __all__ = [
     "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_DIRECTORY", "O_NOFOLLOW", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
-    "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid",
+    "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid", "getuid",
     "listdir", "mkdir", "open", "path", "posix_spawn", "POSIX_SPAWN_OPEN", "pread", "pwrite", "read", "replace",
     "stat", "urandom", "write", "LEAN",
 ]
@@ -44,6 +44,7 @@ if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_nam
         ftruncate,
         getcwd,
         getpid,
+        getuid,
         listdir,
         mkdir,
         posix_spawn,
@@ -79,6 +80,7 @@ else:
     ftruncate = _p.ftruncate
     getcwd = _p.getcwd
     getpid = _p.getpid
+    getuid = _p.getuid
     listdir = _p.listdir
     mkdir = _p.mkdir
     open = _p.open  # noqa: A001

@@ -123,6 +123,23 @@ class AppendResult:
         self.written = 0  # bytes of the frames written (gap frames included)
 
 
+class UnsafeLogError(PermissionError):
+    """A session log the hook will not write: in a directory another user owns or anyone may
+    write to, or a file that is not the user's own."""
+
+
+def check_private(directory: str, fd: int) -> None:
+    """Refuse (:class:`UnsafeLogError`) a log directory not owned by this user or writable by
+    others, and a log file (open as ``fd``) another user owns."""
+    uid = os.getuid()
+    st = os.stat(directory)
+    if st.st_uid != uid or st.st_mode & 0o002:
+        raise UnsafeLogError(f"{directory} is {'writable by anyone' if st.st_mode & 0o002 else 'not yours'}: "
+                             "refusing to write session logs there")
+    if os.fstat(fd).st_uid != uid:
+        raise UnsafeLogError(f"a log in {directory} is not yours: refusing to append to it")
+
+
 class SessionLog:
     """One session's append-only, hash-chained log file."""
 
@@ -201,21 +218,28 @@ class SessionLog:
 
     # -- internals -----------------------------------------------------------
     def _open(self) -> int:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        """The log open for appending: never through a symlink (a planted ``x.jsonl -> ~/.bashrc``
+        gets nothing), and only in a directory of the user's that others cannot write to."""
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        d = os.path.dirname(self.path)
         try:
-            return os.open(self.path, flags, FILE_MODE)
+            fd = os.open(self.path, flags, FILE_MODE)
         except FileNotFoundError:
-            d = os.path.dirname(self.path)
             ensure_dir(d)
             fd = os.open(self.path, flags, FILE_MODE)
             if self.durability == "strict":
                 fsync_path(d)
-            return fd
+        try:
+            check_private(d, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _open_head(self) -> int:
         """The head file open for reading and rewriting; -1 when there is none."""
         try:
-            return os.open(self.head_file, os.O_RDWR | os.O_CLOEXEC)
+            return os.open(self.head_file, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
             return -1
 
@@ -393,7 +417,7 @@ class SessionLog:
         lost or behind after a power cut is recovered from them."""
         record = format_head(tip)
         if head_fd < 0:
-            fd = os.open(self.head_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            fd = os.open(self.head_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
             try:
                 _pwrite_all(fd, record)
             finally:
