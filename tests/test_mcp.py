@@ -121,3 +121,63 @@ def test_a_statement_s_rows_keep_to_the_row_budget(home: str) -> None:
     text, one = mcp_tools.query(home, statement="SHOW ATTEMPTS", max_rows=1)
     assert len(one["rows"]) == 1 and one["truncated"] is True
     assert one["rows"][0] == everything["rows"][0]
+
+
+def test_http_transport_refuses_a_client_without_the_token(tmp_path: Path) -> None:
+    """Issue 27, finding 14: ``agentlog mcp --http`` answered anyone on the machine. Now a
+    request needs the bearer token kept 0600 under the data root (never printed)."""
+    import json as _json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    from agentlog.mcp.http_auth import token_path
+
+    home = tmp_path / "home"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "mcp", "--http", "--port", str(port)],
+                            env={**os.environ, "AGENTLOG_HOME": str(home)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        body = _json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+
+        def post(token: str | None) -> int:
+            headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as e:
+                return int(e.code)
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status = post(None)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        assert status == 401
+        assert post("not-the-token") == 401
+        token_file = Path(token_path(str(home)))
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text().strip()
+        assert post(token) == 200
+    finally:
+        proc.terminate()
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate(timeout=20)
+    assert token not in err and "mcp-token" in err

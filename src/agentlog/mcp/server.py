@@ -139,12 +139,27 @@ def build(root: str) -> Any:
     return server
 
 
+def http_app(root: str, host: str = "127.0.0.1") -> Any:
+    """The streamable-HTTP app behind a bearer token (:mod:`agentlog.mcp.http_auth`)."""
+    from agentlog.mcp.http_auth import BearerAuth, load_or_create_token
+
+    return BearerAuth(build(root).streamable_http_app(host=host), load_or_create_token(root))
+
+
 def serve(root: str, *, http: bool = False, host: str = "127.0.0.1", port: int = 8766) -> None:
-    server = build(root)
     if http:
-        server.run("streamable-http", host=host, port=port)
+        import sys
+
+        import uvicorn
+
+        from agentlog.mcp.http_auth import token_path
+
+        app = http_app(root, host)
+        print(f"agentlog mcp: http://{host}:{port}/mcp (send Authorization: Bearer <the token in "
+              f"{token_path(root)}>)", file=sys.stderr, flush=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
     else:
-        server.run("stdio")
+        build(root).run("stdio")
 
 
-__all__ = ["INSTRUCTIONS", "build", "serve"]
+__all__ = ["INSTRUCTIONS", "build", "http_app", "serve"]
