@@ -406,8 +406,9 @@ def test_the_cli(agentlog_home: Path) -> None:
     # for people: plain columns under a header (no rich: the command's whole process stays small)
     listed = r.invoke(cli, ["memory", "list"], env=env).output.splitlines()
     assert listed[0].split() == ["slug", "kind", "title", "confidence", "tags"]
-    assert listed[1].startswith(m["slug"] + "  ") and listed[1].index("procedure") == listed[0].index("kind")
-    assert listed[1].endswith("0.95        ci")
+    # piped (not a terminal): tab-separated, whole values (issue 27, finding 6)
+    assert listed[1].split("\t")[:2] == [m["slug"], "procedure"]
+    assert listed[1].endswith("0.95\tci")
     found = r.invoke(cli, ["memory", "search", "tests"], env=env).output.splitlines()
     assert found[0].split() == ["slug", "kind", "title", "score"] and "Run the tests" in found[1]
     assert r.invoke(cli, ["memory", "search", "nothing-like-it"], env=env).output.strip() == "no memory matches"
@@ -519,8 +520,8 @@ def test_plain_columns_are_terminal_safe_and_one_line_per_row(capsys: pytest.Cap
     from agentlog.cli.output import print_columns
 
     print_columns([{"a": "x\x1b[31mred", "b": "two\nlines"}, {"a": "", "b": None}], ["a", "b"])
-    out = capsys.readouterr().out.splitlines()
-    assert out == ["a" + " " * 13 + "b", "x\\x1b[31mred  two lines", ""]
+    out = capsys.readouterr().out.splitlines()  # piped: tab-separated, nothing cut or padded
+    assert out == ["a\tb", "x\\x1b[31mred\ttwo lines", "\t"]
 
 
 def test_slugs_are_unique_default_ones_suffixed_explicit_ones_refused(agentlog_home: Path) -> None:

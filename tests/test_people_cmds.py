@@ -106,7 +106,8 @@ RETRY = attempt(CLAUDE, 2)
 
 
 def short(prefix: str, ident: str) -> str:
-    return f"{prefix}_{ident[:8]}"
+    """An id as the CLI prints it: whole (issue 27, finding 6: never cut)."""
+    return f"{prefix}_{ident}"
 
 
 def js(r: Result) -> Any:
@@ -370,9 +371,9 @@ def test_show_event(run: Any, world: World) -> None:
 def test_show_text(run: Any, world: World) -> None:
     r = run("show", f"att_{FAILED[:8]}")
     assert r.exit_code == 0, r.output
-    assert f"attempt att_{FAILED}" in r.stdout
+    assert f"attempt att_{FAILED}" in r.output
     assert "superseded" in r.stdout and "string_mismatch" in r.stdout
-    assert "evidence: 6 events in observed order" in r.stdout
+    assert "evidence: 6 events in observed order" in r.output
     assert f"ev_{world.sc.events['claude.edit1.fail']}" in r.stdout
     assert "tool_call_failed" in r.stdout
 
@@ -390,3 +391,19 @@ def test_show_unknown_ambiguous_and_bad_ids(run: Any, world: World) -> None:
     assert run("show", "ab").exit_code == 2  # too short
     assert run("show", "not an id!").exit_code == 1  # could have been an agent's session id
     assert run("show", "prj_4964eb6b").exit_code == 2  # not something show lists
+
+
+def test_piped_listings_print_whole_values_tab_separated(run: Any) -> None:
+    """Issue 27, finding 6: piped (not a terminal), a listing was cut to 80 columns with
+    ellipses and shortened ids. Now: a header, then tab-separated whole values; ids whole."""
+    import re
+
+    for args in (("sessions", "--all-projects"), ("failures", "--all-projects")):
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+        lines = r.stdout.splitlines()
+        assert "\t" in lines[0] and "…" not in r.stdout, args
+        width = len(lines[0].split("\t"))
+        assert all(len(line.split("\t")) == width for line in lines), args
+        ids = re.findall(r"\b(ses|att)_([0-9a-f-]+)", r.stdout)
+        assert ids and all(len(rest) == 36 for _, rest in ids), (args, ids[:3])

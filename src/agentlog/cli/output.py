@@ -42,10 +42,21 @@ def print_json(value: Any) -> None:
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: str | None = None) -> None:
+    """Rows as a table on a terminal; piped (stdout not a terminal), as tab-separated lines
+    of whole values, a header first and the title on stderr: nothing cut, ids pasteable."""
+    import sys
+
+    cols = list(columns)
+    if not sys.stdout.isatty():
+        if title:
+            click.echo(title, err=True)
+        click.echo("\t".join(cols))
+        for row in rows:
+            click.echo("\t".join(" ".join(terminal_safe(row.get(c)).split()) for c in cols))
+        return
     from rich.table import Table
     from rich.text import Text
 
-    cols = list(columns)
     table = Table(title=title, show_lines=False)
     for c in cols:
         table.add_column(c)
@@ -65,6 +76,10 @@ def print_columns(rows: Sequence[dict[str, Any]], columns: Iterable[str]) -> Non
 
     cols = list(columns)
     table = [cols] + [[" ".join(terminal_safe(row.get(c)).split()) for c in cols] for row in rows]
+    if not sys.stdout.isatty():  # piped: whole values, tab-separated (see print_table)
+        for r in table:
+            click.echo("\t".join(r))
+        return
     widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
     if sys.stdout.isatty():
         room = shutil.get_terminal_size().columns - 2 * (len(cols) - 1)

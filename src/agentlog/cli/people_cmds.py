@@ -62,11 +62,9 @@ def _scope(engine: Any, opts: dict[str, Any], *, default_all: bool = False) -> S
 
 
 def _short(value: str | None) -> str:
-    """``att_0f3c9a1b`` for ``att_0f3c9a1b-…``."""
-    if not value:
-        return ""
-    head, _, rest = value.partition("_")
-    return f"{head}_{rest[:8]}" if rest else value
+    """An id as printed: whole (``att_0f3c9a1b-…``), so that it can be pasted back into any
+    command; never cut."""
+    return value or ""
 
 
 def _when(value: str | None, day: str | None = None) -> str:

@@ -47,6 +47,7 @@ import time
 from agentlog import __version__
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.core.ids import uuid7
+from agentlog.core import AgentlogError
 from agentlog.core.paths import FILE_MODE, ensure_dir, fsync_path
 from agentlog.log.frame import (
     HASH_MARK,
@@ -123,7 +124,7 @@ class AppendResult:
         self.written = 0  # bytes of the frames written (gap frames included)
 
 
-class UnsafeLogError(PermissionError):
+class UnsafeLogError(AgentlogError, PermissionError):
     """A session log the hook will not write: in a directory another user owns or anyone may
     write to, or a file that is not the user's own."""
 
