@@ -146,3 +146,15 @@ def test_a_local_clone_finds_the_fixtures_beside_its_origin(tmp_path: Path) -> N
     assert _local_origins(module)[0] == tmp_path / "work"
     (clone / ".git" / "config").write_text('[remote "origin"]\n\turl = https://example.invalid/x.git\n')
     assert _local_origins(module) == []
+
+
+def test_demo_records_into_agentlog_home_when_it_is_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, finding 12: the demo ignored AGENTLOG_HOME and wrote ./agentlog-demo."""
+    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+    home = tmp_path / "from-env"
+    monkeypatch.setenv("AGENTLOG_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["demo", "--no-serve", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["home"] == str(home)
+    assert (home / "logs").is_dir() and not (tmp_path / "agentlog-demo").exists()

@@ -1043,3 +1043,19 @@ def test_mcp_registration_skips_agents_not_detected_and_the_cli_reports(sb: Sand
     assert out["cursor"] == "registered" and out["claude-code"] == "skipped"
     r = CliRunner().invoke(cli, ["uninstall", "--mcp", "cursor", "--json"], env=sb.env)
     assert r.exit_code == 0 and json.loads(r.stdout)[0]["outcome"] == "removed"
+
+
+def test_a_byte_exact_uninstall_leaves_no_backup_behind(sb: Sandbox) -> None:
+    """Issue 27, finding 12: uninstall restored settings.json byte for byte but left
+    settings.json.agentlog-bak-* beside it (and made one more of its own bytes)."""
+    sb.make_agents("claude-code")
+    path = sb.config("claude-code")
+    original = json.dumps(CLAUDE_USER, indent=2) + "\n"
+    path.write_text(original, encoding="utf-8")
+    mine = path.parent / "settings.json.agentlog-bak-19990101T000000"  # not ours: kept
+    mine.write_text("a backup the user made\n")
+    assert by_agent(sb.install(["claude-code"]))["claude-code"].outcome == "installed"
+    assert len(list(path.parent.glob("settings.json.agentlog-bak-*"))) == 2
+    (result,) = sb.uninstall(["claude-code"])
+    assert result.restored_original and path.read_text(encoding="utf-8") == original
+    assert list(path.parent.glob("settings.json.agentlog-bak-*")) == [mine]

@@ -407,3 +407,10 @@ def test_piped_listings_print_whole_values_tab_separated(run: Any) -> None:
         assert all(len(line.split("\t")) == width for line in lines), args
         ids = re.findall(r"\b(ses|att)_([0-9a-f-]+)", r.stdout)
         assert ids and all(len(rest) == 36 for _, rest in ids), (args, ids[:3])
+
+
+def test_usage_and_memory_suggest_accept_all_projects(run: Any) -> None:
+    """Issue 27, finding 12: both rejected the flag every other listing takes."""
+    for args in (("usage", "--all-projects", "--json"), ("memory", "suggest", "--all-projects", "--dry-run", "--json")):
+        r = run(*args)
+        assert r.exit_code == 0, (args, r.output)

@@ -329,3 +329,20 @@ def test_purged_line_pads_or_refuses(stub_fits: bool) -> None:
         assert line is not None and len(line) == n and parse_any(line) == (3, prev, digest, True)
     else:
         assert line is None
+
+
+def test_a_session_is_named_as_listings_print_it_and_an_unknown_one_is_refused(agentlog_home: Path) -> None:
+    """Issue 27, finding 12: ``purge --session ses_…`` (the id every listing prints) found 0
+    frames and said nothing more. Every id form works; an id that matches nothing is refused."""
+    root = agentlog_home
+    write(root, "s-ids", 4, text="CANARY-ids-qzxw", project="p")
+    ingest(str(root))
+    from agentlog.operations.refresh import run_sql
+
+    (sid,) = run_sql(str(root), "select session_id from sessions").rows[0]
+    for ident in (f"ses_{sid}", f"ses_{sid[:8]}", sid, "s-ids"):
+        r = cli("purge", "--session", ident, "--dry-run", "--json", home=root)
+        assert r.returncode == 0, (ident, r.stderr)
+        assert json.loads(r.stdout)["frames"] == 4, ident
+    r = cli("purge", "--session", "ses_ffffffff", "--dry-run", home=root)
+    assert r.returncode == 1 and "no recorded session" in r.stderr

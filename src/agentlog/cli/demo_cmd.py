@@ -12,12 +12,13 @@ from agentlog.cli.output import print_json, print_table, stderr, stdout
 
 
 @click.command(name="demo")
-@click.option("--home", default="./agentlog-demo", show_default=True, help="Fresh data root to record into.")
+@click.option("--home", default=None, help="Fresh data root to record into (default: $AGENTLOG_HOME when it is "
+                                           "set, else ./agentlog-demo).")
 @click.option("--workers", type=click.IntRange(1, 32), default=4, show_default=True, help="Sessions replayed in parallel.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--no-serve", is_flag=True, help="Do not start the dashboard at the end (it starts only on a terminal).")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="The dashboard's port (default: a free one).")
-def demo_cmd(home: str, workers: int, as_json: bool, no_serve: bool, port: int) -> None:
+def demo_cmd(home: str | None, workers: int, as_json: bool, no_serve: bool, port: int) -> None:
     """Replay real Claude Code hook payloads through `agentlog hook`, verify, ingest, summarise.
 
     Every payload runs the installed hook command as its own process, exactly
@@ -25,7 +26,13 @@ def demo_cmd(home: str, workers: int, as_json: bool, no_serve: bool, port: int) 
     into the columnar store and summarised back from it with DuckDB. On a
     terminal it ends by serving the dashboard over the demo's data and
     printing its address (Ctrl-C stops it; --no-serve skips it).
+
+    Example: agentlog demo --home /tmp/agentlog-demo --no-serve
     """
+    import os
+
+    if home is None:
+        home = os.environ.get("AGENTLOG_HOME") or "./agentlog-demo"
     _, payloads = load_payloads()
     try:
         with Progress(console=stderr(), transient=True, disable=as_json) as bar:

@@ -537,7 +537,9 @@ def import_cmd(directory: str, restore: bool, source: str, as_json: bool) -> Non
 @memory.command(name="suggest")
 @click.option("--dry-run", is_flag=True, help="Show what would be proposed; open nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the suggestions as JSON.")
-def suggest_cmd(dry_run: bool, as_json: bool) -> None:
+@click.option("--all-projects", is_flag=True, help="Every project (what suggestions always read; accepted as the "
+                                                   "other listings accept it).")
+def suggest_cmd(dry_run: bool, as_json: bool, all_projects: bool) -> None:
     """Propose memories from the recorded history, with their evidence (no model call):
     a command that kept failing and then worked becomes a procedure, a file whose edits
     keep failing the same way a pitfall. They stay proposals until a person approves."""

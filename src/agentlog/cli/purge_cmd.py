@@ -46,6 +46,8 @@ def purge_cmd(before: str | None, session: str | None, project: str | None, rete
     if len(given) != 1:
         raise click.UsageError("give exactly one of --before, --session, --project, --retention"
                                + (f" (got {', '.join(given)})" if given else ""))
+    if not dry_run and not yes and not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise click.UsageError("purge removes content for good: pass --yes (or --dry-run) when not on a terminal")
     root = data_root()
     if retention:
         try:
@@ -62,6 +64,13 @@ def purge_cmd(before: str | None, session: str | None, project: str | None, rete
         except ValueError:
             raise click.BadParameter(f"{before!r} is not an ISO date or date-time (e.g. 2026-05-01 or "
                                      "2026-05-01T12:00:00Z)", param_hint="--before") from None
+    elif session is not None:
+        from agentlog.operations.purge import NoSuchSession, session_selector
+
+        try:
+            selector = session_selector(root, session)
+        except NoSuchSession as e:
+            raise click.ClickException(str(e)) from None
     else:
         selector = Selector(session=session, project=project)
     if not dry_run and not yes:

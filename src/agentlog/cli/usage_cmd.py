@@ -18,7 +18,9 @@ from agentlog.cli.scope_opts import current_engine
               help="Only responses since then (a date, RFC 3339 time, epoch, 'today', '-7d' …).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.option("--no-ingest", is_flag=True, help="Do not catch the store up with the logs first.")
-def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool) -> None:
+@click.option("--all-projects", is_flag=True, help="Every project (what usage always sums; accepted as the other "
+                                                   "listings accept it).")
+def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool, all_projects: bool) -> None:
     """Tokens and their cost, by day, session, model, project or agent.
 
     Usage comes from imported transcripts (`agentlog import`): one row per
@@ -26,7 +28,10 @@ def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool) -> Non
     counts once; subagents' responses are included). Cost uses the price
     table shipped with agentlog (USD per million tokens, dated), overridden
     by `prices.toml` in the data root; a model without a price counts in
-    `unpriced` and adds nothing to the cost.
+    `unpriced` and adds nothing to the cost. It covers every project (`--by
+    project` splits them).
+
+    Example: agentlog usage --by model --since -7d
     """
     from agentlog.query.engine import QueryError
     from agentlog.query.timeexpr import resolve

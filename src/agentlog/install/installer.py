@@ -189,6 +189,21 @@ def list_backups(path: Path) -> list[Path]:
     return [path.parent / n for n in sorted(names, key=key)]
 
 
+def _drop_own_backups(path: Path, entry: "LedgerEntry") -> None:
+    """After a byte-for-byte restore: delete the backups install made that hold nothing else
+    than the restored bytes or bytes agentlog wrote (a backup of anything else is kept)."""
+    for old in list_backups(path):
+        try:
+            data = old.read_bytes()
+        except OSError:
+            continue
+        if data == entry.original or _sha256(data) == entry.written_sha256:
+            try:
+                os.unlink(old)
+            except FileNotFoundError:
+                pass
+
+
 def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> None:
     backups = list_backups(path)
     for old in backups[: max(0, len(backups) - keep)]:
@@ -589,9 +604,9 @@ def _uninstall_one(spec: AgentSpec, path: Path, ctx: _Context, result: InstallRe
             mode = file_mode(real)
             if entry.original is None:
                 remove_file(real)
-            else:
-                result.backup_path = backup(real, raw, mode)
+            else:  # the file is byte for byte what it was: no backup of our own bytes is kept either
                 atomic_write(real, entry.original, mode)
+            _drop_own_backups(real, entry)
             _update_ledger(ctx.data_root, key, None)
             return
         doc = parse_config(raw, path)

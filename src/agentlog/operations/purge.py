@@ -154,6 +154,46 @@ def purge(
     return out
 
 
+class NoSuchSession(Exception):
+    """``--session`` names no recorded session."""
+
+
+def session_selector(root: str, ident: str) -> Selector:
+    """A selector for one session named the way any listing prints it: our id (``ses_…``,
+    whole or an unambiguous prefix), the provider's session id, or a log's ``provider/key``.
+    Raises :class:`NoSuchSession` (with the reason) when it names none, or several."""
+    from agentlog.core import AgentlogError
+    from agentlog.log.layout import iter_logs, session_key
+
+    text = ident.strip()
+    keys = {(os.path.basename(os.path.dirname(p)), os.path.basename(p)[: -len(".jsonl")]) for p in iter_logs(root)}
+    if "/" in text and tuple(text.split("/", 1)) in keys:
+        return Selector(session=text)
+    if any(key == session_key(text) for _, key in keys):
+        return Selector(session=text)
+    bare = text[4:] if text.startswith("ses_") else text
+    if len(bare) >= 4 and all(ch in "0123456789abcdef-" for ch in bare):
+        try:
+            rows = _sessions_like(root, bare)
+        except AgentlogError:
+            rows = []
+        if len(rows) == 1 and rows[0][0]:
+            return Selector(session=str(rows[0][0]))
+        if len(rows) > 1:
+            raise NoSuchSession(f"{ident!r} matches several sessions: give more of its id")
+    raise NoSuchSession(f"no recorded session is {ident!r} (give an id as `agentlog sessions` prints it, "
+                        "the agent's own session id, or provider/key)")
+
+
+def _sessions_like(root: str, bare: str) -> list[tuple[Any, ...]]:
+    """The provider session ids of the sessions whose id starts with ``bare`` (hex digits and
+    dashes only: checked by the caller, so it is safe inside the statement)."""
+    from agentlog.operations.refresh import run_sql
+
+    return list(run_sql(root, f"SELECT provider_session_id FROM sessions WHERE starts_with(session_id, '{bare}') "
+                              "LIMIT 3", max_rows=3).rows)
+
+
 def retention_selector(days: int, now_us: int | None = None) -> Selector:
     """The selector of the ``retention_days`` setting: events older than ``days``."""
     now = time.time_ns() // 1000 if now_us is None else now_us
