@@ -108,7 +108,7 @@ def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, mon
     assert "superseded (string_mismatch)  edit src/parser.py · read  src/parser.py  superseded by " + retry \
         in attempts[2]
     assert attempts[3].split()[1] == "succeeded"
-    assert "failed and superseded attempts" in out
+    assert "failed and superseded attempts" in r.output  # a table title: on stderr when piped
     table = [ln for ln in lines if "string_mismatch" in ln and "│" in ln]
     assert len(table) == 1 and f"{retry} (succeeded)" in table[0]
     assert "suggested memories" in out and "How to run python -m pytest in agentlog-demo-project  [procedure]" in out
