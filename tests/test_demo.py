@@ -109,7 +109,7 @@ def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, mon
         in attempts[2]
     assert attempts[3].split()[1] == "succeeded"
     assert "failed and superseded attempts" in r.output  # a table title: on stderr when piped
-    table = [ln for ln in lines if "string_mismatch" in ln and "│" in ln]
+    table = [ln for ln in lines if "string_mismatch" in ln and "\t" in ln]  # piped: tab-separated
     assert len(table) == 1 and f"{retry} (succeeded)" in table[0]
     assert "suggested memories" in out and "How to run python -m pytest in agentlog-demo-project  [procedure]" in out
     assert sum("evidence tool_call" in ln for ln in lines) == 3
