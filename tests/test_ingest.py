@@ -447,3 +447,33 @@ def test_catch_up_does_not_wait_for_a_running_ingest(root: str) -> None:
         assert lock is not None
         os.close(lock)
     assert catch_up(root).events == 3
+
+
+def test_store_and_projection_files_are_private_whatever_the_umask(agentlog_home: Path) -> None:
+    """Issue 27, finding 21: the store's Parquet files were 0644 in 0755 directories (private
+    only because store/ itself is 0700). Everything ingest, refresh and compact create is
+    0600/0700 even under umask 022."""
+    import stat
+
+    from agentlog.projection.persist import refresh
+    from agentlog.store.compact import compact
+    from import_support import record_prompt
+
+    root = str(agentlog_home)
+    for i in range(3):
+        record_prompt(root, f"private-{i}", f"prompt {i}")
+    old = os.umask(0o022)
+    try:
+        ingest(root, durability="relaxed")
+        refresh(root)
+        compact(root, grace_hours=0)
+    finally:
+        os.umask(old)
+    loose = []
+    for base in ("store", "projection"):
+        for dirpath, dirs, files in os.walk(os.path.join(root, base)):
+            for name in dirs + files:
+                mode = stat.S_IMODE(os.stat(os.path.join(dirpath, name)).st_mode)
+                if mode & 0o077:
+                    loose.append((os.path.join(dirpath, name), oct(mode)))
+    assert loose == []

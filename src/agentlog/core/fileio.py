@@ -116,3 +116,14 @@ def _unlink(path: str) -> None:
 
 
 __all__ = ["Discard", "TMP_SUFFIX", "atomic_writer", "dir_size", "dir_usage", "write_atomic", "write_json_atomic"]
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """Files and directories created inside are private (umask 077): for writers that do not
+    take a mode (deltalake, pyarrow). The umask is process-wide; it is restored after."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)

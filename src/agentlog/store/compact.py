@@ -55,7 +55,18 @@ def _live_files(table: Any) -> tuple[int, int]:
 
 
 def compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_timeout: float = 30.0) -> CompactReport:
-    """Compact small files and vacuum unreferenced ones older than ``grace_hours``."""
+    """Compact small files and vacuum unreferenced ones older than ``grace_hours``.
+
+    Files it creates are private (0600/0700), whatever the umask.
+    """
+    from agentlog.core.fileio import private_files
+
+    with private_files():
+        return _compact(root, dry_run=dry_run, grace_hours=grace_hours, lock_timeout=lock_timeout)
+
+
+def _compact(root: str, *, dry_run: bool = False, grace_hours: int = 1, lock_timeout: float = 30.0) -> CompactReport:
+    """The body of :func:`compact`."""
     from deltalake import DeltaTable
 
     t0 = time.perf_counter()

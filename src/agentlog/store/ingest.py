@@ -558,7 +558,18 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
     each commit's data files and the commit before the next batch;
     ``relaxed`` leaves flushing to the OS (a power cut may then lose recent
     commits, never the logs they came from, so the next ingest redoes them).
+
+    Files it creates are private (0600/0700), whatever the umask.
     """
+    from agentlog.core.fileio import private_files
+
+    with private_files():
+        return _ingest(root, batch_bytes=batch_bytes, lock_timeout=lock_timeout, careful=careful, durability=durability)
+
+
+def _ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False,
+           durability: str | None = None) -> IngestReport:
+    """The body of :func:`ingest`."""
     if durability is None:
         from agentlog.core.config import load as load_config
 

@@ -86,7 +86,19 @@ _OBSERVED: dict[str, dict[str, tuple[tuple[Any, ...], list[Obs]]]] = {}
 def refresh(root: str, *, lock_timeout: float = 60.0, full: bool = False,
             progress: Callable[[str, int, int], None] | None = None) -> RefreshReport:
     """Bring the stored projection up to date with the store (the caller catches
-    the store up first). ``full`` re-projects everything."""
+    the store up first). ``full`` re-projects everything.
+
+    Files it creates are private (0600/0700), whatever the umask.
+    """
+    from agentlog.core.fileio import private_files
+
+    with private_files():
+        return _refresh(root, lock_timeout=lock_timeout, full=full, progress=progress)
+
+
+def _refresh(root: str, *, lock_timeout: float = 60.0, full: bool = False,
+            progress: Callable[[str, int, int], None] | None = None) -> RefreshReport:
+    """The body of :func:`refresh`."""
     from agentlog.store.ingest import acquire_lock
 
     started = time.perf_counter()
