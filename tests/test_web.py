@@ -409,3 +409,21 @@ def test_a_missing_static_file_and_a_monstrous_path_glob_are_clean_errors(popula
             r = c.get(path, params={"q": "path:" + "*a" * 500})
             assert r.status_code in (200, 400), (path, r.status_code)
             assert "too complex" in r.text, path
+
+
+def test_sessions_expire_and_other_origins_cannot_use_the_cookie(populated: str) -> None:
+    """Issue 27, finding 18: the session cookie (sent by the browser to every port of
+    127.0.0.1) was a bearer token without expiry. Now it expires (Max-Age and the server's
+    own clock), and a request another origin makes the browser send is refused."""
+    guard = Guard(port=8765)
+    app = create_app(populated, guard, live=False)
+    with TestClient(app, base_url=f"http://127.0.0.1:{guard.port}") as c:
+        r = c.get(f"/?token={guard.token}", follow_redirects=False)
+        assert "Max-Age=" in r.headers["set-cookie"]
+        c.cookies.set(COOKIE, r.cookies[COOKIE])
+        assert c.get("/timeline").status_code == 200
+        assert c.get("/timeline", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+        for site in ("same-site", "cross-site"):  # another port of 127.0.0.1 is "same-site"
+            assert c.get("/timeline", headers={"Sec-Fetch-Site": site}).status_code == 403, site
+        guard.sessions[r.cookies[COOKIE]] = 0.0  # its time is up
+        assert c.get("/timeline").status_code == 401

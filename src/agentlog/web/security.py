@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -51,6 +52,10 @@ def is_loopback(host: str) -> bool:
     return host.strip("[]") in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
+SESSION_SECONDS = 12 * 3600.0
+"""A dashboard session lasts this long (the cookie's Max-Age and the server's own check)."""
+
+
 @dataclass
 class Guard:
     """The server's secrets and who it has let in."""
@@ -60,8 +65,10 @@ class Guard:
     allow_remote: bool = False
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
-    sessions: set[str] = field(default_factory=set)
+    sessions: dict[str, float] = field(default_factory=dict)
+    """Session id → when it expires (``time.monotonic()``)."""
     token_spent: bool = False
+    session_seconds: float = SESSION_SECONDS
 
     def allowed_hosts(self) -> set[str]:
         names = {"127.0.0.1", "localhost", "[::1]"}
@@ -79,9 +86,20 @@ class Guard:
             h = f"[{h}]"
         return f"http://{h}:{self.port}/?{urlencode({'token': self.token})}"
 
+    def open_session(self) -> str:
+        sid = secrets.token_urlsafe(24)
+        self.sessions[sid] = time.monotonic() + self.session_seconds
+        return sid
+
     def session_of(self, request: Request) -> str | None:
+        """The request's live session (an expired one is forgotten)."""
         sid = request.cookies.get(COOKIE)
-        return sid if sid is not None and sid in self.sessions else None
+        if sid is None or sid not in self.sessions:
+            return None
+        if time.monotonic() >= self.sessions[sid]:
+            del self.sessions[sid]
+            return None
+        return sid
 
 
 def problem(status: int, title: str, detail: str = "", *, type_: str = "about:blank",
@@ -166,13 +184,17 @@ class GuardMiddleware:
                                "this token was used already or is not this server's: restart `agentlog serve`, "
                                "or use the browser that opened it first")
             g.token_spent = True
-            sid = secrets.token_urlsafe(24)
-            g.sessions.add(sid)
+            sid = g.open_session()
             query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             target = request.url.path + (f"?{urlencode(query)}" if query else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/")
+            response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/", max_age=int(g.session_seconds))
             return response
+        fetch_site = request.headers.get("sec-fetch-site")
+        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+            # another origin (another port of 127.0.0.1 is "same-site") asking the browser to use our cookie
+            return _refuse(request, 403, "Cross-site request refused",
+                           f"Sec-Fetch-Site {fetch_site!r}: only this server's own pages may call it")
         session = g.session_of(request)
         if session is None:
             if request.url.path.startswith("/static/"):
