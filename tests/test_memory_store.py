@@ -641,3 +641,21 @@ def test_the_folds_json_columns_are_json_dumps_text(value: object) -> None:
     older agentlog compares equal to a replay by this one)."""
     assert store.dumps(value) == json.dumps(value)
     assert store.dumps_sorted(value) == json.dumps(value, sort_keys=True)
+
+
+def test_memory_add_takes_the_main_attribute_from_the_title_or_content(agentlog_home: Path) -> None:
+    """Issue 27, finding 9: a fact needed --attr statement=… even when its title says it all."""
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    env = {"AGENTLOG_HOME": str(agentlog_home)}
+    r = CliRunner().invoke(cli, ["memory", "add", "fact", "The API runs on port 8080", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["attributes"]["statement"] == "The API runs on port 8080"
+    assert "fact.statement was not given: taken from the title" in r.stderr
+    r = CliRunner().invoke(cli, ["memory", "add", "decision", "Use uv", "--content", "uv, not pip", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["attributes"]["chosen"] == "uv, not pip"
+    r = CliRunner().invoke(cli, ["memory", "add", "pitfall", "Flaky port", "--json"], env=env)
+    assert r.exit_code != 0 and "avoid" in r.output  # a second required attribute is still asked for

@@ -152,11 +152,22 @@ def memory() -> None:
 def add_cmd(kind: str, title: str, content: str, attrs: tuple[str, ...], tags: tuple[str, ...],
             evidence: tuple[str, ...], slug: str | None, pinned: bool, lifetime: str | None, until: str | None,
             visibility: str | None, allowed: tuple[str, ...], as_json: bool) -> None:
-    """Add a memory of KIND (fact, decision, convention, procedure, pitfall, …) titled TITLE."""
+    """Add a memory of KIND (fact, decision, convention, procedure, pitfall, …) titled TITLE.
+
+    The kind's main attribute (a fact's statement, a decision's chosen, a
+    convention's rule …) defaults to the content, else the title, and the
+    command says so.
+
+    Example: agentlog memory add fact "The API runs on port 8080" --tag api
+    """
     from agentlog.memory import service
+    from agentlog.memory.model import with_main_attribute
 
     with _errors():
-        m = service.create(data_root(), kind, title, content=content, attributes=_attrs(kind, attrs), tags=list(tags),
+        given, note = with_main_attribute(kind, title, content, _attrs(kind, attrs))
+        if note:
+            click.echo(note, err=True)
+        m = service.create(data_root(), kind, title, content=content, attributes=given, tags=list(tags),
                            evidence=_evidence(evidence), slug=slug, pinned=pinned,
                            lifetime=lifetime or ("until" if until else "standard"), until=until,
                            visibility=visibility or ("restricted" if allowed else "shared"),

@@ -92,6 +92,29 @@ SCHEMAS: Final[dict[str, tuple[Attr, ...]]] = {
 }
 
 
+MAIN_ATTRIBUTE: Final[dict[str, str]] = {
+    "fact": "statement", "goal": "statement", "decision": "chosen", "convention": "rule", "pitfall": "symptom",
+    "procedure": "goal", "person": "full_name", "organization": "name", "project": "name", "skill": "name",
+    "location": "name",
+}
+"""The attribute a kind's title or content usually says (``memory add fact "uv is the tool"``)."""
+
+
+def with_main_attribute(kind: str, title: str, content: str, attributes: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """``attributes`` with the kind's main attribute taken from the content (else the title)
+    when it is missing, and a note saying so (None when nothing was filled)."""
+    name = MAIN_ATTRIBUTE.get(kind)
+    if name is None or attributes.get(name) is not None:
+        return attributes, None
+    source, text = ("content", content) if content and content.strip() else ("title", title)
+    if not text or not text.strip():
+        return attributes, None
+    value = text.strip() if source == "title" else text
+    if len(value) > 2000:
+        value = value[:2000]
+    return {**attributes, name: value}, f"{kind}.{name} was not given: taken from the {source}"
+
+
 def _check_value(kind: str, attr: Attr, value: Any) -> Any:
     where = f"{kind}.{attr.name}"
     t = attr.type
