@@ -427,3 +427,31 @@ def test_sessions_expire_and_other_origins_cannot_use_the_cookie(populated: str)
             assert c.get("/timeline", headers={"Sec-Fetch-Site": site}).status_code == 403, site
         guard.sessions[r.cookies[COOKIE]] = 0.0  # its time is up
         assert c.get("/timeline").status_code == 401
+
+
+def test_serve_prints_its_address_only_once_it_accepts_connections(tmp_path: Path) -> None:
+    """Issue 27, finding 10: the URL was printed before the socket listened, so a client that
+    opened it at once was refused."""
+    import os
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    env = {**os.environ, "AGENTLOG_HOME": str(tmp_path / "home")}
+    with subprocess.Popen([sys.executable, "-m", "agentlog", "serve", "--port", "0", "--no-live"], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:")
+            plain = url.split("?", 1)[0] + "nothing-here"  # no token: the server answers 401, it does not refuse
+            try:
+                urllib.request.urlopen(plain, timeout=30)
+                status = 200
+            except urllib.error.HTTPError as e:
+                status = e.code
+            assert status == 401
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=30)

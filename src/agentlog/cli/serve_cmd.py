@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-
 import click
 
 from agentlog.core.paths import data_root
 from agentlog.cli.output import stderr
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @click.command(name="serve")
@@ -48,10 +40,21 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
     from agentlog.web.app import create_app
     from agentlog.web.security import Guard
 
-    if port == 0:
-        port = free_port(host)
+    import socket
+
+    # bound and listening before the address is printed: a client that opens it at once is queued, not refused
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.listen(128)
+    port = sock.getsockname()[1]
     guard = Guard(port=port, bind_host=host, allow_remote=allow_remote)
     app = create_app(root, guard, live=live)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, server_header=False))
     url = guard.url()
     err = stderr()
     err.print(f"agentlog dashboard on {url}", markup=False, highlight=False)
@@ -61,4 +64,4 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
         import webbrowser
 
         webbrowser.open(url)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)
+    server.run(sockets=[sock])
