@@ -239,6 +239,11 @@ def test_scope_defaults_to_the_project_of_the_working_directory(run: Any, world:
     monkeypatch.chdir(world.other_dir)
     assert _sessions(run) == [OTHER[:8]]
     assert _sessions(run, "--all-projects") == [OTHER[:8], CODEX[:8], CLAUDE[:8]]
+    # the filter says what it hides (issue 27, finding 7)
+    for command in ("sessions", "timeline"):
+        r = run(command)
+        assert "2 sessions of other projects not shown (--all-projects)" in r.stderr, (command, r.stderr)
+    assert "not shown" not in run("sessions", "--all-projects").stderr
 
 
 def test_scope_project_by_name_id_and_path(run: Any, world: World) -> None:

@@ -85,6 +85,11 @@ def resolve_projects(engine: Any, project: str | None, all_projects: bool, cwd: 
     if here is not None and any(r[0] == here[0] for r in rows):
         scope.project_ids = [here[0]]
         scope.project_label = f"{here[1]} (current directory)"
+        elsewhere = engine.run("SELECT count(*) FROM sessions WHERE project_id IS DISTINCT FROM ? AND NOT retracted",
+                               params=[here[0]]).rows[0][0]
+        if elsewhere:
+            scope.notes.append(f"showing {here[1]}, the current directory's project; {elsewhere} session"
+                               f"{'s' if elsewhere != 1 else ''} of other projects not shown (--all-projects)")
         return scope
     scope.project_label = "all projects"
     if here is not None:
