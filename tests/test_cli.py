@@ -86,3 +86,15 @@ def test_config_set_and_show(agentlog_home: Path) -> None:
     r = CliRunner().invoke(cli, ["config", "set", "durability", "sometimes"])
     assert r.exit_code == 2
     assert (agentlog_home / "config.toml").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unknown_command_gets_a_did_you_mean() -> None:
+    """Issue 27, finding 8."""
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    r = CliRunner().invoke(cli, ["sesions"])
+    assert r.exit_code == 2 and "did you mean sessions?" in r.output
+    r = CliRunner().invoke(cli, ["qwertyuiop"])
+    assert r.exit_code == 2 and "did you mean" not in r.output

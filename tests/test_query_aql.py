@@ -275,6 +275,7 @@ def test_cli_query_json_and_errors(runner: CliRunner) -> None:
     rows = json.loads(res.stdout)
     assert isinstance(rows, list) and len(rows) == 2 and all(isinstance(r, dict) for r in rows)
     assert rows[0]["started_at"].endswith("Z")
+    assert all(r["session_id"].startswith("ses_") for r in rows)  # ids as every other command prints them
     res = runner.invoke(cli, ["query", "SHOW SESIONS", "--no-ingest"])
     assert res.exit_code == 2 and res.stdout == ""
     assert "AQL0201" in res.stderr and "^" in res.stderr

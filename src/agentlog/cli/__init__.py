@@ -53,6 +53,20 @@ class LazyGroup(click.Group):
             self.add_command(cmd, cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        """An unknown command says which known one it is probably (``agentlog sesions``)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            name = args[0] if args else ""
+            if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+                import difflib
+
+                close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+                if close:
+                    raise click.UsageError(f"no command {name!r}; did you mean {' or '.join(close)}?", ctx) from None
+            raise e
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; an :class:`~agentlog.core.AgentlogError` that escapes it
         ends the process with one line on stderr (``Error: <message>``) and the exit code

@@ -69,15 +69,15 @@ def _cell(value: Any) -> str:
 
 
 def _short(kind: str | None, value: str | None) -> str:
-    from agentlog.projection.ids import PREFIXES, short
+    """An id as printed: whole, with its display prefix (``att_…``, ``ev_…``): never cut, so
+    that it can be pasted back into any command."""
+    from agentlog.projection.ids import PREFIXES, display
 
     if not value:
         return ""
-    if kind == "event" and len(value) > 16:
-        return f"ev_{value[:8]}…{value[-4:]}"  # UUIDv7s of one millisecond share their first digits
     if kind in PREFIXES:
-        return short(kind, value)
-    return value[:13]
+        return display(kind, value)
+    return value
 
 
 def _now_us(value: str | None, option: str) -> int:
@@ -142,7 +142,9 @@ def _block(record: dict[str, Any], columns: Sequence[str], title: str | None = N
 
 
 def _print_result(result: AqlResult, *, as_json: bool, as_csv: bool) -> None:
-    records = [_plain(r) for r in result.records()]
+    from agentlog.query.views import plain
+
+    records = [_plain(plain(r)) for r in result.records()]  # ids with their display prefix, as elsewhere
     if as_json:
         print_json(records)
         return
