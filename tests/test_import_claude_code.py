@@ -726,3 +726,30 @@ def test_split_records_takes_only_lines_wholly_of_objects() -> None:
         (0, b'{"a": 1}'), (8, b'{"b": "\xc3\xa9}"}'), (21, b'{"c": [1]}')]
     for data in (b'{"a": 1}', b'{"a": 1}{"b":', b'{"a": 1} tail', b"[1][2]", b'{"a": 1}3', b"", b"not json"):
         assert split_records(data) is None
+
+
+def test_a_symlink_in_an_imported_directory_is_not_followed_and_lines_are_capped_like_payloads(
+        agentlog_home: Path, tmp_path: Path) -> None:
+    """Issue 27, finding 21: import followed file symlinks (a planted x.jsonl -> a key file)
+    and took lines of up to 64 MiB (a 60 MB line became a 120 MB frame). Links met while
+    walking are skipped; a line over the hook's payload cap (16 MiB) is skipped and reported."""
+    from agentlog.capture.hook import MAX_PAYLOAD
+
+    assert run.MAX_LINE == MAX_PAYLOAD
+    secret = tmp_path / "id_ed25519"
+    secret.write_text('{"type": "user", "sessionId": "s-link", "message": {"role": "user", "content": "KEYMATERIAL"}}\n')
+    projects = tmp_path / "projects" / "-home-dev-p"
+    projects.mkdir(parents=True)
+    os.symlink(secret, projects / "planted.jsonl")
+    big = projects / "real.jsonl"
+    with open(big, "wb") as fh:
+        fh.write(json.dumps({"type": "user", "sessionId": "s-real", "timestamp": "2026-11-01T10:00:00Z",
+                             "message": {"role": "user", "content": "x" * (MAX_PAYLOAD + 1)}}).encode() + b"\n")
+        fh.write(json.dumps({"type": "user", "sessionId": "s-real", "timestamp": "2026-11-01T10:00:01Z",
+                             "message": {"role": "user", "content": "small"}}).encode() + b"\n")
+    report = import_paths(str(agentlog_home), ["claude-code"], [str(tmp_path / "projects")], workers=1)
+    events = _log_events(agentlog_home)
+    assert not any("KEYMATERIAL" in json.dumps(e) for e in events)
+    assert any(e.get("content", {}).get("prompt") == "small" for e in events)
+    assert not any(len(json.dumps(e)) > MAX_PAYLOAD for e in events)
+    assert "skipped" in json.dumps(report.to_dict() if hasattr(report, "to_dict") else str(report))

@@ -44,7 +44,9 @@ from agentlog.importers.base import (
 from agentlog.importers.known import Known, hook_merge_key, session_known
 
 #: the longest line read (longer ones are skipped and reported)
-MAX_LINE: Final = 64 << 20
+MAX_LINE: Final = 16 << 20
+"""The hook's payload cap (``capture.hook.MAX_PAYLOAD``): a longer line is skipped and reported,
+as a longer hook payload is recorded as a gap (a 60 MB line once became a 120 MB frame)."""
 CHUNK: Final = 1 << 20
 HEAD_BYTES: Final = 4096
 #: events appended to a log per write
@@ -234,7 +236,7 @@ def iter_lines(path: str, start: int, first_lineno: int,
                 data = buf[pos:nl]
                 lineno += 1
                 end = offset + (nl - pos) + 1
-                if skipping:
+                if skipping or nl - pos > MAX_LINE:  # too long, whether it came in one read or several
                     skipping = False
                     yield None, end
                 else:

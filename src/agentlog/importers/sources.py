@@ -91,7 +91,9 @@ def find_files(agent: Agent, paths: Iterable[str], since_s: float | None = None,
     modified at or after ``since_s`` (epoch seconds), oldest first. Under the
     agent's own locations only the files laid out as the agent keeps its
     transcripts are taken; under directories a person names (``as_given``),
-    every file with the agent's suffix but the few known not to be transcripts."""
+    every file with the agent's suffix but the few known not to be transcripts.
+    Symbolic links met while walking a directory are skipped (a file named
+    itself is read)."""
     found: dict[str, float] = {}
     for p in paths:
         if os.path.isfile(p):
@@ -104,6 +106,8 @@ def find_files(agent: Agent, paths: Iterable[str], since_s: float | None = None,
             dirnames.sort()
             for name in filenames:
                 full = os.path.join(dirpath, name)
+                if os.path.islink(full):  # a planted link (x.jsonl -> ~/.ssh/id_ed25519) is never read
+                    continue
                 if agent.wants(full) or (as_given and name.endswith(agent.suffixes) and name not in NOT_TRANSCRIPTS
                                          and not name.endswith(".meta.json")):
                     try:
