@@ -181,3 +181,24 @@ def test_http_transport_refuses_a_client_without_the_token(tmp_path: Path) -> No
             proc.kill()
             _, err = proc.communicate(timeout=20)
     assert token not in err and "mcp-token" in err
+
+
+def test_memory_propose_takes_the_natural_short_form_and_shows_the_shape_when_wrong(home: str) -> None:
+    """Issue 27, finding 5: no agent got the argument shape right on its first call. The short
+    form (kind, title, statement, evidence as "type:value") is accepted over the real protocol;
+    a wrong call is answered with the right shapes."""
+    before_open = len(list_proposals(home, status="open"))
+    calls = [
+        ("memory_propose", {"kind": "fact", "title": "The API listens on 8080",
+                            "evidence": ["file:src/main.py"]}),
+        ("memory_propose", {"kind": "decision", "title": "Use uv", "statement": "uv, not pip"}),
+        ("memory_propose", {"title": "nothing to propose"}),
+    ]
+    _, results = asyncio.run(_session(home, calls))
+    assert [r.is_error for r in results] == [False, False, True]
+    assert "short form" in results[2].content[0].text and '"kind": "fact"' in results[2].content[0].text
+    opened = list_proposals(home, status="open")[: len(list_proposals(home, status="open")) - before_open]
+    made = {c["title"]: c for p in opened for c in p.changes}
+    assert made["The API listens on 8080"]["attributes"] == {"statement": "The API listens on 8080"}
+    assert made["The API listens on 8080"]["evidence"][0]["type"] == "file"
+    assert made["Use uv"]["attributes"]["chosen"] == "uv, not pip"

@@ -42,8 +42,11 @@ _DESCRIPTIONS: Final = {
                      "pending prompts and what is known.",
     "memory_search": "Search the memory (facts, decisions, conventions, procedures, pitfalls…) by words and operators.",
     "memory_get": "One memory with its evidence resolved to what was recorded.",
-    "memory_propose": "Propose memory changes (create, edit, confirm, contradict, add_evidence, link, unlink, archive, "
-                      "delete); nothing changes until a person approves.",
+    "memory_propose": "Propose a new memory in short form {kind, title, statement or content, evidence: "
+                      "[\"attempt:att_…\", \"file:path\"]} or changes {title, changes: [{op: create|edit|confirm|"
+                      "contradict|add_evidence|link|unlink|archive|delete, …}]}; nothing changes until a person "
+                      "approves. Example: {\"kind\": \"fact\", \"title\": \"The API listens on 8080\", "
+                      "\"statement\": \"The API listens on 8080\", \"evidence\": [\"file:src/main.py\"]}",
 }
 
 
@@ -133,8 +136,16 @@ def build(root: str) -> Any:
 
     @tool("memory_propose", ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                             open_world_hint=False))
-    def memory_propose(changes: list[dict[str, Any]], title: str, note: str | None = None) -> CallToolResult:
-        return answer(T.memory_propose, changes=changes, title=title, note=note)
+    def memory_propose(title: str, kind: str | None = None, statement: str | None = None,
+                       content: str | None = None, evidence: list[Any] | None = None,
+                       attributes: dict[str, Any] | None = None, tags: list[str] | None = None,
+                       changes: list[dict[str, Any]] | None = None, note: str | None = None) -> CallToolResult:
+        """Propose one new memory (kind, title, statement or content, evidence as "type:value" strings such as
+        "attempt:att_…" or "file:src/a.py"), or several changes (title and changes: [{op: create|edit|confirm|…}]).
+        Example: {"kind": "fact", "title": "The API listens on 8080", "statement": "The API listens on 8080",
+        "evidence": ["file:src/main.py"]}. Nothing changes until a person approves."""
+        return answer(T.memory_propose, changes=changes, title=title, note=note, kind=kind, statement=statement,
+                      content=content, attributes=attributes, evidence=evidence, tags=tags)
 
     return server
 

@@ -373,20 +373,67 @@ def memory_get(root: str, *, ident: str, max_chars: int | None = None) -> tuple[
     return _fit(text, chars), d
 
 
-def memory_propose(root: str, *, changes: list[dict[str, Any]], title: str,
-                   note: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Open a proposal (actor ``agent``): nothing changes until a person approves it."""
+PROPOSE_EXAMPLE: Final = (
+    'short form: {"kind": "fact", "title": "The API listens on 8080", "statement": "The API listens on 8080", '
+    '"evidence": ["attempt:att_…", "file:src/main.py"]}; full form: {"title": "…", "changes": [{"op": "create", '
+    '"kind": "decision", "title": "Use uv", "attributes": {"chosen": "uv"}, "evidence": [{"type": "file", '
+    '"value": "pyproject.toml"}]}]}'
+)
+
+
+def _evidence_refs(evidence: Any) -> list[Any]:
+    """``["attempt:ID", "file:PATH", …]`` or ``[{type, value}, …]`` as evidence references."""
+    out: list[Any] = []
+    for ref in evidence if isinstance(evidence, list) else ([evidence] if evidence else []):
+        if isinstance(ref, str) and ":" in ref:
+            kind, _, value = ref.partition(":")
+            out.append({"type": kind.strip(), "value": value.strip()})
+        else:
+            out.append(ref)
+    return out
+
+
+def short_form_changes(kind: Any, title: Any, statement: Any = None, content: Any = None,
+                       attributes: Any = None, evidence: Any = None, tags: Any = None) -> list[dict[str, Any]]:
+    """The one ``create`` change the natural short form means: ``kind``, ``title``, the main
+    attribute from ``statement`` (else ``content``, else the title), ``evidence`` as
+    ``type:value`` strings."""
+    from agentlog.memory.model import with_main_attribute
+
+    attrs = dict(attributes) if isinstance(attributes, dict) else {}
+    text = statement if isinstance(statement, str) and statement.strip() else None
+    body = content if isinstance(content, str) else ""
+    filled, _ = with_main_attribute(str(kind), str(title or ""), text or body, attrs)
+    change: dict[str, Any] = {"op": "create", "kind": kind, "title": title, "attributes": filled,
+                              "content": body or (text or ""), "evidence": _evidence_refs(evidence)}
+    if tags:
+        change["tags"] = tags
+    return [change]
+
+
+def memory_propose(root: str, *, changes: list[dict[str, Any]] | None = None, title: str | None = None,
+                   note: str | None = None, kind: str | None = None, statement: str | None = None,
+                   content: str | None = None, attributes: dict[str, Any] | None = None,
+                   evidence: list[Any] | None = None, tags: list[str] | None = None) -> tuple[str, dict[str, Any]]:
+    """Open a proposal (actor ``agent``): nothing changes until a person approves it. Either the
+    full form (``title`` and ``changes``) or the short one (``kind``, ``title``, ``statement``
+    or ``content``, ``evidence``) for one new memory; a wrong call is answered with both shapes."""
     from agentlog.memory.model import InvalidMemory
     from agentlog.memory.proposals import open_proposal
     from agentlog.memory.store import NotFound, VersionConflict
 
+    if changes is None and kind is not None:
+        changes = short_form_changes(kind, title, statement, content, attributes, evidence, tags)
     if not isinstance(changes, list) or not changes or len(changes) > 50:
-        raise ToolError("changes is a list of 1–50 changes ({op: create|edit|confirm|contradict|add_evidence|link|unlink|"
-                        "archive|delete, …})")
+        raise ToolError("give kind, title and statement (or content) for one new memory, or title and changes (a "
+                        "list of 1–50 changes {op: create|edit|confirm|contradict|add_evidence|link|unlink|archive|"
+                        f"delete, …}}); {PROPOSE_EXAMPLE}")
+    if not isinstance(title, str) or not title.strip():
+        title = str(changes[0].get("title") or "") if isinstance(changes[0], dict) else ""
     try:
         p = open_proposal(root, changes, title=title, note=note, actor="agent")
     except (InvalidMemory, NotFound, VersionConflict) as e:
-        raise ToolError(str(e)) from None
+        raise ToolError(f"{e}; {PROPOSE_EXAMPLE}") from None
     return (f"proposal {p.id} opened ({len(p.changes)} changes); a person approves or rejects it with "
             f"`agentlog memory review {p.id}` or in the dashboard"), p.to_dict()
 
