@@ -321,6 +321,13 @@ def record(captured: Captured, root: str, durability: str) -> None:
         root, captured.provider, event.get("provider_session_id"), durability=durability, capture_mode=event["capture_mode"]
     )
     log.append([dumps_bytes(event)])
+    from agentlog.capture import dropped
+
+    lost = dropped.take(root)  # payloads a full disk made earlier hooks drop: a gap frame says so
+    if lost[0]:
+        now = time.time_ns() // 1000
+        log.append([dumps_bytes(dropped.gap_event(captured.provider, event.get("provider_session_id"),
+                                                  event["capture_mode"], __version__, uuid7(now // 1000), now, lost))])
     if captured.unrecognised is not None:
         _append_line(os.path.join(state_dir(root), "unrecognised.jsonl"), {**captured.unrecognised, "at": event["captured_at"]})
 
@@ -407,6 +414,14 @@ def main(argv: list[str] | None = None) -> int:
             except OSError:
                 pass
     except BaseException as e:  # never fail the agent
+        if root and isinstance(e, OSError) and e.errno is not None:
+            try:
+                from agentlog.capture import dropped
+
+                if e.errno in dropped.FULL_DISK_ERRNOS:
+                    dropped.count_drop(root, captured_at)  # in the record reserved while there was room
+            except BaseException:
+                pass
         try:
             _complain(root, f"{type(e).__name__}: {e}")
         except BaseException:

@@ -18,7 +18,7 @@ import sys
 TYPE_CHECKING = False
 
 __all__ = [
-    "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_DIRECTORY", "O_NOFOLLOW", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
+    "O_APPEND", "O_CLOEXEC", "O_CREAT", "O_DIRECTORY", "O_EXCL", "O_NOFOLLOW", "O_RDONLY", "O_RDWR", "O_TRUNC", "O_WRONLY",
     "close", "environ", "fdatasync", "fstat", "fsync", "ftruncate", "getcwd", "getpid", "getuid",
     "listdir", "mkdir", "open", "path", "posix_spawn", "POSIX_SPAWN_OPEN", "pread", "pwrite", "read", "replace",
     "stat", "urandom", "write", "LEAN",
@@ -32,6 +32,7 @@ if TYPE_CHECKING or "os" in sys.modules or "posix" not in sys.builtin_module_nam
         O_CLOEXEC,
         O_CREAT,
         O_DIRECTORY,
+        O_EXCL,
         O_NOFOLLOW,
         O_RDONLY,
         O_RDWR,
@@ -68,6 +69,7 @@ else:
     O_CLOEXEC = getattr(_p, "O_CLOEXEC", 0)
     O_CREAT = _p.O_CREAT
     O_DIRECTORY = _p.O_DIRECTORY
+    O_EXCL = _p.O_EXCL
     O_NOFOLLOW = _p.O_NOFOLLOW
     O_RDONLY = _p.O_RDONLY
     O_RDWR = _p.O_RDWR
