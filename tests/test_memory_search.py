@@ -289,7 +289,7 @@ def test_a_bad_search_date_is_one_line_and_exit_2_in_a_real_process(agentlog_hom
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["search", "updated:yesterday"], 2, "updated: needs a date"),
     (["add", "bogus", "x"], 2, "unknown kind 'bogus'"),
-    (["add", "fact", "x"], 2, "fact.statement is required"),
+    (["add", "pitfall", "x"], 2, "pitfall.avoid is required"),  # its symptom comes from the title (issue 27, 9)
     (["add", "fact", " ", "--attr", "statement=x"], 2, "a memory needs a title"),
     (["add", "fact", "x", "--attr", "statement=x", "--slug", "Not A Slug"], 2, "a slug is lower-case"),
     (["add", "preference", "x", "--attr", "polarity=likes", "--attr", "strength=lots"], 2,

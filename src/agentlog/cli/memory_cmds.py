@@ -165,13 +165,13 @@ def add_cmd(kind: str, title: str, content: str, attrs: tuple[str, ...], tags: t
 
     with _errors():
         given, note = with_main_attribute(kind, title, content, _attrs(kind, attrs))
-        if note:
-            click.echo(note, err=True)
         m = service.create(data_root(), kind, title, content=content, attributes=given, tags=list(tags),
                            evidence=_evidence(evidence), slug=slug, pinned=pinned,
                            lifetime=lifetime or ("until" if until else "standard"), until=until,
                            visibility=visibility or ("restricted" if allowed else "shared"),
                            allowed_actors=list(allowed) or None)
+    if note:  # said once it worked (a refusal stays one line)
+        click.echo(note, err=True)
     _show_one(m, as_json)
 
 

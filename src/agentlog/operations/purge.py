@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from agentlog.core import AgentlogError
 from agentlog.core.locks import Busy
 from agentlog.log.purge import LogPurge, LogsPurge, Selector, US_PER_DAY, purge_logs
 from agentlog.store.ingest import COMPACT_LOCK_NAME, LOCK_NAME, acquire_lock
@@ -154,8 +155,8 @@ def purge(
     return out
 
 
-class NoSuchSession(Exception):
-    """``--session`` names no recorded session."""
+class NoSuchSession(AgentlogError):
+    """``--session`` names no recorded session (exit 1)."""
 
 
 def session_selector(root: str, ident: str) -> Selector:
