@@ -753,3 +753,34 @@ def test_a_symlink_in_an_imported_directory_is_not_followed_and_lines_are_capped
     assert any(e.get("content", {}).get("prompt") == "small" for e in events)
     assert not any(len(json.dumps(e)) > MAX_PAYLOAD for e in events)
     assert "skipped" in json.dumps(report.to_dict() if hasattr(report, "to_dict") else str(report))
+
+
+def test_a_named_file_that_is_not_a_transcript_is_refused_and_nothing_recorded(agentlog_home: Path,
+                                                                               tmp_path: Path) -> None:
+    """Issue 27, finding 3: ``agentlog import claude-code FILE`` of any file exited 0 and
+    recorded a session of garbage. Now it is refused (exit 1, naming the file and what was
+    expected) and nothing is written; --force imports it anyway."""
+    import subprocess
+    import sys
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list\n- milk\n- eggs\n")
+    array = tmp_path / "data.json"
+    array.write_text('[\n  {"a": 1}\n]\n')
+    other = tmp_path / "rollout.jsonl"  # a Codex rollout is not a Claude transcript
+    other.write_text('{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x"}}\n')
+    env = {**os.environ, "AGENTLOG_HOME": str(agentlog_home)}
+    for path in (notes, array, other):
+        r = subprocess.run([sys.executable, "-m", "agentlog", "import", "claude-code", str(path)],
+                           capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 1 and str(path) in r.stderr and "not a claude-code transcript" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert _log_events(agentlog_home) == []
+    r = subprocess.run([sys.executable, "-m", "agentlog", "import", "claude-code", str(notes), "--force", "--json"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    fixture = next(FIXTURES.glob("*.jsonl"), None) if FIXTURES.is_dir() else None
+    if fixture is not None:  # a real transcript still imports
+        r = subprocess.run([sys.executable, "-m", "agentlog", "import", "claude-code", str(fixture), "--json"],
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stderr

@@ -21,7 +21,9 @@ ANCHORS = ("attemptdb", "nd7")
               help="Only files modified since then (a date, RFC 3339 time, epoch, 'today', '-30d' …).")
 @click.option("--dry-run", is_flag=True, help="Read and count, write nothing (offsets are not remembered).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the import report.")
-def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry_run: bool, as_json: bool) -> None:
+@click.option("--force", is_flag=True, help="Import a named file even when it does not look like the agent's transcript.")
+def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry_run: bool, as_json: bool,
+               force: bool) -> None:
     """Import an agent's transcripts (its history from before the hooks) into the log.
 
     AGENT is claude-code, codex, gemini-cli or cursor (default: all four),
@@ -43,6 +45,12 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
     reads only what was appended since (a truncated or replaced file is read
     again, without duplicates). Record types a parser does not know are kept
     as `unknown` events and counted per agent version in the summary.
+
+    A FILE named here is read first: when it does not look like the agent's
+    transcript, nothing is imported and the command says what it expected
+    (exit 1; --force imports it anyway).
+
+    Example: agentlog import claude-code ~/.claude/projects/-home-me-app/abc.jsonl
     """
     from agentlog.importers.run import import_paths
     from agentlog.query.timeexpr import resolve
@@ -58,6 +66,18 @@ def import_cmd(agent: str | None, paths: tuple[str, ...], since: str | None, dry
         raise click.UsageError("name the file: `agentlog import attemptdb FILE` (e.g. the output of `attempt events --json`)")
     if paths and len(agents) > 1:
         raise click.UsageError("name the agent whose files the paths hold (e.g. `agentlog import claude-code DIR`)")
+    if not force and agent is not None:
+        import os
+
+        from agentlog.importers.sniff import EXPECTED, looks_like
+
+        for path in paths:
+            if os.path.isfile(path):
+                ok, why = looks_like(agent, path)
+                if not ok:
+                    raise click.ClickException(
+                        f"{path} is not a {agent} transcript: {why}; expected {EXPECTED[agent]}. Nothing was "
+                        "imported (--force imports it anyway)")
     err = stderr()
     show = err.is_terminal and not as_json
     if show:
