@@ -223,7 +223,7 @@ def test_every_cli_flag_keeps_what_it_names_and_drops_the_rest(built: Built) -> 
     place = [line for line in superseded.stdout.splitlines() if "superseded" in line]
     assert place and "replaced by att_" in place[0] and "trn_" in place[0]
     shown = place[0].split()[0]  # the session as the line shows it: --session takes it
-    assert shown.startswith("ses_") and len(shown) == 12
+    assert shown.startswith("ses_") and len(shown) == 40  # whole (issue 27, finding 6)
     assert _cli_ids("tests", "--kind", "tool_call_finished", "--session", shown, root=root) == [built.superseded]
 
 

@@ -79,9 +79,14 @@ def _when(value: str | None, day: str | None = None) -> str:
 
 
 def _one_line(text: str | None, limit: int = OBJECTIVE_CHARS) -> str:
+    """``text`` on one line; on a terminal cut to ``limit`` (``…``), piped whole."""
+    import sys
+
     if not text:
         return ""
     flat = terminal_safe(" ".join(text.split()))
+    if not sys.stdout.isatty():
+        return flat
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -99,14 +99,14 @@ def place_of(h: Any) -> list[str]:
     """Where a hit belongs, as its line shows it: session, turn, attempt and outcome, what replaced
     it, the event."""
     place: list[str] = []
-    if h.session_id:
-        place.append(h.session_id[:12])  # ses_ and 8 hex digits: --session takes it
+    if h.session_id:  # ids whole: each pastes back into show, why, trace, --session
+        place.append(h.session_id)
     if h.turn_id:
-        place.append(h.turn_id[:12])
+        place.append(h.turn_id)
     if h.attempt_id:
-        place.append(f"{h.attempt_id[:12]} {h.attempt_outcome or ''}".rstrip())
+        place.append(f"{h.attempt_id} {h.attempt_outcome or ''}".rstrip())
     if h.superseded_by:
-        place.append(f"replaced by {h.superseded_by[:12]}")
+        place.append(f"replaced by {h.superseded_by}")
     place.append(h.event_id)
     return place
 

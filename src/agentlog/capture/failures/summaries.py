@@ -511,7 +511,7 @@ def summarize(text: str, tail: str | None = None, words: frozenset[bytes] | None
 
 
 def describe(summary: Summary | None) -> str | None:
-    """One line for people: ``3 of 212 tests failed: test_x, test_y, …`` or
+    """One line for people: ``3 of 212 tests failed: test_x, test_y, test_z and 4 more`` or
     ``tsc: 3 errors, first at src/a.ts:3``."""
     if not summary:
         return None
@@ -523,7 +523,7 @@ def describe(summary: Summary | None) -> str | None:
             text = f"{failed} of {total} tests failed" if total else f"{failed} tests failed"
             if names:
                 shown = ", ".join(str(n) for n in names[:3])
-                text += ": " + shown + (", …" if len(names) > 3 else "")
+                text += ": " + shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             return text
         if summary.get("build_failed"):
             return "tests did not build"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Iterable, Protocol
 
 from agentlog.core import UsageError
 from agentlog.query.timeexpr import format_us
-from agentlog.projection.ids import PREFIXES, short, split_display
+from agentlog.projection.ids import PREFIXES, display, short, split_display
 
 if TYPE_CHECKING:
     from agentlog.query.engine import QueryResult
@@ -75,9 +75,11 @@ def _shown(text: str) -> str:
 
 
 def _short(kind: str, value: str | None) -> str:
+    """An id as a claim names it: whole, with its display prefix (it pastes back into any
+    command; issue 27: ids are never cut)."""
     if value is None:
         return "?"
-    return short(kind, value) if kind in PREFIXES else f"{kind}_{value[:8]}"
+    return display(kind, value) if kind in PREFIXES else f"{kind}_{value}"
 
 
 class Params:
