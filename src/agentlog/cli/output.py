@@ -50,9 +50,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: s
     if not sys.stdout.isatty():
         if title:
             click.echo(title, err=True)
-        click.echo("\t".join(cols))
-        for row in rows:
-            click.echo("\t".join(" ".join(terminal_safe(row.get(c)).split()) for c in cols))
+        _print_tsv(rows, cols)
         return
     from rich.table import Table
     from rich.text import Text
@@ -66,6 +64,18 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: s
     stdout().print(table)
 
 
+def _cells(row: dict[str, Any], cols: list[str]) -> list[str]:
+    """A row's values for ``cols``: terminal-safe, each on one line."""
+    return [" ".join(terminal_safe(row.get(c)).split()) for c in cols]
+
+
+def _print_tsv(rows: Sequence[dict[str, Any]], cols: list[str]) -> None:
+    """A header line, then one tab-separated line of whole values per row (for pipes)."""
+    click.echo("\t".join(cols))
+    for row in rows:
+        click.echo("\t".join(_cells(row, cols)))
+
+
 def print_columns(rows: Sequence[dict[str, Any]], columns: Iterable[str]) -> None:
     """Rows as plain columns: a header line, then one line per row, columns two spaces
     apart; without rich, whose import costs ~50 ms of a process that does little else
@@ -75,16 +85,14 @@ def print_columns(rows: Sequence[dict[str, Any]], columns: Iterable[str]) -> Non
     import sys
 
     cols = list(columns)
-    table = [cols] + [[" ".join(terminal_safe(row.get(c)).split()) for c in cols] for row in rows]
     if not sys.stdout.isatty():  # piped: whole values, tab-separated (see print_table)
-        for r in table:
-            click.echo("\t".join(r))
+        _print_tsv(rows, cols)
         return
+    table = [cols] + [_cells(row, cols) for row in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
-    if sys.stdout.isatty():
-        room = shutil.get_terminal_size().columns - 2 * (len(cols) - 1)
-        while sum(widths) > room and max(widths) > 8:
-            widths[widths.index(max(widths))] -= 1
+    room = shutil.get_terminal_size().columns - 2 * (len(cols) - 1)
+    while sum(widths) > room and max(widths) > 8:
+        widths[widths.index(max(widths))] -= 1
     for r in table:
         cells = [c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(r, widths)]
         click.echo("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())

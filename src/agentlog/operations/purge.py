@@ -163,7 +163,6 @@ def session_selector(root: str, ident: str) -> Selector:
     """A selector for one session named the way any listing prints it: our id (``ses_…``,
     whole or an unambiguous prefix), the provider's session id, or a log's ``provider/key``.
     Raises :class:`NoSuchSession` (with the reason) when it names none, or several."""
-    from agentlog.core import AgentlogError
     from agentlog.log.layout import iter_logs, session_key
 
     text = ident.strip()

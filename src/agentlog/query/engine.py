@@ -225,9 +225,14 @@ def _check_allowed(con: Any, root: str) -> None:
                          "error")
 
 
+def sql_string(value: str) -> str:
+    """A SQL string literal (quotes doubled)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def sql_list(values: list[str]) -> str:
     """A SQL list literal of strings (quotes doubled)."""
-    return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
+    return "[" + ", ".join(sql_string(v) for v in values) + "]"
 
 
 def _store_files(root: str) -> list[str]:
@@ -261,7 +266,7 @@ class Engine:
         # DuckDB allows its temp directory (default: .tmp in the working directory) besides
         # allowed_directories: point it at a private one under the data root, or nowhere.
         private_tmp = _private_temp_dir(root)
-        self._con.execute(f"SET temp_directory = {sql_list([private_tmp])[1:-1] if private_tmp else repr('')}")
+        self._con.execute("SET temp_directory = " + sql_string(private_tmp or ""))
         self._views: dict[str, tuple[Callable[[], object], tuple[str, ...]]] = {}
         self._created: set[str] = set()
         allowed: list[str] = []

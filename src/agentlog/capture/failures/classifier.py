@@ -104,7 +104,6 @@ _LINE_SIGNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 _HEADERS = ("exit code", "process exited with code", "exit status", "exited with code", "returned exit code")
 _DIGITS = "0123456789"
-_TIMEOUT_HEADS = ("timed out", "timeout", "time limit")
 
 
 def _windows(text: str | None, output: str | None, size: int) -> str:
@@ -273,9 +272,9 @@ def classify(
         return _verdict("timeout", code, "exit code 124 (timeout)")
     if code == 130:
         return _verdict("interrupted", code, "exit code 130 (SIGINT)")
+    vet = "go" in programs and command is not None and " vet" in command
     summary = summarize(view, view[-TAIL:], words)
     if summary is not None:
-        vet = "go" in programs and command is not None and " vet" in command
         got = _from_summary(summary, sign, vet, command_subcategory, code)
         if got is not None:
             return got
@@ -287,8 +286,7 @@ def classify(
         if summary is None:
             summary = summarize(view, view[-WIDE:], wide_words)
             if summary is not None:
-                got = _from_summary(summary, sign, "go" in programs and command is not None and " vet" in command,
-                                    command_subcategory, code)
+                got = _from_summary(summary, sign, vet, command_subcategory, code)
                 if got is not None:
                     return got
     return _from_command(command_category, command_subcategory, programs, sign, code, view, summary)

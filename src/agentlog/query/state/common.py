@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Iterable, Protocol
 
 from agentlog.core import UsageError
 from agentlog.query.timeexpr import format_us
-from agentlog.projection.ids import PREFIXES, display, short, split_display
+from agentlog.projection.ids import PREFIXES, display, split_display
 
 if TYPE_CHECKING:
     from agentlog.query.engine import QueryResult
