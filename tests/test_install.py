@@ -869,7 +869,7 @@ def test_cli_install_json_shape(sb: Sandbox, runner: CliRunner) -> None:
     from agentlog.cli.install_cmds import install_cmd
 
     sb.make_agents("claude-code", "gemini-cli")
-    res = runner.invoke(install_cmd, ["--json", "--no-test"])
+    res = runner.invoke(install_cmd, ["--json", "--no-test", "--yes"])
     assert res.exit_code == 0, res.output
     items = json.loads(res.stdout)
     assert [i["agent"] for i in items] == ALL
@@ -882,7 +882,7 @@ def test_cli_install_json_shape(sb: Sandbox, runner: CliRunner) -> None:
     assert not any("not explicitly enabled" in n for n in by["gemini-cli"]["notes"])
     for item in items:
         assert {"agent", "outcome", "scope", "config_path", "reason", "events_added", "events_removed", "diff", "notes", "capture_test"} <= set(item)
-    again = json.loads(runner.invoke(install_cmd, ["claude-code", "--json", "--no-test"]).stdout)
+    again = json.loads(runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--yes"]).stdout)
     assert [i["outcome"] for i in again] == ["already_current"]
 
 
@@ -905,7 +905,7 @@ def test_cli_dry_run_and_failure_exit_codes(sb: Sandbox, runner: CliRunner) -> N
     assert res.exit_code == 0, res.output
     assert "dry run" in res.stdout and "_hook.py claude-code" in res.stdout
     assert snapshot(sb.root) == before
-    res = runner.invoke(install_cmd, ["--no-test", "--json"])
+    res = runner.invoke(install_cmd, ["--no-test", "--json", "--yes"])
     assert res.exit_code == 1
     by = {i["agent"]: i for i in json.loads(res.stdout)}
     assert by["cursor"]["outcome"] == "failed" and by["claude-code"]["outcome"] == "installed"
@@ -919,7 +919,7 @@ def test_cli_install_runs_capture_test(sb: Sandbox, runner: CliRunner) -> None:
     from agentlog.cli.install_cmds import install_cmd
 
     _install_fake_hook(sb, "codex")
-    res = runner.invoke(install_cmd, ["codex", "--json"])
+    res = runner.invoke(install_cmd, ["codex", "--json", "--yes"])
     item = json.loads(res.stdout)[0]
     # The install repoints the hook at the real command, so the real hook runs.
     assert item["outcome"] == "updated"
@@ -941,7 +941,7 @@ def test_cli_doctor(sb: Sandbox, runner: CliRunner) -> None:
         "gemini-cli": "not_installed",
     }
     assert {"agent", "state", "config_path", "last_event_at", "problems", "notes", "unrecognised"} <= set(items[0])
-    runner.invoke(install_cmd, ["--no-test"])
+    runner.invoke(install_cmd, ["--no-test", "--yes"])
     path = sb.config("claude-code")
     path.write_text(path.read_text().replace(sys.executable, "/nonexistent/python"))
     res = runner.invoke(doctor_cmd, [])
@@ -980,13 +980,13 @@ def test_cli_install_backfills_recent_transcripts(sb: Sandbox, runner: CliRunner
     old.write_text(line.replace("s-new", "s-old") + "\n")
     month_ago = time.time() - 40 * 86400
     os.utime(old, (month_ago, month_ago))
-    res = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--backfill"])
+    res = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--backfill", "--yes"])
     assert res.exit_code == 0, res.output
     (item,) = json.loads(res.stdout)
     assert item["backfill"] == "1 events from 1 files (1 sessions)"
     logs = sorted(p.name for p in (sb.data / "logs" / "claude_code").glob("*.jsonl"))
     assert logs == ["s-new.jsonl"]
-    again = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--no-backfill"])
+    again = runner.invoke(install_cmd, ["claude-code", "--json", "--no-test", "--no-backfill", "--yes"])
     assert "backfill" not in json.loads(again.stdout)[0]
 
 
@@ -1037,7 +1037,7 @@ def test_mcp_registration_skips_agents_not_detected_and_the_cli_reports(sb: Sand
     from agentlog.cli import cli
 
     (sb.home / ".cursor").mkdir()
-    r = CliRunner().invoke(cli, ["install", "--mcp", "--json"], env=sb.env)
+    r = CliRunner().invoke(cli, ["install", "--mcp", "--json", "--yes"], env=sb.env)
     assert r.exit_code == 0, r.output
     out = {x["agent"]: x["outcome"] for x in json.loads(r.stdout)}
     assert out["cursor"] == "registered" and out["claude-code"] == "skipped"
@@ -1059,3 +1059,102 @@ def test_a_byte_exact_uninstall_leaves_no_backup_behind(sb: Sandbox) -> None:
     (result,) = sb.uninstall(["claude-code"])
     assert result.restored_original and path.read_text(encoding="utf-8") == original
     assert list(path.parent.glob("settings.json.agentlog-bak-*")) == [mine]
+
+
+# --------------------------------------------------------------------------
+# install asks before changing another program's config (issue 27, finding 4)
+
+
+def test_cli_install_without_terminal_or_yes_prints_plan_and_changes_nothing(sb: Sandbox, runner: CliRunner) -> None:
+    from agentlog.cli.install_cmds import install_cmd
+
+    sb.make_agents("claude-code")
+    before = snapshot(sb.root)
+    res = runner.invoke(install_cmd, ["claude-code", "--no-backfill"])
+    assert res.exit_code == 1, res.output
+    assert "the plan" in res.stdout and "_hook.py claude-code" in res.stdout  # the diff of what would change
+    assert "--yes" in res.stderr and "nothing changed" in res.stderr
+    assert snapshot(sb.root) == before
+    res = runner.invoke(install_cmd, ["claude-code", "--json"])
+    assert res.exit_code == 1
+    (item,) = json.loads(res.stdout)
+    assert item["outcome"] == "installed" and item["dry_run"] is True
+    assert snapshot(sb.root) == before
+    mcp = runner.invoke(install_cmd, ["claude-code", "--mcp"])
+    assert mcp.exit_code == 1 and "--yes" in mcp.stderr
+    assert snapshot(sb.root) == before
+    # once installed, a second run changes nothing, so it does not need asking
+    assert runner.invoke(install_cmd, ["claude-code", "--no-test", "--yes", "--no-backfill"]).exit_code == 0
+    again = runner.invoke(install_cmd, ["claude-code", "--no-test", "--no-backfill", "--json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)[0]["outcome"] == "already_current"
+
+
+def _install_on_terminal(sb: Sandbox, answer: bytes) -> tuple[int, str]:
+    """Run `agentlog install claude-code` on a pseudo-terminal, answer its question."""
+    import pty
+    import select
+    import subprocess
+    import time
+
+    env = {**sb.env, "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "200"}
+    main_fd, sub_fd = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "install", "claude-code", "--no-test",
+                             "--no-backfill"], stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, env=env, close_fds=True)
+    os.close(sub_fd)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([main_fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"Apply these changes?" in seen:
+            os.write(main_fd, answer + b"\n")
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    code = proc.wait(timeout=30)
+    os.close(main_fd)
+    return code, seen.decode("utf-8", "replace")
+
+
+def test_cli_install_on_a_terminal_shows_the_plan_and_asks(sb: Sandbox) -> None:
+    sb.make_agents("claude-code")
+    before = snapshot(sb.root)
+    code, out = _install_on_terminal(sb, b"n")
+    assert "_hook.py claude-code" in out and "Apply these changes?" in out
+    assert code == 1 and "nothing changed" in out
+    assert snapshot(sb.root) == before
+    code, out = _install_on_terminal(sb, b"y")
+    assert code == 0, out
+    assert "_hook.py claude-code" in sb.config("claude-code").read_text()
+
+
+def test_capture_tests_are_closed_and_hidden_unless_all(sb: Sandbox, runner: CliRunner) -> None:
+    """install's capture test is a synthetic session: not in sessions, status's session count,
+    the Integrity page or Now; `sessions --all` and `/integrity?all=1` show it, closed."""
+    from agentlog.cli import cli
+    from agentlog.web import data as web_data
+
+    sb.make_agents("claude-code")
+    res = runner.invoke(cli, ["install", "claude-code", "--yes", "--no-backfill", "--json"])
+    assert res.exit_code == 0, res.output
+    test_id = json.loads(res.stdout)[0]["capture_test"]["session_id"]
+    listed = runner.invoke(cli, ["sessions", "--all-projects", "--json"])
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == []
+    plain = runner.invoke(cli, ["sessions", "--all-projects"])
+    assert "capture tests not shown (--all)" in plain.stderr and test_id not in plain.stdout
+    every = runner.invoke(cli, ["sessions", "--all", "--json"])
+    (row,) = json.loads(every.stdout)
+    assert row["session_id"] == test_id and row["liveness"] == "closed" and row["capture_test"] is True
+    status = json.loads(runner.invoke(cli, ["status", "--json"]).stdout)
+    assert status["sessions"] == 0 and status["capture_tests"] == 1
+    page = web_data.integrity(str(sb.data))
+    assert page["logs"] == [] and page["capture_tests_hidden"] == 1
+    assert [r["log"] for r in web_data.integrity(str(sb.data), everything=True)["logs"]] == [f"claude_code/{test_id}"]

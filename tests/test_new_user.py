@@ -34,7 +34,7 @@ def test_a_new_users_first_hour(tmp_path: Path) -> None:
     (home / ".claude").mkdir(parents=True)
     env = {**os.environ, "HOME": str(home), "AGENTLOG_HOME": str(data), "CLAUDE_CONFIG_DIR": str(home / ".claude")}
     env.pop("XDG_DATA_HOME", None)
-    r = _run(env, "install", "claude-code", "--json")
+    r = _run(env, "install", "claude-code", "--json", "--yes")
     assert r.returncode in (0, 1), r.stderr
     assert b"Traceback" not in r.stderr
     # a few real hook payloads, as Claude Code would pipe them

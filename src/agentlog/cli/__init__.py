@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import Any
 
 import click
@@ -79,6 +80,9 @@ class LazyGroup(click.Group):
             raise (_Refused if e.exit_code == 2 else _Failed)(terminal_safe(str(e))) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:  # the reader went away (`agentlog sessions | head`): stop quietly
+            _silence_stdout()
+            raise click.exceptions.Exit(0) from None
         except OSError as e:  # the data root or a file it names: unusable (a file, unreadable, full, read-only)
             if os.environ.get("AGENTLOG_DEBUG") == "1":
                 raise
@@ -88,6 +92,16 @@ class LazyGroup(click.Group):
                 raise
             raise _Failed(terminal_safe(f"internal error ({type(e).__name__}: {e}); "
                                         "run it again with AGENTLOG_DEBUG=1 to see where")) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def os_error_line(e: OSError) -> str:

@@ -3,7 +3,13 @@
 Human output is a table on stdout; ``--json`` prints exactly one JSON array
 (one object per agent) on stdout and nothing else. Diagnostics go to stderr.
 Exit codes: 0 ok, 1 when an agent failed (or, for install, its capture test
-failed; for doctor, an agent's hooks are stale), 2 usage errors.
+failed, or the plan was declined or could not be asked: not a terminal and no
+--yes; for doctor, an agent's hooks are stale), 2 usage errors.
+
+``install`` changes other programs' configs, so it first shows what it will
+change per agent and asks on a terminal; ``--yes`` answers for scripts.
+Without a terminal and without ``--yes`` it prints the plan and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +33,28 @@ from agentlog.install.errors import InstallError
 from agentlog.install.installer import InstallResult, install, uninstall
 
 _TESTED_OUTCOMES = ("installed", "updated", "already_current")
+_CHANGING_OUTCOMES = ("installed", "updated", "registered", "removed")
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _approved(plan: Sequence[Any], yes: bool, json_: bool, show: Any) -> bool:
+    """Whether to apply ``plan`` (results of a dry run): yes when nothing changes, when
+    ``--yes`` was given, or when the person at the terminal says so. Without a terminal
+    the plan is printed (``show``) and nothing is applied."""
+    if yes or not any(r.outcome in _CHANGING_OUTCOMES for r in plan):
+        return True
+    if _interactive() and not json_:
+        show()
+        if click.confirm("Apply these changes?", default=False, err=True):
+            return True
+        _err("nothing changed")
+        return False
+    show()
+    _err("nothing changed: not a terminal, so nothing was asked; run again with --yes to apply this plan")
+    return False
 
 
 def _validate_agents(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str]:
@@ -138,10 +166,13 @@ def _scope_options(f: Any) -> Any:
 @click.option("--trust-codex-hooks", "trust_codex", is_flag=True,
               help="Also write Codex's trust records for agentlog's own hooks (what /hooks in Codex does), "
                    "so that `codex exec` runs them.")
+@click.option("--yes", "-y", "yes", is_flag=True,
+              help="Apply without asking (for scripts); without it, a terminal is asked and anything else "
+                   "only gets the plan.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, yes: bool, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -159,12 +190,29 @@ def install_cmd(
     With --mcp, registers the MCP server instead, in each agent's own format
     (Claude Code ~/.claude.json, Codex ~/.codex/config.toml, Cursor
     ~/.cursor/mcp.json, Gemini CLI ~/.gemini/settings.json); other entries kept.
+
+    Before writing, it shows each agent's config and the change (a diff) and
+    asks; --yes applies without asking. When standard input is not a terminal
+    and --yes is absent, it prints the plan, changes nothing and exits 1.
+
+    Example: agentlog install claude-code --yes --no-backfill
     """
     if mcp:
-        _mcp(agents, dry_run, json_, remove=False)
+        _mcp(agents, dry_run, json_, remove=False, yes=yes)
         return
     resolved = _resolve_scope(scope, project_dir)
     try:
+        if not dry_run:
+            plan = install(agents or None, resolved, project_dir, True)
+
+            def show() -> None:
+                if json_:
+                    _echo_json([r.to_dict() for r in plan])
+                else:
+                    _show_results(plan, {}, "agentlog install: the plan (nothing written yet)", False)
+
+            if not _approved(plan, yes, json_, show):
+                raise click.exceptions.Exit(1)
         results = install(agents or None, resolved, project_dir, dry_run)
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
@@ -242,11 +290,27 @@ def _trust_codex(results: list[Any]) -> None:
                            "Codex: agentlog's hooks were already trusted"]
 
 
-def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool) -> None:
+def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True) -> None:
     from agentlog.install.agents import AGENTS
     from agentlog.install.mcp_register import register
 
-    results = register(list(agents) or list(AGENTS), dry_run=dry_run, remove=remove)
+    names = list(agents) or list(AGENTS)
+    if not dry_run and not yes:
+        plan = register(names, dry_run=True, remove=remove)
+
+        def show() -> None:
+            if json_:
+                _echo_json([r.to_dict() for r in plan])
+                return
+            for r in plan:
+                if r.outcome in _CHANGING_OUTCOMES:
+                    _err(f"{r.agent}: would be {r.outcome} in {r.path}")
+                    if r.diff:
+                        _err(r.diff)
+
+        if not _approved(plan, yes, json_, show):
+            raise click.exceptions.Exit(1)
+    results = register(names, dry_run=dry_run, remove=remove)
     if json_:
         _echo_json([r.to_dict() for r in results])
     else:

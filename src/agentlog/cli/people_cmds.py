@@ -286,11 +286,30 @@ def _retry(retry: dict[str, Any] | None) -> str:
 
 @click.command(name="sessions")
 @scope_options(default_limit=20)
-def sessions_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
-    """One row per session, newest first: provider, project, times, liveness, counts."""
+@click.option("--all", "everything", is_flag=True,
+              help="Every project, and `agentlog install`'s capture tests too (hidden otherwise).")
+def sessions_cmd(as_json: bool, no_ingest: bool, everything: bool, **opts: Any) -> None:
+    """One row per session, newest first: provider, project, times, liveness, counts.
+
+    `agentlog install` checks each hook with a synthetic capture test; those
+    are closed at once and not listed unless --all is given.
+
+    Example: agentlog sessions --all-projects --since -7d --json
+    """
+    from agentlog.core.paths import data_root
+    from agentlog.log.layout import capture_test_logs
     from agentlog.query.views import sessions
 
-    rows = _listing(sessions, "no sessions recorded in this scope", as_json, no_ingest, opts)
+    tests = capture_test_logs(data_root())
+    query = sessions
+    if everything:
+        opts["all_projects"] = True
+
+        def query(engine: Any, scope: Any) -> list[dict[str, Any]]:
+            return sessions(engine, scope) + [_capture_test_row(*t) for t in tests]
+    elif tests and not as_json:
+        stderr().print(f"{len(tests)} of `agentlog install`'s capture tests not shown (--all)", markup=False)
+    rows = _listing(query, "no sessions recorded in this scope", as_json, no_ingest, opts)
     if rows is None:
         return
     table = []
@@ -305,6 +324,16 @@ def sessions_cmd(as_json: bool, no_ingest: bool, **opts: Any) -> None:
         })
     print_table(table, ["session", "provider", "project", "started", "last", "liveness", "coverage", "turns",
                         "calls", "attempts", "failures", "events"])
+
+
+def _capture_test_row(provider: str, key: str, at_us: int) -> dict[str, Any]:
+    """A capture test as a closed session row (``capture_test`` true)."""
+    from agentlog.core.timefmt import format_us
+
+    at = format_us(at_us) if at_us else None
+    return {"session_id": key, "provider": provider, "project_name": None, "started_at": at, "ended_at": at,
+            "last_event_at": at, "liveness": "closed", "coverage": "capture_test", "turn_count": 0,
+            "tool_call_count": 0, "attempt_count": 0, "failure_count": 0, "event_count": 1, "capture_test": True}
 
 
 def _field_value(value: Any) -> str:

@@ -35,7 +35,8 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
         print_json(st.to_dict() | ({"memory_verify": memory_check} if memory_check is not None else {}))
     else:
         rows: list[dict[str, object]] = [
-            {"what": "sessions (logs)", "value": f"{st.sessions:,}"},
+            {"what": "sessions (logs)", "value": f"{st.sessions:,}"
+             + (f" (and {st.capture_tests:,} of install's capture tests)" if st.capture_tests else "")},
             {"what": "events in the store", "value": f"{st.events:,}"},
             {"what": "store version", "value": st.table_version},
             {"what": "last ingest", "value": st.last_ingest_at or "never"},

@@ -115,6 +115,11 @@ FAILURE_CLASSES: tuple[str, ...] = TOOL_FAILURE_CLASSES + ("rate_limit", "turn_f
 
 CAPTURE_MODES: tuple[str, ...] = ("full", "metadata_only")
 
+CAPTURE_TEST_PREFIX = "agentlog-capture-test-"
+"""The session id of ``agentlog install``'s capture test (and so its log's name): such a
+session is one synthetic ``capture_test`` event, never an agent's session; listings hide it
+unless asked for everything (``--all``)."""
+
 SCHEMA_VERSION = 1
 
 # Corrections and retractions (operations/corrections.py): one log for all of

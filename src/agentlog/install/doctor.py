@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentlog.core import paths
+from agentlog.core.kinds import CAPTURE_TEST_PREFIX
 from agentlog.capture.command import hook_command
 from agentlog.install.agents import AgentSpec, Scope, default_home, detect, get_agent, resolve_agents
 from agentlog.install.codex_trust import codex_trust_hash, codex_trust_notes  # noqa: F401 - doctor's API
@@ -39,7 +40,6 @@ from agentlog.install.jsonedit import (
     parse_config,
 )
 
-CAPTURE_TEST_PREFIX = "agentlog-capture-test-"
 HealthState = Literal["not_installed", "detected", "installed", "stale", "receiving"]
 
 UNRECOGNISED_FILE = "unrecognised.jsonl"

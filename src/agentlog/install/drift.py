@@ -17,6 +17,7 @@ from typing import Final
 import orjson
 
 from agentlog.core import paths
+from agentlog.core.kinds import CAPTURE_TEST_PREFIX
 
 _COMMON: Final = frozenset({
     "session_id", "transcript_path", "cwd", "hook_event_name", "agent_id", "agent_type", "model",
@@ -67,7 +68,7 @@ def _newest_logs(root: str, provider: str) -> list[str]:
     found: list[tuple[float, str]] = []
     for folder, _, files in os.walk(base):
         for name in files:
-            if name.endswith(".jsonl") and not name.startswith("agentlog-capture-test-"):
+            if name.endswith(".jsonl") and not name.startswith(CAPTURE_TEST_PREFIX):
                 full = os.path.join(folder, name)
                 try:
                     found.append((os.stat(full).st_mtime, full))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from agentlog.core import oslite as os
 
+from agentlog.core.kinds import CAPTURE_TEST_PREFIX
 from agentlog.core.paths import logs_dir
 
 TYPE_CHECKING = False
@@ -198,4 +199,24 @@ def iter_logs(root: str) -> list[str]:
         keys = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
         keys.update(n[: -len(SEALED_SUFFIX)] for n in names if n.endswith(SEALED_SUFFIX))
         out.extend(os.path.join(d, n) for n in sorted(k + LOG_SUFFIX for k in keys if k))
+    return out
+
+
+def is_capture_test(log_file: str) -> bool:
+    """Whether ``log_file`` is the log of ``agentlog install``'s capture test."""
+    return split_log_path(log_file)[1].startswith(CAPTURE_TEST_PREFIX)
+
+
+def capture_test_logs(root: str) -> list[tuple[str, str, int]]:
+    """(provider, session key, modified at in µs) of every capture-test log, newest first."""
+    out = []
+    for path in iter_logs(root):
+        if is_capture_test(path):
+            provider, key = split_log_path(path)
+            try:
+                mtime = os.stat(path).st_mtime_ns // 1000
+            except OSError:
+                mtime = 0
+            out.append((provider, key, mtime))
+    out.sort(key=lambda r: (-r[2], r[1]))
     return out

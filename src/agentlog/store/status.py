@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from agentlog.log.layout import iter_logs, split_log_path
+from agentlog.log.layout import is_capture_test, iter_logs, split_log_path
 from agentlog.log.segments import SegmentError, logical_size
 from agentlog.core.fileio import dir_usage
 from agentlog.core.jsonio import read_json
@@ -28,7 +28,9 @@ class StoreStatus:
 
     data_root: str
     sessions: int = 0
-    """Session logs on disk."""
+    """Session logs on disk (not counting ``agentlog install``'s capture tests)."""
+    capture_tests: int = 0
+    """Logs of ``agentlog install``'s capture tests (one synthetic event each)."""
     events: int = 0
     """Rows in the events table."""
     table_version: int | None = None
@@ -60,7 +62,8 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
     if catch_up:
         out.caught_up = _catch_up(root)
     logs = iter_logs(root)
-    out.sessions = len(logs)
+    out.capture_tests = sum(1 for log in logs if is_capture_test(log))
+    out.sessions = len(logs) - out.capture_tests
     positions, version, _cached = load_positions(root)
     out.table_version = version
     path = events_path(root)

@@ -244,33 +244,41 @@ def sql(engine: Engine, statement: str, *, max_rows: int = 500) -> dict[str, Any
     return {"columns": answer.columns, "rows": answer.cells(), "truncated": answer.truncated}
 
 
-def integrity(root: str) -> dict[str, Any]:
-    """The last verification of each log (``agentlog verify`` or "verify now")."""
-    from agentlog.log.layout import iter_logs, split_log_path
+def integrity(root: str, *, everything: bool = False) -> dict[str, Any]:
+    """The last verification of each log (``agentlog verify`` or "verify now").
+
+    The logs of ``agentlog install``'s capture tests are left out unless broken
+    or ``everything`` is asked for; ``capture_tests_hidden`` counts them."""
+    from agentlog.log.layout import is_capture_test, iter_logs, split_log_path
     from agentlog.operations.verify import load
 
     known = load(root)
     rows = []
+    hidden = 0
     for path in iter_logs(root):
         provider, key = split_log_path(path)
         rec = known.get(f"{provider}/{key}")
-        rows.append({"log": f"{provider}/{key}", "status": rec["status"] if rec else "not verified",
+        status = rec["status"] if rec else "not verified"
+        if not everything and status != "broken" and is_capture_test(path):
+            hidden += 1
+            continue
+        rows.append({"log": f"{provider}/{key}", "status": status,
                      "frames": rec["frames"] if rec else None, "purged": rec["purged"] if rec else None,
                      "verified_at": _iso_us(rec["verified_at"]) if rec else None,
                      "breaks": rec["breaks"] if rec else []})
     rows.sort(key=lambda r: (r["status"] != "broken", r["status"] == "intact", r["log"]))
     return {"logs": rows, "broken": sum(r["status"] == "broken" for r in rows),
-            "unverified": sum(r["status"] == "not verified" for r in rows)}
+            "unverified": sum(r["status"] == "not verified" for r in rows), "capture_tests_hidden": hidden}
 
 
-def verify_now(root: str) -> dict[str, Any]:
+def verify_now(root: str, *, everything: bool = False) -> dict[str, Any]:
     from agentlog.log.layout import iter_logs
     from agentlog.log.verify import verify_logs
     from agentlog.operations.verify import save
 
     reports = verify_logs(iter_logs(root), jobs=min(2, os.cpu_count() or 1))
     save(root, reports)
-    return integrity(root)
+    return integrity(root, everything=everything)
 
 
 def _iso_us(us: int) -> str | None:

@@ -232,7 +232,7 @@ DRIVERS: dict[str, Driver] = {d.agent: d for d in (ClaudeDriver(), CodexDriver()
 
 def install_hooks(scratch: Path, agent: str, *extra: str) -> subprocess.CompletedProcess[str]:
     env = agentlog_env(scratch)
-    return subprocess.run(agentlog_cmd("install", agent, "--no-backfill", *extra), env=env, cwd=scratch / "proj",
+    return subprocess.run(agentlog_cmd("install", agent, "--yes", "--no-backfill", *extra), env=env, cwd=scratch / "proj",
                           capture_output=True, text=True, timeout=120)
 
 

@@ -106,7 +106,8 @@ def usage(request: Request) -> Awaitable[Any]:
 
 
 def integrity(request: Request) -> Awaitable[Any]:
-    return run_in_threadpool(data.integrity, state(request).root)
+    everything = request.query_params.get("all") == "1"
+    return run_in_threadpool(lambda: data.integrity(state(request).root, everything=everything) | {"all": everything})
 
 
 # -- the download and the change ------------------------------------------------------------------
