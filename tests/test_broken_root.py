@@ -5,6 +5,7 @@ allowed)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -112,3 +113,20 @@ def test_payloads_a_full_disk_drops_are_counted_and_recorded_as_a_gap(tmp_path: 
     assert gaps and gaps[-1]["attrs"]["dropped_payloads"] == 2 and gaps[-1]["attrs"]["reason"] == "disk_full"
     out = (tmp_path / "verify.out").read_text()
     assert "Traceback" not in out and int((tmp_path / "verify.rc").read_text()) in (0, 1)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`agentlog schema | head -1`: the pipe closes before the output is written; the
+    command stops without a traceback or an error line, exit 0."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AGENTLOG_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    for args in (["schema"], ["status", "--no-ingest"], ["sql", "select * from range(200000)"]):
+        with subprocess.Popen([sys.executable, "-m", "agentlog", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            proc.stdout.close()
+            err = proc.stderr.read().decode()
+            assert proc.wait(timeout=120) == 0, (args, err)
+        assert "Traceback" not in err and "Broken pipe" not in err and "Exception ignored" not in err, (args, err)
