@@ -98,3 +98,32 @@ def test_an_unknown_command_gets_a_did_you_mean() -> None:
     assert r.exit_code == 2 and "did you mean sessions?" in r.output
     r = CliRunner().invoke(cli, ["qwertyuiop"])
     assert r.exit_code == 2 and "did you mean" not in r.output
+
+
+def test_an_id_that_names_nothing_gets_a_did_you_mean(agentlog_home: Path) -> None:
+    """Issue 27, finding 8: an id with its last digit wrong (a paste gone wrong) is answered
+    with the recorded id it is closest to, by `show` (views) and `why` (the statement
+    language) alike; an id close to nothing gets no guess."""
+    import os
+    import subprocess
+
+    from agentlog.capture.command import hook_argv
+
+    base = {"session_id": "s-typo", "cwd": str(agentlog_home), "tool_name": "Bash", "tool_use_id": "tu-1",
+            "tool_input": {"command": "false"}}
+    for payload in ({**base, "hook_event_name": "PreToolUse"},
+                    {**base, "hook_event_name": "PostToolUseFailure", "error": "Exit code 1"}):
+        subprocess.run(hook_argv("claude-code"), input=json.dumps(payload).encode(), check=True, timeout=60,
+                       env={**os.environ, "AGENTLOG_HOME": str(agentlog_home)})
+    runner = CliRunner()
+    (session,) = json.loads(runner.invoke(cli, ["sessions", "--all-projects", "--json"]).stdout)
+    (attempt,) = json.loads(runner.invoke(cli, ["failures", "--all-projects", "--json"]).stdout)
+    sid, aid = session["session_id"], attempt["attempt_id"]
+    typo = sid[:-1] + ("0" if sid[-1] != "0" else "1")
+    r = runner.invoke(cli, ["show", typo])
+    assert r.exit_code == 1 and f"did you mean {sid}?" in r.output, r.output
+    typo = aid[:-1] + ("0" if aid[-1] != "0" else "1")
+    r = runner.invoke(cli, ["why", typo])
+    assert r.exit_code != 0 and f"did you mean {aid}?" in r.output, r.output
+    r = runner.invoke(cli, ["show", "ses_ffffffff-ffff-ffff-ffff-ffffffffffff"])
+    assert r.exit_code == 1 and "did you mean" not in r.output

@@ -601,3 +601,42 @@ def test_a_path_glob_too_complex_for_the_index_is_a_usage_error(tmp_path: Path) 
         assert "too complex" in str(e)
     else:
         assert "too complex" in text
+
+
+def test_a_snippet_says_each_string_once_and_shows_the_match_piped_whole(tmp_path: Path) -> None:
+    """A permission request carries its command twice (tool input and suggestions): the snippet
+    says it once and reaches the match; piped, a hit's lines are whole (never folded at 80
+    columns) and its event id is the ``ev_`` form `show` prints."""
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(tmp_path / "home")
+    command = "cd /srv/very/long/path/to/a/project/checkout/somewhere && ./run-the-whole-suite --verbose --shard 3"
+    _hook(root, {"session_id": "s-perm", "cwd": "/tmp/search-project", "hook_event_name": "PermissionRequest",
+                 "tool_name": "Bash", "tool_input": {"command": command, "description": "Run the suite"},
+                 "permission_suggestions": [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": command}],
+                                             "behavior": "allow", "destination": "localSettings"}]})
+    ingest(root)
+    (hit,) = search(root, "shard").hits
+    assert hit.snippet.count("run-the-whole-suite") == 1, hit.snippet
+    r = CliRunner().invoke(cli, ["search", "shard"], env={"AGENTLOG_HOME": root})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert any(line.strip().endswith(f"ev_{hit.event_id}") and hit.session_id in line for line in lines)
+    assert any("run-the-whole-suite --verbose --shard 3" in line for line in lines)
+
+
+def test_a_memory_hit_belongs_to_no_session(tmp_path: Path) -> None:
+    """agentlog's own events (a memory) are hits without a session id that names nothing."""
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(tmp_path / "home")
+    r = CliRunner().invoke(cli, ["memory", "add", "fact", "The flux capacitor needs 1.21 gigawatts"],
+                           env={"AGENTLOG_HOME": root})
+    assert r.exit_code == 0, r.output
+    ingest(root)
+    hits = search(root, "capacitor").hits
+    assert hits and all(h.session_id is None for h in hits if h.provider == "agentlog")

@@ -11,15 +11,22 @@ if TYPE_CHECKING:
 
 
 def stdout() -> Console:
+    """The console for results: on a terminal, lines fold at its width; into a pipe or a
+    file, every line is written whole (never folded at 80 columns, ids never split)."""
+    import sys
+
     from rich.console import Console
 
-    return Console(soft_wrap=False, highlight=False)
+    return Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
 
 
 def stderr() -> Console:
+    """The console for notes and errors (whole lines when not a terminal, like :func:`stdout`)."""
+    import sys
+
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 
 
 def terminal_safe(text: Any) -> str:

@@ -107,7 +107,7 @@ def place_of(h: Any) -> list[str]:
         place.append(f"{h.attempt_id} {h.attempt_outcome or ''}".rstrip())
     if h.superseded_by:
         place.append(f"replaced by {h.superseded_by}")
-    place.append(h.event_id)
+    place.append(f"ev_{h.event_id}")  # as `show` prints and takes it
     return place
 
 

@@ -215,8 +215,11 @@ def resolve_id(engine: Any, text: str, kinds: Iterable[str] | None = None, scope
     if not found and is_hex and len(hexpart) < MIN_PREFIX:
         raise BadId(f"{raw!r} is too short: give at least {MIN_PREFIX} hex digits of the id")
     if not found:
-        raise UnknownId(f"no {' or '.join(k.replace('_', ' ') for k in wanted)} with id {raw!r} was recorded"
-                        if len(wanted) <= 3 else f"nothing recorded has the id {raw!r}")
+        from agentlog.query.id_hints import did_you_mean, near_ids
+
+        hint = did_you_mean(near_ids(engine, raw, {k: (v[0], v[1]) for k, v in ENTITIES.items()}, wanted))
+        raise UnknownId((f"no {' or '.join(k.replace('_', ' ') for k in wanted)} with id {raw!r} was recorded"
+                         if len(wanted) <= 3 else f"nothing recorded has the id {raw!r}") + hint)
     if len(found) > 1:
         names = sorted(display(k, i) for k, i in found)
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")

@@ -518,6 +518,7 @@ def _hits(root: str, rows: list[Row], found: dict[str, dict[str, Any]], terms: l
           frames: dict[tuple[str, int], dict[str, Any]]) -> list[Hit]:
     """The hits of ``rows``, placed as ``found`` says, each with its snippet (from its frame: the
     index keeps no text)."""
+    from agentlog.core.kinds import META_PROVIDER
     from agentlog.projection.ids import derive, display
     from agentlog.query.views import iso
 
@@ -527,7 +528,9 @@ def _hits(root: str, rows: list[Row], found: dict[str, dict[str, Any]], terms: l
         frame = frame if frame is not None else _frame_text(root, log, at)
         f = found.get(event_id, {})
         snippet, spans = _snippet(frame.get("text"), frame.get("value"), terms)
-        sid = f.get("session_id") or (derive("session", provider, session or "unknown") if provider else None)
+        # agentlog's own events (memory, corrections) belong to no agent's session
+        sid = f.get("session_id") or (derive("session", provider, session or "unknown")
+                                      if provider and provider != META_PROVIDER else None)
         turn = f.get("turn_id")
         out.append(Hit(
             event_id=event_id, observed_at=iso(int(observed)), kind=kind, tool=tool, provider=provider,
@@ -643,8 +646,7 @@ def _prompt_of(content: Any) -> str | None:
 
 def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, list[tuple[int, int]]]:
     """A window of the event's text around the first term, and where the terms are in it."""
-    source = " ".join(s for s in (text, _content_text(content)) if s)
-    source = re.sub(r"\s+", " ", source)
+    source = re.sub(r"\s+", " ", _distinct_text(text, content))
     if not source:
         return "", []
     pattern = re.compile("|".join(re.escape(t) for t in sorted(set(terms), key=len, reverse=True)), re.I) \
@@ -657,16 +659,25 @@ def _snippet(text: str | None, content: Any, terms: list[str]) -> tuple[str, lis
     return window, spans
 
 
-def _content_text(content: Any) -> str:
-    """The strings inside an event's content (a JSON value), all of them: a hit may lie at the end
-    of a long output (the index holds a long text's head and tail)."""
-    if content is None:
-        return ""
+def _distinct_text(text: str | None, content: Any) -> str:
+    """The event's text, then the strings inside its content (a JSON value; a hit may lie at the
+    end of a long output), each said once: a string already said (a command is the event's text
+    and its tool input; a permission request repeats it in its suggestions) is left out, so
+    that the snippet shows the match rather than the same command twice."""
     from agentlog.search.text import strings_of
 
     out: list[str] = []
-    strings_of(content, out)
-    return " ".join(out)
+    if content is not None:
+        strings_of(content, out)
+    said: list[str] = []
+    seen: set[str] = set()
+    for piece in ([text] if text else []) + out:
+        key = " ".join(piece.split())
+        if not key or key in seen or (len(key) <= 4096 and any(key in s for s in said)):
+            continue
+        seen.add(key)
+        said.append(key)
+    return " ".join(said)
 
 
 __all__ = ["Hit", "SearchSyntaxError", "SearchResult", "search"]

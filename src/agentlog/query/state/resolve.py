@@ -133,7 +133,10 @@ def resolve_id(engine: Runner, text: str, kinds: Sequence[str] | None = None) ->
     if not prefix_ok:
         raise ResolveError(f"id prefix {_shown(raw)} is too short: give at least {MIN_PREFIX} hex digits",
                            "AQL0303")
-    raise ResolveError(f"no {_kinds_text(allowed)} has an id starting with {_shown(raw)}", "AQL0301")
+    from agentlog.query.id_hints import did_you_mean, near_ids
+
+    hint = did_you_mean(near_ids(engine, raw, ID_SPACES, allowed))
+    raise ResolveError(f"no {_kinds_text(allowed)} has an id starting with {_shown(raw)}{hint}", "AQL0301")
 
 
 def _kinds_text(kinds: Sequence[str]) -> str:
