@@ -455,3 +455,21 @@ def test_serve_prints_its_address_only_once_it_accepts_connections(tmp_path: Pat
         finally:
             proc.terminate()
             proc.communicate(timeout=30)
+
+
+def test_the_server_warms_up_while_it_starts(populated: str) -> None:
+    """Issue 27, finding 10: before any page is asked for, the server has caught up, opened its
+    engine and compiled its templates, so the first page a person opens is not the slow one."""
+    import time
+
+    guard = Guard(port=8765)
+    app = create_app(populated, guard, live=False)
+    assert not app.state.source.is_open
+    with TestClient(app, base_url=f"http://127.0.0.1:{guard.port}"):
+        deadline = time.monotonic() + 60
+        while not app.state.source.is_open and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert app.state.source.is_open
+        from agentlog.web.app import PAGES
+
+        assert len(app.state.web.env.cache) >= len({template for _path, template, _fn in PAGES})

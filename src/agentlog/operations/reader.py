@@ -132,6 +132,11 @@ class Source:
                 self._cache.popitem(last=False)
             return value
 
+    @property
+    def is_open(self) -> bool:
+        """Whether an engine is open (the server has read the store at least once)."""
+        return self._engine is not None
+
     def close(self) -> None:
         with self._lock:
             if self._engine is not None:
