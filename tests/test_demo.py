@@ -10,13 +10,13 @@ from click.testing import CliRunner
 
 from agentlog.operations import demo
 from agentlog.cli import cli
-from agentlog.operations.fixtures import claude_hook_fixtures
+from agentlog.operations.fixtures import claude_hook_fixtures, missing
 
 
 @pytest.mark.slow
 def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
     if not claude_hook_fixtures():
-        pytest.fail("shared fixtures not found (set AGENTLOG_SHARED)")
+        pytest.fail(missing())
     home = tmp_path / "demo"
     r = CliRunner().invoke(cli, ["demo", "--home", str(home), "--json"])
     assert r.exit_code == 0, r.output

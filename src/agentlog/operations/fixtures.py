@@ -3,13 +3,25 @@
 They live in ``shared/fixtures`` beside the repository clone; ``AGENTLOG_SHARED``
 overrides. A local clone of that checkout (``git clone . /tmp/x``, as a CI
 dry run does) finds them beside the checkout it was cloned from. Returns None
-when they are not there (an installed package).
+when they are not there (an installed package). ``scripts/fetch_fixtures.py``
+fetches them from their public sources (``tests/fixtures-manifest.json``: each
+file's repository, commit and SHA-256) into ``shared/`` beside the checkout.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+
+FETCH_HINT = "fetch them with `python scripts/fetch_fixtures.py`, or set AGENTLOG_SHARED to a directory holding fixtures/"
+"""How to get the shared fixtures, for a message that says they are missing."""
+
+
+def missing(where: Path | str | None = None) -> str:
+    """A skip or failure reason: the shared fixtures (at ``where``) are not there, and how to get them."""
+    at = f" at {where}" if where else ""
+    return f"shared fixtures not found{at}: {FETCH_HINT}"
 
 
 def shared_dir() -> Path | None:
