@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ class Entry:
     sha256: str
 
     def url(self, base: str) -> str:
-        return f"{base.rstrip('/')}/{self.repo}/{self.commit}/{urllib.request.quote(self.path)}"
+        return f"{base.rstrip('/')}/{self.repo}/{self.commit}/{urllib.parse.quote(self.path)}"
 
 
 def _safe_relative(dest: object) -> bool:

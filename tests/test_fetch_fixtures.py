@@ -106,7 +106,7 @@ def test_fetches_every_fixture_from_a_mirror_and_each_matches_its_hash(serve: tu
 def _small_manifest(tmp_path: Path, root: Path, *, tamper: bool) -> Path:
     """Two files served from ``root``; with ``tamper`` the second one's bytes differ from what is pinned."""
     commit = "0123456789abcdef0123456789abcdef01234567"
-    files = []
+    files: list[dict[str, str | None]] = []
     for i, name in enumerate(["a.json", "sub/b.jsonl"]):
         data = f'{{"n": {i}}}\n'.encode()
         _publish(root, "someone/project", commit, f"logs/{name}", data + (b" " if tamper and i == 1 else b""))
