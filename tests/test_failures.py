@@ -79,7 +79,7 @@ def _hook_errors(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason=missing(FIXTURES))
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=missing(_SHARED and FIXTURES))
 def test_every_tool_error_in_the_shared_fixtures_is_labelled_and_classified_as_labelled() -> None:
     by_file: dict[str, dict[str, dict[str, Any]]] = {}
     for case in (c for c in LABELLED if "fixture" in c):
