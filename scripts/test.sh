@@ -3,7 +3,8 @@
 # and chromium-driver for the dashboard's browser test, node and npm for the real
 # agent CLIs when the machine lacks them) and run the whole test
 # suite (slow tests included). This is the README's test command and
-# what CI runs.
+# what CI runs. When no shared fixtures are found it first fetches them
+# (scripts/fetch_fixtures.py) and carries on without them if that fails.
 #
 #   ./scripts/test.sh            the whole suite (CI)
 #   ./scripts/test.sh --quick    the quick tier only (tests marked `quick` by
@@ -44,6 +45,17 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The real-agent fixtures (shared/fixtures, found by agentlog.operations.fixtures.shared_dir):
+# a clone without them fetches them from their public sources, each checked by SHA-256
+# (tests/fixtures-manifest.json). Without a network the suite still runs; the tests that
+# need them skip and say how to get them.
+if ! .venv/bin/python -c 'import sys; from agentlog.operations.fixtures import shared_dir; sys.exit(shared_dir() is None)'; then
+    echo "scripts/test.sh: no shared fixtures found; fetching them (scripts/fetch_fixtures.py)" >&2
+    if ! .venv/bin/python scripts/fetch_fixtures.py --quiet; then
+        echo "scripts/test.sh: the shared fixtures could not be fetched; the tests that need them will skip" \
+             "(fetch them later with: python scripts/fetch_fixtures.py, or set AGENTLOG_SHARED)" >&2
+    fi
+fi
 .venv/bin/python -m mypy
 if [ "$QUICK" = 1 ]; then
     exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider -m quick "$@"

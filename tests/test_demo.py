@@ -10,13 +10,19 @@ from click.testing import CliRunner
 
 from agentlog.operations import demo
 from agentlog.cli import cli
-from agentlog.operations.fixtures import claude_hook_fixtures
+from agentlog.operations.fixtures import claude_hook_fixtures, missing
+
+
+def _synthetic_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay the shipped synthetic session alone (no shared captures, no real-shaped sessions)."""
+    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+    monkeypatch.setattr(demo, "real_shaped_payloads", list)
 
 
 @pytest.mark.slow
 def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
     if not claude_hook_fixtures():
-        pytest.fail("shared fixtures not found (set AGENTLOG_SHARED)")
+        pytest.fail(missing())
     home = tmp_path / "demo"
     r = CliRunner().invoke(cli, ["demo", "--home", str(home), "--json"])
     assert r.exit_code == 0, r.output
@@ -46,8 +52,8 @@ def test_demo_replays_every_fixture_payload(tmp_path: Path) -> None:
     assert superseded and all(f["retry"]["outcome"] == "succeeded" for f in superseded)
 
 
-def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+def test_the_shipped_synthetic_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _synthetic_only(monkeypatch)
     result = demo.run_demo(str(tmp_path / "d"))
     assert "synthetic" in result.source
     (s,) = result.sessions
@@ -91,7 +97,7 @@ def test_demo_falls_back_to_the_shipped_session(tmp_path: Path, monkeypatch: pyt
 
 
 def test_demo_prints_the_timeline_and_the_superseded_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+    _synthetic_only(monkeypatch)
     monkeypatch.setenv("COLUMNS", "200")
     r = CliRunner().invoke(cli, ["demo", "--home", str(tmp_path / "d"), "--no-serve"])
     assert r.exit_code == 0, r.output
@@ -125,7 +131,7 @@ def test_demo_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:
 
 
 def test_demo_reruns_into_its_own_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+    _synthetic_only(monkeypatch)
     demo.run_demo(str(tmp_path / "d"))
     again = demo.run_demo(str(tmp_path / "d"))
     assert again.sessions[0].frames == 20  # wiped and recorded afresh, not appended
@@ -150,7 +156,7 @@ def test_a_local_clone_finds_the_fixtures_beside_its_origin(tmp_path: Path) -> N
 
 def test_demo_records_into_agentlog_home_when_it_is_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27, finding 12: the demo ignored AGENTLOG_HOME and wrote ./agentlog-demo."""
-    monkeypatch.setattr(demo, "claude_hook_fixtures", lambda: [])
+    _synthetic_only(monkeypatch)
     home = tmp_path / "from-env"
     monkeypatch.setenv("AGENTLOG_HOME", str(home))
     monkeypatch.chdir(tmp_path)
@@ -158,3 +164,95 @@ def test_demo_records_into_agentlog_home_when_it_is_set(tmp_path: Path, monkeypa
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["home"] == str(home)
     assert (home / "logs").is_dir() and not (tmp_path / "agentlog-demo").exists()
+
+
+def test_without_the_shared_fixtures_the_demo_tells_the_same_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, finding 11: an installed package (no shared fixtures) replays the real-shaped sessions it ships:
+    several sessions in two projects, failures with their reasons, superseded attempts and suggested memories."""
+    empty = tmp_path / "no-shared"
+    empty.mkdir()
+    monkeypatch.setenv("AGENTLOG_SHARED", str(empty))
+    monkeypatch.setenv("COLUMNS", "200")
+    r = CliRunner().invoke(cli, ["demo", "--home", str(tmp_path / "d"), "--no-serve", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert "real captures were not found" in result["source"]
+    shaped = len(demo.real_shaped_payloads())
+    assert shaped == 81 and result["payloads"] == shaped + 20
+    assert result["hook_failures"] == 0 and result["stderr_lines"] == 0
+    assert len(result["sessions"]) == 5 and all(s["verify"] == "intact" for s in result["sessions"])
+    kinds: dict[str, int] = {}
+    for s in result["sessions"]:
+        for k, v in s["kinds"].items():
+            kinds[k] = kinds.get(k, 0) + v
+    assert kinds.get("unknown", 0) == 0
+    for kind in ("subagent_started", "subagent_stopped", "compaction_started", "notification", "permission_requested",
+                 "session_ended", "turn_stopped"):
+        assert kinds.get(kind, 0) >= 1, kind
+    assert {t["tool"] for t in result["store_tools"]} >= {"Bash", "Read", "Edit", "Write", "Grep", "Task"}
+    assert sorted(s["project_name"] for s in result["timeline"]) == [
+        "agentlog-demo-project", "harbor-web", "harbor-web", "tidewater", "tidewater"]
+    # failures with their reasons: a missing runner, pytest and jest verdicts, edits whose text is gone, an interrupt
+    why = {(f["project_name"], f["failure_class"], f["failing_call"]["result_summary"] or f["failing_call"]["failure_evidence"])
+           for f in result["failures"]}
+    assert ("tidewater", "dependency_missing", "exit code 127 (command not found)") in why
+    assert ("tidewater", "test_failure", "1 of 12 tests failed: tests/test_cli.py::test_forecast_metric") in why
+    assert ("harbor-web", "test_failure", "2 of 6 tests failed: formatDay › prints the weekday in the user's locale, "
+            "formatDay › falls back to English for an unknown locale") in why
+    assert ("harbor-web", "interrupted", "agent") in why
+    superseded = [f for f in result["failures"] if f["outcome"] == "superseded"]
+    assert {f["project_name"] for f in superseded} == {"agentlog-demo-project", "tidewater", "harbor-web"}
+    assert all(f["retry"]["outcome"] == "succeeded" for f in superseded)
+    # memories suggested from the activity: how to run the tests (two projects) and a file whose edits keep failing
+    assert sorted((s["kind"], s["title"]) for s in result["suggestions"]) == [
+        ("pitfall", "Edits to src/tidewater/units.py fail with string_mismatch"),
+        ("procedure", "How to run npm test in harbor-web"),
+        ("procedure", "How to run python -m pytest in agentlog-demo-project"),
+    ]
+
+
+def test_the_real_shaped_sessions_are_what_their_script_writes() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "make_demo_sessions.py"
+    r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_real_shaped_sessions_use_the_fields_of_real_claude_code_2_1_payloads() -> None:
+    """Every field of every shipped payload is one the real Claude Code 2.1 captures have for that hook;
+    SessionEnd and Stop's ``last_assistant_message`` (not captured there) have the fields Claude Code's
+    hook reference gives them. Each tool's response has fields the real captures have for that tool
+    (a Task that waits for its subagent was captured only from Claude Code 1.0.70; 2.1's are async)."""
+    from agentlog.operations.fixtures import payload_stdin
+
+    captures = claude_hook_fixtures()
+    if not captures:
+        pytest.skip(missing())
+    fields: dict[str, set[str]] = {"SessionEnd": {"session_id", "transcript_path", "cwd", "hook_event_name", "reason"}}
+    responses: dict[str, set[str]] = {}
+    for f in captures:
+        for element in json.loads(f.read_text(encoding="utf-8")):
+            wrapped = element.get("raw_input")  # the logger's wrapper of PostToolUseFailure (fixtures README)
+            p = wrapped if isinstance(wrapped, dict) else json.loads(payload_stdin(element))
+            if isinstance(p.get("tool_response"), dict):
+                responses.setdefault(p["tool_name"], set()).update(p["tool_response"])
+            if f.name.startswith("claude-agentic-framework__"):  # Claude Code 2.1.x
+                fields.setdefault(p["hook_event_name"], set()).update(p)
+    fields["PreToolUse"] = fields["PostToolUse"] - {"tool_response"}
+    fields["Stop"] |= {"last_assistant_message"}
+    for key in ("SessionStart", "SubagentStart", "PostToolUseFailure"):
+        fields[key] -= {"logged_at"}  # the logger's own
+    fields["SessionStart"] |= {"transcript_path", "cwd"}  # one real SessionStart lacks them; the others have them
+    seen: set[str] = set()
+    for line in demo.real_shaped_payloads():
+        p = json.loads(line)
+        event = p["hook_event_name"]
+        seen.add(event)
+        assert set(p) <= fields[event], (event, set(p) - fields[event])
+        if "tool_response" in p:
+            assert set(p["tool_response"]) <= responses[p["tool_name"]], p["tool_name"]
+    assert seen == {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+                    "PermissionRequest", "Notification", "SubagentStart", "SubagentStop", "PreCompact", "Stop",
+                    "SessionEnd"}

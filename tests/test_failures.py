@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from agentlog.capture.adapters import claude_code
 from agentlog.capture.classify import classify_command, command_programs
 from agentlog.capture.failures import CLASSES, LEGACY, canonical, classify, classify_event, describe, summarize
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from import_support import parse_claude_transcript
 
 pytestmark = pytest.mark.quick
@@ -79,7 +79,7 @@ def _hook_errors(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not found")
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=missing(_SHARED and FIXTURES))
 def test_every_tool_error_in_the_shared_fixtures_is_labelled_and_classified_as_labelled() -> None:
     by_file: dict[str, dict[str, dict[str, Any]]] = {}
     for case in (c for c in LABELLED if "fixture" in c):

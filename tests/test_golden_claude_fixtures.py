@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentlog.capture.adapters import claude_code
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.core.model import Event
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def full_event(out: dict[str, Any], payload: Any) -> Event:
     return Event.from_wire(d)
 
 
-@pytest.mark.skipif(not fixture_files(), reason=f"shared fixtures not found at {FIXTURES}")
+@pytest.mark.skipif(not fixture_files(), reason=missing(FIXTURES))
 @pytest.mark.parametrize("fixture", fixture_files(), ids=lambda p: p.stem)
 def test_claude_fixture_golden(fixture: Path) -> None:
     elements = json.loads(fixture.read_text(encoding="utf-8"))
@@ -131,7 +131,7 @@ def test_claude_fixture_golden(fixture: Path) -> None:
         assert got == want, f"{fixture.name} element {i}:\n got  {got}\n want {want}"
 
 
-@pytest.mark.skipif(not fixture_files(), reason=f"shared fixtures not found at {FIXTURES}")
+@pytest.mark.skipif(not fixture_files(), reason=missing(FIXTURES))
 def test_claude_fixture_kind_counts() -> None:
     """Every fixture payload maps to the kind its event name promises."""
     counts: Counter[str] = Counter()

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.importers import run
 from agentlog.importers.claude_code import ClaudeCodeParser
 from agentlog.importers.run import import_paths
@@ -25,7 +25,7 @@ from import_support import log_events as _log_events
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures" / "claude-code"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=missing(FIXTURES))
 
 # Per file, counted by hand from the files (subagents: the distinct agent ids of
 # agent_progress records; tool_use blocks, including the subagents' nested in

@@ -15,7 +15,7 @@ from agentlog.capture.adapters import codex as codex_hook
 from agentlog.capture.adapters.common import timestamp_us
 from agentlog.importers.base import NOT_JSON, SourceLine, text_digest
 from agentlog.importers.codex import MAX_OPEN_CALLS, CodexParser
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.importers import run
 from agentlog.importers.sources import AGENTS
 from agentlog.core.model import Event
@@ -23,7 +23,7 @@ from import_support import feed_file
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURE = SHARED / "fixtures" / "codex" / "agent-history__real_sessions-codex-session-01.jsonl"
-needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=f"shared fixture not found at {FIXTURE}")
+needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=missing(FIXTURE))
 SID = "019e9625-802f-7e91-840a-cfe88d14117a"
 TURN = "019e9625-806b-7343-9798-a7ca2de29a04"
 

@@ -15,7 +15,7 @@ from agentlog.capture.adapters import common
 from agentlog.capture.adapters import cursor as cursor_hook
 from agentlog.importers.base import NOT_JSON, SourceLine, merge_key, text_digest
 from agentlog.importers.cursor import LINE_STEP_US, CursorParser, parse_cursor_timestamp, split_user_text
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.core.model import Event
 
 STEM = "Cala-OpenAI__0-full"
@@ -25,7 +25,7 @@ def fixture_path() -> Path:
     base = shared_dir()
     path = base / "fixtures" / "cursor" / f"{STEM}.jsonl" if base is not None else None
     if path is None or not path.is_file():
-        pytest.fail("shared Cursor fixture not found (set AGENTLOG_SHARED)")
+        pytest.fail(missing(path))
     return path
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.importers.run import import_paths
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures"
-needs_fixtures = pytest.mark.skipif(not (FIXTURES / "codex").is_dir(), reason=f"shared fixtures not at {FIXTURES}")
+needs_fixtures = pytest.mark.skipif(not (FIXTURES / "codex").is_dir(), reason=missing(FIXTURES))
 
 #: per file: (lines read, events written, of those the lines kept on their own) — the event
 #: counts are the parsers' goldens (tests/test_import_<agent>.py count them by kind) plus one

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 
 from agentlog.core import fastjson
 from agentlog.capture.adapters import gemini_cli as hook
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.importers.base import NOT_JSON, SourceLine, text_digest
 from agentlog.importers.gemini_cli import GeminiCliParser, chat_document
 from agentlog.core.model import Event
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURE = SHARED / "fixtures" / "gemini-cli" / "agent-sessions__stage0-gemini-jsonl_v040.jsonl"
-needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=f"shared fixture not found at {FIXTURE}")
+needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=missing(FIXTURE))
 
 
 def parse(data: bytes, path: str = "chat.jsonl", hint: str | None = None) -> tuple[GeminiCliParser, list[dict[str, Any]]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ def _run(env: dict[str, str], *args: str, stdin: bytes | None = None) -> subproc
                           env=env)
 
 
-@pytest.mark.skipif(not (FIXTURES / "claude-code-hooks").is_dir(), reason="shared fixtures not found")
+@pytest.mark.skipif(not (FIXTURES / "claude-code-hooks").is_dir(), reason=missing(_SHARED and FIXTURES))
 def test_a_new_users_first_hour(tmp_path: Path) -> None:
     home, data = tmp_path / "home", tmp_path / "data"
     (home / ".claude").mkdir(parents=True)

@@ -26,7 +26,7 @@ import orjson
 import pytest
 
 from agentlog.capture import hook
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.projection import observe
 from agentlog.projection.ids import derive
 from agentlog.projection.persist import refresh
@@ -823,7 +823,7 @@ def test_a_finished_work_unit_is_not_kept_open_by_the_next_prompt() -> None:
 
 SHARED = shared_dir()
 FIXTURES = SHARED / "fixtures" if SHARED is not None else None
-needs_fixtures = pytest.mark.skipif(FIXTURES is None, reason="shared fixtures not found")
+needs_fixtures = pytest.mark.skipif(FIXTURES is None, reason=missing())
 
 
 def _genuine(element: Any) -> Any:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.importers.run import import_paths
 from agentlog.search import index
 from agentlog.search.service import SearchSyntaxError, search
@@ -24,7 +24,7 @@ from agentlog.store.ingest import ingest
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures" / "claude-code"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=missing(FIXTURES))
 
 
 def _hook(root: str, payload: dict[str, Any]) -> None:
@@ -45,7 +45,7 @@ def _tool(root: str, sid: str, n: int, command: str, output: str) -> None:
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> str:
     if not FIXTURES.is_dir():
-        pytest.skip("no fixtures")
+        pytest.skip(missing(FIXTURES))
     root = str(tmp_path_factory.mktemp("search") / "home")
     import_paths(root, ["claude-code"], [str(FIXTURES)])
     ingest(root)
@@ -464,7 +464,7 @@ def test_hits_are_placed_from_their_sessions_parts_as_the_views_place_them(
     from agentlog.projection.persist import refresh
 
     if not FIXTURES.is_dir():
-        pytest.skip("no fixtures")
+        pytest.skip(missing(FIXTURES))
     root = str(tmp_path / "home")
     import_paths(root, ["claude-code"], [str(FIXTURES)])
     for i in range(3):  # hook sessions with failures, and a later refresh: a second session part

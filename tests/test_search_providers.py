@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.operations.fixtures import shared_dir
+from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.importers.run import import_paths
 from agentlog.search import index
 from agentlog.search.service import search
@@ -21,7 +21,7 @@ FIXTURES = (shared_dir() or Path(__file__).resolve().parents[2] / "shared") / "f
 AGENTS = ("codex", "gemini-cli", "cursor")
 PROVIDER = {"codex": "codex", "gemini-cli": "gemini_cli", "cursor": "cursor"}
 pytestmark = pytest.mark.skipif(not all((FIXTURES / a).is_dir() for a in AGENTS),
-                                reason=f"shared fixtures not found at {FIXTURES}")
+                                reason=missing(FIXTURES))
 
 # (agent, query, what the source event's text holds, whether it is a phrase that must rank first)
 HAND: list[tuple[str, str, str, bool]] = [

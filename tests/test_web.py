@@ -241,15 +241,16 @@ def test_search_page_filters_and_results_fragment(client: TestClient) -> None:
 
 def test_usage_breakdowns_equal_sums_over_the_usage_rows(agentlog_home: Path) -> None:
     """The Usage page's one-pass grouping equals sums made here from the usage rows themselves."""
-    from agentlog.operations.fixtures import shared_dir
+    from agentlog.operations.fixtures import missing, shared_dir
     from agentlog.importers.run import import_paths
     from agentlog.query.engine import Engine
     from agentlog.store.ingest import ingest
     from agentlog.web import data
 
-    fixtures = Path(shared_dir()) / "fixtures" / "claude-code"
-    if not fixtures.is_dir():
-        pytest.skip(f"shared fixtures not found at {fixtures}")
+    shared = shared_dir()
+    fixtures = shared / "fixtures" / "claude-code" if shared is not None else None
+    if fixtures is None or not fixtures.is_dir():
+        pytest.skip(missing(fixtures))
     import_paths(str(agentlog_home), ["claude-code"], [str(fixtures)])
     ingest(str(agentlog_home))
     with Engine(str(agentlog_home)) as engine:

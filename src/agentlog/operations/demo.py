@@ -3,8 +3,14 @@
 Each payload of ``shared/fixtures/claude-code-hooks`` (real Claude Code hook
 stdin captured by other people) is fed to the installed hook command as a
 separate process, in the order the logger saved them, sessions in parallel.
-A small synthetic session shipped in ``agentlog/demo_data`` is replayed too
-(alone in an installed package, where the shared fixtures are absent): a
+Where the shared fixtures are absent (an installed package, a clone that has
+not fetched them) four sessions shipped in ``demo_data/claude-code-sessions.jsonl``
+stand in for them: payloads in the shape of real Claude Code 2.1 hook stdin,
+with made-up projects and content (``scripts/make_demo_sessions.py`` writes
+them) — two projects, a missing test runner, failing pytest and jest runs and
+their fixes, edits whose text is not found retried after a read, a subagent, a
+compaction, permission prompts, an interrupted command. A small synthetic
+session shipped in ``demo_data`` is replayed too, in both cases: a
 failing test run, the failing test run alone (failing again), an edit whose
 text to replace is not found, the edit retried and the whole suite passing — so the timeline always has a failed attempt
 and a superseded one with its retry.
@@ -75,15 +81,26 @@ class DemoResult:
     id, title, kind, note and each piece of evidence resolved (a tool call's status)."""
 
 
+def _demo_data(name: str) -> list[bytes]:
+    data = Path(__file__).with_name("demo_data") / name
+    return [ln.encode("utf-8") for ln in data.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
 def shipped_payloads() -> list[bytes]:
     """The synthetic session shipped in ``demo_data`` (stdin bytes, in order)."""
-    data = Path(__file__).with_name("demo_data") / "claude-code-session.jsonl"
-    return [ln.encode("utf-8") for ln in data.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return _demo_data("claude-code-session.jsonl")
+
+
+def real_shaped_payloads() -> list[bytes]:
+    """The four sessions in the shape of real Claude Code 2.1 hook payloads shipped in
+    ``demo_data`` (stdin bytes, in order), replayed where the shared fixtures are absent."""
+    return _demo_data("claude-code-sessions.jsonl")
 
 
 def load_payloads() -> tuple[str, list[bytes]]:
     """(source description, stdin bytes of each payload in replay order): the real
-    captures when the shared fixtures are there, then the shipped synthetic session."""
+    captures when the shared fixtures are there, else the shipped real-shaped sessions;
+    then the shipped synthetic session."""
     files = claude_hook_fixtures()
     shipped = shipped_payloads()
     if files:
@@ -93,7 +110,8 @@ def load_payloads() -> tuple[str, list[bytes]]:
                 out.append(payload_stdin(element))
         return (f"{len(files)} real Claude Code hook captures ({files[0].parent}) and the synthetic session "
                 "shipped with agentlog", out + shipped)
-    return "the synthetic session shipped with agentlog (shared fixtures not found)", shipped
+    return ("4 sessions shaped like real Claude Code 2.1 hook payloads and the synthetic session, shipped with "
+            "agentlog (the shared real captures were not found)", real_shaped_payloads() + shipped)
 
 
 def prepare_home(home: str) -> None:

@@ -1,9 +1,11 @@
 """Locating the shared real-agent fixtures (tests, demo, benchmarks).
 
 They live in ``shared/fixtures`` beside the repository clone; ``AGENTLOG_SHARED``
-overrides. A local clone of that checkout (``git clone . /tmp/x``, as a CI
+overrides (and is then the only place looked at). A local clone of that checkout (``git clone . /tmp/x``, as a CI
 dry run does) finds them beside the checkout it was cloned from. Returns None
-when they are not there (an installed package).
+when they are not there (an installed package). ``scripts/fetch_fixtures.py``
+fetches them from their public sources (``tests/fixtures-manifest.json``: each
+file's repository, commit and SHA-256) into ``shared/`` beside the checkout.
 """
 
 from __future__ import annotations
@@ -12,11 +14,24 @@ import os
 from pathlib import Path
 
 
+FETCH_HINT = "fetch them with `python scripts/fetch_fixtures.py`, or set AGENTLOG_SHARED to a directory holding fixtures/"
+"""How to get the shared fixtures, for a message that says they are missing."""
+
+
+def missing(where: Path | str | None = None) -> str:
+    """A skip or failure reason: the shared fixtures (at ``where``) are not there, and how to get them."""
+    at = f" at {where}" if where else ""
+    return f"shared fixtures not found{at}: {FETCH_HINT}"
+
+
 def shared_dir() -> Path | None:
+    """The shared directory (holding ``fixtures/``), or None. When ``AGENTLOG_SHARED`` is set it is the
+    only place looked at: pointing it at an empty directory is how to run as a clone without them."""
     env = os.environ.get("AGENTLOG_SHARED")
-    candidates = [Path(env)] if env else []
+    if env:
+        return Path(env) if (Path(env) / "fixtures").is_dir() else None
     here = Path(__file__).resolve()
-    candidates += [p / "shared" for p in here.parents]
+    candidates = [p / "shared" for p in here.parents]
     candidates += [p / "shared" for p in Path.cwd().resolve().parents] + [Path.cwd() / "shared"]
     candidates += [p / "shared" for p in _local_origins(here)]
     for c in candidates:
