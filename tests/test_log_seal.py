@@ -594,13 +594,15 @@ def test_lost_head_after_seal_continues_from_the_last_sealed_frame(agentlog_home
     assert rep.status == "broken" and rep.breaks[0].reason == "head_missing"  # a sealed log always has a head
     app = lg.log.append([payload(4)])
     assert app.seqs == [4, 5] and [g["reason"] for g in app.gaps] == ["head_missing"]
+    # the chain goes on, but the lost head stays a break (the gap frame records it)
     rep = verify_log(lg.path)
-    assert rep.breaks == [] and rep.frames == 6 and [g.reason for g in rep.gaps] == ["capture_gap"]
-    # a garbled head beside a file with frames: recovered from the file
+    assert rep.frames == 6 and rep.gaps == []
+    assert [(b.file, b.line, b.frame, b.reason) for b in rep.breaks] == [(None, 1, 4, "head_missing")]
+    # a garbled head beside a file with frames: recovered from the file, recorded as a break
     Path(lg.log.head_file).write_bytes(b"garbage\n")
     app = lg.log.append([payload(6)])
-    assert app.seqs == [6, 7]
-    assert verify_log(lg.path).breaks == []
+    assert app.seqs == [6, 7] and app.gaps[0]["head_bytes"] == 8
+    assert [(b.line, b.reason) for b in verify_log(lg.path).breaks] == [(1, "head_missing"), (3, "head_invalid")]
 
 
 def test_sealed_only_session_is_listed_read_and_resumed(agentlog_home: Path) -> None:
@@ -748,7 +750,8 @@ def test_hook_path_does_not_import_zstandard(agentlog_home: Path) -> None:
     assert out.returncode == 0, out.stderr
     loaded = set(out.stdout.decode().split())
     assert "zstandard" not in loaded and "agentlog.log.segments" not in loaded
-    assert verify_log(lg.path).breaks == []
+    rep = verify_log(lg.path)  # the chain goes on from the sealed frames; the lost head is recorded
+    assert rep.frames == 4 and [(b.line, b.reason) for b in rep.breaks] == [(1, "head_missing")]
 
 
 WRITER = """\

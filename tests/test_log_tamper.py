@@ -332,9 +332,10 @@ def test_frames_longer_than_the_head_check_window_append_without_gaps(agentlog_h
 
 @pytest.mark.parametrize("field", ["seq", "hash", "size", "overlong"])
 def test_append_after_a_mixed_or_damaged_head_keeps_the_chain(log: SessionLog, field: str) -> None:
-    """A head that parses but does not match the frame ending at its size (a power cut
-    tearing the in-place write, an edit) is unreadable: the next append recovers from
-    the log, says so in a gap frame, and the chain holds."""
+    """A head that parses but does not match the frame ending at its size (an edit; a
+    power cut cannot tear the one-sector in-place write) is unreadable: the next append
+    recovers from the log and the chain holds, but the gap frame it writes records a
+    break, which ``verify`` keeps reporting (issue 27, finding 16)."""
     data = Path(log.path).read_bytes()
     head = parse_head(Path(log.head_file).read_bytes())
     prev_hash = parse_envelope(lines_of(data)[-2])[2]
@@ -350,8 +351,10 @@ def test_append_after_a_mixed_or_damaged_head_keeps_the_chain(log: SessionLog, f
     assert res.seqs[0] == N and res.seqs[-1] == N + len(res.gaps)
     assert [g["reason"] for g in res.gaps] == ["head_invalid"]
     assert Path(log.head_file).read_bytes() == format_head(Tip(res.seqs[-1], res.hashes[-1], os.path.getsize(log.path)))
+    assert res.gaps[0]["log_break"] is True and res.gaps[0]["last_seq"] == N - 1
     r = verify_log(log.path)
-    assert r.breaks == [] and r.status == "gaps"  # the capture_gap frame
+    assert [(b.line, b.frame, b.reason) for b in r.breaks] == [(N + 1, N, "head_invalid")]  # the gap frame's line
+    assert r.status == "broken" and r.breaks[0].lost_frames is None and "unknown" in r.breaks[0].detail
 
 
 @pytest.mark.parametrize("provider,key", [(PROVIDER, "sess-2"), ("other", KEY)])

@@ -12,7 +12,10 @@ Not every oddity is tampering. A crash can leave an incomplete last line
 *beyond* what the head covers (a torn tail) or complete frames the head does
 not yet name (a crash between the frame and the head update); the next
 append repairs both and records a ``capture_gap`` frame. These are reported
-as gaps, not breaks, and so are the ``capture_gap`` frames already in the log.
+as gaps, not breaks, and so are the ``capture_gap`` frames already in the log,
+except those in which an append recorded damage it repaired (a head missing
+or invalid beside more than one frame, a log shorter than its head:
+``attrs.log_break``): those stay breaks, at their line (``verify_tail.py``).
 
 The fast path hashes with hashlib (OpenSSL) over a memoryview, one line at a
 time; ``jobs > 1`` splits a large log into byte ranges checked in parallel
@@ -40,7 +43,7 @@ import fcntl
 import hashlib
 import mmap
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
@@ -62,9 +65,10 @@ from agentlog.log.layout import (
     sealed_segments,
     split_log_path,
 )
-from agentlog.log.writer import Tip, parse_head
+from agentlog.log.report import MAX_BREAKS as MAX_BREAKS, Break as Break, Gap as Gap, LogReport as LogReport, add_break as _brk
+from agentlog.log.verify_tail import break_of, check_tail, recorded_break
+from agentlog.log.writer import Tip
 
-MAX_BREAKS = 20
 PARALLEL_MIN_BYTES = 4 << 20  # below this one process is faster than starting workers
 # A capture_gap frame (always written by the log writer, so in canonical key
 # order with a UUID event id) has this at a fixed offset: just after the
@@ -82,66 +86,6 @@ CAVEAT = (
 )
 
 
-@dataclass
-class Break:
-    """One place where a log is not what was written."""
-
-    line: int
-    """1-based line number in the file (0 for the head file)."""
-    frame: int | None
-    """The frame number expected at that line."""
-    reason: str
-    """bad_hash, not_a_frame, broken_link, sequence_gap, head_missing,
-    head_invalid, head_mismatch, truncated, missing, segment_missing,
-    segment_invalid, purged_without_record."""
-    detail: str
-    file: str | None = None
-    """The sealed segment holding the line; None for the active log file (or
-    its head, line 0)."""
-
-
-@dataclass
-class Gap:
-    """A recorded or pending loss of capture (a crash), not tampering."""
-
-    line: int
-    frame: int | None
-    reason: str
-    detail: str
-    file: str | None = None
-
-
-@dataclass
-class LogReport:
-    """The verification result of one session log."""
-
-    path: str
-    provider: str
-    session: str
-    frames: int = 0
-    """Frames in the whole chain (sealed segments and active file)."""
-    bytes: int = 0
-    """Uncompressed bytes of the whole chain (the log's logical size)."""
-    status: str = "intact"
-    """intact, gaps (intact, with recorded or pending capture gaps) or broken."""
-    last_hash: str | None = None
-    breaks: list[Break] = field(default_factory=list)
-    gaps: list[Gap] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    sealed_segments: int = 0
-    sealed_frames: int = 0
-    sealed_bytes: int = 0
-    """Uncompressed bytes held by sealed segments."""
-    sealed_disk_bytes: int = 0
-    """What those segments take on disk."""
-    purged: int = 0
-    """Purged frames (content removed by ``agentlog purge``, hash kept) that
-    a purge record names."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 # -- scanning ---------------------------------------------------------------
 
 @dataclass
@@ -155,7 +99,8 @@ class _Chunk:
     last_hash: bytes | None = None
     last_seq: int | None = None
     breaks: list[tuple[int, str, str]] = field(default_factory=list)  # (line idx in chunk, reason, detail)
-    gaps: list[tuple[int, int | None]] = field(default_factory=list)  # capture_gap frames: (line idx, seq)
+    gaps: list[tuple[int, int | None, dict[str, Any] | None]] = field(default_factory=list)
+    """capture_gap frames: (line idx, seq, the attrs of one that records a break, else None)."""
     purged: list[tuple[int, int, bytes]] = field(default_factory=list)  # purged frames: (line idx, seq, hash)
     bad_lines: set[int] = field(default_factory=set)
 
@@ -200,7 +145,7 @@ def _scan(data: bytes | mmap.mmap, base: bytes | None, start: int = 0, end: int 
             and buf[pos : pos + 128].startswith(b'{"v":1,"prev":"%b","seq":%d,' % (prev_hash, expect_seq))
         ):
             if buf[pos + gap_at : pos + gap_at + _GAP_LEN] == GAP_MARK:
-                out.gaps.append((idx, expect_seq))
+                out.gaps.append((idx, expect_seq, recorded_break(bytes(buf[pos : nl + 1]))))
             prev_hash = h
             expect_seq += 1
             if expect_seq == next_width:  # one more digit from now on
@@ -248,7 +193,7 @@ def _slow_line(
     if purged:
         out.purged.append((idx, seq, digest.encode()))
     elif line[at : at + _GAP_LEN] == GAP_MARK:
-        out.gaps.append((idx, seq))
+        out.gaps.append((idx, seq, recorded_break(bytes(line))))
     if idx == 0:
         out.first_prev = prev
         out.first_seq = seq
@@ -323,18 +268,16 @@ def _add_chunk(report: LogReport, chain: _Chain, ch: _Chunk, line0: int, file: s
     for idx, reason, detail in ch.breaks:
         if len(report.breaks) < MAX_BREAKS:
             report.breaks.append(Break(line0 + idx + 1, chain.frames + idx, reason, detail, file))
-    for idx, seq in ch.gaps:
-        report.gaps.append(Gap(line0 + idx + 1, seq, "capture_gap", "a capture_gap frame records lost bytes", file))
+    for idx, seq, broke in ch.gaps:
+        if broke is not None:  # damage an append repaired: still a break
+            _brk(report, break_of(broke, line0 + idx + 1, chain.frames + idx, file))
+        else:
+            report.gaps.append(Gap(line0 + idx + 1, seq, "capture_gap", "a capture_gap frame records lost bytes", file))
     for idx, seq, digest in ch.purged:
         chain.purged.append((seq, digest.decode("ascii"), line0 + idx + 1, chain.frames + idx, file))
     chain.frames += ch.lines
     chain.prev_hash = ch.last_hash
     chain.prev_seq = ch.last_seq if ch.last_seq is not None else chain.prev_seq + ch.lines
-
-
-def _brk(report: LogReport, b: Break) -> None:
-    if len(report.breaks) < MAX_BREAKS:
-        report.breaks.append(b)
 
 
 def _verify_sealed(report: LogReport, chain: _Chain, ref: SegmentRef, boundaries: list[tuple[bytes | None, int, int]]) -> None:
@@ -522,80 +465,8 @@ def _verify_active(
     report.frames = chain.frames
     report.bytes = report.sealed_bytes + size - skip
     report.last_hash = chain.prev_hash.decode() if chain.prev_hash else None
-    head = _check_tail(report, data, size, complete_end, lines, active_frames, sealed_tip, head_bytes)
+    head = check_tail(report, data, size, complete_end, lines, active_frames, sealed_tip, head_bytes)
     return _ActiveInfo(size, skip, complete_end, head, sealed)
-
-
-def _check_tail(
-    report: LogReport,
-    data: bytes | mmap.mmap,
-    size: int,
-    complete_end: int,
-    lines: int,
-    active_frames: int,
-    sealed_tip: tuple[int, str] | None,
-    head_bytes: bytes | None,
-) -> Tip | None:
-    """Compare the head with the end of the log; classify a torn tail.
-
-    ``lines`` are the active file's complete lines, ``active_frames`` those
-    not also sealed; ``sealed_tip`` is the last sealed frame's (seq, hash)."""
-    torn = size - complete_end
-    if head_bytes is None:
-        # No head yet: a crash inside the first append (mid-frame 0, or after
-        # frame 0 but before the head) leaves at most one frame plus a torn
-        # line. A sealed log always has one: the seal rewrites it.
-        if sealed_tip is None and active_frames == 0:
-            _torn_gap(report, torn, lines)
-            return None
-        if sealed_tip is None and active_frames == 1 and not report.breaks:
-            report.gaps.append(Gap(0, 0, "head_missing", "no head after the first frame: a crash inside the first append"))
-            _torn_gap(report, torn, lines)
-            return None
-        report.breaks.append(Break(0, None, "head_missing", f"head file is missing; log has {report.frames} frames"))
-        return None
-    try:
-        head = parse_head(head_bytes)
-    except (ValueError, UnicodeDecodeError) as e:
-        report.breaks.append(Break(0, None, "head_invalid", f"head file is unreadable: {e}"))
-        return None
-    if head.offset > size:
-        if sealed_tip == (head.seq, head.hash) and lines == 0:
-            report.gaps.append(
-                Gap(0, head.seq, "stale_head", "the head names the last sealed frame at the file's size before sealing: a seal stopped before rewriting it; the next append or seal rewrites it")
-            )
-            _torn_gap(report, torn, lines)
-            return head
-        report.breaks.append(
-            Break(lines + 1, head.seq, "truncated", f"head names frame {head.seq} ending at byte {head.offset}, log has {size} bytes")
-        )
-        return head
-    if head.offset > complete_end:
-        # the head covers bytes of the incomplete last line: that line was complete once
-        report.breaks.append(Break(lines + 1, head.seq, "truncated", "the frame the head names has lost its end"))
-        return head
-    # the head must name the frame ending exactly at head.offset (at 0: the last sealed one)
-    if head.offset == 0:
-        ok = sealed_tip == (head.seq, head.hash)
-    else:
-        start = data.rfind(b"\n", 0, head.offset - 1) + 1
-        try:
-            seq, _prev, digest, _ = parse_any(data[start : head.offset])
-            ok = seq == head.seq and digest == head.hash
-        except FrameError:
-            ok = False
-    if not ok:
-        report.breaks.append(
-            Break(0, head.seq, "head_mismatch", f"head names frame {head.seq} ({head.hash[:16]}…) at byte {head.offset}, which the log does not have there")
-        )
-        return head
-    if head.offset < complete_end:
-        extra = data[head.offset:complete_end].count(b"\n")
-        report.gaps.append(
-            Gap(lines - extra + 1, head.seq + 1, "head_behind", f"{extra} frame(s) after the head: a crash between writing a frame and updating the head; the next append adopts them")
-        )
-    _torn_gap(report, torn, lines)
-    return head
 
 
 def _check_purged(report: LogReport, chain: _Chain, path: str) -> None:
@@ -610,12 +481,6 @@ def _check_purged(report: LogReport, chain: _Chain, path: str) -> None:
         else:
             _brk(report, Break(line, frame, "purged_without_record", "the frame's event was removed, but no purge record names this frame and hash", file))
 
-
-def _torn_gap(report: LogReport, torn: int, lines: int) -> None:
-    if torn:
-        report.gaps.append(
-            Gap(lines + 1, None, "torn_tail", f"{torn} bytes of an incomplete frame after the last one: a crash mid-append; the next append cuts them and records a capture_gap")
-        )
 
 # -- many logs ---------------------------------------------------------------
 

@@ -12,7 +12,10 @@ and the append repairs it *before* writing, never refusing:
 - complete lines that are not valid frames are left in place (they are
   evidence; ``verify`` reports them) and a ``capture_gap`` frame says so;
 - a missing or unreadable head, or a log shorter than its head, is recovered
-  from the last valid frame in the file, with a ``capture_gap`` frame.
+  from the last valid frame in the file, with a ``capture_gap`` frame. As a
+  log's head is created (durably) before its first frame, a crash never leaves
+  a log with frames and no valid head: beside more than one frame that frame
+  records a break (``attrs.log_break``), which ``verify`` keeps reporting.
 
 Sealing (``seal.py``) moves complete frames into compressed segments and
 empties this file; the head then names the last sealed frame at size 0, so
@@ -173,6 +176,7 @@ class SessionLog:
         fault = os.environ.get("AGENTLOG_FAULT_SPLIT_WRITE_MS", "")
         self._split_pause = int(fault) / 1000.0 if fault.isdigit() else 0.0
         self._head_overlong = False
+        self._bad_head: bytes | None = None  # the bytes of a head found invalid
 
     # -- public ------------------------------------------------------------
     def append(self, events: list[bytes]) -> AppendResult:
@@ -186,6 +190,8 @@ class SessionLog:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             head_fd = self._open_head()
+            if head_fd < 0:
+                head_fd = self._create_empty_head(fd)
             tip = self._recover(fd, head_fd, result)
             offset = tip.offset if tip is not None else 0
             seq = tip.seq + 1 if tip is not None else 0
@@ -244,12 +250,34 @@ class SessionLog:
         except FileNotFoundError:
             return -1
 
+    def _create_empty_head(self, fd: int) -> int:
+        """Before a log's first frame, its head: the genesis hash at size 0 (no frame yet),
+        durable (strict) before any frame is written. So a log with frames always has a
+        head beside it, and a missing or invalid one is damage, never a crash inside the
+        first append. -1 (nothing created) when the log is not new: a head lost beside
+        frames or sealed segments is recovered from them instead."""
+        if os.fstat(fd).st_size or sealed_segments(self.path):
+            return -1
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        head_fd = os.open(self.head_file, flags, FILE_MODE)
+        try:
+            _pwrite_all(head_fd, format_head(Tip(0, genesis(self.provider, self.key), 0)))
+            if self.durability == "strict":
+                self._sync(head_fd)
+                fsync_path(os.path.dirname(self.head_file))  # the log's and the head's names
+        except BaseException:
+            os.close(head_fd)
+            raise
+        return head_fd
+
     def _read_head(self, fd: int, head_fd: int, size: int) -> tuple[Tip | None, str | None]:
         """(tip, problem): problem is None, 'head_missing' or 'head_invalid'.
 
         A head that names a size within the log must match the frame that ends
         there (its hash, and its seq when the frame is under 4 KiB): one small read
-        that catches a head torn by a power cut or edited into another valid-looking one."""
+        that catches a head torn by a power cut or edited into another valid-looking one.
+        The head of a log without frames yet (genesis hash, size 0) is ``Tip(-1, genesis, 0)``."""
+        self._bad_head = None
         if head_fd < 0:
             return None, "head_missing"
         data = os.pread(head_fd, 256, 0)
@@ -257,9 +285,13 @@ class SessionLog:
         try:
             tip = parse_head(data)
         except (ValueError, UnicodeDecodeError):
+            self._bad_head = data
             return None, "head_invalid"
         if 0 < tip.offset <= size and not _ends_frame(fd, tip):
+            self._bad_head = data
             return None, "head_invalid"
+        if tip.offset == 0 and tip.hash == genesis(self.provider, self.key):
+            return Tip(-1, tip.hash, 0), None
         return tip, None
 
     def _recover(self, fd: int, head_fd: int, result: AppendResult) -> Tip | None:
@@ -274,24 +306,53 @@ class SessionLog:
             if sealed is not None and sealed.seq == head.seq and sealed.hash == head.hash:
                 # a seal emptied the file and stopped before rewriting the head
                 return self._adopt_tail(fd, sealed, size, result) if size else sealed
-            result.gaps.append(
-                {"reason": "log_shorter_than_head", "head_seq": head.seq, "head_size": head.offset, "log_size": size}
-            )
-            return self._recover_from_end(fd, size, result)
+            # frames the head names are gone: a break for good, whatever follows
+            gap: dict[str, Any] = {
+                "reason": "log_shorter_than_head", "log_break": True, "head_seq": head.seq, "head_size": head.offset,
+                "log_size": size,
+            }
+            result.gaps.append(gap)
+            tip = self._recover_from_end(fd, size, result)
+            gap["last_seq"] = tip.seq if tip is not None else -1
+            gap["lost_frames"] = max(0, head.seq - gap["last_seq"])
+            gap["lost_bytes"] = max(0, head.offset - (tip.offset if tip is not None else 0))
+            return tip
+        assert problem is not None
         if size == 0:
             sealed = self._sealed_tip()
             if sealed is not None:
-                result.gaps.append({"reason": problem})
+                result.gaps.append(self._head_gap(problem, sealed, size))
                 return sealed
             if problem == "head_invalid":
-                result.gaps.append({"reason": "head_invalid"})
+                result.gaps.append(self._head_gap(problem, None, size))
             return None
         tip = self._recover_from_end(fd, size, result)
         if not (problem == "head_missing" and tip is not None and tip.seq == 0 and tip.offset == size):
-            # A missing head with exactly one frame is a crash inside the very
-            # first append; anything else is worth a frame of its own.
-            result.gaps.insert(0, {"reason": problem})
+            # A missing head beside exactly one frame is a crash inside the first
+            # append of a version that wrote the head after it; anything else is
+            # worth a frame of its own.
+            result.gaps.insert(0, self._head_gap(problem, tip, size))
         return tip
+
+    def _head_gap(self, problem: str, tip: Tip | None, size: int) -> dict[str, Any]:
+        """The gap frame for a head found missing or invalid: what was found (the last
+        frame's seq, the log's size, an invalid head's length, SHA-256 and what it claims)
+        and, beside more than one frame, ``log_break`` (``verify`` reports a break for good)
+        and ``lost_frames``: null, as no head says how many frames there were (an invalid
+        head that parses names a size the log still has)."""
+        gap: dict[str, Any] = {"reason": problem, "last_seq": tip.seq if tip is not None else -1, "log_size": size}
+        if self._bad_head is not None:
+            gap["head_bytes"] = len(self._bad_head)
+            gap["head_sha256"] = sha256(self._bad_head).hexdigest()
+            try:
+                claim = parse_head(self._bad_head)
+                gap["head_seq"], gap["head_size"] = claim.seq, claim.offset
+            except (ValueError, UnicodeDecodeError):
+                pass
+        if tip is not None and tip.seq >= 1:
+            gap["log_break"] = True
+            gap["lost_frames"] = None
+        return gap
 
     def _adopt_tail(self, fd: int, head: Tip, size: int, result: AppendResult) -> Tip:
         tail = os.pread(fd, size - head.offset, head.offset)
