@@ -54,7 +54,7 @@ def verify_cli(home: Path) -> tuple[int, dict[str, Any]]:
     env = {**os.environ, "AGENTLOG_HOME": str(home), "PYTHONPATH": str(REPO / "src")}
     r = subprocess.run([sys.executable, "-m", "agentlog", "verify", "--json"], capture_output=True, env=env, timeout=120)
     out = json.loads(r.stdout)
-    [report] = out["reports"]
+    [report] = [rep for rep in out["reports"] if session_key(SID) in json.dumps(rep)]  # (a purge adds its record's log)
     return r.returncode, report
 
 
@@ -195,3 +195,31 @@ def test_the_first_append_writes_the_head_before_its_frames(agentlog_home: Path)
     assert verify_log(log2.path).status == "intact"
     assert log2.append([dumps_bytes({"i": 0})]).seqs == [0]
     assert verify_log(log2.path).status == "intact"
+
+
+def test_a_log_with_a_recorded_break_can_still_be_sealed_and_purged(agentlog_home: Path) -> None:
+    """A damaged session must not escape retention: purge removes its content and seal
+    compresses it, but the frame that records the break is kept and verify still says broken."""
+    from agentlog.log.purge import Selector, purge_logs
+    from agentlog.log.seal import seal_log
+
+    for i in range(N):
+        hook(i)
+    path = session_log(agentlog_home)
+    cut(path)
+    os.unlink(head_path(path))
+    hook(N)
+    hook(N + 1)
+    code, rep = verify_cli(agentlog_home)
+    assert code == 1 and [b[2] for b in recorded(rep)] == ["head_missing"]
+    done = purge_logs(str(agentlog_home), Selector(session=SID))
+    assert [lp.status for lp in done.logs] == ["purged"], done.logs
+    data = Path(path).read_bytes()
+    assert b"prompt 1" not in data and b"prompt " + str(N).encode() not in data
+    assert b'"log_break":true' in data
+    code, rep = verify_cli(agentlog_home)
+    assert code == 1 and [b[2] for b in recorded(rep)] == ["head_missing"]
+    sealed = seal_log(path)
+    assert sealed.status == "sealed", sealed
+    code, rep = verify_cli(agentlog_home)
+    assert code == 1 and [b[2] for b in recorded(rep)] == ["head_missing"]

@@ -64,6 +64,7 @@ from agentlog import __version__
 from agentlog.core.ids import uuid7
 from agentlog.core.fileio import Discard, atomic_writer
 from agentlog.core.paths import FILE_MODE
+from agentlog.log.verify_tail import recorded_break
 from agentlog.log.frame import (
     PREV_END,
     TRAILER,
@@ -327,8 +328,9 @@ def _purge_logs(root: str, selector: Selector, dry_run: bool, at: int,
                       pending=sum(t.pending for t in targets), unpurgeable=unpurgeable)
         if targets:
             report = verify_log(path)
-            if report.breaks:
-                b = report.breaks[0]
+            hard = [b for b in report.breaks if not b.recorded]  # a recorded break does not stop a purge
+            if hard:
+                b = hard[0]
                 lp.status = "skipped"
                 lp.reason = f"the log is broken ({b.reason} at {b.file or path}:{b.line}); verify it first"
         result.logs.append(lp)
@@ -360,8 +362,8 @@ def _select(path: str, name: str, selector: Selector, recorded: dict[tuple[str, 
     targets: list[_Target] = []
     unpurgeable = 0
     for off, line in _lines(path):
-        if is_purged(line[:128]):
-            continue
+        if is_purged(line[:128]) or recorded_break(line) is not None:
+            continue  # the frame that records a break keeps saying so (it holds sizes and hashes only)
         try:
             seq = parse_seq(line)
         except ValueError:

@@ -33,6 +33,11 @@ class Break:
     lost_frames: int | None = None
     """For a recorded break: how many frames the log lost, when the head that
     was found says (None: unknown, or not a recorded break)."""
+    recorded: bool = False
+    """A break an append found and recorded in a ``capture_gap`` frame (the chain
+    is whole again from there): it stays a break, but seal and purge may go on
+    with the log (a damaged log must still be purgeable, and the frame that
+    records the damage is never purged)."""
 
 
 @dataclass

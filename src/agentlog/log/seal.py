@@ -284,8 +284,9 @@ def _seal(log_file: str, level: int, may_seal: MaySeal | None, dry_run: bool) ->
     if not os.path.exists(log_file):
         return res  # no active file: nothing to seal
     report, info = _verify(log_file)
-    if report.breaks:
-        b = report.breaks[0]
+    hard = [b for b in report.breaks if not b.recorded]  # a recorded break is sealed with the rest
+    if hard:
+        b = hard[0]
         res.status = "broken"
         res.reason = f"{b.reason} at {b.file or log_file}:{b.line} (frame {b.frame}): {b.detail}"
         return res

@@ -57,7 +57,7 @@ def break_of(attrs: dict[str, Any], line: int, frame: int | None, file: str | No
     else:
         count = "how many frames were lost is unknown (no readable head said how many there were)"
     detail = f"{what}; it recovered from the log and went on: {count}"
-    return Break(line, frame, reason, detail, file, lost_frames)
+    return Break(line, frame, reason, detail, file, lost_frames, recorded=True)
 
 
 def check_tail(
