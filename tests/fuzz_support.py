@@ -19,12 +19,13 @@ import signal
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from click.testing import CliRunner
 from hypothesis import strategies as st
 
 from agentlog.cli import cli
+from agentlog.memory.model import KINDS, LINK_RELATIONS
 from agentlog.operations.demo import shipped_payloads
 from agentlog.operations.fixtures import shared_dir
 from conftest import run_hook
@@ -139,18 +140,22 @@ def ids(seed: Seed) -> st.SearchStrategy[str]:
     real = seed.all_ids()
     real_st = st.sampled_from(real)
     hexes = st.text("0123456789abcdef-", min_size=1, max_size=40)
-    return st.one_of(
+    real_ish = st.one_of(
         real_st,
         st.tuples(real_st, st.integers(0, 40)).map(lambda t: t[0][: t[1]]),  # prefixes, down to nothing
         real_st.map(str.upper),
-        real_st.map(lambda s: s + "0"),
         real_st.map(lambda s: s.split("_", 1)[-1]),  # without its prefix
+        real_st.map(lambda s: f" {s}\n"),
+    )
+    made_up = st.one_of(
+        real_st.map(lambda s: s + "0"),
         st.tuples(st.sampled_from(ID_PREFIXES), real_st).map(lambda t: t[0] + t[1].split("_", 1)[-1]),  # wrong prefix
         st.tuples(st.sampled_from(ID_PREFIXES), hexes).map("".join),
         st.tuples(st.sampled_from(ID_PREFIXES), st.uuids().map(str)).map("".join),
         st.sampled_from(ID_PREFIXES).map(lambda p: p + "ffffffff-ffff-7fff-bfff-ffffffffffff"),
         texts(30),
     )
+    return either(real_ish, made_up, 2)
 
 
 _DATE_WORDS = ["now", "today", "yesterday", "tomorrow", "last tuesday", "3 days ago", "-15m", "-2h", "-1d", "-1w",
@@ -213,10 +218,57 @@ def prepare_paths(base: Path, seed: Seed) -> list[str]:
     return [str(base / n) for n in names] + [".", "", "-", "adir", "missing-relative", "/dev/null"]
 
 
+def either(usual: st.SearchStrategy[Any], rare: st.SearchStrategy[Any], one_in: int = 4) -> st.SearchStrategy[Any]:
+    """``rare`` one time in ``one_in``, else ``usual`` (closures, not default arguments: hypothesis labels a
+    flatmap by its function, and would print the strategies a default holds)."""
+    return st.integers(1, one_in).flatmap(lambda i: rare if i == 1 else usual)
+
+
+def json_values(text: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[Any]:
+    """Any JSON value, nested a little."""
+    words = texts(20) if text is None else text
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), words)
+    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                         st.dictionaries(words, inner, max_size=3)), max_leaves=6)
+
+
+def changes(seed: Seed) -> st.SearchStrategy[dict[str, Any]]:
+    """A memory proposal's change: each op, right and wrong in its parts."""
+    ops = st.sampled_from(["create", "edit", "confirm", "contradict", "add_evidence", "link", "unlink", "archive",
+                           "delete", "nonsense", ""])
+    return st.fixed_dictionaries({"op": ops}, optional={
+        "kind": st.one_of(st.sampled_from(KINDS), texts(8)), "title": texts(30), "id": ids(seed),
+        "attributes": st.dictionaries(st.sampled_from(["statement", "rule", "goal", "steps", "symptom", "x"]),
+                                      json_values(), max_size=3),
+        "evidence": st.lists(st.one_of(st.text(max_size=20), json_values()), max_size=3), "content": texts(40),
+        "relation": st.sampled_from(LINK_RELATIONS), "target": ids(seed), "expected_version": numbers()})
+
+
+def statements() -> st.SearchStrategy[str]:
+    """SQL and AttemptQL, read-only, writing, broken, huge; and random text."""
+    shapes = ["select 1", "select * from sessions", "select count(*) as n from events", "SHOW FAILED ATTEMPTS",
+              "SHOW ATTEMPTS FOR path = 'src/parser.py'", "SHOW SESSIONS SINCE -1d", "WHY att_0000", "TRACE ses_0 UP 3",
+              "delete from events", "drop table events", "copy events to '/tmp/x.csv'", "attach '/tmp/x.db'",
+              "select * from read_csv('/etc/passwd')", "pragma version", "select 1; select 2", "select",
+              "select * from nosuchtable", "select 1/0", "select repeat('x', 100000000)",
+              "select * from range(1000000000)", "SHOW", "SHOW NONSENSE", "SHOW FAILED ATTEMPTS WHERE",
+              "select '\x1b[31m'", "SHOW ATTEMPTS LIMIT 99999999999999999999", "SHOW ATTEMPTS SINCE 9999-12-31"]
+    return st.one_of(st.sampled_from(shapes), texts(80))
+
+
+def search_queries() -> st.SearchStrategy[str]:
+    """Search text: words, operators half-written, filters; and random text."""
+    shapes = ["pytest", "parser", '"unterminated', "a AND", "OR OR", "kind:fact", "updated:>yesterday", "tag:", "*",
+              "title:(", "has:evidence", "NOT", "-", "a~", "field:value:other", "^", "[a TO z]", "a^2", "\\",
+              "path:" + "*a" * 300, "session:" + "f" * 3000, "since:2026-13-01", "since:-99999999999d"]
+    return st.one_of(st.sampled_from(shapes), texts(40))
+
+
 def paths(choices: list[str]) -> st.SearchStrategy[str]:
     return st.one_of(st.sampled_from(choices),
                      texts(20).filter(lambda s: not s.startswith(("/", "~")) and "\x00" not in s))
 
 
-__all__ = ["GUARD_MARKERS", "Hang", "ID_PREFIXES", "Seed", "copy_root", "dates", "ids", "numbers", "paths",
-           "prepare_paths", "seed_root", "texts", "time_limit"]
+__all__ = ["GUARD_MARKERS", "Hang", "ID_PREFIXES", "Seed", "changes", "copy_root", "dates", "either", "ids",
+           "json_values",
+           "numbers", "paths", "prepare_paths", "search_queries", "seed_root", "statements", "texts", "time_limit"]

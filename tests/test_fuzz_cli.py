@@ -24,10 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentlog.cli import cli
-from agentlog.core.config import DEFAULTS
 from agentlog.memory.model import KINDS, LINK_RELATIONS
-from fuzz_support import GUARD_MARKERS, Seed, copy_root, dates, ids, numbers, paths, prepare_paths, seed_root, texts, \
-    time_limit
+from fuzz_support import GUARD_MARKERS, Seed, changes, copy_root, dates, either, ids, json_values, numbers, paths, \
+    prepare_paths, search_queries, seed_root, statements, texts, time_limit
 
 pytestmark = pytest.mark.slow
 
@@ -90,18 +89,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Seed:
 # ---------------------------------------------------------------- values of each flavour
 
 def _json_changes(seed: Seed) -> st.SearchStrategy[str]:
-    ops = st.sampled_from(["create", "edit", "confirm", "contradict", "add_evidence", "link", "unlink", "archive",
-                           "delete", "nonsense", ""])
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), texts(20))
-    values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                           st.dictionaries(texts(8), inner, max_size=3)), max_leaves=6)
-    change = st.fixed_dictionaries({"op": ops}, optional={
-        "kind": st.one_of(st.sampled_from(KINDS), texts(8)), "title": texts(30), "id": ids(seed),
-        "attributes": st.dictionaries(st.sampled_from(["statement", "rule", "goal", "steps", "symptom", "x"]), values,
-                                      max_size=3),
-        "evidence": st.lists(st.one_of(st.text(max_size=20), values), max_size=3), "content": texts(40),
-        "relation": st.sampled_from(LINK_RELATIONS), "target": ids(seed), "expected_version": numbers()})
-    return st.one_of(change.map(json.dumps), values.map(json.dumps), texts(30))
+    return st.one_of(changes(seed).map(json.dumps), json_values().map(json.dumps), texts(30))
 
 
 def _evidence(seed: Seed) -> st.SearchStrategy[str]:
@@ -114,23 +102,6 @@ def _attrs() -> st.SearchStrategy[str]:
                                        "object_id", "predicate", "email", "url", ""]), texts(10))
     return st.one_of(st.tuples(names, st.one_of(texts(30), numbers(), st.just("[1,2]"))).map(lambda t: f"{t[0]}={t[1]}"),
                      texts(20))
-
-
-def _statements() -> st.SearchStrategy[str]:
-    shapes = ["select 1", "select * from sessions", "select count(*) as n from events", "SHOW FAILED ATTEMPTS",
-              "SHOW ATTEMPTS FOR path = 'src/parser.py'", "SHOW SESSIONS SINCE -1d", "WHY att_0000", "TRACE ses_0 UP 3",
-              "delete from events", "drop table events", "copy events to '/tmp/x.csv'", "attach '/tmp/x.db'",
-              "select * from read_csv('/etc/passwd')", "pragma version", "select 1; select 2", "select",
-              "select * from nosuchtable", "select 1/0", "select repeat('x', 100000000)",
-              "select * from range(1000000000)", "with recursive r(n) as (select 1 union all select n+1 from r) "
-              "select * from r", "SHOW", "SHOW NONSENSE", "SHOW FAILED ATTEMPTS WHERE", "select '\x1b[31m'"]
-    return st.one_of(st.sampled_from(shapes), texts(80))
-
-
-def _search_queries() -> st.SearchStrategy[str]:
-    shapes = ["pytest", "parser", '"unterminated', "a AND", "OR OR", "kind:fact", "updated:>yesterday", "tag:", "*",
-              "title:(", "has:evidence", "NOT", "-", "a~", "field:value:other", "^", "[a TO z]", "a^2", "\\"]
-    return st.one_of(st.sampled_from(shapes), texts(40))
 
 
 def _typed_number(ptype: click.ParamType) -> st.SearchStrategy[str]:
@@ -164,9 +135,9 @@ def value_strategy(param: click.Parameter, seed: Seed, path_choices: list[str],
     if name == "project":
         return st.one_of(st.sampled_from(seed.projects or ["x"]), texts(40))
     if name == "statement":
-        return _statements()
+        return statements()
     if name == "query":
-        return _search_queries()
+        return search_queries()
     if name in {"inline", "adds"}:
         return _json_changes(seed)
     if name == "replaces":
@@ -191,9 +162,8 @@ def argv_strategy(path: tuple[str, ...], cmd: click.Command, seed: Seed,
                   path_choices: list[str]) -> st.SearchStrategy[list[str]]:
     """One command line for ``cmd``: three in four of the kind click accepts (choices, numbers in range),
     so the command itself runs on the fuzzed text, ids, dates and paths; the rest wild."""
-    typed = _argv_strategy(path, cmd, seed, path_choices, wild=False)
-    wild = _argv_strategy(path, cmd, seed, path_choices, wild=True)
-    return st.sampled_from([False, False, False, True]).flatmap(lambda w: wild if w else typed)
+    return either(_argv_strategy(path, cmd, seed, path_choices, wild=False),
+                  _argv_strategy(path, cmd, seed, path_choices, wild=True))
 
 
 def _argv_strategy(path: tuple[str, ...], cmd: click.Command, seed: Seed, path_choices: list[str],
@@ -215,7 +185,7 @@ def _argv_strategy(path: tuple[str, ...], cmd: click.Command, seed: Seed, path_c
             elif p.required:
                 option_parts.append(one)
             else:  # each option one time in three: commands with options that exclude each other still run
-                option_parts.append(st.sampled_from([False, False, True]).flatmap(lambda w, o=one: o if w else st.just([])))
+                option_parts.append(either(st.just([]), one, 3))
         elif isinstance(p, click.Argument):
             v = value_strategy(p, seed, path_choices, wild)
             if p.nargs == -1:
