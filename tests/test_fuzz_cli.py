@@ -28,7 +28,7 @@ from agentlog.memory.model import KINDS, LINK_RELATIONS
 from fuzz_support import GUARD_MARKERS, Seed, changes, copy_root, dates, either, ids, json_values, numbers, paths, \
     prepare_paths, search_queries, seed_root, statements, texts, time_limit
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # ~65 s on one core, ~50 s on two
 
 # Each skip, and why: these would block, or act on the machine beyond a temporary data root and HOME.
 SKIPS: dict[tuple[str, ...], str] = {
@@ -241,7 +241,7 @@ def run_cli(argv: list[str], stdin: bytes = b"") -> Result:
     try:
         with time_limit(CALL_LIMIT, f"agentlog {' '.join(map(repr, argv))}"):
             r = CliRunner().invoke(cli, argv, input=stdin)
-            time.sleep(0.01)  # a watchdog thread started by the call gets to run
+            time.sleep(0.001)  # a watchdog thread started by the call gets to run
     finally:
         threading.excepthook = previous
     assert not died, f"argv={argv!r}: a thread died\n{died[0]}"
