@@ -5,7 +5,9 @@ against a copy of a small real data root (tests/fuzz_support.py). Every call mus
 0, 1 or 2, within its time limit, with no traceback and without the CLI's last-resort guard
 firing (its "internal error … AGENTLOG_DEBUG=1" line means an exception nothing expected).
 
-Bugs this pass found are kept as explicit regressions in :data:`REGRESSIONS`."""
+Bugs this pass found are kept as explicit regressions in :data:`REGRESSIONS`. With FUZZ_STATS=FILE,
+each call's argv, exit code and the end of its stderr are appended to FILE (one JSON line each), to
+see what the fuzz reaches."""
 
 from __future__ import annotations
 
@@ -214,7 +216,7 @@ def _argv_strategy(path: tuple[str, ...], cmd: click.Command, seed: Seed, path_c
 # ---------------------------------------------------------------- the judge
 
 def judge(argv: list[str], r: Result) -> None:
-    """Exit 0, 1 or 2; no traceback; the guard did not fire; a failure says something; --json is JSON."""
+    """Exit 0, 1 or 2; no traceback; the guard did not fire; a failure says something on stderr."""
     shown = f"argv={argv!r}\nexit={r.exit_code}\nstdout={r.stdout[-1500:]!r}\nstderr={r.stderr[-1500:]!r}"
     if r.exception is not None and not isinstance(r.exception, SystemExit):
         tb = "".join(traceback.format_exception(r.exception))
