@@ -130,3 +130,26 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> Non
             err = proc.stderr.read().decode()
             assert proc.wait(timeout=120) == 0, (args, err)
         assert "Traceback" not in err and "Broken pipe" not in err and "Exception ignored" not in err, (args, err)
+
+
+def test_a_native_library_panic_is_one_line_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyo3's PanicException (deltalake, tantivy) derives from BaseException: the guard still
+    turns it into one line, exit 1."""
+    import importlib
+
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    class PanicException(BaseException):
+        pass
+
+    status = importlib.import_module("agentlog.store.status")
+
+    def panics(*_a: object, **_k: object) -> None:
+        raise PanicException("called `Option::unwrap()` on a `None` value")
+
+    monkeypatch.setattr(status, "status", panics)
+    r = CliRunner().invoke(cli, ["status"], env={"AGENTLOG_HOME": str(tmp_path / "data")})
+    assert r.exit_code == 1 and "internal error in a native library (PanicException" in r.output
+    assert "Traceback" not in r.output

@@ -68,6 +68,16 @@ class LazyGroup(click.Group):
                     raise click.UsageError(f"no command {name!r}; did you mean {' or '.join(close)}?", ctx) from None
             raise e
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Arguments are UTF-8 text. Python hands bytes that are not UTF-8 on in lone surrogates, which no
+        database, JSON or terminal takes: such an argument is refused here (exit 2), unless it names a file
+        that is there (a file's name need not be UTF-8). The hook takes what its agent passes, always."""
+        for arg in args if args[:1] != ["hook"] else []:
+            if not _is_utf8(arg) and not os.path.lexists(arg):
+                shown = repr(arg.encode("utf-8", "surrogateescape"))[1:]
+                raise click.UsageError(f"the argument {terminal_safe(shown)} is not UTF-8 text", ctx)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; an :class:`~agentlog.core.AgentlogError` that escapes it
         ends the process with one line on stderr (``Error: <message>``) and the exit code
@@ -92,6 +102,11 @@ class LazyGroup(click.Group):
                 raise
             raise _Failed(terminal_safe(f"internal error ({type(e).__name__}: {e}); "
                                         "run it again with AGENTLOG_DEBUG=1 to see where")) from None
+        except BaseException as e:  # a Rust library's panic (pyo3's PanicException) is not an Exception
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)) or os.environ.get("AGENTLOG_DEBUG") == "1":
+                raise
+            raise _Failed(terminal_safe(f"internal error in a native library ({type(e).__name__}: {e}); "
+                                        "run it again with AGENTLOG_DEBUG=1 to see where")) from None
 
 
 def _silence_stdout() -> None:
@@ -102,6 +117,14 @@ def _silence_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def _is_utf8(arg: str) -> bool:
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def os_error_line(e: OSError) -> str:

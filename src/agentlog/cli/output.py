@@ -45,7 +45,14 @@ def terminal_safe(text: Any) -> str:
 def print_json(value: Any) -> None:
     from agentlog.core.jsonio import dumps_pretty  # (orjson only for --json output)
 
-    click.echo(dumps_pretty(value))
+    text = dumps_pretty(value)
+    if not text.isascii():
+        # A file name that is not UTF-8 reaches Python as lone surrogates, which UTF-8 output cannot hold:
+        # written as JSON escapes (json.loads gives the same name back), not a crash.
+        import re
+
+        text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    click.echo(text)
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[str], title: str | None = None) -> None:

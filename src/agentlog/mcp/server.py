@@ -55,14 +55,18 @@ def build(root: str) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     from agentlog import __version__
+    from agentlog.core import AgentlogError
     from agentlog.mcp import tools as T
 
     server = MCPServer(name="agentlog", version=__version__, instructions=INSTRUCTIONS)
 
     def answer(fn: Any, **kwargs: Any) -> CallToolResult:
         try:
+            for name, value in kwargs.items():
+                if not _is_text(value):
+                    raise T.ToolError(f"{name} holds a lone surrogate (\\ud800–\\udfff), which is not text")
             text, data = fn(root, **{k: v for k, v in kwargs.items() if v is not None})
-        except T.ToolError as e:
+        except AgentlogError as e:  # a bad argument (ToolError), an unknown id, a refused statement: said, not a crash
             return CallToolResult(content=[TextContent(type="text", text=str(e))], is_error=True)
         import orjson
 
@@ -148,6 +152,22 @@ def build(root: str) -> Any:
                       content=content, attributes=attributes, evidence=evidence, tags=tags)
 
     return server
+
+
+def _is_text(value: Any) -> bool:
+    """Whether every string in ``value`` is Unicode text. A JSON string may escape a lone surrogate
+    (``"\\udcff"``), which the HTTP transport's parser lets through and no database or index takes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_is_text(k) and _is_text(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_text(v) for v in value)
+    return True
 
 
 def http_app(root: str, host: str = "127.0.0.1") -> Any:

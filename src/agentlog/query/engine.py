@@ -37,6 +37,9 @@ from agentlog.core import AgentlogError
 
 ALLOWED: Final = frozenset({"SELECT", "EXPLAIN"})
 DEFAULT_TIMEOUT_S: Final = 30.0
+MAX_TIMEOUT_S: Final = 86_400.0 * 365
+"""A longer timeout is taken as this one (a year: no limit in practice); the watchdog's wait cannot hold
+much more (an OverflowError in its thread, and the statement no longer watched)."""
 DEFAULT_MAX_ROWS: Final = 10_000
 MEMORY_LIMIT: Final = "2GB"
 
@@ -394,6 +397,9 @@ class Engine:
         watch — rather than by a timer thread per statement."""
         import duckdb
 
+        if not timeout > 0:  # (NaN too)
+            raise QueryError(f"a timeout is a positive number of seconds, not {timeout!r}", "refused")
+        timeout = min(timeout, MAX_TIMEOUT_S)
         state = self.__dict__
         checked: dict[str, None] = state.setdefault("_checked_sql", {})
         if sql not in checked:

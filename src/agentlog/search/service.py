@@ -95,8 +95,17 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
     Q, Occur = tantivy.Query, tantivy.Occur
 
 
+    def regex(field: str, pattern: str, what: str, value: str) -> Any:
+        try:
+            return Q.regex_query(sc, field, pattern)
+        except ValueError as e:  # tantivy refuses a pattern its regex engine cannot hold (a very long value)
+            shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
+            why = str(e).split(":")[-1].strip(" '")
+            raise SearchSyntaxError(f"{what}: {shown} is too long or too complex to search ({why})") from None
+
     def word(token: str, prefix: bool) -> Any:
-        return Q.regex_query(sc, "body", regex_literal(token) + ".*") if prefix else Q.term_query(sc, "body", token)
+        return regex("body", regex_literal(token) + ".*", "the word", token) if prefix \
+            else Q.term_query(sc, "body", token)
 
     def text_query(term: Term) -> Any:
         toks = term.tokens
@@ -129,23 +138,19 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
             if name == "tool":
                 conds.append(Q.term_query(sc, "tool", v.lower()))
             elif name == "kind":
-                conds += [Q.term_query(sc, "kind", v), Q.regex_query(
-                    sc, "kind", regex_literal({"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)) + ".*")]
+                conds += [Q.term_query(sc, "kind", v), regex(
+                    "kind", regex_literal({"prompt": "prompt_submitted", "tool": "tool_call"}.get(v, v)) + ".*", "kind", v)]
             elif name == "project":
                 conds.append(Q.term_query(sc, "project", v))
             elif name == "provider":
                 conds.append(Q.term_query(sc, "provider", v.replace("-", "_")))
             elif name == "session":  # the provider's session id or its prefix, or the session our id names
-                conds.append(Q.regex_query(sc, "session", regex_literal(v) + ".*"))
+                conds.append(regex("session", regex_literal(v) + ".*", "session", v))
                 conds += [Q.boolean_query([(Occur.Must, Q.term_query(sc, "session", sid)),
                                            (Occur.Must, Q.term_query(sc, "provider", provider))])
                           for provider, sid in (sessions or {}).get(v, [])]
             elif name == "path":
-                try:
-                    conds.append(Q.regex_query(sc, "paths", _glob(v)))
-                except ValueError as e:  # tantivy refuses a pattern its regex engine cannot hold
-                    raise SearchSyntaxError(f"path: the pattern {v[:40]!r}… is too complex to search "
-                                            f"({str(e).split(':')[-1].strip()})") from None
+                conds.append(regex("paths", _glob(v), "path", v))
             elif name in ("since", "until"):
                 try:
                     us = resolve(v, time.time_ns() // 1000)

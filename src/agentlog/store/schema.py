@@ -115,8 +115,24 @@ class EventRowError(AgentlogError, ValueError):
     """A sealed frame whose event cannot be flattened (the reason is the message)."""
 
 
+class StorePathError(AgentlogError):
+    """The data root's path has characters the store's tables cannot live under."""
+
+
+_BAD_PATH_CHARS: Final = frozenset(map(chr, [*range(0x20), 0x7F])) | frozenset("[]^|\\")
+"""What Delta Lake cannot have in a table's path: it refuses control characters, ``[ ] ^ |`` abort it
+(a panic, not an error) and it reads a backslash as a separator."""
+
+
 def store_dir(root: str) -> str:
-    return os.path.join(root, "store")
+    """``<root>/store``; refused (:class:`StorePathError`) when the path holds a character of
+    :data:`_BAD_PATH_CHARS`, which the store's tables cannot live under."""
+    path = os.path.join(root, "store")
+    bad = sorted(set(os.path.abspath(path)) & _BAD_PATH_CHARS)
+    if bad:
+        raise StorePathError(f"the data root {os.path.abspath(root)!r} holds {', '.join(map(repr, bad))}, which the "
+                             "store cannot have in its path: set AGENTLOG_HOME to a directory without them")
+    return path
 
 
 def events_path(root: str) -> str:
