@@ -30,12 +30,13 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 from agentlog.core.fileio import dir_usage
 from agentlog.integrity import merkle
 
 PROOFS = 1000
+T = TypeVar("T")
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -43,10 +44,12 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def timed(samples: list[float], fn: Callable[[], object]) -> object:
-    t = time.perf_counter()
+def timed(samples: list[float], fn: Callable[[], T], cpu: list[float] | None = None) -> T:
+    t, c = time.perf_counter(), time.process_time()
     out = fn()
     samples.append((time.perf_counter() - t) * 1000)
+    if cpu is not None:
+        cpu.append((time.process_time() - c) * 1000)
     return out
 
 
@@ -55,17 +58,31 @@ def inputs(leaves: int) -> list[bytes]:
     return [rng.randbytes(32) for _ in range(leaves)]
 
 
-def report(name: str, leaves: int, append_s: float, size_bytes: int, files: int, root: bytes,
-           first_ms: float, inclusion: list[float], consistency: list[float]) -> None:
+class Timings:
+    def __init__(self) -> None:
+        self.append_wall = self.append_cpu = 0.0
+        self.first: list[float] = []
+        self.inclusion: list[float] = []
+        self.inclusion_cpu: list[float] = []
+        self.consistency: list[float] = []
+        self.consistency_cpu: list[float] = []
+
+
+def report(name: str, leaves: int, t: Timings, size_bytes: int, files: int, root: bytes) -> None:
+    def line(label: str, xs: list[float]) -> str:
+        return f"{label:<22}{pct(xs, 0.5):.3f} / {pct(xs, 0.95):.3f} ms (mean {statistics.fmean(xs):.3f}, n={len(xs)})"
+
     print(f"impl                  {name}")
     print(f"leaves                {leaves:,}")
-    print(f"append                {append_s:.2f} s = {leaves / append_s:,.0f} leaves/s = {append_s / leaves * 1e6:.2f} µs/leaf")
+    for label, secs in (("append (wall)", t.append_wall), ("append (cpu)", t.append_cpu)):
+        print(f"{label:<22}{secs:.2f} s = {leaves / secs:,.0f} leaves/s = {secs / leaves * 1e6:.2f} µs/leaf")
     print(f"on disk               {size_bytes:,} B in {files:,} files = {size_bytes / leaves:.2f} B/leaf")
     print(f"root                  {root.hex()}")
-    print(f"first proof (cold)    {first_ms:.2f} ms")
-    print(f"inclusion p50 / p95   {pct(inclusion, 0.5):.3f} / {pct(inclusion, 0.95):.3f} ms (n={len(inclusion)})")
-    print(f"consistency p50 / p95 {pct(consistency, 0.5):.3f} / {pct(consistency, 0.95):.3f} ms (n={len(consistency)})")
-    print(f"inclusion mean        {statistics.fmean(inclusion):.3f} ms")
+    print(f"first proof (cold)    {t.first[0]:.2f} ms")
+    print(line("inclusion p50/p95", t.inclusion))
+    print(line("  cpu", t.inclusion_cpu))
+    print(line("consistency p50/p95", t.consistency))
+    print(line("  cpu", t.consistency_cpu))
 
 
 def run_ours(work: str, leaves: int, batch: int, durable: bool) -> None:
@@ -74,29 +91,26 @@ def run_ours(work: str, leaves: int, batch: int, durable: bool) -> None:
     data = inputs(leaves)
     store = TileStore(os.path.join(work, "tree"), durable=durable)
     leaf_hash = merkle.leaf_hash
-    t = time.perf_counter()
+    t = Timings()
+    wall, cpu = time.perf_counter(), time.process_time()
     for i in range(0, leaves, batch):
         store.append([leaf_hash(d) for d in data[i : i + batch]])
-    append_s = time.perf_counter() - t
+    t.append_wall, t.append_cpu = time.perf_counter() - wall, time.process_time() - cpu
     size_bytes, files = dir_usage(os.path.join(work, "tree"))
 
     store = TileStore(os.path.join(work, "tree"), durable=durable)  # reopened: cold caches
     root = store.root()
     rng = random.Random(11)
-    first: list[float] = []
-    timed(first, lambda: store.inclusion_proof(rng.randrange(leaves)))
-    inclusion: list[float] = []
-    consistency: list[float] = []
+    timed(t.first, lambda: store.inclusion_proof(rng.randrange(leaves)))
     for _ in range(PROOFS):
         index = rng.randrange(leaves)
-        path = timed(inclusion, lambda: store.inclusion_proof(index))
-        assert merkle.verify_inclusion(leaf_hash(data[index]), index, leaves, path, root)  # type: ignore[arg-type]
+        path = timed(t.inclusion, lambda: store.inclusion_proof(index), t.inclusion_cpu)
+        assert merkle.verify_inclusion(leaf_hash(data[index]), index, leaves, path, root)
     for _ in range(PROOFS):
         old = rng.randrange(1, leaves)
-        proof = timed(consistency, lambda: store.consistency_proof(old))
-        assert merkle.verify_consistency(old, leaves, store.root(old), root, proof)  # type: ignore[arg-type]
-    report(f"agentlog TileStore (durable={durable}, batch={batch:,})", leaves, append_s, size_bytes, files, root,
-           first[0], inclusion, consistency)
+        proof = timed(t.consistency, lambda: store.consistency_proof(old), t.consistency_cpu)
+        assert merkle.verify_consistency(old, leaves, store.root(old), root, proof)
+    report(f"agentlog TileStore (durable={durable}, batch={batch:,})", leaves, t, size_bytes, files, root)
 
 
 def run_pymerkle(work: str, leaves: int, batch: int) -> None:
@@ -105,33 +119,30 @@ def run_pymerkle(work: str, leaves: int, batch: int) -> None:
     data = inputs(leaves)
     db = os.path.join(work, "tree.db")
     tree = SqliteTree(db)
-    t = time.perf_counter()
+    t = Timings()
+    wall, cpu = time.perf_counter(), time.process_time()
     for i in range(0, leaves, batch):
         tree.append_entries(data[i : i + batch])
-    append_s = time.perf_counter() - t
+    t.append_wall, t.append_cpu = time.perf_counter() - wall, time.process_time() - cpu
     tree.close()
     size_bytes, files = dir_usage(work)
 
     tree = SqliteTree(db)  # reopened: cold caches
     root = tree.get_root()
     rng = random.Random(11)
-    first: list[float] = []
-    timed(first, lambda: tree.prove_inclusion(rng.randrange(leaves) + 1))
-    inclusion: list[float] = []
-    consistency: list[float] = []
+    timed(t.first, lambda: tree.prove_inclusion(rng.randrange(leaves) + 1))
     for _ in range(PROOFS):
         index = rng.randrange(leaves)
-        proof = timed(inclusion, lambda: tree.prove_inclusion(index + 1))  # pymerkle counts from 1
-        path = proof.path[1:]  # type: ignore[attr-defined]  # its path starts with the leaf itself
+        proof = timed(t.inclusion, lambda: tree.prove_inclusion(index + 1), t.inclusion_cpu)  # pymerkle counts from 1
+        path = proof.path[1:]  # its path starts with the leaf itself
         assert merkle.verify_inclusion(merkle.leaf_hash(data[index]), index, leaves, path, root)
     for _ in range(PROOFS):
         old = rng.randrange(1, leaves)
-        proof = timed(consistency, lambda: tree.prove_consistency(old))
+        proof = timed(t.consistency, lambda: tree.prove_consistency(old), t.consistency_cpu)
         # its consistency path is not RFC 9162's (other subtrees, and bits to combine them): its own verifier
-        proof.verify(tree.get_root(old), root)  # type: ignore[attr-defined]
+        proof.verify(tree.get_root(old), root)
     tree.close()
-    report(f"pymerkle SqliteTree (batch={batch:,})", leaves, append_s, size_bytes, files, root, first[0],
-           inclusion, consistency)
+    report(f"pymerkle SqliteTree (batch={batch:,})", leaves, t, size_bytes, files, root)
 
 
 def main(argv: list[str]) -> None:

@@ -368,6 +368,47 @@ def test_tile_store_over_three_tile_levels(tmp_path: Path) -> None:
     assert store.read_tile(0, 5) == b"".join(reference.hash_at(0, i) for i in range(5 * 256, 6 * 256))
 
 
+def test_opening_and_appending_read_only_the_edges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening reads the size record alone; appending k leaves reads the partial
+    tile of each tile level once and writes the tiles it fills, one partial tile a
+    level and the record: nothing in proportion to the tree."""
+    from agentlog.integrity import tiles
+
+    directory = str(tmp_path / "tree")
+    TileStore(directory, durable=False).append(leaves_for(70_000))
+    reads: list[str] = []
+    writes: list[str] = []
+    real_open, real_writer, real_write = open, tiles.atomic_writer, tiles.write_atomic
+
+    def counting_open(path: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(os.path.relpath(path, directory))
+        return real_open(path, *args, **kwargs)
+
+    def counting_writer(path: str, *args: Any, **kwargs: Any) -> Any:
+        writes.append(os.path.relpath(path, directory))
+        return real_writer(path, *args, **kwargs)
+
+    def counting_write(path: str, *args: Any, **kwargs: Any) -> Any:
+        writes.append(os.path.relpath(path, directory))
+        return real_write(path, *args, **kwargs)
+
+    monkeypatch.setattr(tiles, "open", counting_open, raising=False)
+    monkeypatch.setattr(tiles, "atomic_writer", counting_writer)
+    monkeypatch.setattr(tiles, "write_atomic", counting_write)
+    store = TileStore(directory)
+    assert reads == [SIZE_FILE]
+    reads.clear()
+    store.append(leaves_for(1, salt="one more"))
+    # 70,000 = 273·256 + 112 leaves: the three edges are read, one partial tile each written again
+    assert sorted(reads) == ["tile/0/273.p/112", "tile/1/001.p/17", "tile/2/000.p/1"]
+    assert writes == ["tile/0/273.p/113", SIZE_FILE]
+    reads.clear()
+    writes.clear()
+    store.append(leaves_for(143 + 256, salt="two tiles"))  # fills tile 273, then 256 more: tile 274
+    assert reads == []
+    assert writes == ["tile/0/273", "tile/0/274", "tile/1/001.p/19", SIZE_FILE]
+
+
 def test_tile_paths_follow_c2sp() -> None:
     assert tile_path(0, 0) == "tile/0/000"
     assert tile_path(1, 7, 3) == "tile/1/007.p/3"

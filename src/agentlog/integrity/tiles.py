@@ -238,23 +238,27 @@ class TileStore:
         return self._edges
 
     def _read_partial(self, level: int, index: int, width: int) -> list[bytes]:
-        """The partial tile, or the first ``width`` hashes of a tile that superseded it."""
+        """The partial tile, or the first ``width`` hashes of a tile that superseded
+        it. A writer may supersede the wider one too while this looks (it renames
+        the next tile in before removing the last): so the search is tried a few
+        times before the tile counts as missing."""
         want = width * merkle.HASH_SIZE
-        candidates = [(tile_path(level, index, width), want), (tile_path(level, index), TILE_BYTES)]
-        try:
-            names = os.listdir(os.path.join(self.directory, _partial_dir(level, index)))
-        except OSError:
-            names = []
-        wider = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
-        candidates += [(tile_path(level, index, w), w * merkle.HASH_SIZE) for w in wider]
-        for relative, length in candidates:
+        for _attempt in range(3):
+            candidates = [(tile_path(level, index, width), want), (tile_path(level, index), TILE_BYTES)]
             try:
-                with open(os.path.join(self.directory, relative), "rb") as fh:
-                    data = fh.read(TILE_BYTES + 1)
-            except FileNotFoundError:
-                continue
-            if len(data) == length:
-                return _split_hashes(data[:want])
+                names = os.listdir(os.path.join(self.directory, _partial_dir(level, index)))
+            except OSError:
+                names = []
+            wider = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
+            candidates += [(tile_path(level, index, w), w * merkle.HASH_SIZE) for w in wider]
+            for relative, length in candidates:
+                try:
+                    with open(os.path.join(self.directory, relative), "rb") as fh:
+                        data = fh.read(TILE_BYTES + 1)
+                except FileNotFoundError:
+                    continue
+                if len(data) == length:
+                    return _split_hashes(data[:want])
         raise TilesDamaged(f"no tile in {self.directory} holds {tile_path(level, index, width)}")
 
     # -- appending ---------------------------------------------------------------------
@@ -307,10 +311,7 @@ class TileStore:
             incoming = roots
             level += 1
         if self.durable:
-            for path in written:
-                fsync_path(path)
-            for directory in sorted({os.path.dirname(p) for p in written}):
-                fsync_path(directory)
+            self._sync(written)
         self._size = old_size + len(hashes)
         self._root = merkle.root(self._size, self.hash_at)
         record = f"{self._size} {self._root.hex()}\n".encode("ascii")
@@ -318,6 +319,21 @@ class TileStore:
         for level, index, old_width in touched:
             self._remove_partials(level, index, old_width)
         return self._size
+
+    def _sync(self, written: list[str]) -> None:
+        """Fsync the new tiles and every directory between them and the store's
+        (a directory made by this append is an entry in its parent)."""
+        for path in written:
+            fsync_path(path)
+        top = os.path.normpath(self.directory)
+        directories: set[str] = set()
+        for path in written:
+            directory = os.path.dirname(path)
+            while directory not in directories and len(directory) > len(top):
+                directories.add(directory)
+                directory = os.path.dirname(directory)
+        for directory in sorted(directories, key=len, reverse=True):
+            fsync_path(directory)
 
     def _write_tile(self, level: int, index: int, width: int, hashes: Sequence[bytes]) -> str:
         path = os.path.join(self.directory, tile_path(level, index, width))
