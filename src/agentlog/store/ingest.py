@@ -61,6 +61,7 @@ from agentlog.log import frame as _frame
 from agentlog.log.layout import iter_logs, split_log_path
 from agentlog.log.layout import read_trailer
 from agentlog.log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
+from agentlog.integrity.tree import Fed, FrameTree, TreeDamaged
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
 from agentlog.core.locks import open_locked
@@ -119,6 +120,10 @@ class IngestReport:
     """An event with a wrongly typed field sent the run to the careful path."""
     store_reset: str | None = None
     """Why the store was dropped and rebuilt from the logs (another version's format)."""
+    tree_leaves: int = 0
+    """Frames added to the Merkle tree (integrity/tree.py)."""
+    tree_error: str | None = None
+    """Why the tree could not grow this time (the next ingest catches it up)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -305,6 +310,9 @@ class _Ingest:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-commit")
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-hash")
         self._inflight: Future[None] | None = None
+        self.tree = _open_tree(root, durability, report)
+        self.fed: list[Fed] = []
+        """Frames checked since the tree last grew (the tree grows at each flush)."""
 
     def brk(self, name: str, file: str, pos: Position, reason: str, offset: int | None = None) -> None:
         seq = pos.seq + 1
@@ -420,6 +428,11 @@ class _Ingest:
                 return
             if good:
                 seq, prev_hex = good[-1]
+                if self.tree is not None:
+                    begin = 0
+                    for (frame_seq, frame_hash), end in zip(good, ends):
+                        self.fed.append(Fed(name, offset + begin, offset + end, frame_seq, frame_hash.decode("ascii")))
+                        begin = end
             self.report.events += len(good) - len(purged)
             self.report.bytes += ends[-1]
             carry = data[ends[-1]:]
@@ -438,9 +451,24 @@ class _Ingest:
         self.pending[name] = pos
         self.advanced.add(name)
 
+    def grow_tree(self, upto: dict[str, int] | None = None) -> None:
+        """Add the frames checked so far to the Merkle tree (and, with ``upto``, whatever
+        the tree is behind on up to those offsets). A tree that cannot grow never stops
+        ingest: the report says why, and the next ingest catches it up."""
+        fed, self.fed = self.fed, []
+        if self.tree is None:
+            return
+        try:
+            self.report.tree_leaves += self.tree.grow(fed, upto)
+        except (OSError, TreeDamaged, ValueError) as e:
+            self.report.tree_error = f"{type(e).__name__}: {e}"
+            self.tree = None
+
     def flush(self) -> None:
         """Hand the batch to the committer thread (waiting for the previous
-        commit first: at most one batch is being built while one is written)."""
+        commit first: at most one batch is being built while one is written);
+        grow the tree by the batch's frames."""
+        self.grow_tree()
         if not self.batch.rows:
             return
         started = time.perf_counter()
@@ -541,10 +569,21 @@ def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durabili
             job.run_log(file)
         job.flush()
         job.wait()
+        job.grow_tree({name: pos.offset for name, pos in job.positions.items()})
     finally:
         job._pool.shutdown(wait=True)
         job._hasher.shutdown(wait=True)
     return job
+
+
+def _open_tree(root: str, durability: str, report: IngestReport) -> FrameTree | None:
+    """The data root's Merkle tree, to grow as frames are checked (None, with the reason in
+    the report, when it cannot be opened)."""
+    try:
+        return FrameTree(root, durable=durability == "strict")
+    except (OSError, TreeDamaged, ValueError) as e:
+        report.tree_error = f"{type(e).__name__}: {e}"
+        return None
 
 
 def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False,
