@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     from agentlog.search.index import index_path
     from agentlog.search.places import places_dir
     from agentlog.search.service import search
+    from agentlog.integrity.merkle import verify_consistency, verify_inclusion
+    from agentlog.integrity.tree import FrameTree, tree_dir
+    from agentlog.operations.checkpoints import checkpoint
     from agentlog.store.compact import CompactReport, compact
     from agentlog.store.ingest import IngestReport, catch_up, ingest
     from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events
@@ -90,6 +93,12 @@ _LAZY: dict[str, str] = {
     "timeline": "agentlog.query.views:timeline",
     "format_us": "agentlog.query.timeexpr:format_us",
     "display_id": "agentlog.projection.ids:display",
+    # proofs
+    "FrameTree": "agentlog.integrity.tree:FrameTree",
+    "tree_dir": "agentlog.integrity.tree:tree_dir",
+    "verify_inclusion": "agentlog.integrity.merkle:verify_inclusion",
+    "verify_consistency": "agentlog.integrity.merkle:verify_consistency",
+    "checkpoint": "agentlog.operations.checkpoints:checkpoint",
     "state_at": "agentlog.query.state:state_at",
     "diff_state": "agentlog.query.state:diff_state",
     "why_failed": "agentlog.query.state:why_failed",
@@ -146,6 +155,11 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "FrameTree",
+    "checkpoint",
+    "tree_dir",
+    "verify_consistency",
+    "verify_inclusion",
     "COMPACT_ZSTD_LEVEL",
     "Answer",
     "AqlResult",

@@ -188,6 +188,26 @@ def bench_run(
         print_json(results)
 
 
+@bench.command(name="proofs")
+@click.option("--events", type=click.IntRange(1), default=1_450_000, show_default=True,
+              help="Frames in the tree (the workload's events, loaded into logs first).")
+@click.option("--seed", type=int, default=20261130, show_default=True, help="Seed of the workload generator.")
+@click.option("--out", default="bench-results/proofs", show_default=True, help="Directory for results.json and results.md.")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Keep the loaded logs here and reuse them in later runs (same size and seed).")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout at the end.")
+@click.pass_context
+def bench_proofs(ctx: click.Context, events: int, seed: int, out: str, cache_dir: str | None, as_json: bool) -> None:
+    """The Merkle tree (issue 28): ingest with it against without, bytes per frame, inclusion
+    and consistency proof times and sizes, checkpoint signing, and whole-process prove and
+    standalone verification. The `proofs` step of `bench run`, alone.
+
+    Example: agentlog bench proofs --events 200000
+    """
+    ctx.invoke(bench_run, events=events, seed=seed, only="proofs", skip=None, out=out, time_cap_secs=3600.0,
+               rss_cap_gb=None, steps_module=None, cache_dir=cache_dir, list_steps=False, as_json=as_json)
+
+
 @bench.command(name="step")
 @click.argument("name")
 @click.option("--events", type=click.IntRange(1), default=200_000, show_default=True)

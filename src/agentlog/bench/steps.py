@@ -18,6 +18,7 @@ from typing import Any
 from agentlog.bench.context import StepContext, StepFn
 from agentlog.bench.import_steps import IMPORT_STEPS
 from agentlog.bench.memory_steps import MEMORY_STEPS
+from agentlog.bench.proof_steps import PROOF_STEPS
 from agentlog.bench.projection_steps import PROJECTION_STEPS
 from agentlog.bench.search_steps import SEARCH_STEPS
 from agentlog.bench.store_steps import STORE_STEPS
@@ -456,6 +457,7 @@ STEPS: dict[str, StepFn] = {
     **MEMORY_STEPS,
     **WEB_STEPS,
     **SEARCH_STEPS,
+    **PROOF_STEPS,
 }
 
 __all__ = ["STEPS", "event_profile", "size_by_kind", "hook", "verify"]

@@ -125,5 +125,5 @@ def unsigned_body(note: str) -> Checkpoint:
     return parse_body(parse_note(note).text)
 
 
-__all__ = ["CheckpointFailed", "StoredCheckpoint", "checkpoint", "checkpoints_dir", "latest", "origin", "signer",
+__all__ = ["Checkpoint", "CheckpointFailed", "sign_checkpoint", "StoredCheckpoint", "checkpoint", "checkpoints_dir", "latest", "origin", "signer",
            "stored", "unsigned_body"]

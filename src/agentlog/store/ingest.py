@@ -122,6 +122,8 @@ class IngestReport:
     """Why the store was dropped and rebuilt from the logs (another version's format)."""
     tree_leaves: int = 0
     """Frames added to the Merkle tree (integrity/tree.py)."""
+    tree_secs: float = 0.0
+    """Wall time spent growing the tree (on ingest's main thread)."""
     tree_error: str | None = None
     """Why the tree could not grow this time (the next ingest catches it up)."""
 
@@ -292,7 +294,7 @@ def _hash_lines(data: bytes, ends: list[int]) -> list[bytes]:
 
 class _Ingest:
     def __init__(self, root: str, batch_bytes: int, report: IngestReport, fast: bool = True,
-                 durability: str = "strict", table: Any = None) -> None:
+                 durability: str = "strict", table: Any = None, tree: bool = True) -> None:
         self.fast = fast
         self.durability = durability
         self.root = root
@@ -310,7 +312,7 @@ class _Ingest:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-commit")
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-hash")
         self._inflight: Future[None] | None = None
-        self.tree = _open_tree(root, durability, report)
+        self.tree = _open_tree(root, durability, report) if tree else None
         self.fed: list[Fed] = []
         """Frames checked since the tree last grew (the tree grows at each flush)."""
 
@@ -458,11 +460,14 @@ class _Ingest:
         fed, self.fed = self.fed, []
         if self.tree is None:
             return
+        started = time.perf_counter()
         try:
             self.report.tree_leaves += self.tree.grow(fed, upto)
         except (OSError, TreeDamaged, ValueError) as e:
             self.report.tree_error = f"{type(e).__name__}: {e}"
             self.tree = None
+        finally:
+            self.report.tree_secs += time.perf_counter() - started
 
     def flush(self) -> None:
         """Hand the batch to the committer thread (waiting for the previous
@@ -560,8 +565,9 @@ def _sync_commit(path: str, version: int) -> None:
         fsync_path(d)
 
 
-def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durability: str, table: Any = None) -> _Ingest:
-    job = _Ingest(root, batch_bytes, report, fast, durability, table)
+def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durability: str, table: Any = None,
+         tree: bool = True) -> _Ingest:
+    job = _Ingest(root, batch_bytes, report, fast, durability, table, tree)
     logs = iter_logs(root)
     report.logs_seen = len(logs)
     try:
@@ -587,7 +593,7 @@ def _open_tree(root: str, durability: str, report: IngestReport) -> FrameTree | 
 
 
 def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False,
-           durability: str | None = None) -> IngestReport:
+           durability: str | None = None, tree: bool = True) -> IngestReport:
     """Ingest every new complete frame of every log under ``root`` (see the module docstring).
 
     ``careful`` parses every event whole and checks every field row by row
@@ -598,16 +604,19 @@ def ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0,
     ``relaxed`` leaves flushing to the OS (a power cut may then lose recent
     commits, never the logs they came from, so the next ingest redoes them).
 
-    Files it creates are private (0600/0700), whatever the umask.
+    Files it creates are private (0600/0700), whatever the umask. ``tree`` grows the Merkle
+    tree (integrity/tree.py) with the frames checked; off only to measure what it costs
+    (``agentlog bench proofs``): the next ingest with it catches the tree up.
     """
     from agentlog.core.fileio import private_files
 
     with private_files():
-        return _ingest(root, batch_bytes=batch_bytes, lock_timeout=lock_timeout, careful=careful, durability=durability)
+        return _ingest(root, batch_bytes=batch_bytes, lock_timeout=lock_timeout, careful=careful, durability=durability,
+                       tree=tree)
 
 
 def _ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0, careful: bool = False,
-           durability: str | None = None) -> IngestReport:
+           durability: str | None = None, tree: bool = True) -> IngestReport:
     """The body of :func:`ingest`."""
     if durability is None:
         from agentlog.core.config import load as load_config
@@ -629,12 +638,12 @@ def _ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0
             report.store_reset = reason
             table = None
         try:
-            job = _run(root, batch_bytes, report, not careful, durability, table)
+            job = _run(root, batch_bytes, report, not careful, durability, table, tree)
         except BatchTypeError:
             # Nothing of the failed batch was committed; what was is kept.
             report.careful = True
             report.events, report.bytes, report.breaks = report.committed_events, report.committed_bytes, []
-            job = _run(root, batch_bytes, report, False, durability)
+            job = _run(root, batch_bytes, report, False, durability, tree=tree)
         report.logs_advanced = len(job.advanced)
         version = int(job._dt.version()) if report.commits else job.version
         if report.commits or not job.cache_current:
