@@ -153,3 +153,10 @@ def test_rebuilding_the_store_keeps_the_tree(tmp_path: Path) -> None:
     assert rebuild(str(root)).tree_leaves == 0
     tree = _check(root)
     assert tree.size == 3 and tree.root_hash() == before
+
+
+def test_the_batched_leaf_hashes_are_the_leaf_hashes() -> None:
+    from agentlog.integrity.tree import _leaf_hashes
+
+    pending = [("claude_code/a", 0, "ab" * 32, 10), ("codex/b é", 12, "cd" * 32, 99), ("claude_code/a", 1, "ef" * 32, 20)]
+    assert _leaf_hashes(pending) == [frame_leaf_hash(log, seq, h) for log, seq, h, _e in pending]

@@ -257,10 +257,24 @@ class FrameTree:
         doc = {"size": new_size, "logs": {log: [c.number, c.offset, c.seq, c.hash] for log, c in cursors.items()}}
         body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
         write_atomic(os.path.join(self.directory, CURSORS_NEXT), body, durable=self.durable)
-        self.tiles.append([frame_leaf_hash(log, seq, digest) for log, seq, digest, _e in pending])
+        self.tiles.append(_leaf_hashes(pending))
         os.replace(os.path.join(self.directory, CURSORS_NEXT), os.path.join(self.directory, CURSORS))
         self.cursors = cursors
         return len(pending)
+
+
+def _leaf_hashes(pending: list[tuple[str, int, str, int]]) -> list[bytes]:
+    """:func:`frame_leaf_hash` of each pending frame, with each log's part of the leaf built
+    once (the tree's cost is mostly this loop: ~1 µs a frame)."""
+    sha = hashlib.sha256
+    heads: dict[str, bytes] = {}
+    out = []
+    for log, seq, digest, _end in pending:
+        head = heads.get(log)
+        if head is None:
+            head = heads[log] = b"\x00" + LEAF_PREFIX + log.encode("utf-8") + b"\n"
+        out.append(sha(b"%s%d\n%s\n" % (head, seq, digest.encode("ascii"))).digest())
+    return out
 
 
 def _checked_frames(root: str, log: str, offset: int, seq: int, prev: str,
