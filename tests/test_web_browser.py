@@ -164,8 +164,8 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
     except AssertionError:
         raise AssertionError(browser.current_url + "\n" + browser.page_source[:3000]) from None
     browser.get(base + "/memory")
-    _wait(f"the approved memory ({title}) listed",
-          lambda: "How to run python -m pytest" in browser.find_element(By.ID, "main").text)
+    approved = title.split(" by ")[0].strip()  # the h2 reads "<title> by <who> · <status>"
+    _wait(f"the approved memory ({approved}) listed", lambda: approved in browser.find_element(By.ID, "main").text)
     browser.save_screenshot(str(shots / "11-memory-after-approve.png"))
 
     saved = sorted(p.name for p in shots.iterdir())
