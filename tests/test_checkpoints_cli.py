@@ -7,6 +7,7 @@ publishing to a git repository runs real git."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -200,9 +201,9 @@ def test_a_bad_cosignature_is_a_break(recorded: Path, tmp_path: Path) -> None:
     path = Path(done["path"])
     text = path.read_text()
     last = text.rstrip("\n").rsplit(" ", 1)
-    sig = bytearray(__import__("base64").b64decode(last[1]))
+    sig = bytearray(base64.b64decode(last[1]))
     sig[-1] ^= 1
-    path.write_text(last[0] + " " + __import__("base64").b64encode(bytes(sig)).decode() + "\n")
+    path.write_text(last[0] + " " + base64.b64encode(bytes(sig)).decode() + "\n")
     code, doc = _verify()
     assert code == 1
     assert [(b["kind"], b["where"]) for b in _trust_breaks(doc)] == [("witness", path.name)]

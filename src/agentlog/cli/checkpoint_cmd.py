@@ -61,7 +61,7 @@ def _make(root: str, as_json: bool) -> None:
     if as_json:
         print_json({"origin": kept.checkpoint.origin, "size": kept.checkpoint.size, "root": kept.checkpoint.root.hex(),
                     "note": kept.note, "path": kept.path, "made_at_us": kept.made_at_us, "new": made.new,
-                    "key": made.key, "ingested_events": made.ingested_events, "note_on_ingest": made.ingest_note})
+                    "key": made.key, "ingested_events": made.ingested_events, "ingest_note": made.ingest_note})
         return
     click.echo(kept.note, nl=False)
     err = stderr()
