@@ -176,6 +176,9 @@ LAZY_COMMANDS = {
     "serve": ".serve_cmd:serve_cmd",
     "search": ".search_cmd:search_cmd",
     "mcp": ".mcp_cmd:mcp_cmd",
+    "checkpoint": ".checkpoint_cmd:checkpoint_cmd",
+    "keys": ".keys_cmds:keys_group",
+    "witness": ".keys_cmds:witness_group",
 }
 
 

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "seal_idle_hours": 24,
     "retention_days": 0,
     "transcript_sync": True,
+    "checkpoint_minutes": 5,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
@@ -38,6 +39,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 RANGES: dict[str, tuple[float, float]] = {
     "seal_idle_hours": (0, 24 * 365),
     "retention_days": (0, 36500),
+    "checkpoint_minutes": (0, 1440),
 }
 DESCRIPTIONS: dict[str, str] = {
     "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
@@ -46,6 +48,7 @@ DESCRIPTIONS: dict[str, str] = {
     "seal_idle_hours": "compress (seal) a session's log once it has been idle this many hours (`agentlog seal`)",
     "retention_days": "purge events older than this many days (content removed, hashes kept; `agentlog purge`); 0 keeps everything",
     "transcript_sync": "when a turn ends, import the agent's transcript in the background where its hooks lack outcomes (Codex: exit codes, failed patches)",
+    "checkpoint_minutes": "the daemon signs a checkpoint of the Merkle tree this often while frames arrive (`agentlog checkpoint`); 0: never",
 }
 
 

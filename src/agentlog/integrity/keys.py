@@ -40,7 +40,7 @@ from agentlog.core import AgentlogError
 from agentlog.core.fileio import write_atomic
 from agentlog.core.locks import Busy, open_locked
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, fsync_path
-from agentlog.integrity.checkpoint import CosignatureVerifier
+from agentlog.integrity.checkpoint import CosignatureSigner, CosignatureVerifier
 from agentlog.integrity.note import NoteError, Signer, Verifier, check_name
 
 KEYS_DIR = "keys"
@@ -332,7 +332,51 @@ def add_witness(
     return verifier
 
 
+def remove_witness(dir: PathLike, name: str) -> CosignatureVerifier:
+    """Unregister witness ``name`` (its cosignatures stop counting); :class:`KeyStoreError` when no
+    witness of that name is registered."""
+    directory = keys_dir(dir)
+    if not _private_dir(directory, create=False):
+        raise KeyStoreError(f"no witness {name!r} is registered")
+    path = os.path.join(directory, WITNESSES_FILE)
+    with _locked(directory):
+        current = witnesses(dir)
+        gone = [w for w in current if w.name == name]
+        if not gone:
+            raise KeyStoreError(f"no witness {name!r} is registered")
+        lines = [w.key_string() for w in current if w.name != name]
+        write_atomic(path, "".join(line + "\n" for line in lines).encode("utf-8"), FILE_MODE)
+    return gone[0]
+
+
+def create_witness_key(path: PathLike, name: str) -> CosignatureSigner:
+    """Make a new witness key (signature type 0x04) and write its private key string to ``path``
+    (a new file, 0600; an existing one is never replaced)."""
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(directory):
+        raise KeyStoreError(f"{directory} is not a directory")
+    witness = CosignatureSigner.generate(check_name(name))
+    if not _create_exclusive(os.path.abspath(target), (witness.private_key_string() + "\n").encode("utf-8")):
+        raise KeyStoreError(f"{target} exists already; refusing to replace a key file")
+    return witness
+
+
+def load_witness_key(path: PathLike) -> CosignatureSigner:
+    """A witness's private key (``PRIVATE+KEY+<name>+<id>+<base64(0x04 || seed)>``) from ``path``: a
+    regular file of the user's, not readable by group or others."""
+    target = os.fspath(path)
+    text = _read_checked(target, True, MAX_KEY_FILE)
+    if text is None:
+        raise KeyStoreError(f"no witness key file {target}")
+    try:
+        return CosignatureSigner.from_private_key_string(text.strip())
+    except NoteError as e:
+        raise KeyStoreError(f"{target} does not hold a witness signing key ({e})") from None
+
+
 __all__ = [
-    "KeyStoreError", "KeysBusy", "Rotation", "add_witness", "keys_dir", "load_or_create_signer", "load_signer",
-    "retired_verifiers", "rotate", "verifier_key_string", "verifiers", "witnesses",
+    "KeyStoreError", "KeysBusy", "Rotation", "add_witness", "create_witness_key", "keys_dir", "load_or_create_signer",
+    "load_signer", "load_witness_key", "remove_witness", "retired_verifiers", "rotate", "verifier_key_string",
+    "verifiers", "witnesses",
 ]

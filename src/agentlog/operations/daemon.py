@@ -3,7 +3,10 @@
 It polls the logs directory (the size and mtime of every log, one ``stat``
 each) every ``interval`` seconds and ingests as soon as something changed, so
 a hook's event reaches the store within about a second; every
-``compact_every`` seconds it compacts the store. It writes its pid to
+``compact_every`` seconds it compacts the store. While frames arrive it signs
+a checkpoint of the Merkle tree every ``checkpoint_every`` seconds (the
+``checkpoint_minutes`` setting, 5 by default), only when the tree grew
+(``operations.checkpoints.Periodic``), and once more when it stops. It writes its pid to
 ``state/daemon.pid`` under an exclusive lock (a second daemon refuses to
 start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
 one last ingest. Hooks never depend on it: they only append to logs.
@@ -23,13 +26,17 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from agentlog.core import AgentlogError
 from agentlog.core.locks import Busy
 from agentlog.log.layout import iter_logs
 from agentlog.core.paths import ensure_dir, state_dir
 from agentlog.store.compact import CompactBusy, compact
 from agentlog.store.ingest import ingest, load_positions, log_id
+
+if TYPE_CHECKING:
+    from agentlog.operations.checkpoints import Periodic
 
 PID_NAME = "daemon.pid"
 LOG_NAME = "daemon.log"
@@ -128,8 +135,23 @@ def maintain(root: str) -> None:
         _log(root, f"compaction failed: {type(e).__name__}: {e}")
 
 
-def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None) -> None:
-    """Run in the foreground until SIGTERM/SIGINT (or ``max_seconds``)."""
+def _checkpoint(root: str, periodic: Periodic, final: bool = False) -> None:
+    """The periodic checkpoint (or, with ``final``, one if the tree grew at all); failures are
+    logged, never raised (a tree that does not extend the newest checkpoint is refused there)."""
+    from agentlog.operations.checkpoints import checkpoint_if_grown
+
+    try:
+        made = checkpoint_if_grown(root) if final and periodic.every_s > 0 else periodic.tick(root)
+        if made is not None:
+            _log(root, f"checkpoint: tree size {made.checkpoint.size}, {made.name}")
+    except Exception as e:
+        _log(root, f"checkpoint failed: {type(e).__name__}: {e}")
+
+
+def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None,
+        checkpoint_every: float | None = None) -> None:
+    """Run in the foreground until SIGTERM/SIGINT (or ``max_seconds``). ``checkpoint_every``
+    (seconds; default the ``checkpoint_minutes`` setting, 0 for none) spaces the checkpoints."""
     ensure_dir(state_dir(root))
     fd = os.open(pid_path(root), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -150,8 +172,15 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
+    from agentlog.operations.checkpoints import DEFAULT_EVERY_S, Periodic, every_from_config
     from agentlog.operations.refresh import project_and_index
 
+    try:
+        every = every_from_config(root) if checkpoint_every is None else checkpoint_every
+    except AgentlogError as e:  # a bad config.toml: the default, and say so
+        every = DEFAULT_EVERY_S
+        _log(root, f"checkpoint_minutes unusable ({e}); a checkpoint every {every / 60:g} minutes")
+    periodic = Periodic(every)
     started = last_compact = time.monotonic()
     seen: tuple[tuple[str, int, int], ...] | None = None
     compactor: threading.Thread | None = None
@@ -166,6 +195,9 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
                     if report.events:
                         project_and_index(root, lambda line: _log(root, line))
+                    if report.tree_leaves:
+                        periodic.grew()
+            _checkpoint(root, periodic)
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
                 # beside ingest, not in it: sealing and compaction have their own locks
                 compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
@@ -176,6 +208,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             time.sleep(interval)
         report = ingest(root)
         _log(root, f"stopping: final ingest of {report.events} events")
+        _checkpoint(root, periodic, final=True)
         if compactor is not None and compactor.is_alive():
             _log(root, "waiting for the compaction in progress")
             compactor.join()

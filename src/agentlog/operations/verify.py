@@ -1,13 +1,19 @@
-"""The last verification result of each log (``state/verify.json``), for the dashboard's
-Integrity page: written by ``agentlog verify`` and the dashboard's "verify now"."""
+"""``agentlog verify``'s library side: the last verification result of each log
+(``state/verify.json``, for the dashboard's Integrity page: written by ``agentlog
+verify`` and the dashboard's "verify now"), and the checks beyond each log's chain
+(``trust``: the Merkle tree against the logs, the checkpoints against the tree;
+``operations/tree_verify.py``)."""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
+
+if TYPE_CHECKING:
+    from agentlog.operations.tree_verify import TrustReport
 
 FILE = "verify.json"
 
@@ -43,4 +49,12 @@ def save(root: str, reports: Iterable[Any], at_us: int | None = None) -> None:
     write_json_atomic(_path(root), data, FILE_MODE, durable=False, sort_keys=True)
 
 
-__all__ = ["load", "save"]
+def trust(root: str) -> TrustReport:
+    """The tree against the logs, every checkpoint against the tree, the newest witnessed
+    checkpoint against everything newer (:func:`~agentlog.operations.tree_verify.verify_trust`)."""
+    from agentlog.operations.tree_verify import verify_trust
+
+    return verify_trust(root)
+
+
+__all__ = ["load", "save", "trust"]
