@@ -79,10 +79,11 @@ _GAP_AT = len(b'{"v":1,"prev":"') + 64 + len(b'","seq":') + len(b',"event":{"eve
 
 CAVEAT = (
     "A clean result proves that every frame is intact and in order since it was written "
-    "and that nothing was removed from the end without the head noticing. It does not prove "
-    "the log is what the agents sent: anyone with write access to the data directory could "
-    "rewrite a whole chain and its head. Ship the logs (or their head hashes) somewhere the "
-    "agents cannot write to turn this self-check into evidence."
+    "and that nothing was removed from the end without the head noticing. On its own it does "
+    "not prove the log is what the agents sent: anyone with write access to the data directory "
+    "could rewrite a whole chain, its head, the Merkle tree and its checkpoints together. A "
+    "checkpoint kept where they cannot write (`agentlog checkpoint --publish`, or cosigned by a "
+    "witness) turns this into evidence: any rewrite of what it covers is then a break."
 )
 
 
