@@ -176,6 +176,8 @@ LAZY_COMMANDS = {
     "serve": ".serve_cmd:serve_cmd",
     "search": ".search_cmd:search_cmd",
     "mcp": ".mcp_cmd:mcp_cmd",
+    "prove": ".prove_cmd:prove_cmd",
+    "verify-proof": ".prove_cmd:verify_proof_cmd",
 }
 
 
