@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agentlog.cli.output import print_json, stderr, terminal_safe
+from agentlog.cli.output import print_json, terminal_safe
 
 
 @click.command(name="prove")
@@ -50,9 +50,9 @@ def prove_cmd(ident: str | None, consistency: tuple[int, int] | None, out: str |
         from agentlog.core.jsonio import dumps_pretty
 
         write_atomic(out, (dumps_pretty(bundle) + "\n").encode("utf-8"))
-        stderr().print(f"{summary(bundle)}: written to {out}", markup=False)
+        click.echo(f"{summary(bundle)}: written to {out}", err=True)  # (click, not rich: 0.1 s less to start)
     else:
-        stderr().print(summary(bundle), markup=False)
+        click.echo(summary(bundle), err=True)
     if out is None or as_json:
         print_json(bundle)
 

@@ -94,7 +94,7 @@ def _frames(root: str, ident: str, tree: FrameTree,
         if only not in kinds:
             raise UsageError(f"{ident!r} is not a {only} id")
         kinds = [only]
-    with Engine(root) as engine:
+    with Engine(root, projection="session" in kinds) as engine:
         try:
             ref = resolve_id(engine, text, kinds)
         except UnknownId as e:
@@ -202,7 +202,8 @@ def summary(bundle: dict[str, Any]) -> str:
     entries = bundle["entries"]
     purged = sum(e["frame"] is None for e in entries)
     size = bundle["checkpoint"].split("\n")[1]
-    return (f"{len(entries)} frames ({purged} purged) proven against checkpoint {bundle['origin']} size {size}")
+    frames = "1 frame" if len(entries) == 1 else f"{len(entries)} frames"
+    return f"{frames} ({purged} purged) proven against checkpoint {bundle['origin']} size {size}"
 
 
 __all__ = ["MAX_FRAMES", "NothingToProve", "prove", "prove_consistency", "summary"]
