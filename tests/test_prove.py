@@ -326,6 +326,26 @@ def test_the_standalone_verifier_agrees_with_the_library(world: World, mutations
         assert expected[0] == "ok"
 
 
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+                     max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=_JSON, fmt=st.sampled_from([None, "agentlog-proof/v1", "agentlog-consistency/v1"]),
+       fields=st.dictionaries(st.sampled_from(["origin", "key", "checkpoint", "entries", "old", "new", "proof"]),
+                              _JSON, max_size=7))
+def test_any_json_is_answered_never_raised(world: World, doc: Any, fmt: str | None, fields: dict[str, Any]) -> None:
+    """A hostile document gets a BundleError or a report from the library, Malformed or Failed from the
+    standalone verifier: no other exception, and the two agree that it does not verify."""
+    if fmt is not None:
+        doc = {**world.session, "format": fmt, **fields} if fields else {"format": fmt, "x": doc}
+    for key in (None, world.session["key"]):
+        assert outcome(doc, key)[0] == standalone_outcome(doc, key)[0]
+        if fmt is None or not fields:
+            assert outcome(doc, key)[0] == "error"
+
+
 def test_the_standalone_verifier_is_a_file_that_needs_no_agentlog(world: World, nacl_python: str,
                                                                    tmp_path: Path) -> None:
     tree = ast.parse(SCRIPT.read_text())

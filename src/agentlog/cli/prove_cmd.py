@@ -11,7 +11,7 @@ from agentlog.cli.output import print_json, terminal_safe
 
 
 @click.command(name="prove")
-@click.argument("ident", metavar="ID", required=False)
+@click.argument("ident", metavar="[ID]", required=False)
 @click.option("--consistency", nargs=2, type=click.IntRange(min=0), metavar="OLD NEW", default=None,
               help="Prove that the tree of NEW frames extends the tree of OLD frames instead.")
 @click.option("--out", "-o", "out", metavar="FILE", type=click.Path(dir_okay=False),
@@ -58,7 +58,7 @@ def prove_cmd(ident: str | None, consistency: tuple[int, int] | None, out: str |
 
 
 @click.command(name="verify-proof")
-@click.argument("bundle", metavar="BUNDLE", required=False)
+@click.argument("bundle", metavar="[BUNDLE]", required=False)
 @click.option("--key", metavar="KEY",
               help="The log's verifier key as you know it from elsewhere (<name>+<key id>+<base64>); "
                    "the bundle's own key must be it.")
