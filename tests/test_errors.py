@@ -20,9 +20,12 @@ from agentlog.core.locks import Busy, open_locked
 SRC = Path(__file__).resolve().parents[1] / "src" / "agentlog"
 
 # Exceptions that never leave their module: control flow inside one parser, and the
-# bench harness's "a signal asked us to stop", an atomic writer's "keep the old file".
+# bench harness's "a signal asked us to stop", an atomic writer's "keep the old file";
+# and the standalone proof verifier's, which must not import agentlog (its main turns them
+# into one line and exit 1, as agentlog's CLI would).
 INTERNAL = {("agentlog.install.jsonedit", "_DuplicateKey"), ("agentlog.bench.harness", "Interrupted"),
-            ("agentlog.core.fileio", "Discard")}
+            ("agentlog.core.fileio", "Discard"), ("agentlog.integrity.standalone_verifier", "Malformed"),
+            ("agentlog.integrity.standalone_verifier", "Failed")}
 
 
 def _exception_classes() -> list[tuple[str, str]]:

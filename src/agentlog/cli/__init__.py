@@ -179,6 +179,8 @@ LAZY_COMMANDS = {
     "checkpoint": ".checkpoint_cmd:checkpoint_cmd",
     "keys": ".keys_cmds:keys_group",
     "witness": ".keys_cmds:witness_group",
+    "prove": ".prove_cmd:prove_cmd",
+    "verify-proof": ".prove_cmd:verify_proof_cmd",
 }
 
 

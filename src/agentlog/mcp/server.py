@@ -9,9 +9,10 @@ the reason, never by crashing the server.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Final, TypeVar
+from typing import Annotated, Any, Callable, Final, TypeVar
 
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +43,10 @@ _DESCRIPTIONS: Final = {
                      "pending prompts and what is known.",
     "memory_search": "Search the memory (facts, decisions, conventions, procedures, pitfalls…) by words and operators.",
     "memory_get": "One memory with its evidence resolved to what was recorded.",
+    "prove": "A proof bundle for an event or a session: each frame (the recorded bytes), its Merkle inclusion "
+             "proof and the Ed25519-signed checkpoint of the tree, which anyone can check with `agentlog "
+             "verify-proof` or a standalone script, without agentlog. A purged event is proven without its content. "
+             "Example: {\"ident\": \"ses_0193a7c2\"}",
     "memory_propose": "Propose a new memory in short form {kind, title, statement or content, evidence: "
                       "[\"attempt:att_…\", \"file:path\"]} or changes {title, changes: [{op: create|edit|confirm|"
                       "contradict|add_evidence|link|unlink|archive|delete, …}]}; nothing changes until a person "
@@ -137,6 +142,15 @@ def build(root: str) -> Any:
     @tool("memory_get")
     def memory_get(ident: str, max_chars: int = T.MAX_CHARS) -> CallToolResult:
         return answer(T.memory_get, ident=ident, max_chars=max_chars)
+
+    @tool("prove")
+    def prove(ident: Annotated[str, Field(description="What to prove: an event id (ev_…), a session id (ses_…), "
+                                                      "the agent's own session id or an unambiguous prefix",
+                                          examples=["ev_0193a7c2-5b1e-7c3d-9a4f-1e2d3c4b5a69", "ses_0193a7c2"])],
+              max_chars: Annotated[int, Field(description="Characters of text answer (the bundle is whole in the "
+                                                          "structured content), 200–200000")] = T.MAX_CHARS,
+              ) -> CallToolResult:
+        return answer(T.prove, ident=ident, max_chars=max_chars)
 
     @tool("memory_propose", ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                             open_world_hint=False))

@@ -438,10 +438,28 @@ def memory_propose(root: str, *, changes: list[dict[str, Any]] | None = None, ti
             f"`agentlog memory review {p.id}` or in the dashboard"), p.to_dict()
 
 
+_PROVE_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")
+
+
+def prove(root: str, *, ident: str, max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The proof bundle of an event or a session (docs/proofs.md): its frames, their inclusion
+    proofs and the signed checkpoint; anyone checks it with ``agentlog verify-proof``."""
+    from agentlog.operations.proofs import prove as make, summary
+
+    _, chars = _budget(None, max_chars)
+    if not isinstance(ident, str) or not _PROVE_ID.match(ident.strip()):
+        raise ToolError(f"ident must be an event or session id such as ev_0193a7c2 or ses_0193a7c2, not {ident!r}")
+    bundle = make(root, ident.strip())
+    text = (f"{summary(bundle)}. The whole bundle is the structured content; check it with "
+            "`agentlog verify-proof BUNDLE` or the standalone verifier (`agentlog verify-proof --print-script`).\n"
+            f"{UNTRUSTED}\n")
+    return _fit(text + orjson.dumps(bundle).decode(), chars), bundle
+
+
 TOOLS: Final[dict[str, Callable[..., tuple[str, dict[str, Any]]]]] = {
     "status": status, "timeline": timeline, "failures": failures, "why": why, "trace": trace, "state_at": state_at,
     "evidence": evidence, "search": search, "query": query, "schema": schema, "handoff_brief": handoff_brief,
-    "memory_search": memory_search, "memory_get": memory_get, "memory_propose": memory_propose,
+    "memory_search": memory_search, "memory_get": memory_get, "memory_propose": memory_propose, "prove": prove,
 }
 
 __all__ = ["MAX_CHARS", "MAX_ROWS", "TOOLS", "ToolError", "UNTRUSTED"]

@@ -2,7 +2,8 @@
 
 Pages (``GET``): ``/`` Now, ``/timeline``, ``/sessions/{id}``, ``/attempts/{id}``,
 ``/failures``, ``/search``, ``/memory``, ``/memory/{id}``, ``/proposals``,
-``/sql`` (``/sql.csv`` downloads), ``/usage``, ``/integrity``. Changes (``POST``,
+``/sql`` (``/sql.csv`` downloads), ``/usage``, ``/integrity``; ``/sessions/{id}/proof.json``
+downloads a session's proof bundle. Changes (``POST``,
 CSRF-checked): ``/proposals/{id}/approve|reject|undo``, ``/integrity/verify``.
 JSON: ``/api/now``, ``/api/timeline``, ``/api/sessions/{id}``, ``/api/attempts/{id}``,
 ``/api/failures``, ``/api/search``, ``/api/memory``, ``/api/memory/{id}``,
@@ -84,6 +85,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
     routes: list[BaseRoute] = [r for path, template, fn in PAGES for r in twins(path, template, fn)]
     routes += [
         Route("/sql.csv", pages.sql_csv),
+        Route("/sessions/{ident}/proof.json", pages.session_proof),
         Route("/proposals/{pid}/{action}", memory.proposal_action, methods=["POST"]),
         Route("/api/proposals/{pid}/{action}", memory.proposal_action, methods=["POST"]),
         Route("/integrity/verify", pages.verify_action, methods=["POST"]),

@@ -130,6 +130,24 @@ async def sql_csv(request: Request) -> Response:
     return await guarded(request, lambda: read(request, lambda e: data.sql(e, q, max_rows=100_000)), render)
 
 
+async def session_proof(request: Request) -> Response:
+    """The session's proof bundle (docs/proofs.md), as a download."""
+    from agentlog.core import AgentlogError, UsageError
+    from agentlog.operations.proofs import NothingToProve, prove
+
+    ident = request.path_params["ident"]
+    try:
+        bundle = await run_in_threadpool(prove, state(request).root, ident, only="session")
+    except NothingToProve as e:
+        return error(request, 404, "Not found", str(e))
+    except UsageError as e:
+        return error(request, 400, "Bad id", str(e))
+    except AgentlogError as e:
+        return error(request, 409, "No proof", str(e))
+    name = "".join(c for c in ident if c.isalnum() or c in "_-")[:80] or "session"
+    return JSON(bundle, headers={"content-disposition": f'attachment; filename="agentlog-proof-{name}.json"'})
+
+
 async def verify_action(request: Request) -> Response:
     result = await run_in_threadpool(data.verify_now, state(request).root)
     if request.url.path.startswith("/api/"):
@@ -137,5 +155,5 @@ async def verify_action(request: Request) -> Response:
     return RedirectResponse("/integrity", status_code=303)
 
 
-__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "sql", "sql_csv", "timeline", "usage",
-           "verify_action"]
+__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "session_proof", "sql", "sql_csv",
+           "timeline", "usage", "verify_action"]
