@@ -513,9 +513,9 @@ def test_a_purge_keeps_older_bundles_valid_and_newer_ones_prove_hashes_only(tmp_
     assert [h for h in files_holding(root, b"qzxw") if f"{os.sep}projection{os.sep}" not in h] == []
 
 
-@pytest.mark.xfail(strict=True, reason="agentlog purge deletes the store's rows but not the projection's derived "
-                                       "copies of their text (turn objectives, attempts); outside issue 28")
-def test_purge_leaves_the_projection_s_copies(tmp_path: Path) -> None:
+def test_purge_leaves_no_copy_in_the_projection(tmp_path: Path) -> None:
+    """The projection holds copies of prompts and outputs (objectives, attempts, caches): a
+    purge drops it, and the next read rebuilds it without the purged events."""
     root = tmp_path / "home"
     for i in range(2):
         _hook(root, "q1", i, text=CANARY)

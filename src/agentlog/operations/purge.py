@@ -60,6 +60,9 @@ class PurgeResult:
     """Logs not purged (broken, or changed under the purge): see their ``reason``."""
     store_rows_deleted: int = 0
     store_files_vacuumed: int = 0
+    projection_dropped: bool = False
+    """The projection (derived; it holds copies of prompts, objectives and outputs) was
+    removed, to be rebuilt without the purged events by the next read."""
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,11 +151,37 @@ def purge(
 
             forget(root, done.purged_keys)  # the index first: it needs the text the store still holds
             out.store_rows_deleted, out.store_files_vacuumed = purge_store(root, done.purged_keys)
+            out.projection_dropped = drop_projection(root, lock_timeout=max(lock_timeout, 60.0))
     finally:
         for fd in reversed(locks):
             os.close(fd)
     out.seconds = round(time.perf_counter() - t0, 3)
     return out
+
+
+def drop_projection(root: str, *, lock_timeout: float = 60.0) -> bool:
+    """Remove the projection under its lock (the next read rebuilds it from the store, which no
+    longer holds the purged events): its tables and caches hold copies of the events' text, so
+    a purge that left them would leave the content on disk. True when there was one."""
+    import shutil
+
+    from agentlog.projection.persist import projection_dir
+    from agentlog.projection.persist.refreshing import LOCK_NAME as PROJECTION_LOCK
+
+    directory = projection_dir(root)
+    if not os.path.exists(directory):
+        return False
+    fd = acquire_lock(root, lock_timeout, PROJECTION_LOCK)
+    if fd is None:
+        raise PurgeBusy(f"the projection is being refreshed for more than {lock_timeout:g} s; the logs and the store "
+                        "are purged, but it still holds copies: run `agentlog project --full` when it is done")
+    try:
+        trash = f"{directory}.purged-{os.getpid()}-{time.time_ns()}"
+        os.rename(directory, trash)
+        shutil.rmtree(trash)
+    finally:
+        os.close(fd)
+    return True
 
 
 class NoSuchSession(AgentlogError):
