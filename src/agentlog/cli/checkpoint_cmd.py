@@ -86,7 +86,7 @@ def _list(root: str, as_json: bool) -> None:
     if not rows:
         stderr().print("no checkpoint yet: `agentlog checkpoint` signs one")
         return
-    shown = [{**r, "root": r["root"][:16] + "…", "witnesses": ", ".join(r["witnesses"])} for r in rows]
+    shown = [{**r, "witnesses": ", ".join(r["witnesses"])} for r in rows]
     print_table(shown, ["checkpoint", "size", "root", "made", "witnesses"])
 
 
@@ -120,5 +120,5 @@ def _publish(root: str, dest: str, as_json: bool) -> None:
         err.print(terminal_safe(f"nothing new to publish: {done.unchanged} checkpoints are in {done.destination} already"),
                   markup=False)
         return
-    where = f" and committed ({done.git_commit[:12]})" if done.git_commit else ""
+    where = f" and committed ({done.git_commit})" if done.git_commit else ""
     err.print(terminal_safe(f"published {len(done.written)} files to {done.destination}{where}"), markup=False)
