@@ -153,3 +153,16 @@ def test_a_native_library_panic_is_one_line_not_a_traceback(tmp_path: Path, monk
     r = CliRunner().invoke(cli, ["status"], env={"AGENTLOG_HOME": str(tmp_path / "data")})
     assert r.exit_code == 1 and "internal error in a native library (PanicException" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_data_root_whose_name_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """A directory name of bytes that are not UTF-8 reaches Python as lone surrogates; the
+    store's tables cannot live under it: one line, exit 1 (found by the fuzz pass)."""
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+
+    root = str(tmp_path / "data-\udcff\udc80")
+    for argv in (["sessions", "--all-projects", "--json"], ["status", "--json"], ["ingest"]):
+        r = CliRunner().invoke(cli, argv, env={"AGENTLOG_HOME": root})
+        assert r.exit_code == 1 and "not valid UTF-8" in r.output and "internal error" not in r.output, (argv, r.output)

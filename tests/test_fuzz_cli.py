@@ -46,6 +46,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "load"): "loads --events synthetic events: a huge count is work asked for, not a hang",
     ("bench", "sample"): "generates --events synthetic events: a huge count is work asked for, not a hang",
     ("bench", "classify"): "a timed benchmark over generated data: minutes of work by design",
+    ("bench", "proofs"): "the proofs step of bench run: loads --events synthetic events and ingests them four times",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
     ("demo",): "replays every shared hook capture through a hook process (~30 s a call); its --home is a data "

@@ -128,6 +128,11 @@ def store_dir(root: str) -> str:
     """``<root>/store``; refused (:class:`StorePathError`) when the path holds a character of
     :data:`_BAD_PATH_CHARS`, which the store's tables cannot live under."""
     path = os.path.join(root, "store")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 (a lone surrogate here): Delta takes UTF-8 paths only
+        raise StorePathError(f"the data root {os.path.abspath(root)!r} is not valid UTF-8, which the store cannot "
+                             "have in its path: set AGENTLOG_HOME to a directory whose name is") from None
     bad = sorted(set(os.path.abspath(path)) & _BAD_PATH_CHARS)
     if bad:
         raise StorePathError(f"the data root {os.path.abspath(root)!r} holds {', '.join(map(repr, bad))}, which the "
