@@ -49,6 +49,26 @@ def agentlog_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     yield home
 
 
+@pytest.fixture(scope="session")
+def nacl_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh venv with PyNaCl and nothing of agentlog, to run the standalone proof verifier as
+    a third party would (made once per test session)."""
+    import venv
+
+    where = tmp_path_factory.mktemp("nacl-venv")
+    venv.EnvBuilder(with_pip=True, clear=True).create(where)
+    python = str(where / "bin" / "python")
+    r = subprocess.run([python, "-m", "pip", "install", "--quiet", "pynacl"], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        pytest.fail(f"pip could not install PyNaCl into a fresh venv (needed to run the standalone verifier "
+                    f"as a third party would): {r.stderr[-2000:]}")
+    probe = subprocess.run([python, "-I", "-c", "import nacl.signing, importlib.util as u; "
+                            "print(u.find_spec('agentlog') is None)"], capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "True", probe.stderr
+    return python
+
+
 def hook_argv(agent: str = "claude-code", *extra: str) -> list[str]:
     return [sys.executable, "-I", "-S", str(HOOK_SCRIPT), agent, *extra]
 

@@ -25,10 +25,11 @@ from agentlog.integrity.checkpoint import Checkpoint, open_checkpoint, sign_chec
 from agentlog.integrity.note import Verifier
 from agentlog.integrity.tree import FrameTree, tree_dir
 from agentlog.log import frame
-from agentlog.log.layout import head_path, iter_logs, split_log_path
+from agentlog.log.layout import head_path
 from agentlog.log.writer import Tip, format_head
 from agentlog.operations import checkpoints
 from agentlog.store.ingest import ingest
+from prove_support import events_of, log_of, reseal
 
 
 def _hook(root: Path, sid: str, i: int) -> None:
@@ -55,26 +56,7 @@ def _json(*args: str) -> Any:
     return json.loads(r.stdout)
 
 
-def _log(root: Path, sid: str) -> Path:
-    [path] = [Path(p) for p in iter_logs(str(root)) if split_log_path(p)[1].startswith(sid)]
-    return path
-
-
-def _events(path: Path) -> list[bytes]:
-    return [frame.event_bytes(line) for line in path.read_bytes().splitlines(keepends=True)]
-
-
-def _reseal(path: Path, events: list[bytes]) -> None:
-    """Write ``events`` as the log at ``path``: a self-consistent chain from the genesis of the
-    log's own name (every hash recomputed with frame.seal) and a head naming its last frame."""
-    provider, key = split_log_path(str(path))
-    prev = frame.genesis(provider, key)
-    out = b""
-    for seq, event in enumerate(events):
-        line, prev = frame.seal(seq, prev, event)
-        out += line
-    path.write_bytes(out)
-    Path(head_path(str(path))).write_bytes(format_head(Tip(len(events) - 1, prev, len(out))))
+_log, _events, _reseal = log_of, events_of, reseal
 
 
 def _verify() -> tuple[int, dict[str, Any]]:

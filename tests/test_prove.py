@@ -8,13 +8,11 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
-import venv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -24,40 +22,12 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlog.capture.command import hook_argv
-from agentlog.integrity.bundle import BundleError, load_document, verify_bundle, verify_document
-from agentlog.integrity.checkpoint import Checkpoint, format_body, parse_body, sign_checkpoint
+from agentlog.integrity.bundle import load_document, verify_bundle, verify_document
+from agentlog.integrity.checkpoint import Checkpoint, CosignatureSigner, parse_body, sign_checkpoint
 from agentlog.integrity.note import Signer, parse_note
+from prove_support import SCRIPT, cli, hook, outcome, standalone, standalone_outcome
 
-SCRIPT = Path(__file__).resolve().parents[1] / "src" / "agentlog" / "integrity" / "standalone_verifier.py"
 CANARY = "CANARY-prove-qzxw"
-
-
-def _load_standalone() -> Any:
-    spec = importlib.util.spec_from_file_location("standalone_verifier_under_test", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SV = _load_standalone()
-
-
-def _hook(root: Path, sid: str, i: int, text: str = "prompt") -> None:
-    payload = {"session_id": sid, "cwd": "/tmp/prove-project", "hook_event_name": "UserPromptSubmit",
-               "prompt": f"{text} {i} of {sid}"}
-    r = subprocess.run(hook_argv("claude-code"), input=json.dumps(payload).encode(), capture_output=True,
-                       timeout=60, env={**os.environ, "AGENTLOG_HOME": str(root)})
-    assert r.returncode == 0, r.stderr
-
-
-def cli(*args: str, home: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, "-m", "agentlog", *args], capture_output=True, timeout=180,
-                       input=stdin, env={**os.environ, "AGENTLOG_HOME": str(home)})
-    out = subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(), r.stderr.decode())
-    assert "Traceback" not in out.stdout + out.stderr, out.stderr
-    return out
 
 
 def _event_ids(root: Path, sid: str) -> list[str]:
@@ -76,6 +46,9 @@ class World:
     out: Path
     session: dict[str, Any]
     event: dict[str, Any]
+    witnessed: dict[str, Any]
+    """A session's bundle made after witness alice cosigned an earlier checkpoint."""
+    witness_key: str
 
 
 @pytest.fixture(scope="module")
@@ -83,59 +56,26 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     root = tmp_path_factory.mktemp("prove") / "home"
     out = tmp_path_factory.mktemp("bundles")
     for i in range(4):
-        _hook(root, "s1", i)
-        _hook(root, "s2", i)
-    _hook(root, "s3", 0)
+        hook(root, "s1", i)
+        hook(root, "s2", i)
+    hook(root, "s3", 0)
     r = cli("prove", "s1", "--out", str(out / "s1.json"), home=root)
     assert r.returncode == 0, r.stderr
     assert "4 frames (0 purged) proven against checkpoint agentlog.local/" in r.stderr
     ev = _event_ids(root, "s2")[1]
     r = cli("prove", f"ev_{ev}", "--json", home=root)
     assert r.returncode == 0, r.stderr
-    return World(root, out, json.loads((out / "s1.json").read_text()), json.loads(r.stdout))
-
-
-@pytest.fixture(scope="session")
-def nacl_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A fresh venv with PyNaCl and nothing of agentlog (made once per test session)."""
-    where = tmp_path_factory.mktemp("nacl-venv")
-    venv.EnvBuilder(with_pip=True, clear=True).create(where)
-    python = str(where / "bin" / "python")
-    r = subprocess.run([python, "-m", "pip", "install", "--quiet", "pynacl"], capture_output=True, text=True,
-                       timeout=600)
-    if r.returncode != 0:
-        pytest.fail(f"pip could not install PyNaCl into a fresh venv (needed to run the standalone verifier "
-                    f"as a third party would): {r.stderr[-2000:]}")
-    probe = subprocess.run([python, "-I", "-c", "import nacl.signing, importlib.util as u; "
-                            "print(u.find_spec('agentlog') is None)"], capture_output=True, text=True, timeout=60)
-    assert probe.stdout.strip() == "True", probe.stderr
-    return python
-
-
-def standalone(python: str, path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([python, "-I", str(SCRIPT), str(path), *args], capture_output=True, text=True, timeout=60)
-    assert "Traceback" not in r.stdout + r.stderr, r.stderr
-    return r
-
-
-def outcome(doc: Any, key: str | None = None) -> tuple[str, list[str]]:
-    """("error", []) when the bundle is malformed or its key/checkpoint fails, else (ok|failed, statuses)."""
-    try:
-        report = verify_document(doc, key=key)
-    except BundleError:
-        return "error", []
-    if report.error is not None:
-        return "error", []
-    statuses = [e.status for e in getattr(report, "entries", [])]
-    return ("ok" if report.ok else "failed"), statuses
-
-
-def standalone_outcome(doc: Any, key: str | None = None) -> tuple[str, list[str]]:
-    try:
-        ok, statuses, _lines = SV.verify(doc, key)
-    except (SV.Malformed, SV.Failed):
-        return "error", []
-    return ("ok" if ok else "failed"), statuses
+    event = json.loads(r.stdout)
+    witness_key = cli("witness", "keygen", "alice", str(out / "alice.key"), home=root).stdout.strip()
+    assert cli("witness", "add", "alice", witness_key, home=root).returncode == 0
+    assert cli("checkpoint", "--cosign", "--witness-key", str(out / "alice.key"), home=root).returncode == 0
+    hook(root, "s3", 1)
+    hook(root, "s3", 2)
+    r = cli("prove", "s3", "--json", home=root)
+    assert r.returncode == 0 and "which extends the checkpoint of size 9 alice witnessed" in r.stderr, r.stderr
+    witnessed = json.loads(r.stdout)
+    assert witnessed["witnessed"]["witnesses"] == [witness_key] and "witnessed" not in event
+    return World(root, out, json.loads((out / "s1.json").read_text()), event, witnessed, witness_key)
 
 
 # -- proving and checking -----------------------------------------------------------------------
@@ -273,14 +213,25 @@ def test_every_tamper_fails_in_the_library_the_cli_and_the_standalone_verifier(w
     assert r.returncode == 1 and "is not the given key" in r.stdout
 
 
-def _mutations() -> st.SearchStrategy[tuple[str, Any]]:
+OTHER_WITNESS = CosignatureSigner.generate("bob").verifier_key_string()
+"""A witness that cosigned nothing of the world's."""
+
+
+def _mutations(world: World) -> st.SearchStrategy[tuple[str, Any]]:
+    section = world.witnessed["witnessed"]
     values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**65), st.text(max_size=8),
-                       st.sampled_from(["0" * 64, "f" * 64, "A" * 64, "", "claude_code/s1", "agentlog-proof/v1"]),
-                       st.lists(st.sampled_from(["0" * 64, "ab" * 32, 3]), max_size=3), st.just({}))
+                       st.sampled_from(["0" * 64, "f" * 64, "A" * 64, "", "claude_code/s1", "agentlog-proof/v1",
+                                        world.witness_key, world.session["key"], world.session["checkpoint"],
+                                        section["checkpoint"], OTHER_WITNESS]),
+                       st.lists(st.sampled_from(["0" * 64, "ab" * 32, 3, world.witness_key, OTHER_WITNESS]),
+                                max_size=3),
+                       st.just({}), st.just(copy.deepcopy(section)))
     paths = st.sampled_from(["format", "origin", "key", "checkpoint", "entries", "entries.0", "entries.0.log",
                              "entries.0.seq", "entries.0.frame_hash", "entries.0.leaf_index", "entries.0.inclusion",
                              "entries.0.inclusion.0", "entries.0.frame", "entries.0.purged", "entries.1.seq",
-                             "entries.2.leaf_index", "entries.3.inclusion.1", "entries.3.frame"])
+                             "entries.2.leaf_index", "entries.3.inclusion.1", "entries.3.frame", "witnessed",
+                             "witnessed.checkpoint", "witnessed.witnesses", "witnessed.witnesses.0",
+                             "witnessed.consistency", "witnessed.consistency.0", "witnessed.consistency.1"])
     return st.tuples(paths, st.one_of(values, st.integers(0, 400).map(lambda n: ("flip", n)),
                                       st.just(("delete",)), st.just(("extra",))))
 
@@ -309,11 +260,13 @@ def _apply(doc: dict[str, Any], path: str, change: Any) -> None:
         at[last] = change
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(mutations=st.lists(_mutations(), min_size=0, max_size=3), which=st.sampled_from(["session", "event"]))
-def test_the_standalone_verifier_agrees_with_the_library(world: World, mutations: list[tuple[str, Any]],
-                                                         which: str) -> None:
-    d = copy.deepcopy(world.session if which == "session" else world.event)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(["session", "event", "witnessed", "witnessed"]))
+def test_the_standalone_verifier_agrees_with_the_library(world: World, data: st.DataObject, which: str) -> None:
+    """Valid and damaged bundles, with and without a witnessed section, checked with the bundle's
+    own keys, a given log key, given witness keys (alice's, and another's) and --require-witness."""
+    mutations = data.draw(st.lists(_mutations(world), min_size=0, max_size=3), label="mutations")
+    d = copy.deepcopy({"session": world.session, "event": world.event, "witnessed": world.witnessed}[which])
     for path, change in mutations:
         try:
             _apply(d, path, change)
@@ -321,9 +274,15 @@ def test_the_standalone_verifier_agrees_with_the_library(world: World, mutations
             pass  # the path is gone after an earlier change
     expected = outcome(d)
     assert standalone_outcome(d) == expected
-    assert standalone_outcome(d, world.session["key"]) == outcome(d, world.session["key"])
+    key = world.session["key"]
+    assert standalone_outcome(d, key) == outcome(d, key)
+    for witnesses in ([world.witness_key], [OTHER_WITNESS], [OTHER_WITNESS, world.witness_key]):
+        assert standalone_outcome(d, key, witnesses) == outcome(d, key, witnesses), witnesses
+    assert standalone_outcome(d, None, (), True) == outcome(d, None, (), True)
     if not mutations:
         assert expected[0] == "ok"
+        assert outcome(d, key, [world.witness_key])[0] == ("ok" if which == "witnessed" else "error")
+        assert outcome(d, key, [OTHER_WITNESS])[0] == "error"
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
@@ -333,7 +292,8 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=_JSON, fmt=st.sampled_from([None, "agentlog-proof/v1", "agentlog-consistency/v1"]),
-       fields=st.dictionaries(st.sampled_from(["origin", "key", "checkpoint", "entries", "old", "new", "proof"]),
+       fields=st.dictionaries(st.sampled_from(["origin", "key", "checkpoint", "entries", "old", "new", "proof",
+                                               "witnessed"]),
                               _JSON, max_size=7))
 def test_any_json_is_answered_never_raised(world: World, doc: Any, fmt: str | None, fields: dict[str, Any]) -> None:
     """A hostile document gets a BundleError or a report from the library, Malformed or Failed from the
@@ -407,12 +367,12 @@ def test_bad_input_is_one_line_and_an_exit_code(world: World, tmp_path: Path) ->
 def test_a_later_tree_is_proven_to_extend_an_earlier_one(tmp_path: Path, nacl_python: str) -> None:
     root = tmp_path / "home"
     for i in range(3):
-        _hook(root, "c1", i)
+        hook(root, "c1", i)
     first = json.loads(cli("prove", "c1", home=root).stdout)
     old = parse_body(parse_note(first["checkpoint"]).text)
     for i in range(3, 8):
-        _hook(root, "c1", i)
-        _hook(root, "c2", i)
+        hook(root, "c1", i)
+        hook(root, "c2", i)
     second = json.loads(cli("prove", "c2", home=root).stdout)
     new = parse_body(parse_note(second["checkpoint"]).text)
     assert (old.size, new.size) == (3, 13)
@@ -477,8 +437,8 @@ def test_a_purge_keeps_older_bundles_valid_and_newer_ones_prove_hashes_only(tmp_
     root, out = tmp_path / "home", tmp_path / "out"
     out.mkdir()
     for i in range(3):
-        _hook(root, "p1", i, text=CANARY)
-        _hook(root, "p2", i)
+        hook(root, "p1", i, text=CANARY)
+        hook(root, "p2", i)
     ev = _event_ids(root, "p1")[1]
     assert cli("prove", "p1", "--out", str(out / "before.json"), home=root).returncode == 0
     assert cli("prove", f"ev_{ev}", "--out", str(out / "event-before.json"), home=root).returncode == 0
@@ -518,7 +478,7 @@ def test_purge_leaves_no_copy_in_the_projection(tmp_path: Path) -> None:
     purge drops it, and the next read rebuilds it without the purged events."""
     root = tmp_path / "home"
     for i in range(2):
-        _hook(root, "q1", i, text=CANARY)
+        hook(root, "q1", i, text=CANARY)
     assert cli("sessions", "--json", home=root).returncode == 0  # the projection is made
     assert cli("purge", "--session", "q1", "--yes", home=root).returncode == 0
     assert cli("sessions", "--json", home=root).returncode == 0  # and refreshed

@@ -62,35 +62,46 @@ def prove_cmd(ident: str | None, consistency: tuple[int, int] | None, out: str |
 @click.option("--key", metavar="KEY",
               help="The log's verifier key as you know it from elsewhere (<name>+<key id>+<base64>); "
                    "the bundle's own key must be it.")
+@click.option("--witness", "witnesses", metavar="KEY", multiple=True,
+              help="A witness's verifier key you trust (repeatable): one of them must have cosigned the "
+                   "bundle's witnessed checkpoint, which the bundle must then have.")
+@click.option("--require-witness", is_flag=True,
+              help="Fail a bundle that has no witnessed checkpoint.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the report.")
 @click.option("--print-script", is_flag=True,
               help="Print the standalone verifier (Python's standard library and PyNaCl only) and exit.")
-def verify_proof_cmd(bundle: str | None, key: str | None, as_json: bool, print_script: bool) -> None:
+def verify_proof_cmd(bundle: str | None, key: str | None, witnesses: tuple[str, ...], require_witness: bool,
+                     as_json: bool, print_script: bool) -> None:
     """Check a proof bundle made by `agentlog prove` (BUNDLE is a file, or - for standard input).
 
     Checks that the checkpoint's signature verifies with the key (the bundle's own, or --key,
     which it must be), that each frame's bytes hash to its frame hash, and that each frame's
     leaf is in the checkpoint's tree by its inclusion proof; a consistency bundle's proof that
-    one tree extends the other. Needs nothing of the data root. Prints one line per entry and a
-    summary.
+    one tree extends the other. When the bundle carries a witnessed checkpoint, also that the
+    key signed it, that its witnesses cosigned it (the bundle's witness keys, or --witness) and
+    that the bundle's checkpoint extends it. Needs nothing of the data root. Prints one line per
+    entry and a summary.
 
     Exit 0 when everything verifies, 1 when anything does not (or BUNDLE is not a bundle),
-    2 on usage errors (BUNDLE missing or unreadable, a malformed --key).
+    2 on usage errors (BUNDLE missing or unreadable, a malformed --key or --witness).
 
-    Example: agentlog verify-proof session.json --key "$(cat agentlog-key.txt)"
+    Example: agentlog verify-proof session.json --key "$(cat agentlog-key.txt)" --witness "$(cat alice.pub)"
     """
     from agentlog.core import UsageError
     from agentlog.integrity.bundle import BundleError, load_document, verify_document
 
     if print_script:
-        if bundle is not None or key is not None:
-            raise click.UsageError("--print-script takes no BUNDLE or --key")
+        if bundle is not None or key is not None or witnesses or require_witness:
+            raise click.UsageError("--print-script takes no BUNDLE, --key, --witness or --require-witness")
         from importlib.resources import files
 
         click.echo(files("agentlog.integrity").joinpath("standalone_verifier.py").read_text(encoding="utf-8"), nl=False)
         return
     if bundle is None:
         raise click.UsageError("give a BUNDLE file to check (or --print-script)")
+    from agentlog.integrity.bundle_witness import given_witnesses
+
+    given_witnesses(witnesses)  # a malformed --witness is a usage error before the bundle is read
     try:
         if bundle == "-":
             data = sys.stdin.buffer.read()
@@ -100,7 +111,8 @@ def verify_proof_cmd(bundle: str | None, key: str | None, as_json: bool, print_s
     except OSError as e:
         raise UsageError(f"cannot read {bundle}: {e.strerror}") from None
     try:
-        report: Any = verify_document(load_document(data), key=key)
+        report: Any = verify_document(load_document(data), key=key, witnesses=witnesses,
+                                      require_witness=require_witness)
     except BundleError as e:
         if as_json:
             print_json({"ok": False, "error": f"not a bundle: {e}"})

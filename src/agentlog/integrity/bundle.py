@@ -6,9 +6,11 @@ kept when it still holds that frame, else by reading the log from the start) and
 the tree's tiles; a purged frame is given without content, with its purge's id and time.
 
 Checking (:func:`verify_bundle`, :func:`verify_consistency_bundle`) needs nothing of the data
-root: the key, the signed note and the proofs are all in the bundle (or the key is given). A
-bundle is untrusted input: every field is checked for its type and shape first, and anything
-malformed is a :class:`BundleError` with the place and the reason, never another exception.
+root: the key, the signed note and the proofs are all in the bundle (or the key is given), and
+so is the witnessed checkpoint the bundle's must extend, when there is one (``bundle_witness.py``).
+A bundle is untrusted input: every field is checked for its type and shape first
+(``bundle_fields.py``), and anything malformed is a :class:`BundleError` with the place and the
+reason, never another exception.
 What checks out and what does not is a report (:class:`BundleReport`,
 :class:`ConsistencyReport`), one line per entry. ``standalone_verifier.py`` does the same with
 the standard library and PyNaCl only; a test holds the two to the same answers.
@@ -17,13 +19,24 @@ the standard library and PyNaCl only; a test holds the two to the same answers.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Iterable, Mapping
 
-from agentlog.core import AgentlogError, UsageError
+from agentlog.core import AgentlogError
 from agentlog.integrity import merkle
+from agentlog.integrity.bundle_fields import MAX_PROOF, MAX_SEQ, BadKey, BundleError, load_document
+from agentlog.integrity.bundle_fields import count as _count
+from agentlog.integrity.bundle_fields import fields as _keys
+from agentlog.integrity.bundle_fields import given_key as _given_key
+from agentlog.integrity.bundle_fields import hashes as _hashes
+from agentlog.integrity.bundle_fields import hex64 as _hex
+from agentlog.integrity.bundle_fields import line as _line
+from agentlog.integrity.bundle_fields import obj as _object
+from agentlog.integrity.bundle_fields import text as _text
+from agentlog.integrity.bundle_fields import verifier as _verifier
+from agentlog.integrity.bundle_witness import NO_WITNESS, WitnessCheck, check_witnessed, given_witnesses, \
+    parse_witnessed, required
 from agentlog.integrity.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from agentlog.integrity.note import NoteError, Verifier
 from agentlog.integrity.tree import FrameTree, leaf_data
@@ -31,12 +44,7 @@ from agentlog.log import frame as log_frame
 
 FORMAT: Final = "agentlog-proof/v1"
 CONSISTENCY_FORMAT: Final = "agentlog-consistency/v1"
-MAX_PROOF: Final = 64
-"""Hashes an RFC 9162 proof of a tree of at most 2^64 leaves can have (inclusion: 64; consistency: 65)."""
-MAX_SEQ: Final = 2**63 - 1
 
-_HEX64: Final = re.compile(r"[0-9a-f]{64}")
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _ENTRY_KEYS: Final = frozenset({"log", "seq", "frame_hash", "leaf_index", "inclusion", "frame", "purged"})
 _BUNDLE_KEYS: Final = frozenset({"format", "origin", "key", "checkpoint", "entries"})
 _SIDE_KEYS: Final = frozenset({"size", "root", "checkpoint"})
@@ -45,93 +53,8 @@ _TRAILER: Final = len(log_frame.HASH_MARK) + 64 + 2  # ,"hash":"<64 hex>"}
 _FRAME_HEAD: Final = re.compile(rb'\{"v":1,"prev":"[0-9a-f]{64}","seq":(0|[1-9][0-9]{0,18}),"event":')
 
 
-class BundleError(AgentlogError, ValueError):
-    """A bundle that is not one: not JSON, a field missing or of the wrong type or shape."""
-
-
-class BadKey(UsageError, ValueError):
-    """The verifier key given to check a bundle with is not a verifier key (exit 2)."""
-
-
 class ProofUnavailable(AgentlogError):
     """A proof cannot be made (a frame not in the tree, a log that changed since; the message says why)."""
-
-
-# -- reading a bundle -----------------------------------------------------------------------
-
-
-def load_document(data: bytes | str) -> dict[str, Any]:
-    """A bundle's JSON text as a dict, strictly: UTF-8, one object, no repeated key."""
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in items:
-            if k in out:
-                raise BundleError(f"the key {k!r} appears twice in one object")
-            out[k] = v
-        return out
-
-    try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        doc = json.loads(text, object_pairs_hook=pairs)
-    except UnicodeDecodeError:
-        raise BundleError("the file is not UTF-8 text") from None
-    except (ValueError, RecursionError) as e:
-        if isinstance(e, BundleError):
-            raise
-        raise BundleError(f"not JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise BundleError("the JSON is not an object")
-    return doc
-
-
-def _text(value: object, where: str, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or (not value and not empty):
-        raise BundleError(f"{where} is not a {'' if empty else 'non-empty '}string")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BundleError(f"{where} holds a lone surrogate, which is not text") from None
-    return value
-
-
-def _line(value: object, where: str) -> str:
-    text = _text(value, where)
-    if _CONTROL.search(text):
-        raise BundleError(f"{where} holds a control character")
-    return text
-
-
-def _count(value: object, where: str, limit: int = MAX_SEQ) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
-        raise BundleError(f"{where} is not a whole number from 0 to {limit}")
-    return value
-
-
-def _hex(value: object, where: str) -> str:
-    if not isinstance(value, str) or not _HEX64.fullmatch(value):
-        raise BundleError(f"{where} is not 64 lowercase hex digits")
-    return value
-
-
-def _hashes(value: object, where: str, limit: int) -> list[bytes]:
-    if not isinstance(value, list) or len(value) > limit:
-        raise BundleError(f"{where} is not a list of at most {limit} hashes")
-    return [bytes.fromhex(_hex(h, f"{where}[{i}]")) for i, h in enumerate(value)]
-
-
-def _keys(doc: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
-    missing = sorted(allowed - doc.keys())
-    extra = sorted(doc.keys() - allowed)
-    if missing:
-        raise BundleError(f"{where} has no {', '.join(missing)}")
-    if extra:
-        raise BundleError(f"{where} has unknown fields: {', '.join(map(str, extra))}")
-
-
-def _object(value: object, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise BundleError(f"{where} is not an object")
-    return value
 
 
 @dataclass(frozen=True)
@@ -168,22 +91,6 @@ def _entry(raw: object, i: int) -> Entry:
     return Entry(log, _count(doc["seq"], f"{where}.seq"), _hex(doc["frame_hash"], f"{where}.frame_hash"),
                  _count(doc["leaf_index"], f"{where}.leaf_index", 2**64 - 1),
                  _hashes(doc["inclusion"], f"{where}.inclusion", MAX_PROOF), frame, purged)
-
-
-def _verifier(text: object, where: str) -> Verifier:
-    try:
-        return Verifier.from_key_string(_line(text, where))
-    except NoteError as e:
-        raise BundleError(f"{where} is not a verifier key: {e}") from None
-
-
-def _given_key(key: str | None) -> Verifier | None:
-    if key is None:
-        return None
-    try:
-        return Verifier.from_key_string(key.strip())
-    except NoteError as e:
-        raise BadKey(f"--key is not a verifier key (<name>+<key id>+<base64>): {e}") from None
 
 
 def _signed(note: str, key: Verifier, origin: str) -> Checkpoint | str:
@@ -223,8 +130,9 @@ class EntryCheck:
 
 @dataclass
 class BundleReport:
-    """What :func:`verify_bundle` found. ``error`` is a failure of the whole bundle (its key or
-    checkpoint); then no entry was checked."""
+    """What :func:`verify_bundle` found. ``error`` is a failure of the whole bundle (its key, its
+    checkpoint or its witnessed checkpoint); then no entry was checked. ``witness`` is the
+    witnessed section that checked out, None when the bundle has none."""
 
     origin: str
     key: str
@@ -233,6 +141,7 @@ class BundleReport:
     root: str | None = None
     error: str | None = None
     entries: list[EntryCheck] = field(default_factory=list)
+    witness: WitnessCheck | None = None
 
     @property
     def ok(self) -> bool:
@@ -242,6 +151,7 @@ class BundleReport:
         if self.error is not None:
             return [f"FAILED: {self.error}"]
         out = [e.line() for e in self.entries]
+        out.append(self.witness.line() if self.witness is not None else NO_WITNESS)
         failed = sum(e.status == "failed" for e in self.entries)
         purged = sum(e.status == "purged" for e in self.entries)
         if failed:
@@ -255,6 +165,7 @@ class BundleReport:
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "format": FORMAT, "origin": self.origin, "key": self.key,
                 "key_given": self.key_given, "size": self.size, "root": self.root, "error": self.error,
+                "witness": self.witness.to_dict() if self.witness is not None else None,
                 "entries": [e.to_dict() for e in self.entries]}
 
 
@@ -311,19 +222,25 @@ def _header(doc: Mapping[str, Any], key: str | None) -> tuple[str, Verifier, Bun
     return origin, bundled, report
 
 
-def verify_bundle(bundle: object, *, key: str | None = None) -> BundleReport:
+def verify_bundle(bundle: object, *, key: str | None = None, witnesses: Iterable[str] | None = None,
+                  require_witness: bool = False) -> BundleReport:
     """Check an inclusion bundle (docs/proofs.md, "Checking a bundle") with its own key, or with
-    ``key`` (a C2SP verifier key string), which the bundle's must then be. Raises
-    :class:`BundleError` for a malformed bundle and :class:`BadKey` for a malformed ``key``."""
+    ``key`` (a C2SP verifier key string), which the bundle's must then be; and its witnessed
+    checkpoint, if it has one, with the bundle's witness keys or, given ``witnesses`` (witness
+    verifier keys the checker trusts), with those: then one must have cosigned it, and a bundle
+    without a witnessed checkpoint fails, as it does with ``require_witness``. Raises
+    :class:`BundleError` for a malformed bundle and :class:`BadKey` for a malformed key."""
+    given = given_witnesses(witnesses)
     doc = _object(bundle, "the bundle")
     if doc.get("format") != FORMAT:
         raise BundleError(f"not an {FORMAT} bundle (format {str(doc.get('format'))[:40]!r})")
-    _keys(doc, _BUNDLE_KEYS, "the bundle")
+    _keys(doc, _BUNDLE_KEYS | ({"witnessed"} if "witnessed" in doc else set()), "the bundle")
     note = _text(doc["checkpoint"], "checkpoint")
     raw = doc["entries"]
     if not isinstance(raw, list) or not raw:
         raise BundleError("entries is not a non-empty list")
     entries = [_entry(r, i) for i, r in enumerate(raw)]
+    witnessed = parse_witnessed(doc["witnessed"]) if "witnessed" in doc else None
     origin, verifier, report = _header(doc, key)
     if report.error is not None:
         return report
@@ -332,6 +249,16 @@ def verify_bundle(bundle: object, *, key: str | None = None) -> BundleReport:
         report.error = cp
         return report
     report.size, report.root = cp.size, cp.root.hex()
+    if witnessed is None:
+        report.error = required(given, require_witness)
+    else:
+        checked = check_witnessed(witnessed, verifier, origin, cp, given)
+        if isinstance(checked, str):
+            report.error = checked
+        else:
+            report.witness = checked
+    if report.error is not None:
+        return report
     report.entries = [_check_entry(e, cp) for e in entries]
     return report
 
@@ -383,9 +310,12 @@ def _side(raw: object, where: str) -> tuple[int, bytes, str | None]:
     return _count(doc["size"], f"{where}.size", 2**64 - 1), bytes.fromhex(_hex(doc["root"], f"{where}.root")), note
 
 
-def verify_consistency_bundle(bundle: object, *, key: str | None = None) -> ConsistencyReport:
+def verify_consistency_bundle(bundle: object, *, key: str | None = None, witnesses: Iterable[str] | None = None,
+                              require_witness: bool = False) -> ConsistencyReport:
     """Check a consistency bundle: each checkpoint given opens with the key and says the size and
-    root beside it, and the proof shows the new tree extends the old (RFC 9162 §2.1.4.2)."""
+    root beside it, and the proof shows the new tree extends the old (RFC 9162 §2.1.4.2). It has
+    no witnessed checkpoint: with ``witnesses`` or ``require_witness`` it fails."""
+    given = given_witnesses(witnesses)
     doc = _object(bundle, "the bundle")
     if doc.get("format") != CONSISTENCY_FORMAT:
         raise BundleError(f"not an {CONSISTENCY_FORMAT} bundle (format {str(doc.get('format'))[:40]!r})")
@@ -396,6 +326,8 @@ def verify_consistency_bundle(bundle: object, *, key: str | None = None) -> Cons
     origin, verifier, head = _header(doc, key)
     report = ConsistencyReport(origin, head.key, head.key_given, old_size, new_size, old_root.hex(), new_root.hex(),
                                error=head.error)
+    if report.error is None and (given or require_witness):
+        report.error = "a consistency bundle carries no witnessed checkpoint (--witness, --require-witness)"
     if report.error is not None:
         return report
     for name, note, size, root in (("old", old_note, old_size, old_root), ("new", new_note, new_size, new_root)):
@@ -414,11 +346,12 @@ def verify_consistency_bundle(bundle: object, *, key: str | None = None) -> Cons
     return report
 
 
-def verify_document(doc: object, *, key: str | None = None) -> BundleReport | ConsistencyReport:
+def verify_document(doc: object, *, key: str | None = None, witnesses: Iterable[str] | None = None,
+                    require_witness: bool = False) -> BundleReport | ConsistencyReport:
     """Check a bundle of either format (by its ``format``)."""
     if isinstance(doc, dict) and doc.get("format") == CONSISTENCY_FORMAT:
-        return verify_consistency_bundle(doc, key=key)
-    return verify_bundle(doc, key=key)
+        return verify_consistency_bundle(doc, key=key, witnesses=witnesses, require_witness=require_witness)
+    return verify_bundle(doc, key=key, witnesses=witnesses, require_witness=require_witness)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -586,7 +519,8 @@ def leaf_indexes(tree: FrameTree, wanted: Iterable[tuple[str, int]]) -> dict[tup
 
 __all__ = [
     "BadKey", "BundleError", "BundleReport", "CONSISTENCY_FORMAT", "ConsistencyReport", "Entry", "EntryCheck", "FORMAT",
-    "ProofUnavailable", "build_entries", "entry", "frame_check", "leaf_indexes", "load_document", "purge_times",
+    "MAX_PROOF", "MAX_SEQ", "ProofUnavailable", "WitnessCheck", "build_entries", "entry", "frame_check", "leaf_indexes",
+    "load_document", "purge_times",
     "purged_frames", "read_lines", "verify_bundle",
     "verify_consistency_bundle", "verify_document",
 ]

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Check an agentlog proof bundle without agentlog: Python's standard library and PyNaCl only.
 
-    python verify_bundle.py BUNDLE.json [--key KEYSTRING]
+    python verify_bundle.py BUNDLE.json [--key KEYSTRING] [--witness KEYSTRING]... [--require-witness]
 
 Prints one line per entry and a summary; exits 0 when everything verifies, 1 when anything does
 not (or the file is not a bundle), 2 on a usage error. ``--key`` is the log's verifier key as you
 know it from elsewhere (C2SP form ``<name>+<key id>+<base64>``); without it the bundle's own key
-is used, which proves only that the bundle is consistent with itself.
+is used, which proves only that the bundle is consistent with itself. ``--witness`` is a
+witness's verifier key you trust (repeatable): one of them must have cosigned the bundle's
+witnessed checkpoint; without it the bundle's own witness keys are used, and the output says so.
 
 What is checked (docs/proofs.md in agentlog): the checkpoint is a C2SP signed note whose
 signature by the key verifies (Ed25519; the key id is the first 4 bytes of SHA-256(name ‖ 0x0A ‖
@@ -14,7 +16,11 @@ signature by the key verifies (Ed25519; the key id is the first 4 bytes of SHA-2
 frame_hash (SHA-256 of the line up to ``,"hash":"``) and holds its seq; each leaf,
 SHA-256(0x00 ‖ "agentlog/frame/v1\\n" log "\\n" seq "\\n" frame_hash "\\n"), is proven at its index
 of the checkpoint's tree by RFC 9162 §2.1.3.2. A consistency bundle's proof is checked by RFC 9162
-§2.1.4.2. This file is agentlog's own, printed by ``agentlog verify-proof --print-script``.
+§2.1.4.2. A bundle's ``witnessed`` checkpoint must be signed by the same key, carry a valid C2SP
+tlog-cosignature (type 0x04: Ed25519 over "cosignature/v1\\ntime <t>\\n" and the checkpoint text,
+the key id from 0x04) by each witness it lists, or by one of the --witness keys, and the
+bundle's checkpoint must extend it by its consistency proof (RFC 9162 §2.1.4.2). This file is
+agentlog's own, printed by ``agentlog verify-proof --print-script``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ KEY_ID = re.compile(r"[0-9a-f]{8}")
 FRAME_HEAD = re.compile(rb'\{"v":1,"prev":"[0-9a-f]{64}","seq":(0|[1-9][0-9]{0,18}),"event":')
 TRAILER = len(b',"hash":"') + 64 + 2
 MAX_SEQ, MAX_SIZE = 2**63 - 1, 2**64 - 1
+LOG_KEY, WITNESS_KEY = 0x01, 0x04
+NO_WITNESS = "no witness: the bundle carries no witnessed checkpoint"
 
 
 class Malformed(Exception):
@@ -114,19 +122,20 @@ def valid_name(name: str) -> bool:
     return bool(name) and "+" not in name and not any(c.isspace() for c in name) and not NOTE_CONTROL.search(name)
 
 
-def key_id(name: str, public: bytes) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode("utf-8") + b"\n\x01" + public).digest()[:4], "big")
+def key_id(name: str, public: bytes, alg: int = LOG_KEY) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8") + b"\n" + bytes([alg]) + public).digest()[:4], "big")
 
 
-def parse_key(text: str, error: type[Exception]) -> tuple[str, int, bytes]:
-    """(name, key id, Ed25519 public key) of a C2SP verifier key string, its key id checked."""
+def parse_key(text: str, error: type[Exception], alg: int = LOG_KEY) -> tuple[str, int, bytes]:
+    """(name, key id, Ed25519 public key) of a C2SP verifier key string of signature type
+    ``alg`` (0x01 a log's key, 0x04 a witness's), its key id checked."""
     parts = text.split("+", 2)
     if len(parts) != 3 or not valid_name(parts[0]) or not KEY_ID.fullmatch(parts[1]):
         raise error("malformed verifier key: want <name>+<8 hex key id>+<base64 key>")
     raw = b64(parts[2], "verifier key material", error)
-    if len(raw) != 33 or raw[0] != 1:
-        raise error("verifier key: not an Ed25519 key (type 0x01, 32 bytes)")
-    if key_id(parts[0], raw[1:]) != int(parts[1], 16):
+    if len(raw) != 33 or raw[0] != alg:
+        raise error(f"verifier key: not an Ed25519 key of type 0x{alg:02x} (32 bytes)")
+    if key_id(parts[0], raw[1:], alg) != int(parts[1], 16):
         raise error(f"verifier key: key id {parts[1]} does not match the name and key")
     return parts[0], int(parts[1], 16), raw[1:]
 
@@ -170,6 +179,39 @@ def open_checkpoint(note: str, key: tuple[str, int, bytes], origin: str) -> tupl
     if body[0] != origin:
         raise Failed(f"checkpoint: checkpoint is for {body[0]!r}, not {origin!r}")
     return int(body[1]), root
+
+
+def cosignature(note: str, witness: tuple[str, int, bytes]) -> int:
+    """The time of the witness's cosignature on the checkpoint ``note`` (already opened with the
+    log's key, so well-formed): every line by the witness must verify, and there must be one."""
+    name, kid, public = witness
+    split = note.rfind("\n\n")
+    text, found = note[: split + 1], None
+    for line in note[split + 2: -1].split("\n"):
+        signer, _sep, blob_text = line[2:].partition(" ")
+        blob = b64(blob_text, "checkpoint: signature")
+        if (signer, int.from_bytes(blob[:4], "big")) != (name, kid):
+            continue
+        when = int.from_bytes(blob[4:12], "big")  # 8 bytes of time, then the Ed25519 signature
+        try:
+            if len(blob) != 4 + 8 + 64 or when > MAX_SEQ:
+                raise BadSignatureError("length or time")
+            VerifyKey(public).verify(f"cosignature/v1\ntime {when}\n{text}".encode("utf-8"), blob[12:])
+        except (BadSignatureError, CryptoError, ValueError, TypeError):
+            raise Failed(f"witnessed checkpoint: invalid cosignature by {name}+{kid:08x}") from None
+        found = when if found is None else max(found, when)
+    if found is None:
+        raise Failed(f"witnessed checkpoint: no cosignature by {name}+{kid:08x}")
+    return found
+
+
+def has_line(note: str, witness: tuple[str, int, bytes]) -> bool:
+    """Whether the (well-formed) note has a signature line by the witness's name and key id."""
+    for line in note[note.rfind("\n\n") + 2: -1].split("\n"):
+        signer, _sep, blob_text = line[2:].partition(" ")
+        if (signer, int.from_bytes(b64(blob_text, "checkpoint: signature")[:4], "big")) == witness[:2]:
+            return True
+    return False
 
 
 # -- the bundle -------------------------------------------------------------------------------
@@ -264,21 +306,80 @@ def entries(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
 
 
-def verify(doc: Any, key: str | None = None) -> tuple[bool, list[str], list[str]]:
+def witnessed_section(raw: Any) -> tuple[str, list[str], list[bytes]]:
+    """(cosigned note, witness key strings, consistency proof) of a ``witnessed`` section."""
+    w = obj(raw, "witnessed", {"checkpoint", "witnesses", "consistency"})
+    note, listed = text(w["checkpoint"], "witnessed.checkpoint", line=False), w["witnesses"]
+    if not isinstance(listed, list) or not 1 <= len(listed) <= 100:
+        raise Malformed("witnessed.witnesses is not a list of 1 to 100 witness keys")
+    keys = [text(k, f"witnessed.witnesses[{i}]") for i, k in enumerate(listed)]
+    if len(set(keys)) != len(keys):
+        raise Malformed("witnessed.witnesses lists a key twice")
+    for k in keys:
+        parse_key(k, Malformed, WITNESS_KEY)
+    return note, keys, hashes(w["consistency"], "witnessed.consistency", 65)
+
+
+def check_witnessed(raw: Any, bundled: tuple[str, int, bytes], origin: str, size: int, root: bytes,
+                    given: list[str], require: bool) -> str:
+    """The line saying what the witnessed section proves; raises Failed when it does not verify."""
+    if raw is None:
+        if given:
+            raise Failed("no witnessed checkpoint in the bundle to check the given witness keys against")
+        if require:
+            raise Failed("no witnessed checkpoint in the bundle, and one is required (--require-witness)")
+        return NO_WITNESS
+    note, listed, proof = raw
+    try:
+        m, old = open_checkpoint(note, bundled, origin)
+    except Failed as e:
+        raise Failed(f"witnessed {e}") from None
+    for k in listed:  # every witness the bundle names must have cosigned
+        cosignature(note, parse_key(k, Malformed, WITNESS_KEY))
+    counted = listed
+    if given:
+        counted = []
+        for k in given:
+            witness = parse_key(k, Failed, WITNESS_KEY)
+            if has_line(note, witness):
+                cosignature(note, witness)
+                counted.append(k)
+        if not counted:
+            raise Failed("witnessed checkpoint: cosigned by none of the given witness keys")
+    if m > size:
+        raise Failed(f"the bundle's checkpoint (size {size}) is smaller than the witnessed one (size {m}): "
+                     "the log was rolled back after a witness saw it")
+    if not verify_consistency(m, size, old, root, proof):
+        raise Failed(f"the consistency proof from the witnessed size {m} to size {size} does not verify: "
+                     "the bundle's checkpoint does not extend what the witnesses saw")
+    names = ", ".join(k.rsplit("+", 1)[0] for k in counted)
+    source = "witness keys given" if given else "witness keys taken from the bundle"
+    return f"witness: size {m} cosigned by {names} ({source}); size {size} extends it"
+
+
+def verify(doc: Any, key: str | None = None, witnesses: list[str] | None = None,
+           require_witness: bool = False) -> tuple[bool, list[str], list[str]]:
     """(ok, statuses of the entries, lines to print). Raises Malformed for a document that is
-    not a bundle, and Failed when its key or checkpoint does not verify."""
+    not a bundle, and Failed when its key, checkpoint or witnessed checkpoint does not verify.
+    ``witnesses``: witness verifier keys the checker trusts (one must have cosigned)."""
+    given = list(dict.fromkeys(k.strip() for k in witnesses or []))
+    for k in given:
+        parse_key(k, Failed, WITNESS_KEY)
     if isinstance(doc, dict) and doc.get("format") == "agentlog-consistency/v1":
-        return verify_consistency_bundle(doc, key)
+        return verify_consistency_bundle(doc, key, bool(given or require_witness))
     if not isinstance(doc, dict) or doc.get("format") != "agentlog-proof/v1":
         raise Malformed("not an agentlog-proof/v1 bundle")
-    obj(doc, "the bundle", {"format", "origin", "key", "checkpoint", "entries"})
+    obj(doc, "the bundle", {"format", "origin", "key", "checkpoint", "entries"} | ({"witnessed"} & set(doc)))
     note, raw = text(doc["checkpoint"], "checkpoint", line=False), doc["entries"]
     if not isinstance(raw, list) or not raw:
         raise Malformed("entries is not a non-empty list")
+    witnessed = witnessed_section(doc["witnessed"]) if "witnessed" in doc else None
     origin, bundled = header(doc, key)
     size, root = open_checkpoint(note, bundled, origin)
+    witness_line = check_witnessed(witnessed, bundled, origin, size, root, given, require_witness)
     results = [check_entry(r, i, size, root) for i, r in enumerate(raw)]
     statuses, lines = [s for s, _ in results], [line for _, line in results]
+    lines.append(witness_line)
     failed = statuses.count("failed")
     if failed:
         lines.append(f"FAILED: {failed} of {entries(len(raw))} did not verify against {origin} size {size}")
@@ -288,7 +389,8 @@ def verify(doc: Any, key: str | None = None) -> tuple[bool, list[str], list[str]
     return not failed, statuses, lines
 
 
-def verify_consistency_bundle(doc: dict[str, Any], key: str | None) -> tuple[bool, list[str], list[str]]:
+def verify_consistency_bundle(doc: dict[str, Any], key: str | None,
+                              want_witness: bool = False) -> tuple[bool, list[str], list[str]]:
     obj(doc, "the bundle", {"format", "origin", "key", "old", "new", "proof"})
     sides = []
     for name in ("old", "new"):
@@ -300,6 +402,8 @@ def verify_consistency_bundle(doc: dict[str, Any], key: str | None) -> tuple[boo
         sides.append((name, count(side["size"], f"{name}.size", MAX_SIZE), bytes.fromhex(side["root"]), side["checkpoint"]))
     proof = hashes(doc["proof"], "proof", 65)
     origin, bundled = header(doc, key)
+    if want_witness:
+        raise Failed("a consistency bundle carries no witnessed checkpoint (--witness, --require-witness)")
     signed = []
     for name, size, root, note in sides:
         if note is not None:
@@ -334,13 +438,20 @@ def main(argv: list[str]) -> int:
                                      epilog="example: python verify_bundle.py b.json --key 'agentlog.local/…+1a2b3c4d+AU…'")
     parser.add_argument("bundle", help="the bundle (JSON), or - for standard input")
     parser.add_argument("--key", help="the log's verifier key, as known from elsewhere")
+    parser.add_argument("--witness", action="append", default=[], metavar="KEY",
+                        help="a witness's verifier key you trust (repeatable): one must have cosigned")
+    parser.add_argument("--require-witness", action="store_true", help="fail a bundle without a witnessed checkpoint")
     args = parser.parse_args(argv)
-    if args.key is not None:
-        try:
+    try:
+        if args.key is not None:
+            what = "--key"
             parse_key(args.key.strip(), Failed)
-        except Failed as e:
-            print(f"usage error: --key: {e}", file=sys.stderr)
-            return 2
+        for k in args.witness:
+            what = "--witness"
+            parse_key(k.strip(), Failed, WITNESS_KEY)
+    except Failed as e:
+        print(f"usage error: {what}: {e}", file=sys.stderr)
+        return 2
     try:
         if args.bundle == "-":
             data = sys.stdin.buffer.read()
@@ -351,7 +462,8 @@ def main(argv: list[str]) -> int:
         print(f"usage error: cannot read {args.bundle}: {e.strerror}", file=sys.stderr)
         return 2
     try:
-        ok, _statuses, lines = verify(load(data), None if args.key is None else args.key.strip())
+        ok, _statuses, lines = verify(load(data), None if args.key is None else args.key.strip(), args.witness,
+                                      args.require_witness)
     except (Malformed, Failed) as e:
         print(f"FAILED: {'not a bundle: ' if isinstance(e, Malformed) else ''}{e}")
         return 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from agentlog.core import AgentlogError, UsageError
+from agentlog.integrity import merkle
 from agentlog.integrity.bundle import CONSISTENCY_FORMAT, FORMAT, ProofUnavailable, build_entries, leaf_indexes, purged_frames
 from agentlog.integrity.tree import FrameTree
 from agentlog.operations import checkpoints
@@ -164,8 +165,32 @@ def prove(root: str, ident: str, *, only: str | None = None) -> dict[str, Any]:
         raise ProofUnavailable(f"the checkpoint {newest.path} says a root the tree does not have at size {size}: "
                                "the tree was changed since it was signed")
     entries = build_entries(root, tree, size, frames, leaves)
-    return {"format": FORMAT, "origin": checkpoints.origin(root), "key": _key_of(newest, root),
-            "checkpoint": newest.note, "entries": entries}
+    key = _key_of(newest, root)
+    bundle: dict[str, Any] = {"format": FORMAT, "origin": checkpoints.origin(root), "key": key,
+                              "checkpoint": newest.note, "entries": entries}
+    witnessed = _witnessed(root, tree, size, key)
+    if witnessed is not None:
+        bundle["witnessed"] = witnessed
+    return bundle
+
+
+def _witnessed(root: str, tree: FrameTree, size: int, key: str) -> dict[str, Any] | None:
+    """The bundle's ``witnessed`` section: the newest checkpoint signed with ``key`` that a
+    registered witness cosigned (its cosigned note), those witnesses' keys, and the consistency
+    proof from its size to ``size``, from the tree as it is (a tree rebuilt over rewritten logs
+    gives a proof that does not verify against the witnessed root: the checkers say so)."""
+    from agentlog.integrity.note import Verifier
+    from agentlog.operations.witness import newest_witnessed
+
+    found = newest_witnessed(root, Verifier.from_key_string(key))
+    if found is None:
+        return None
+    old = found.kept.checkpoint.size
+    if old > size:
+        raise ProofUnavailable(f"the witnessed checkpoint {found.kept.name} signs {old} frames, more than the "
+                               f"bundle's checkpoint ({size}): the log was rolled back; run `agentlog verify`")
+    return {"checkpoint": found.note, "witnesses": [w.key_string() for w in found.witnesses],
+            "consistency": [h.hex() for h in tree.tiles.consistency_proof(old, size)]}
 
 
 def prove_consistency(root: str, old_size: int, new_size: int) -> dict[str, Any]:
@@ -203,7 +228,17 @@ def summary(bundle: dict[str, Any]) -> str:
     purged = sum(e["frame"] is None for e in entries)
     size = bundle["checkpoint"].split("\n")[1]
     frames = "1 frame" if len(entries) == 1 else f"{len(entries)} frames"
-    return f"{frames} ({purged} purged) proven against checkpoint {bundle['origin']} size {size}"
+    line = f"{frames} ({purged} purged) proven against checkpoint {bundle['origin']} size {size}"
+    witnessed = bundle.get("witnessed")
+    if witnessed is None:
+        return line + "; no witnessed checkpoint"
+    old = checkpoints.unsigned_body(witnessed["checkpoint"])
+    new = checkpoints.unsigned_body(bundle["checkpoint"])
+    by = ", ".join(k.split("+", 1)[0] for k in witnessed["witnesses"])
+    proof = [bytes.fromhex(h) for h in witnessed["consistency"]]
+    if not merkle.verify_consistency(old.size, new.size, old.root, new.root, proof):
+        return line + f"; it does NOT extend the checkpoint of size {old.size} {by} witnessed (run `agentlog verify`)"
+    return line + f", which extends the checkpoint of size {old.size} {by} witnessed"
 
 
 __all__ = ["MAX_FRAMES", "NothingToProve", "prove", "prove_consistency", "summary"]

@@ -25,7 +25,8 @@ from agentlog.integrity import keys, merkle
 from agentlog.integrity.checkpoint import Checkpoint, CosignatureVerifier, cosign, open_checkpoint, verify_cosignature
 from agentlog.integrity.note import NoteVerifier, parse_note
 from agentlog.integrity.tree import FrameTree
-from agentlog.operations.checkpoints import CheckpointFailed, StoredCheckpoint, has_tree, latest, origin, stored, verifiers
+from agentlog.operations.checkpoints import CheckpointFailed, StoredCheckpoint, has_tree, kept_paths, latest, open_kept, origin, \
+    stored, verifiers
 
 
 @dataclass(frozen=True)
@@ -84,20 +85,63 @@ def check_cosigned(kept: StoredCheckpoint, note: str, log_keys: list[NoteVerifie
     """The registered witnesses whose cosignature on the cosigned copy ``note`` of ``kept``
     verifies. Raises :class:`CheckpointFailed` when the copy is not ``kept``'s checkpoint, the
     log's signature on it fails, or a registered witness's line on it does not verify."""
+    return [w.name for w in cosigners(kept, note, log_keys, witnesses)]
+
+
+def cosigners(kept: StoredCheckpoint, note: str, log_keys: list[NoteVerifier],
+              witnesses: list[CosignatureVerifier]) -> list[CosignatureVerifier]:
+    """:func:`check_cosigned`, giving the witnesses' keys."""
     try:
         if parse_note(note).text != parse_note(kept.note).text:
             raise CheckpointFailed(f"{os.path.basename(kept.cosigned_path)} is not the checkpoint of {kept.name}")
         open_checkpoint(note, log_keys, origin=kept.checkpoint.origin)
-        names = []
+        found = []
         for w in witnesses:
             if cosigned_by(note, w):
                 verify_cosignature(note, w)
-                names.append(w.name)
-        return names
+                found.append(w)
+        return found
     except CheckpointFailed:
         raise
     except AgentlogError as e:
         raise CheckpointFailed(f"{os.path.basename(kept.cosigned_path)}: {e}") from None
+
+
+@dataclass(frozen=True)
+class NewestWitnessed:
+    """The newest checkpoint a registered witness cosigned: the kept one, its cosigned note,
+    and the registered witnesses whose cosignature on it verifies."""
+
+    kept: StoredCheckpoint
+    note: str
+    witnesses: list[CosignatureVerifier]
+
+
+def newest_witnessed(root: str, log_key: NoteVerifier) -> NewestWitnessed | None:
+    """The largest (then the last made) kept checkpoint signed with ``log_key`` whose cosigned
+    copy carries a verifying cosignature by a registered witness; None when there is none. A
+    checkpoint or cosigned copy that does not check out is passed over (``verify`` reports it)."""
+    registered = keys.witnesses(state_dir(root))
+    if not registered:
+        return None
+    origin_ = origin(root)
+    best: NewestWitnessed | None = None
+    for path in kept_paths(root):
+        try:
+            kept = open_kept(path, [log_key], origin_)
+        except CheckpointFailed:
+            continue
+        note = read_cosigned(kept)
+        if note is None:
+            continue
+        try:
+            found = cosigners(kept, note, [log_key], registered)
+        except CheckpointFailed:
+            continue
+        if found and (best is None or (kept.checkpoint.size, kept.made_at_us)
+                      >= (best.kept.checkpoint.size, best.kept.made_at_us)):
+            best = NewestWitnessed(kept, note, found)
+    return best
 
 
 def cosigned_witnesses(root: str, kept: StoredCheckpoint) -> list[str]:
@@ -178,5 +222,5 @@ def _check_extends(root: str, old: StoredCheckpoint, new: StoredCheckpoint) -> N
                                "refusing to cosign a forked log (run `agentlog verify`)")
 
 
-__all__ = ["Cosigned", "Witness", "add", "check_cosigned", "cosign_newest", "cosigned_by", "cosigned_witnesses", "keygen", "listed",
-           "read_cosigned", "remove"]
+__all__ = ["Cosigned", "NewestWitnessed", "Witness", "add", "check_cosigned", "cosign_newest", "cosigned_by", "cosigned_witnesses",
+           "cosigners", "keygen", "listed", "newest_witnessed", "read_cosigned", "remove"]
