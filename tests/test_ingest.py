@@ -477,3 +477,19 @@ def test_store_and_projection_files_are_private_whatever_the_umask(agentlog_home
                 if mode & 0o077:
                     loose.append((os.path.join(dirpath, name), oct(mode)))
     assert loose == []
+
+
+def test_times_centuries_away_are_ingested_with_their_day(root: str) -> None:
+    """An event time beyond ±2^53 µs of 1970 (an imported transcript's year 1194, a correction)
+    once failed the whole batch converting it to a day through float64 (found by the fuzz pass)."""
+    events = [wire("sfar", i) for i in range(3)]
+    events[0]["observed_at"] = events[0]["captured_at"] = -24_490_957_174_999_826
+    events[1]["observed_at"] = events[1]["captured_at"] = 9_007_199_254_740_993 * 10
+    append_raw(root, "sfar", events)
+    report = ingest(root)
+    assert report.events == 3 and report.breaks == []
+    days = {r["seq"]: r["observed_date"] for r in rows(root)}
+    import datetime as dt
+
+    assert days[0] == dt.date(1970, 1, 1) + dt.timedelta(days=-24_490_957_174_999_826 // 86_400_000_000)
+    assert days[1] == dt.date(1970, 1, 1) + dt.timedelta(days=9_007_199_254_740_993 * 10 // 86_400_000_000)

@@ -118,10 +118,12 @@ def verify_proof_cmd(bundle: str | None, key: str | None, witnesses: tuple[str, 
             print_json({"ok": False, "error": f"not a bundle: {e}"})
         else:
             click.echo(terminal_safe(f"FAILED: not a bundle: {e}"))
+        click.echo(terminal_safe(f"Error: {bundle} is not a proof bundle: {e}"), err=True)
         sys.exit(1)
     if as_json:
         print_json(report.to_dict())
     else:
         click.echo(terminal_safe("\n".join(report.lines())))
     if not report.ok:
+        click.echo("Error: the bundle does not verify (the FAILED lines say where)", err=True)
         sys.exit(1)

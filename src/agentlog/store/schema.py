@@ -452,7 +452,11 @@ class EventBatch:
         cols["seq"] = pa.array(self.seq, type=pa.int64())
         cols["frame_hash"] = pa.array(self.frame_hash, type=_STR)
         cols["log_offset"] = pa.array(self.log_offset, type=pa.int64())
-        days = pc.floor(pc.divide(cols["observed_at"].cast(pa.int64()).cast(pa.float64()), float(US_PER_DAY)))
+        # whole days since 1970, floored, in integers (through float64 a time beyond ±2^53 µs,
+        # ~285 years from 1970, which an imported transcript or a correction can carry, failed)
+        us = cols["observed_at"].cast(pa.int64())
+        days = pc.divide(us, US_PER_DAY)  # integer division truncates toward zero
+        days = pc.if_else(pc.less(pc.subtract(us, pc.multiply(days, US_PER_DAY)), 0), pc.subtract(days, 1), days)
         cols["observed_date"] = days.cast(pa.int32()).cast(pa.date32())
         return pa.Table.from_arrays([cols[f.name] for f in EVENTS_SCHEMA], schema=EVENTS_SCHEMA)
 
