@@ -24,20 +24,12 @@ import time
 from typing import Any
 
 from agentlog.bench.common import describe
+from agentlog.core.fileio import dir_usage
 from agentlog.bench.context import StepContext
 from agentlog.bench.roots import loaded_logs, root_over
 
 PROOF_SAMPLES = 1000
 PROCESS_RUNS = 10
-
-
-def _du(path: str) -> tuple[int, int]:
-    size = files = 0
-    for dirpath, _dirs, names in os.walk(path):
-        for name in names:
-            size += os.path.getsize(os.path.join(dirpath, name))
-            files += 1
-    return size, files
 
 
 def _ingests(ctx: StepContext, logs_root: str, rounds: int) -> dict[str, Any]:
@@ -212,7 +204,7 @@ def proofs(ctx: StepContext) -> dict[str, Any]:
         return {"tables": tables, "metrics": metrics}
     from agentlog.api import tree_dir
 
-    tree_bytes, tree_files = _du(tree_dir(root))
+    tree_bytes, tree_files = dir_usage(tree_dir(root))
     times = _proof_times(root)
     per_frame = tree_bytes / max(1, times["size"])
     metrics.update({"tree_bytes_per_frame": per_frame, "tree_files": tree_files,

@@ -33,27 +33,24 @@ from __future__ import annotations
 
 import re
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Iterable
 
 from agentlog.integrity.note import (
-    PUBLIC_KEY_SIZE,
     KeyPair,
     NoteError,
     NoteVerifier,
+    PublicKey,
     Signature,
     Signer,
     Verifier,
     b64decode,
     b64encode,
-    check_name,
     check_text,
     ed25519_verify,
     format_note,
-    key_id,
     open_note,
     parse_note,
-    parse_verifier_key,
     sign,
 )
 
@@ -172,28 +169,11 @@ class CosignatureSigner(KeyPair):
 
 
 @dataclass(frozen=True)
-class CosignatureVerifier:
+class CosignatureVerifier(PublicKey):
     """A witness's public key (signature type 0x04); usable with ``open_note`` like any verifier."""
 
     alg: ClassVar[int] = ALG_COSIGNATURE_V1
-    name: str
-    public_key: bytes
-    key_id: int = field(init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        check_name(self.name)
-        if len(self.public_key) != PUBLIC_KEY_SIZE:
-            raise CheckpointError(f"an Ed25519 public key is {PUBLIC_KEY_SIZE} bytes")
-        object.__setattr__(self, "key_id", key_id(self.name, self.alg, self.public_key))
-
-    @classmethod
-    def from_key_string(cls, text: str) -> CosignatureVerifier:
-        """From ``<name>+<hex id>+<base64(0x04 || public key)>``."""
-        key = parse_verifier_key(text, cls.alg)
-        return cls(key.name, key.public_key)
-
-    def key_string(self) -> str:
-        return f"{self.name}+{self.key_id:08x}+{b64encode(bytes([self.alg]) + self.public_key)}"
+    key_error: ClassVar[type[NoteError]] = CheckpointError
 
     def verify(self, text: bytes, signature: bytes) -> bool:
         return self.timestamp(text, signature) is not None

@@ -269,11 +269,17 @@ class Signer(KeyPair):
         return Verifier(self.name, self.public_key)
 
 
+_Key = TypeVar("_Key", bound="PublicKey")
+
+
 @dataclass(frozen=True)
-class Verifier:
-    """A plain Ed25519 note verifier (signature type 0x01)."""
+class PublicKey:
+    """A named Ed25519 public key of one signature type (``alg``): its key id, its verifier key
+    string, and the parsing of one. :class:`Verifier` and the checkpoint module's
+    ``CosignatureVerifier`` differ only in ``alg``, their error and how they verify."""
 
     alg: ClassVar[int] = ALG_ED25519
+    key_error: ClassVar[type[NoteError]] = NoteError
     name: str
     public_key: bytes
     key_id: int = field(init=False, compare=False)
@@ -281,16 +287,22 @@ class Verifier:
     def __post_init__(self) -> None:
         check_name(self.name)
         if len(self.public_key) != PUBLIC_KEY_SIZE:
-            raise NoteError(f"an Ed25519 public key is {PUBLIC_KEY_SIZE} bytes")
+            raise self.key_error(f"an Ed25519 public key is {PUBLIC_KEY_SIZE} bytes")
         object.__setattr__(self, "key_id", key_id(self.name, self.alg, self.public_key))
 
     @classmethod
-    def from_key_string(cls, text: str) -> Verifier:
+    def from_key_string(cls: type[_Key], text: str) -> _Key:
+        """From ``<name>+<hex id>+<base64(alg || public key)>``."""
         key = parse_verifier_key(text, cls.alg)
         return cls(key.name, key.public_key)
 
     def key_string(self) -> str:
         return f"{self.name}+{self.key_id:08x}+{b64encode(bytes([self.alg]) + self.public_key)}"
+
+
+@dataclass(frozen=True)
+class Verifier(PublicKey):
+    """A plain Ed25519 note verifier (signature type 0x01)."""
 
     def verify(self, text: bytes, signature: bytes) -> bool:
         return ed25519_verify(self.public_key, text, signature)

@@ -47,7 +47,7 @@ from agentlog.core.paths import ensure_dir, state_dir
 from agentlog.integrity import merkle
 from agentlog.integrity.tiles import TileStore
 from agentlog.log import frame as log_frame
-from agentlog.log.layout import iter_logs, split_log_path
+from agentlog.log.layout import iter_logs, log_path, split_log_path
 from agentlog.log.segments import SegmentError, read_from
 
 LEAF_PREFIX: Final = b"agentlog/frame/v1\n"
@@ -126,8 +126,8 @@ class FrameTree:
                 data = fh.read()
         except FileNotFoundError:
             return []
-        lines = data.split(b"\n")
-        return [line.decode("utf-8") for line in (lines[:-1] if data.endswith(b"\n") else lines[:-1])]
+        # the last piece is empty, or a name a crash cut before its newline (never numbered)
+        return [line.decode("utf-8") for line in data.split(b"\n")[:-1]]
 
     def _read_cursors(self) -> dict[str, Cursor]:
         size = self.tiles.size
@@ -283,8 +283,6 @@ def _checked_frames(root: str, log: str, offset: int, seq: int, prev: str,
     whose link, seq and hash check out; stops at the first that does not, or at an
     unreadable log (the tree then stays behind there, as ingest does)."""
     provider, key = log.split("/", 1)
-    from agentlog.log.layout import log_path
-
     path = log_path(root, provider, key)
     carry = b""
     at = offset
