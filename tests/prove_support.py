@@ -111,9 +111,9 @@ def reseal(path: Path, events: list[bytes]) -> None:
 
 
 def drop_tree(root: Path) -> None:
-    """Delete the Merkle tree (tiles, leaf index, cursors, size), keeping the checkpoints and the
+    """Delete the Merkle tree (level files, leaf and event id indexes, cursors, size), keeping the checkpoints and the
     origin: the next ingest rebuilds it from the logs as they are."""
-    for name in ("tile", "leaves", "logs", "cursors", "tree-size"):
+    for name in ("level", "ids", "leaves", "logs", "cursors", "tree-size"):
         target = os.path.join(tree_dir(str(root)), name)
         if os.path.isdir(target):
             shutil.rmtree(target)

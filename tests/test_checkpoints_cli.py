@@ -383,7 +383,7 @@ def test_a_rebuilt_tree_over_forged_logs_contradicts_the_checkpoint(recorded: Pa
 
 
 def test_a_flipped_tile_byte_is_reported(recorded: Path) -> None:
-    tile = Path(tree_dir(str(recorded))) / "tile" / "0" / "000.p" / "6"
+    tile = Path(tree_dir(str(recorded))) / "level" / "0"
     data = bytearray(tile.read_bytes())
     data[40] ^= 0x01  # leaf 1's hash
     tile.write_bytes(bytes(data))
@@ -402,7 +402,7 @@ def test_a_fork_after_the_witness_saw_it_is_reported(recorded: Path, tmp_path: P
     events = _events(path)
     events[2] = events[2].replace(b"prompt 2 of s-b", b"prompt Z of s-b")
     _reseal(path, events)
-    for name in ("tile", "leaves", "logs", "cursors", "tree-size"):
+    for name in ("level", "ids", "leaves", "logs", "cursors", "tree-size"):
         target = os.path.join(tree_dir(root), name)
         shutil.rmtree(target) if os.path.isdir(target) else os.unlink(target)
     _record(recorded, sessions=("s-c",), frames=1)

@@ -156,7 +156,10 @@ def test_rebuilding_the_store_keeps_the_tree(tmp_path: Path) -> None:
 
 
 def test_the_batched_leaf_hashes_are_the_leaf_hashes() -> None:
-    from agentlog.integrity.tree import _leaf_hashes
+    from agentlog.integrity.tree import Segment, _leaf_hashes
 
-    pending = [("claude_code/a", 0, "ab" * 32, 10), ("codex/b é", 12, "cd" * 32, 99), ("claude_code/a", 1, "ef" * 32, 20)]
-    assert _leaf_hashes(pending) == [frame_leaf_hash(log, seq, h) for log, seq, h, _e in pending]
+    pending = [Segment("claude_code/a", [(0, b"ab" * 32)], [None], [0]),
+               Segment("codex/b é%d", [(12, b"cd" * 32), (13, b"01" * 32)], [1, 2], [0, 9]),
+               Segment("claude_code/a", [(1, b"ef" * 32)], [3], [5])]
+    assert _leaf_hashes(pending) == [frame_leaf_hash(seg.log, seq, h.decode()) for seg in pending
+                                     for seq, h in seg.frames]

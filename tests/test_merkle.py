@@ -45,7 +45,7 @@ from agentlog.integrity.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from agentlog.integrity.tiles import SIZE_FILE, TILE_WIDTH, TileStore, TilesDamaged, tile_path
+from agentlog.integrity.tiles import SIZE_FILE, TILE_WIDTH, TileStore, TilesDamaged, level_path, tile_name
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 VECTORS: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "rfc6962_vectors.json").read_text())
@@ -358,66 +358,77 @@ def test_tile_store_over_three_tile_levels(tmp_path: Path) -> None:
     store = TileStore(directory)
     _assert_same_tree(store, reference, rng, samples=20)
     assert reference.size == 70_000
-    # 70,000 = 273·256 + 112; 273 = 256 + 17; 1 at level 2
-    assert os.path.isfile(os.path.join(directory, "tile/0/272"))
-    assert os.listdir(os.path.join(directory, "tile/0/273.p")) == ["112"]
-    assert os.path.isfile(os.path.join(directory, "tile/1/000"))
-    assert os.listdir(os.path.join(directory, "tile/1/001.p")) == ["17"]
-    assert os.listdir(os.path.join(directory, "tile/2/000.p")) == ["1"]
+    # 70,000 = 273·256 + 112; 273 = 256 + 17; 1 at level 2: a file per level, nothing else
+    assert sorted(os.listdir(os.path.join(directory, "level"))) == ["0", "1", "2"]
+    assert [os.path.getsize(os.path.join(directory, level_path(lv))) for lv in range(3)] == [32 * 70_000, 32 * 273, 32]
     assert store.read_tile(2, 0, 1) == reference.hash_at(16, 0)
     assert store.read_tile(0, 5) == b"".join(reference.hash_at(0, i) for i in range(5 * 256, 6 * 256))
+    assert store.read_tile(1, 1, 17) == b"".join(reference.hash_at(8, i) for i in range(256, 273))
+    with pytest.raises(IndexError):
+        store.read_tile(1, 1, 18)
 
 
 def test_opening_and_appending_read_only_the_edges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Opening reads the size record alone; appending k leaves reads the partial
-    tile of each tile level once and writes the tiles it fills, one partial tile a
-    level and the record: nothing in proportion to the tree."""
+    """Opening reads the size record alone; appending k leaves reads the partial tile of
+    each tile level once and writes each level's new hashes once, then the record:
+    nothing in proportion to the tree, and no file created."""
     from agentlog.integrity import tiles
 
     directory = str(tmp_path / "tree")
     TileStore(directory, durable=False).append(leaves_for(70_000))
-    reads: list[str] = []
-    writes: list[str] = []
-    real_open, real_writer, real_write = open, tiles.atomic_writer, tiles.write_atomic
+    reads: list[tuple[str, int, int]] = []
+    writes: list[tuple[str, int, int]] = []
+    opened: dict[int, str] = {}
+    real_open, real_pread, real_pwrite, real_write = os.open, os.pread, os.pwrite, tiles.write_atomic
 
-    def counting_open(path: str, *args: Any, **kwargs: Any) -> Any:
-        reads.append(os.path.relpath(path, directory))
-        return real_open(path, *args, **kwargs)
+    def counting_file(path: str, *args: Any, **kwargs: Any) -> Any:
+        fh = open(path, *args, **kwargs)
+        opened[fh.fileno()] = os.path.relpath(path, directory)
+        return fh
 
-    def counting_writer(path: str, *args: Any, **kwargs: Any) -> Any:
-        writes.append(os.path.relpath(path, directory))
-        return real_writer(path, *args, **kwargs)
+    def counting_open(path: str, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, *args, **kwargs)
+        opened[fd] = os.path.relpath(path, directory)
+        return fd
+
+    def counting_pread(fd: int, n: int, offset: int) -> bytes:
+        reads.append((opened.get(fd, "?"), offset // 32, n // 32))
+        return real_pread(fd, n, offset)
+
+    def counting_pwrite(fd: int, data: bytes, offset: int) -> int:
+        writes.append((opened.get(fd, "?"), offset // 32, len(data) // 32))
+        return real_pwrite(fd, data, offset)
 
     def counting_write(path: str, *args: Any, **kwargs: Any) -> Any:
-        writes.append(os.path.relpath(path, directory))
+        writes.append((os.path.relpath(path, directory), 0, 0))
         return real_write(path, *args, **kwargs)
 
-    monkeypatch.setattr(tiles, "open", counting_open, raising=False)
-    monkeypatch.setattr(tiles, "atomic_writer", counting_writer)
+    class _Os:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+    fake = _Os()
+    fake.open, fake.pread, fake.pwrite = counting_open, counting_pread, counting_pwrite  # type: ignore[attr-defined]
+    monkeypatch.setattr(tiles, "os", fake)
+    monkeypatch.setattr(tiles, "open", counting_file, raising=False)
     monkeypatch.setattr(tiles, "write_atomic", counting_write)
     store = TileStore(directory)
-    assert reads == [SIZE_FILE]
-    reads.clear()
+    assert reads == [] and writes == []
     store.append(leaves_for(1, salt="one more"))
-    # 70,000 = 273·256 + 112 leaves: the three edges are read, one partial tile each written again
-    assert sorted(reads) == ["tile/0/273.p/112", "tile/1/001.p/17", "tile/2/000.p/1"]
-    assert writes == ["tile/0/273.p/113", SIZE_FILE]
+    # 70,000 = 273·256 + 112 leaves: the three edges are read once, level 0 gets one hash
+    assert sorted(reads) == [("level/0", 69_888, 112), ("level/1", 256, 17), ("level/2", 0, 1)]
+    assert writes == [("level/0", 70_000, 1), (SIZE_FILE, 0, 0)]
     reads.clear()
     writes.clear()
     store.append(leaves_for(143 + 256, salt="two tiles"))  # fills tile 273, then 256 more: tile 274
     assert reads == []
-    assert writes == ["tile/0/273", "tile/0/274", "tile/1/001.p/19", SIZE_FILE]
+    assert writes == [("level/0", 70_001, 399), ("level/1", 273, 2), (SIZE_FILE, 0, 0)]
 
 
-def test_tile_paths_follow_c2sp() -> None:
-    assert tile_path(0, 0) == "tile/0/000"
-    assert tile_path(1, 7, 3) == "tile/1/007.p/3"
-    assert tile_path(0, 1000) == "tile/0/x001/000"
-    assert tile_path(2, 1234067, 255) == "tile/2/x001/x234/067.p/255"
+def test_tiles_are_named_by_their_level_file() -> None:
+    assert level_path(0) == "level/0"
+    assert tile_name(1, 7) == f"tile 1/7 (level/1 at {7 * 8192})"
     with pytest.raises(ValueError):
-        tile_path(0, 0, 0)
-    with pytest.raises(ValueError):
-        tile_path(0, -1)
+        level_path(-1)
 
 
 def test_files_are_private_and_the_commit_names_size_and_root(tmp_path: Path) -> None:
@@ -425,13 +436,11 @@ def test_files_are_private_and_the_commit_names_size_and_root(tmp_path: Path) ->
     store = TileStore(str(directory))
     store.append(leaves_for(300))
     modes = {p.relative_to(directory).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in directory.rglob("*")}
-    assert modes == {
-        "tile": 0o700, "tile/0": 0o700, "tile/0/000": 0o600, "tile/0/001.p": 0o700, "tile/0/001.p/44": 0o600,
-        "tile/1": 0o700, "tile/1/000.p": 0o700, "tile/1/000.p/1": 0o600, SIZE_FILE: 0o600,
-    }
+    assert modes == {"level": 0o700, "level/0": 0o600, "level/1": 0o600, SIZE_FILE: 0o600}
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     assert (directory / SIZE_FILE).read_text() == f"300 {MemoryTree(leaves_for(300)).root().hex()}\n"
-    assert (directory / "tile/0/000").read_bytes() == b"".join(leaves_for(256))
+    assert (directory / "level/0").read_bytes() == b"".join(leaves_for(300))
+    assert (directory / "level/1").read_bytes() == MemoryTree(leaves_for(256)).root()
 
 
 def test_bytes_per_leaf_is_about_32(tmp_path: Path) -> None:
@@ -447,54 +456,74 @@ def test_what_a_crash_leaves_beyond_the_commit_is_ignored_then_replaced(tmp_path
     leaves = leaves_for(600)
     store = TileStore(str(directory))
     store.append(leaves[:300])
-    # a writer killed before its commit: a full tile, wider partial tiles, a temp file, all wrong
-    junk = os.urandom(32 * 256)
-    (directory / "tile/0/001").write_bytes(junk)
-    (directory / "tile/0/001.p/200").write_bytes(junk[: 32 * 200])
-    (directory / "tile/0/002.p").mkdir()
-    (directory / "tile/0/002.p/5").write_bytes(junk[: 32 * 5])
-    (directory / "tile/1/000.p/2").write_bytes(junk[:64])
-    (directory / "tile/0/001.p/.200.abc.agentlog-tmp").write_bytes(b"torn")
+    # a writer killed before its commit: hashes beyond the committed ones on every level, all wrong
+    junk = os.urandom(32 * 400)
+    with open(directory / "level/0", "ab") as fh:
+        fh.write(junk)
+    with open(directory / "level/1", "ab") as fh:
+        fh.write(junk[:64])
+    (directory / "level/2").write_bytes(junk[:32])
     reopened = TileStore(str(directory))
     reference = MemoryTree(leaves[:300])
     _assert_same_tree(reopened, reference, random.Random(1), samples=30)
-    reopened.append(leaves[300:450])  # tile 1 now has 194 hashes of 256
+    reopened.append(leaves[300:450])
     reference.append(leaves[300:450])
     _assert_same_tree(TileStore(str(directory)), reference, random.Random(2), samples=30)
-    assert not (directory / "tile/0/001").exists()  # the stale full tile is gone
-    assert os.listdir(directory / "tile/0/001.p") == ["194"]
     reopened.append(leaves[450:600])
     reference.append(leaves[450:600])
     _assert_same_tree(TileStore(str(directory)), reference, random.Random(3), samples=30)
-    assert (directory / "tile/0/001").read_bytes() == b"".join(leaves[256:512])
-    assert not (directory / "tile/0/001.p").exists()
+    assert (directory / "level/0").read_bytes()[: 32 * 600] == b"".join(leaves)
 
 
-def test_a_reader_keeps_its_tree_while_the_writer_supersedes_its_partial_tiles(tmp_path: Path) -> None:
+def test_a_reader_keeps_its_tree_while_the_writer_appends(tmp_path: Path) -> None:
     directory = str(tmp_path / "tree")
     leaves = leaves_for(1000)
     writer = TileStore(directory)
     writer.append(leaves[:100])
     reader = TileStore(directory)  # has read only the size record
-    writer.append(leaves[100:200])  # removes tile/0/000.p/100
-    assert not os.path.exists(os.path.join(directory, "tile/0/000.p/100"))
+    writer.append(leaves[100:200])
     reference = MemoryTree(leaves[:100])
     _assert_same_tree(reader, reference, random.Random(4), samples=20)
     late = TileStore(directory)
-    writer.append(leaves[200:1000])  # the partial tile is now full
+    writer.append(leaves[200:1000])
     late_reference = MemoryTree(leaves[:200])
     _assert_same_tree(late, late_reference, random.Random(5), samples=20)
     assert late.refresh() == 1000
     _assert_same_tree(late, MemoryTree(leaves), random.Random(6), samples=20)
 
 
+def test_a_tree_in_the_first_layout_moves_to_level_files(tmp_path: Path) -> None:
+    """The first layout (a file per tile, ``tile/<L>/<N>`` and ``….p/<W>``) is read once
+    and rewritten a file per level, with the same root; then the tile files are gone."""
+    directory = tmp_path / "tree"
+    leaves = leaves_for(70_000)
+    (directory / "tile/0/x000").mkdir(parents=True)
+    for n in range(273):
+        name = f"x{n // 1000:03d}/{n % 1000:03d}" if n >= 1000 else f"{n:03d}"
+        (directory / "tile/0" / name).write_bytes(b"".join(leaves[256 * n : 256 * n + 256]))
+    (directory / "tile/0/273.p").mkdir()
+    (directory / "tile/0/273.p/112").write_bytes(b"".join(leaves[256 * 273 :]))
+    reference = MemoryTree(leaves)
+    (directory / SIZE_FILE).write_text(f"70000 {reference.root().hex()}\n")
+    moved = TileStore(str(directory))
+    _assert_same_tree(moved, reference, random.Random(7), samples=20)
+    assert not (directory / "tile").exists()
+    assert (directory / "level/0").read_bytes() == b"".join(leaves)
+    (directory / "tile/0").mkdir(parents=True)
+    (directory / "tile/0/000").write_bytes(b"\0" * 8192)  # a tile that does not give the root
+    (directory / "level").rename(directory / "level.kept")
+    with pytest.raises(TilesDamaged):
+        TileStore(str(directory))
+
+
 def test_damage_is_reported_not_answered(tmp_path: Path) -> None:
     directory = tmp_path / "tree"
     TileStore(str(directory)).append(leaves_for(600))
-    (directory / "tile/0/000").write_bytes(b"\0" * 100)
+    with open(directory / "level/0", "r+b") as fh:
+        fh.truncate(32 * 100)
     with pytest.raises(TilesDamaged):
         TileStore(str(directory)).inclusion_proof(3)
-    (directory / "tile/0/002.p/88").unlink()
+    (directory / "level/1").unlink()
     with pytest.raises(TilesDamaged):
         TileStore(str(directory)).inclusion_proof(599)
     for record in (b"600\n", b"600 abc\n", b"x " + b"0" * 64 + b"\n", b"-1 " + b"0" * 64 + b"\n"):

@@ -1,45 +1,41 @@
-"""The Merkle tree's hashes on disk, append-only, in the C2SP tlog-tiles layout.
+"""The Merkle tree's hashes on disk, append-only: one file per tile level.
 
-Under the store's directory (https://c2sp.org/tlog-tiles, tile height 8):
+A level-file equivalent of the C2SP tlog-tiles layout (https://c2sp.org/tlog-tiles,
+tile height 8), under the store's directory:
 
-- ``tile/<L>/<N>``: a full tile, the 256 hashes (8,192 bytes) of tree level
-  ``8·L``, nodes ``256·N`` to ``256·N + 255``. Level 0 holds the leaf hashes; a
-  hash of tile level ``L + 1`` is the root of a full tile of level ``L``.
-  ``N`` is written in three-digit path elements, all but the last prefixed
-  with ``x`` (1234067 is ``x001/x234/067``). Written once, never changed.
-- ``tile/<L>/<N>.p/<W>``: the partial tile at the right edge of a level, its
-  first ``W`` hashes (1 ≤ W ≤ 255). Replaced by a wider one (or by the full
-  tile) as the tree grows; the superseded one is removed after the commit.
+- ``level/<L>``: the hashes of tree level ``8·L``, 32 bytes each, in order. Level 0
+  holds the leaf hashes; a hash on level ``L + 1`` is the root of a full tile (256
+  hashes) of level ``L``. Tile ``(L, N)`` of tlog-tiles is bytes
+  ``8192·N … 8192·N + 8191`` of ``level/<L>`` (:meth:`TileStore.read_tile`); the
+  partial tile at a level's right edge is what follows the last full one.
 - ``tree-size``: ``"<size> <root hex>\\n"``, the committed tree. It is written
-  last, atomically, after every tile it needs (fsynced first when the store is
-  durable). A tile beyond it is not part of the tree: after a crash at any
-  point, reopening gives the tree of the last commit, and the next append
-  overwrites whatever the crash left beyond it.
+  last, atomically, after every hash it needs (fsynced first when the store is
+  durable). Bytes beyond what it covers are not part of the tree: after a crash at
+  any point, reopening gives the tree of the last commit, and the next append
+  overwrites whatever the crash left there.
 
-Nothing else is stored: the levels between two tile levels are rebuilt from one
-tile when a proof needs them (at most 255 hashes), and the leaves are our log
-frames, so there are no data tiles. Hashes cost ``32·(1 + 1/256 + …)`` ≈ 32.13
-bytes a leaf, plus the partial tiles at the edges.
+An append writes each level's new hashes with one positioned write; no file is
+created after the first (a file per tile cost 0.35–0.9 ms each to create here, most
+of the tree's share of ingest). Nothing else is stored: the levels between two tile
+levels are rebuilt from one tile when a proof needs them (at most 255 hashes), and
+the leaves are our log frames, so there are no data tiles. Hashes cost
+``32·(1 + 1/256 + …)`` ≈ 32.13 bytes a leaf.
 
-Every tile written by any writer extends the committed tree, so the first ``W``
-hashes of a wider partial tile, or of the full tile, are the partial tile of
-width ``W``. A reader whose partial tile has been superseded meanwhile reads
-that prefix instead.
-
-One writer at a time: the caller serialises appends (the log's lock, or its
-own). Readers in other processes see the tree committed when they opened (or
-last called :meth:`TileStore.refresh`).
+One writer at a time: the caller serialises appends (the ingest lock). Readers in
+other processes see the tree committed when they opened (or last called
+:meth:`TileStore.refresh`); a writer only ever writes beyond that.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections import OrderedDict
 from hashlib import sha256
 from typing import Final, Sequence
 
 from agentlog.core import AgentlogError
-from agentlog.core.fileio import TMP_SUFFIX, atomic_writer, write_atomic
+from agentlog.core.fileio import write_atomic
 from agentlog.core.paths import ensure_dir, fsync_path
 from agentlog.integrity import merkle
 
@@ -49,6 +45,9 @@ TILE_WIDTH: Final = 1 << TILE_HEIGHT
 TILE_BYTES: Final = TILE_WIDTH * merkle.HASH_SIZE
 SIZE_FILE: Final = "tree-size"
 """The committed size and root, in the store's directory."""
+LEVEL_DIR: Final = "level"
+OLD_TILE_DIR: Final = "tile"
+"""The first layout's directory (a file per tile), moved to level files on open."""
 CACHED_TILES: Final = 64
 """Full tiles whose inner levels are kept in memory (~40 KB each)."""
 
@@ -59,21 +58,20 @@ the tile's hashes, ``levels[h]`` the complete nodes ``h`` levels up (``h`` ≤ 8
 
 
 class TilesDamaged(AgentlogError, RuntimeError):
-    """A tile the committed tree needs, or the size record, is missing or malformed:
-    exit 1. The tree is derived from the logs; rebuilding it repairs this."""
+    """A level file the committed tree needs is missing or too short, or the size record
+    is malformed: exit 1. The tree is derived from the logs; rebuilding it repairs this."""
 
 
-def tile_path(level: int, index: int, width: int = TILE_WIDTH) -> str:
-    """The tile's path under the store's directory, ``/``-separated:
-    ``tile/<level>/<index>`` or, for a partial tile, ``tile/<level>/<index>.p/<width>``."""
-    if level < 0 or index < 0 or not 1 <= width <= TILE_WIDTH:
-        raise ValueError(f"no tile at level {level}, index {index}, width {width}")
-    digits = str(index)
-    digits = digits.zfill(max(3, -(-len(digits) // 3) * 3))
-    groups = [digits[i : i + 3] for i in range(0, len(digits), 3)]
-    elements = [f"x{g}" for g in groups[:-1]] + groups[-1:]
-    partial = "" if width == TILE_WIDTH else f".p/{width}"
-    return f"tile/{level}/{'/'.join(elements)}{partial}"
+def level_path(level: int) -> str:
+    """The file of tile level ``level`` under the store's directory, ``/``-separated."""
+    if level < 0:
+        raise ValueError(f"no tile level {level}")
+    return f"{LEVEL_DIR}/{level}"
+
+
+def tile_name(level: int, index: int) -> str:
+    """How reports name tile ``(level, index)``: its tlog-tiles coordinates and file."""
+    return f"tile {level}/{index} ({level_path(level)} at {index * TILE_BYTES})"
 
 
 def _extend_levels(levels: TileLevels, hashes: Sequence[bytes]) -> None:
@@ -94,9 +92,23 @@ def _tile_levels(hashes: Sequence[bytes]) -> TileLevels:
     return levels
 
 
-def _partial_dir(level: int, index: int) -> str:
-    """The directory of the partial tiles of ``(level, index)``: ``tile/<level>/<index>.p``."""
-    return f"{tile_path(level, index)}.p"
+def _old_tile(directory: str, index: int, width: int) -> bytes:
+    """Level-0 tile ``index`` of the first layout (``tile/0/x001/234`` full, ``….p/<width>``
+    partial), its first ``width`` hashes."""
+    digits = str(index)
+    digits = digits.zfill(max(3, -(-len(digits) // 3) * 3))
+    groups = [digits[i : i + 3] for i in range(0, len(digits), 3)]
+    name = "/".join([f"x{g}" for g in groups[:-1]] + groups[-1:])
+    want = width * merkle.HASH_SIZE
+    for candidate in [name] + ([f"{name}.p/{width}"] if width < TILE_WIDTH else []):
+        try:
+            with open(os.path.join(directory, "0", candidate), "rb") as fh:
+                data = fh.read(TILE_BYTES)
+        except FileNotFoundError:
+            continue
+        if len(data) >= want:
+            return data[:want]
+    raise TilesDamaged(f"{directory}/0 has no tile {name} of {width} hashes")
 
 
 def _split_hashes(data: bytes) -> list[bytes]:
@@ -105,21 +117,38 @@ def _split_hashes(data: bytes) -> list[bytes]:
 
 
 class TileStore:
-    """The tiled, append-only store of one Merkle tree in ``directory``.
+    """The append-only store of one Merkle tree in ``directory``, a file per tile level.
 
-    Opening reads only the size record; the partial tiles at the edges (one
-    per tile level) are read the first time something needs them."""
+    Opening reads only the size record; the partial tiles at the edges (one per tile
+    level) are read the first time something needs them."""
 
     def __init__(self, directory: str, *, durable: bool = True) -> None:
         self.directory = directory
         self.durable = durable
-        """Fsync the tiles before the commit and the commit itself: the tree
+        """Fsync the level files before the commit and the commit itself: the tree
         survives a power loss, not only a killed process."""
         self._size = 0
         self._root = merkle.EMPTY_ROOT
         self._edges: dict[int, TileLevels] | None = None  # tile level -> its rightmost, incomplete tile
         self._full_tiles: OrderedDict[tuple[int, int], TileLevels] = OrderedDict()
         self._read_size_record()
+        if self._size and os.path.isdir(os.path.join(directory, OLD_TILE_DIR)):
+            self._from_tile_files()
+
+    def _from_tile_files(self) -> None:
+        """Move a tree written in a file per tile (the first layout, before 2026-12-07) to a
+        file per level: its leaf hashes are appended again and must give the committed root."""
+        size, root = self._size, self._root
+        old = os.path.join(self.directory, OLD_TILE_DIR)
+        hashes: list[bytes] = []
+        for index in range(-(-size // TILE_WIDTH)):
+            width = min(TILE_WIDTH, size - index * TILE_WIDTH)
+            hashes.extend(_split_hashes(_old_tile(old, index, width)))
+        self._size, self._root, self._edges = 0, merkle.EMPTY_ROOT, None
+        self._append(hashes)
+        if (self._size, self._root) != (size, root):
+            raise TilesDamaged(f"the tiles in {old} do not give the committed root; rebuild the tree")
+        shutil.rmtree(old, ignore_errors=True)
 
     # -- the committed tree ------------------------------------------------------------
 
@@ -172,6 +201,10 @@ class TileStore:
             raise ValueError(f"tree size {size} is not between 0 and {self._size}")
         return size
 
+    def level_count(self, level: int) -> int:
+        """Hashes on tile level ``level`` in the committed tree."""
+        return self._size >> (TILE_HEIGHT * level)
+
     def hash_at(self, level: int, index: int) -> bytes:
         """The hash of the complete node ``(level, index)`` of the committed tree
         (:data:`agentlog.integrity.merkle.SubtreeHashes`): one tile read, at most."""
@@ -183,34 +216,40 @@ class TileStore:
         return levels[height][(first % TILE_WIDTH) >> height]
 
     def read_tile(self, level: int, index: int, width: int = TILE_WIDTH) -> bytes:
-        """The bytes of tile ``(level, index)`` of width ``width`` (for serving the
-        tiles to others): only what the committed tree covers."""
+        """The bytes of tlog-tiles tile ``(level, index)`` of width ``width``: only what
+        the committed tree covers."""
         if level < 0 or index < 0 or not 1 <= width <= TILE_WIDTH:
             raise ValueError(f"no tile at level {level}, index {index}, width {width}")
-        if index * TILE_WIDTH + width > self._size >> (TILE_HEIGHT * level):
+        if index * TILE_WIDTH + width > self.level_count(level):
             raise IndexError(f"tile ({level}, {index}) of width {width} is beyond the tree of {self._size} leaves")
-        return b"".join(self._tile_nodes(level, index)[0][:width])
+        return self.read_level(level, index * TILE_WIDTH, width)
+
+    def read_level(self, level: int, start: int, count: int) -> bytes:
+        """``count`` hashes of tile level ``level`` from hash ``start`` (within the committed tree)."""
+        path = os.path.join(self.directory, level_path(level))
+        want = count * merkle.HASH_SIZE
+        try:
+            with open(path, "rb") as fh:
+                data = os.pread(fh.fileno(), want, start * merkle.HASH_SIZE)
+        except FileNotFoundError:
+            data = b""
+        if len(data) != want:
+            raise TilesDamaged(f"{path} is missing or shorter than the committed tree needs "
+                               f"({start + count} hashes of level {level})")
+        return data
 
     # -- reading tiles -----------------------------------------------------------------
 
     def _tile_nodes(self, level: int, index: int) -> TileLevels:
         edges = self._edge_tiles()
-        if index == (self._size >> (TILE_HEIGHT * level)) >> TILE_HEIGHT:
+        if index == self.level_count(level) >> TILE_HEIGHT:
             return edges[level]
         key = (level, index)
         cached = self._full_tiles.get(key)
         if cached is not None:
             self._full_tiles.move_to_end(key)
             return cached
-        path = os.path.join(self.directory, tile_path(level, index))
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(TILE_BYTES + 1)
-        except FileNotFoundError:
-            data = b""
-        if len(data) != TILE_BYTES:
-            raise TilesDamaged(f"{path} is missing or is not {TILE_BYTES} bytes")
-        levels = _tile_levels(_split_hashes(data))
+        levels = _tile_levels(_split_hashes(self.read_level(level, index * TILE_WIDTH, TILE_WIDTH)))
         self._cache_full_tile(key, levels)
         return levels
 
@@ -227,9 +266,9 @@ class TileStore:
             edges: dict[int, TileLevels] = {}
             level = 0
             while True:
-                count = self._size >> (TILE_HEIGHT * level)
+                count = self.level_count(level)
                 width = count % TILE_WIDTH
-                hashes = self._read_partial(level, count >> TILE_HEIGHT, width) if width else []
+                hashes = _split_hashes(self.read_level(level, count - width, width)) if width else []
                 edges[level] = _tile_levels(hashes)
                 if count < TILE_WIDTH:
                     break
@@ -237,39 +276,15 @@ class TileStore:
             self._edges = edges
         return self._edges
 
-    def _read_partial(self, level: int, index: int, width: int) -> list[bytes]:
-        """The partial tile, or the first ``width`` hashes of a tile that superseded
-        it. A writer may supersede the wider one too while this looks (it renames
-        the next tile in before removing the last): so the search is tried a few
-        times before the tile counts as missing."""
-        want = width * merkle.HASH_SIZE
-        for _attempt in range(3):
-            candidates = [(tile_path(level, index, width), want), (tile_path(level, index), TILE_BYTES)]
-            try:
-                names = os.listdir(os.path.join(self.directory, _partial_dir(level, index)))
-            except OSError:
-                names = []
-            wider = sorted(int(n) for n in names if n.isdigit() and width < int(n) < TILE_WIDTH)
-            candidates += [(tile_path(level, index, w), w * merkle.HASH_SIZE) for w in wider]
-            for relative, length in candidates:
-                try:
-                    with open(os.path.join(self.directory, relative), "rb") as fh:
-                        data = fh.read(TILE_BYTES + 1)
-                except FileNotFoundError:
-                    continue
-                if len(data) == length:
-                    return _split_hashes(data[:want])
-        raise TilesDamaged(f"no tile in {self.directory} holds {tile_path(level, index, width)}")
-
     # -- appending ---------------------------------------------------------------------
 
     def append(self, leaf_hashes: Sequence[bytes]) -> int:
         """Add leaves (their 32-byte hashes) and commit; return the new size.
 
-        Costs ``O(k + log n)`` hashes and file writes for ``k`` leaves: the edge
-        tiles are extended, each tile that fills is written once, each edge
-        tile that changed is written as a new partial tile, then the size
-        record. On an error the store is left at its last commit."""
+        Costs ``O(k + log n)`` hashes for ``k`` leaves and one write per tile level:
+        the edge tiles are extended, the new hashes of each level are written after the
+        committed ones, then the size record. On an error the store is left at its
+        last commit."""
         hashes = list(leaf_hashes)
         if not hashes:
             return self._size
@@ -285,14 +300,15 @@ class TileStore:
     def _append(self, hashes: list[bytes]) -> int:
         old_size = self._size
         edges = self._edge_tiles()
+        ensure_dir(os.path.join(self.directory, LEVEL_DIR))
         written: list[str] = []
-        touched: list[tuple[int, int, int]] = []  # edge tiles (and their width) to tidy after the commit
         incoming = hashes
         level = 0
         while incoming:
             levels = edges.setdefault(level, _tile_levels([]))
-            index = (old_size >> (TILE_HEIGHT * level)) >> TILE_HEIGHT
-            touched.append((level, index, len(levels[0])))
+            count = old_size >> (TILE_HEIGHT * level)
+            index = count >> TILE_HEIGHT
+            written.append(self._write_level(level, count, incoming))
             roots: list[bytes] = []
             position = 0
             while position < len(incoming):
@@ -300,82 +316,33 @@ class TileStore:
                 position += len(take)
                 _extend_levels(levels, take)
                 if len(levels[0]) == TILE_WIDTH:
-                    written.append(self._write_tile(level, index, TILE_WIDTH, levels[0]))
                     roots.append(levels[TILE_HEIGHT][0])
                     self._cache_full_tile((level, index), levels)
                     index += 1
                     levels = _tile_levels([])
-            if levels[0]:
-                written.append(self._write_tile(level, index, len(levels[0]), levels[0]))
             edges[level] = levels
             incoming = roots
             level += 1
         if self.durable:
-            self._sync(written)
+            for path in written:
+                fsync_path(path)
+            fsync_path(os.path.join(self.directory, LEVEL_DIR))
         self._size = old_size + len(hashes)
         self._root = merkle.root(self._size, self.hash_at)
         record = f"{self._size} {self._root.hex()}\n".encode("ascii")
         write_atomic(os.path.join(self.directory, SIZE_FILE), record, durable=self.durable)
-        for level, index, old_width in touched:
-            self._remove_partials(level, index, old_width)
         return self._size
 
-    def _sync(self, written: list[str]) -> None:
-        """Fsync the new tiles and every directory between them and the store's
-        (a directory made by this append is an entry in its parent)."""
-        for path in written:
-            fsync_path(path)
-        top = os.path.normpath(self.directory)
-        directories: set[str] = set()
-        for path in written:
-            directory = os.path.dirname(path)
-            while directory not in directories and len(directory) > len(top):
-                directories.add(directory)
-                directory = os.path.dirname(directory)
-        for directory in sorted(directories, key=len, reverse=True):
-            fsync_path(directory)
-
-    def _write_tile(self, level: int, index: int, width: int, hashes: Sequence[bytes]) -> str:
-        path = os.path.join(self.directory, tile_path(level, index, width))
-        ensure_dir(os.path.dirname(path))
-        with atomic_writer(path, durable=False) as fh:
-            fh.write(b"".join(hashes[:width]))
+    def _write_level(self, level: int, count: int, hashes: Sequence[bytes]) -> str:
+        """Write ``hashes`` as hashes ``count …`` of level ``level`` (after the committed ones)."""
+        path = os.path.join(self.directory, level_path(level))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.pwrite(fd, b"".join(hashes), count * merkle.HASH_SIZE)
+        finally:
+            os.close(fd)
         return path
 
-    def _remove_partials(self, level: int, index: int, old_width: int) -> None:
-        """After a commit, remove what is no longer part of the tree at edge tile
-        ``(level, index)``: the partial tiles other than the current one, and a
-        full tile a crashed writer left while the tile is still partial. The
-        previous commit's partial tile goes last, so that a reader of that
-        commit that finds it gone only finds tiles that extend it."""
-        count = self._size >> (TILE_HEIGHT * level)
-        still_partial = index == count >> TILE_HEIGHT
-        keep = str(count % TILE_WIDTH) if still_partial else None
-        partial_dir = os.path.join(self.directory, _partial_dir(level, index))
-        if still_partial:
-            _unlink(os.path.join(self.directory, tile_path(level, index)))
-        try:
-            names = os.listdir(partial_dir)
-        except FileNotFoundError:
-            names = []
-        previous = str(old_width)
-        for name in names:
-            if name not in (keep, previous) and (name.isdigit() or name.endswith(TMP_SUFFIX)):
-                _unlink(os.path.join(partial_dir, name))
-        if previous in names and previous != keep:
-            _unlink(os.path.join(partial_dir, previous))
-        if keep is None:
-            try:
-                os.rmdir(partial_dir)
-            except OSError:
-                pass
 
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-__all__ = ["SIZE_FILE", "TILE_BYTES", "TILE_HEIGHT", "TILE_WIDTH", "TileLevels", "TileStore", "TilesDamaged", "tile_path"]
+__all__ = ["LEVEL_DIR", "SIZE_FILE", "TILE_BYTES", "TILE_HEIGHT", "TILE_WIDTH", "TileLevels", "TileStore",
+           "TilesDamaged", "level_path", "tile_name"]

@@ -35,7 +35,7 @@ from agentlog.core import AgentlogError
 from agentlog.core.paths import state_dir
 from agentlog.integrity import keys, merkle
 from agentlog.integrity.note import NoteVerifier, b64encode
-from agentlog.integrity.tiles import TILE_BYTES, TILE_HEIGHT, TILE_WIDTH, TilesDamaged, tile_path
+from agentlog.integrity.tiles import TILE_BYTES, TILE_HEIGHT, TilesDamaged, level_path, tile_name
 from agentlog.integrity.tree import RECORD, FrameTree, TreeDamaged, frame_leaf_hash
 from agentlog.log import frame as log_frame
 from agentlog.log.layout import log_path, sealed_segments
@@ -57,7 +57,7 @@ HASH: Final = merkle.HASH_SIZE
 @dataclass(frozen=True)
 class TrustBreak:
     """One thing that does not check out: ``kind`` is frame, log, tree, checkpoint or witness;
-    ``where`` names it (``claude_code/ab12 frame 3``, ``000000000042-….note``, ``tile/0/001``)."""
+    ``where`` names it (``claude_code/ab12 frame 3``, ``000000000042-….note``, ``level/1 hash 3``)."""
 
     kind: str
     where: str
@@ -148,28 +148,13 @@ def _tile_root(hashes: bytes) -> bytes:
 
 
 def _check_tiles(tree: FrameTree, report: TrustReport) -> bytes | None:
-    """The leaf hashes (level-0 tiles, concatenated) once every stored hash above them and the
-    committed root agree with them; None (with the break) when a tile cannot be read."""
+    """The leaf hashes (level file 0) once every stored hash above them and the committed
+    root agree with them; None (with the break) when a level file cannot be read."""
     size = tree.size
-    full, rest = divmod(size, TILE_WIDTH)
-    parts: list[bytes] = []
     try:
-        for n in range(full):
-            path = os.path.join(tree.directory, tile_path(0, n))
-            with open(path, "rb") as fh:
-                data = fh.read(TILE_BYTES + 1)
-            if len(data) != TILE_BYTES:
-                report.add("tree", tile_path(0, n), "tile_size", f"{path} is not {TILE_BYTES} bytes")
-                return None
-            parts.append(data)
-        if rest:
-            parts.append(tree.tiles.read_tile(0, full, rest))
-    except FileNotFoundError as e:
-        report.add("tree", os.path.relpath(str(e.filename), tree.directory), "tile_missing",
-                   f"{e.filename} is missing: the tree cannot be checked")
-        return None
+        parts = [tree.tiles.read_level(0, 0, size)] if size else []
     except (TilesDamaged, OSError) as e:
-        report.add("tree", "state/tree/tile", "tile_unreadable", str(e))
+        report.add("tree", level_path(0), "tile_missing", f"{e}: the tree cannot be checked")
         return None
     leaves = b"".join(parts)
     # every node stored on tile level L+1 is the root of a full tile of level L
@@ -183,12 +168,12 @@ def _check_tiles(tree: FrameTree, report: TrustReport) -> bytes | None:
             try:
                 stored = tree.tiles.hash_at(height, m)
             except (TilesDamaged, OSError, IndexError) as e:
-                report.add("tree", f"tile/{level + 1}", "tile_missing", str(e))
+                report.add("tree", level_path(level + 1), "tile_missing", str(e))
                 return None
             if stored != computed:
-                report.add("tree", f"{tile_path(level + 1, m >> TILE_HEIGHT)} hash {m % TILE_WIDTH}", "tile_hash",
-                           f"the tile holds {_short(stored)}, but the tile {tile_path(level, m)} below it "
-                           f"hashes to {_short(computed)}: the tree's tiles were changed")
+                report.add("tree", f"{level_path(level + 1)} hash {m}", "tile_hash",
+                           f"{level_path(level + 1)} holds {_short(stored)} as hash {m}, but the "
+                           f"{tile_name(level, m)} below it hashes to {_short(computed)}: the tree's hashes were changed")
         nodes = b"".join(above)
         levels.append(nodes)
         level += 1

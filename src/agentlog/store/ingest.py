@@ -61,6 +61,7 @@ from agentlog.log import frame as _frame
 from agentlog.log.layout import iter_logs, split_log_path
 from agentlog.log.layout import read_trailer
 from agentlog.log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
+from agentlog.integrity.leaf_ids import frame_key
 from agentlog.integrity.tree import Fed, FrameTree, TreeDamaged
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
@@ -383,6 +384,7 @@ class _Ingest:
             add = batch.add
             start = 0
             good: list[tuple[int, bytes]] = []  # (seq, hash) of each frame checked
+            ev_starts: list[int] = []  # where each one's event starts in ``data`` (-1: purged)
             purged: set[int] = set()  # indexes in ``good`` of purged frames: no row, hash taken as given
             failure: tuple[int, str] | None = None
             for end in ends:
@@ -410,6 +412,7 @@ class _Ingest:
                     failure = (len(good), str(e))
                     break
                 good.append((got_seq, digest))
+                ev_starts.append(ev_start)
                 start = end
             digests = hashing.result()
             for i, (_, claimed) in enumerate(good):
@@ -431,10 +434,7 @@ class _Ingest:
             if good:
                 seq, prev_hex = good[-1]
                 if self.tree is not None:
-                    begin = 0
-                    for (frame_seq, frame_hash), end in zip(good, ends):
-                        self.fed.append(Fed(name, offset + begin, offset + end, frame_seq, frame_hash.decode("ascii")))
-                        begin = end
+                    self.fed.append(Fed(name, offset, good, ends, [frame_key(data, at) for at in ev_starts]))
             self.report.events += len(good) - len(purged)
             self.report.bytes += ends[-1]
             carry = data[ends[-1]:]
