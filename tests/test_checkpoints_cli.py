@@ -391,6 +391,11 @@ def test_a_flipped_tile_byte_is_reported(recorded: Path) -> None:
     assert code == 1
     reasons = {(b["kind"], b["reason"]) for b in _trust_breaks(doc)}
     assert ("tree", "root") in reasons and ("frame", "not_in_tree") in reasons
+    # the Integrity page's data: the last check's result and what broke
+    from agentlog.web.data import integrity
+
+    trust = integrity(str(recorded))["trust"]
+    assert trust["ok"] is False and {(b["kind"], b["reason"]) for b in trust["breaks"]} == reasons
 
 
 def test_a_fork_after_the_witness_saw_it_is_reported(recorded: Path, tmp_path: Path) -> None:

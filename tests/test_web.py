@@ -123,8 +123,15 @@ def test_api_shapes(client: TestClient) -> None:
     assert {"memory", "history"} == set(one)
     assert client.get("/api/proposals").json()["proposals"][0]["diff"]  # the demo's suggested memory
     integ = client.get("/api/integrity").json()
-    assert integ["logs"] and integ["unverified"] == len(integ["logs"])
-    assert client.post("/api/integrity/verify", headers={"x-csrf-token": _csrf(client)}).json()["unverified"] == 0
+    assert integ["logs"] and integ["unverified"] == len(integ["logs"]) and integ["trust"] is None
+    assert "Not checked yet" in client.get("/integrity").text
+    after = client.post("/api/integrity/verify", headers={"x-csrf-token": _csrf(client)}).json()
+    assert after["unverified"] == 0
+    # "verify now" also checks the Merkle tree and the checkpoints, and the page shows the result
+    trust = after["trust"]
+    assert trust["ok"] and trust["tree"] and trust["frames_checked"] == trust["tree_size"] > 0 and trust["verified_at"]
+    page = client.get("/integrity").text
+    assert f"{trust['tree_size']} frames of {trust['logs']} logs are the tree" in page and "consistent" in page
 
 
 def _csrf(client: TestClient, path: str = "/") -> str:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from agentlog.operations.tree_verify import TrustReport
 
 FILE = "verify.json"
+TRUST_FILE = "trust.json"
+"""The last :func:`trust` result (``state/trust.json``), for the Integrity page."""
 
 
 def _path(root: str) -> str:
@@ -51,10 +53,24 @@ def save(root: str, reports: Iterable[Any], at_us: int | None = None) -> None:
 
 def trust(root: str) -> TrustReport:
     """The tree against the logs, every checkpoint against the tree, the newest witnessed
-    checkpoint against everything newer (:func:`~agentlog.operations.tree_verify.verify_trust`)."""
+    checkpoint against everything newer (:func:`~agentlog.operations.tree_verify.verify_trust`);
+    recorded for the Integrity page (:func:`load_trust`)."""
+    from agentlog.core.fileio import write_json_atomic
     from agentlog.operations.tree_verify import verify_trust
 
-    return verify_trust(root)
+    report = verify_trust(root)
+    record = {**report.to_dict(), "verified_at": time.time_ns() // 1000}
+    ensure_dir(state_dir(root))
+    write_json_atomic(os.path.join(state_dir(root), TRUST_FILE), record, FILE_MODE, durable=False, sort_keys=True)
+    return report
 
 
-__all__ = ["load", "save", "trust"]
+def load_trust(root: str) -> dict[str, Any] | None:
+    """The last recorded :func:`trust` result (its ``to_dict`` and ``verified_at`` µs), or None."""
+    from agentlog.core.jsonio import read_json
+
+    data = read_json(os.path.join(state_dir(root), TRUST_FILE), None)
+    return data if isinstance(data, dict) else None
+
+
+__all__ = ["load", "load_trust", "save", "trust"]

@@ -250,7 +250,7 @@ def integrity(root: str, *, everything: bool = False) -> dict[str, Any]:
     The logs of ``agentlog install``'s capture tests are left out unless broken
     or ``everything`` is asked for; ``capture_tests_hidden`` counts them."""
     from agentlog.log.layout import is_capture_test, iter_logs, split_log_path
-    from agentlog.operations.verify import load
+    from agentlog.operations.verify import load, load_trust
 
     known = load(root)
     rows = []
@@ -267,17 +267,22 @@ def integrity(root: str, *, everything: bool = False) -> dict[str, Any]:
                      "verified_at": _iso_us(rec["verified_at"]) if rec else None,
                      "breaks": rec["breaks"] if rec else []})
     rows.sort(key=lambda r: (r["status"] != "broken", r["status"] == "intact", r["log"]))
+    trust = load_trust(root)
+    if trust is not None:
+        trust["verified_at"] = _iso_us(trust.get("verified_at") or 0)
     return {"logs": rows, "broken": sum(r["status"] == "broken" for r in rows),
-            "unverified": sum(r["status"] == "not verified" for r in rows), "capture_tests_hidden": hidden}
+            "unverified": sum(r["status"] == "not verified" for r in rows), "capture_tests_hidden": hidden,
+            "trust": trust}
 
 
 def verify_now(root: str, *, everything: bool = False) -> dict[str, Any]:
     from agentlog.log.layout import iter_logs
     from agentlog.log.verify import verify_logs
-    from agentlog.operations.verify import save
+    from agentlog.operations.verify import save, trust
 
     reports = verify_logs(iter_logs(root), jobs=min(2, os.cpu_count() or 1))
     save(root, reports)
+    trust(root)
     return integrity(root, everything=everything)
 
 
