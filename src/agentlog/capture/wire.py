@@ -198,13 +198,15 @@ def request_bytes_missing(data: bytes | bytearray | memoryview) -> int:
         raise WireError(f"{count} fields (1 to {MAX_FIELDS} allowed)")
     at = 8
     for _ in range(count):
-        if have < at + 5:
+        if have <= at:
             return at + 5 - have
         tag = data[at]
-        length = _u32(data, at + 1)
         limit = _FIELD_LIMITS.get(tag)
         if limit is None:
             raise WireError(f"unknown field tag {tag}")
+        if have < at + 5:
+            return at + 5 - have
+        length = _u32(data, at + 1)
         if length > limit[1]:
             raise WireError(f"{limit[0]} of {length} bytes (at most {limit[1]})")
         at += 5 + length
