@@ -3,12 +3,28 @@
 The native client (``capture/native/agentlog_hook.c``) sends one request per
 connection to ``<data root>/run/hook.sock`` and the capture server in
 ``agentlog daemon run`` answers 'A' (recorded; the reply goes to the agent) or
-'F' (fall back to the Python hook). docs/hook-native.md has the protocol;
-this module is its one Python implementation, with every rule enforced on
+'F' (fall back to the Python hook); docs/hook-native.md says when. This
+module is the protocol's one Python implementation, every rule enforced on
 both sides: a server decodes with :func:`decode_request` (a request that
 breaks a rule raises :class:`WireError` and gets no answer), and encodes with
 :func:`encode_response`; tests and tools speak the client side with
 :func:`encode_request` and :func:`decode_response`.
+
+The format (integers big-endian)::
+
+    request   "ALH1", u32 N (1..64), N x {u8 tag, u32 len, len bytes}
+      1 agent        exactly once, <= 64 bytes
+      2 arg          0..32, each <= 1 MiB, in argv order (after the agent)
+      3 env          0..16, "KEY=VALUE" <= 64 KiB, KEY one of ENV_KEYS, each key once
+      4 cwd          at most once, <= 64 KiB
+      5 event id     exactly once, a lower-case UUIDv7 (36 bytes)
+      6 captured_at  exactly once, decimal µs since the epoch
+      7 stdin bytes  exactly once, decimal, stdin's whole size
+      8 payload      exactly once, the first min(stdin bytes, 16 MiB) bytes of stdin
+      in all at most 16 MiB + 4 MiB; no byte after the last field;
+      no NUL in agent, arg, env, cwd; decimals without sign or leading zero, < 2**63
+    response  "ALR1", u8 status ('A' recorded | 'F' fall back), u32 len (<= 1 MiB,
+              0 for 'F'), len bytes: what the client prints
 
 Reading off a socket: :func:`request_bytes_missing` says how many more bytes a
 partial request needs at least (0 once it is whole), and raises as soon as

@@ -7,8 +7,9 @@
  * the server answers 'A' (recorded). Whenever that does not happen (no daemon,
  * failed checks, timeout, 'F', a malformed answer) it execs the Python hook
  * with the same bytes on stdin and the event id it made, so that the event is
- * recorded once either way. The protocol and the rules are in
- * docs/hook-native.md (the shared spec of the client and the server).
+ * recorded once either way. How it is built and when it falls back:
+ * docs/hook-native.md; the protocol's Python side, every rule checked:
+ * agentlog/capture/wire.py.
  *
  * libc only, POSIX; Linux first, macOS kept compiling. Exit status is always 0
  * and stdout carries nothing but an 'A' reply: the agent must never fail
@@ -57,7 +58,7 @@
 #define SEND_FLAGS 0 /* SIGPIPE is ignored anyway */
 #endif
 
-/* Limits of the wire protocol (docs/hook-native.md). */
+/* Limits of the wire protocol (as in agentlog/capture/wire.py). */
 #define KEEP_MAX ((size_t)16 << 20)                      /* payload kept and sent */
 #define REQUEST_MAX (((size_t)16 << 20) + ((size_t)4 << 20)) /* a whole request */
 #define REPLY_MAX ((size_t)1 << 20)
