@@ -15,9 +15,7 @@ import random
 import socket
 import subprocess
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +27,10 @@ from agentlog.core.ids import uuid7_time_ms
 from agentlog.core.paths import data_root
 from agentlog.install import native_build
 from agentlog.install.native_build import NO_COMPILER, build_client
-from native_support import HOOK_MARK, RECORDER_C, FakeDaemon, Record, read_record, short_root
+from native_support import (
+    HOOK_MARK, KEEP, RECORDER_C, FakeDaemon, Record, Run, fuzz, run_client, short_root,
+)
 
-MIB = 1 << 20
-KEEP = 16 * MIB
 ONE_LINE = b"agentlog-hook: "
 
 
@@ -67,50 +65,6 @@ def root() -> Iterator[Path]:
 def daemon(root: Path) -> Iterator[FakeDaemon]:
     with FakeDaemon(root) as d:
         yield d
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    elapsed: float
-    started_us: int
-    ended_us: int
-    record: Record | None
-
-
-_runs = iter(range(1 << 62))
-
-
-def run_client(
-    binary: str,
-    root: Path | None,
-    stdin: bytes | None,
-    *args: str | bytes,
-    env: dict[str, str] | None = None,
-    ack_ms: int | str | None = None,
-    cwd: Path | None = None,
-    stdout: int = subprocess.PIPE,
-    wrap: list[str] | None = None,
-) -> Run:
-    """Run the client as an agent does. ``stdin`` None: an empty one (/dev/null)."""
-    record = Path("/tmp") / f"al-record-{os.getpid()}-{next(_runs)}"
-    full_env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "RECORD_TO": str(record)}
-    if root is not None:
-        full_env["AGENTLOG_HOME"] = str(root)
-    if ack_ms is not None:
-        full_env["AGENTLOG_HOOK_ACK_MS"] = str(ack_ms)
-    full_env.update(env or {})
-    started = time.time_ns() // 1000
-    t0 = time.monotonic()
-    p = subprocess.run([*(wrap or []), binary, *args], input=stdin, stdin=subprocess.DEVNULL if stdin is None else None,
-                       stdout=stdout, stderr=subprocess.PIPE, env=full_env, cwd=cwd, timeout=60)
-    elapsed = time.monotonic() - t0
-    ended = time.time_ns() // 1000
-    got = read_record(record) if record.exists() else None
-    record.unlink(missing_ok=True)
-    return Run(p.returncode, p.stdout or b"", p.stderr, elapsed, started, ended, got)
 
 
 def assert_fell_back(r: Run, clients: Clients, stdin: bytes, args: list[str], *, quiet: bool) -> Record:
@@ -464,135 +418,6 @@ def test_the_client_finds_the_data_root_as_data_root_does(clients: Clients, case
 
 
 # -- fuzz -------------------------------------------------------------------------------------
-
-
-def _expected_reply(raw: bytes) -> bytes | None:
-    """What the client must print for a server that sends ``raw`` and closes (None: fall back)."""
-    if len(raw) < 9 or raw[:5] != b"ALR1A":
-        return None
-    n = int.from_bytes(raw[5:9], "big")
-    return raw[9 : 9 + n] if n <= wire.MAX_REPLY and len(raw) >= 9 + n else None
-
-
-@dataclass
-class Case:
-    stdin: bytes
-    args: list[bytes]
-    env: dict[str, str]
-    expect: bytes | None  # the reply to print; None: the client must fall back
-    may_time_out: bool  # an answer that may come after the deadline
-
-
-def make_case(seed: int, i: int, ack_ms: int) -> Case:
-    rng = random.Random(f"{seed}:{i}")
-    pick = rng.random()
-    if i % 1000 == 999:  # around the 16 MiB cap, ten times in 10,000
-        n = KEEP + rng.choice([-1, 0, 1, rng.randint(2, 3000)])
-    elif pick < 0.05:
-        n = 0
-    elif pick < 0.4:
-        n = rng.randint(1, 64)
-    elif pick < 0.8:
-        n = rng.randint(65, 4096)
-    else:
-        n = rng.choice([65535, 65536, 65537, 131072, rng.randint(4097, 300_000)])
-    shape = rng.random()
-    if shape < 0.5:
-        stdin = rng.randbytes(n)
-    elif shape < 0.75:
-        stdin = (b'{"hook_event_name": "PostToolUse", "tool_response": "' + b"\xe2\x82\xac\\\"" * n)[:n]
-    else:
-        stdin = bytes(n)
-
-    reply = rng.randbytes(rng.choice([1, 2, 100, 4000, 30000]))
-    good = wire.encode_response(wire.RECORDED, reply)
-    may_time_out = False
-    b = rng.random()
-    if b < 0.35:
-        raw = good
-    elif b < 0.40:
-        raw = good + rng.randbytes(rng.randint(1, 50))  # junk after a whole answer is never read
-    elif b < 0.50:
-        raw = wire.encode_response(wire.FALL_BACK)
-    elif b < 0.52:
-        raw = b"ALR1F" + (5).to_bytes(4, "big") + b"hello"
-    elif b < 0.62:
-        raw = rng.randbytes(rng.randint(0, 200))
-    elif b < 0.72:
-        mutated = bytearray(good)
-        mutated[rng.randrange(9)] ^= 1 << rng.randrange(8)
-        raw = bytes(mutated)
-    elif b < 0.82:
-        raw = good[: rng.randrange(len(good))]
-    else:
-        raw = b""
-    if b < 0.82:
-        mode = "raw:" + raw.hex()
-        expect = _expected_reply(raw)
-    elif b < 0.84:
-        mode, expect = "big", None
-    elif b < 0.88:
-        mode, expect = "close", None
-    elif b < 0.97:
-        # Either outcome is right for a late answer (one ready as the deadline's poll returns is
-        # taken), but a fallback only once the deadline has passed.
-        mode, expect = f"delay:{rng.randint(0, 2 * ack_ms)}", b"ok "
-    else:
-        mode, expect = "never", None
-    may_time_out = expect is not None
-    extra = [bytes(c for c in rng.randbytes(rng.randint(0, 12)) if c) for _ in range(rng.randint(0, 3))]
-    env = {k: rng.randbytes(rng.randint(0, 30)).replace(b"\0", b"").decode("utf-8", "surrogateescape")
-           for k in wire.ENV_KEYS if rng.random() < 0.3}
-    return Case(stdin, [f"mode={mode}".encode(), f"n={i}".encode(), *extra], env, expect, may_time_out)
-
-
-def fuzz(binary: str, recorder: str, root: Path, runs: int, seed: int, ack_ms: int) -> tuple[list[str], Counter[str]]:
-    """Run the client ``runs`` times against one daemon: the problems found (none: []), and
-    how many runs ended each way ('A', 'fallback')."""
-    problems: list[str] = []
-    outcomes: Counter[str] = Counter()
-    with FakeDaemon(root) as daemon:
-
-        def one(i: int) -> None:
-            case = make_case(seed, i, ack_ms)
-            args = [b"claude-code", *case.args]
-            r = run_client(binary, root, case.stdin, *args, env=case.env, ack_ms=ack_ms, cwd=root)
-            outcomes["fallback" if r.record is not None else "A"] += 1
-            try:
-                check(case, r, args)
-            except AssertionError as e:
-                problems.append(f"run {i} (seed {seed}): {e}")
-
-        def check(case: Case, r: Run, args: list[bytes]) -> None:
-            assert r.returncode == 0, f"exit {r.returncode}, stderr {r.stderr[-500:]!r}"
-            assert r.stderr.count(b"\n") <= 1, r.stderr
-            got_seen = daemon.by_nonce.get(args[2].decode())
-            if got_seen is not None:  # whatever came next, the request was whole and right
-                req = got_seen.request
-                assert req.payload == case.stdin[:KEEP] and req.stdin_bytes == len(case.stdin)
-                assert [a.encode("utf-8", "surrogateescape") for a in req.args] == args[1:]
-                assert req.env == case.env
-            if r.record is None:  # the 'A' path: exactly the reply, and the daemon had the request
-                assert case.expect is not None, "no fallback where one was due"
-                assert got_seen is not None
-                if case.expect == b"ok ":
-                    assert r.stdout == b"ok " + got_seen.request.event_id.encode()
-                else:
-                    assert r.stdout == case.expect
-                return
-            assert r.stdout == b"", "a fallback printed on stdout"
-            if case.expect is not None:
-                assert case.may_time_out and r.elapsed >= ack_ms / 1000, "fell back where an answer was due"
-            rec = r.record
-            assert rec.stdin == case.stdin[:KEEP] and rec.stdin_bytes == str(len(case.stdin))
-            assert rec.argv == [recorder.encode(), b"-I", b"-S", HOOK_MARK.encode(), *args]
-            assert rec.event_id is not None and wire.is_uuid7(rec.event_id.encode())
-            if got_seen is not None:
-                assert got_seen.request.event_id == rec.event_id
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(one, range(runs)))
-    return problems, outcomes
 
 
 @pytest.mark.slow
