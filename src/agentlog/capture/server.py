@@ -194,10 +194,11 @@ def response(status: bytes, reply: bytes = b"") -> bytes:
 
 
 class _Conn:
-    __slots__ = ("sock", "reader", "deadline", "done_ns", "request")
+    __slots__ = ("sock", "reader", "deadline", "done_ns", "request", "held")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.held = 0  # request bytes counted in the server's buffered total
         self.reader: RequestReader | None = RequestReader()
         self.deadline = time.monotonic() + READ_TIMEOUT_S
         self.done_ns = 0
@@ -398,6 +399,7 @@ class CaptureServer:
             return
         if whole:
             c.done_ns = time.perf_counter_ns()
+            c.held, c.reader = len(c.reader.buf), None  # the request holds what it needs
             sel.unregister(c.sock)
             del conns[c.sock.fileno()]
             self._work.put(c)
@@ -410,7 +412,7 @@ class CaptureServer:
 
     def _finish(self, c: _Conn, answer: bytes | None, extra: int = 0, reply: bytes = b"") -> None:
         """Answer (or not) and close; the connection no longer counts as pending."""
-        held = extra + (len(c.reader.buf) if c.reader is not None else 0)
+        held = c.held + extra + (len(c.reader.buf) if c.reader is not None else 0)
         c.reader = None
         c.request = None
         if answer is not None:
@@ -517,15 +519,16 @@ class CaptureServer:
             hook._complain(self.root, f"capture server could not append to {log.path}: {type(e).__name__}: {e}")
             return
         self._mark(log.path, result.tip)
+        started = [e.conn.done_ns for e in batch]
+        for entry in batch:
+            self._finish(entry.conn, b"A", reply=entry.captured.reply)
         now = time.perf_counter_ns()
         with self._lock:
             self.counts["appends"] += 1
             self.counts["frames"] += len(batch) - len(result.skipped)
             self.counts["already_present"] += len(result.skipped)
             self.counts["acknowledged"] += len(batch)
-            self._latency.extend((now - e.conn.done_ns) // 1000 for e in batch)
-        for entry in batch:
-            self._finish(entry.conn, b"A", reply=entry.captured.reply)
+            self._latency.extend((now - t) // 1000 for t in started)
         skipped = set(result.skipped)
         written = [e for i, e in enumerate(batch) if i not in skipped]
         try:
