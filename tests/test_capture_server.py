@@ -681,7 +681,7 @@ def test_daemon_serves_hooks_and_status_shows_the_server(agentlog_home: Path, mo
             r = CliRunner().invoke(cli, ["status", "--json", "--no-ingest"])
             assert r.exit_code == 0, r.output
             hs = json.loads(r.stdout)["hook_server"]
-            if hs.get("acknowledged") == 20 or time.monotonic() > deadline:
+            if hs.get("window") == 20 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         assert hs["answering"] is True and hs["acknowledged"] == 20 and hs["window"] == 20

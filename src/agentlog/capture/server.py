@@ -519,15 +519,16 @@ class CaptureServer:
             hook._complain(self.root, f"capture server could not append to {log.path}: {type(e).__name__}: {e}")
             return
         self._mark(log.path, result.tip)
+        with self._lock:  # counted before the clients hear of it
+            self.counts["appends"] += 1
+            self.counts["frames"] += len(batch) - len(result.skipped)
+            self.counts["already_present"] += len(result.skipped)
+            self.counts["acknowledged"] += len(batch)
         started = [e.conn.done_ns for e in batch]
         for entry in batch:
             self._finish(entry.conn, b"A", reply=entry.captured.reply)
         now = time.perf_counter_ns()
         with self._lock:
-            self.counts["appends"] += 1
-            self.counts["frames"] += len(batch) - len(result.skipped)
-            self.counts["already_present"] += len(result.skipped)
-            self.counts["acknowledged"] += len(batch)
             self._latency.extend((now - t) // 1000 for t in started)
         skipped = set(result.skipped)
         written = [e for i, e in enumerate(batch) if i not in skipped]
