@@ -28,6 +28,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from agentlog.log.writer import SessionLog
+
 MAX_PAYLOAD = 16 << 20
 KEEP_TEXT = 64 << 10  # how much of an unparseable payload is kept as text
 
@@ -97,8 +99,13 @@ def build(
     capture_mode: str = "full",
     redact: bool = True,
     cwd: str | None = None,
+    process_cwd: str | None = None,
 ) -> Captured:
-    """Normalise one payload into a wire-form event (pure apart from reading git files)."""
+    """Normalise one payload into a wire-form event (pure apart from reading git files).
+
+    The working directory is the payload's ``cwd``, else ``cwd``, else the agents' project
+    variables in ``environ``, else ``process_cwd``: the hook process's own (``os.getcwd()``
+    when None; ``""`` for none, as the capture server passes for a client without one)."""
     env = os.environ if environ is None else environ
     now = captured_at if captured_at is not None else time.time_ns() // 1000
     provider = AGENT_PROVIDERS.get(agent)
@@ -192,11 +199,13 @@ def build(
     put_optional(event, partial)
 
     work_dir = partial.get("cwd") or cwd or env.get("CLAUDE_PROJECT_DIR") or env.get("CURSOR_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR")
-    if not work_dir:
+    if not work_dir and process_cwd is None:
         try:
             work_dir = os.getcwd()
         except OSError:
             work_dir = None
+    elif not work_dir:
+        work_dir = process_cwd or None
     project = None
     if work_dir:
         from agentlog.capture.project import attach_project, project_info
@@ -248,13 +257,14 @@ SYNC_AT: dict[str, tuple[str, ...]] = {"codex": ("Stop", "SessionEnd")}
 SYNC_AGENT: dict[str, str] = {"codex": "codex"}
 
 
-def spawn_transcript_sync(provider: str, transcript: str, root: str) -> None:
+def spawn_transcript_sync(provider: str, transcript: str, root: str) -> int | None:
     """Start ``agentlog import <agent> <transcript>`` detached (own session, no
     stdio), so the hook returns at once; the import takes the import lock, and
-    what the hooks already recorded is not written twice."""
+    what the hooks already recorded is not written twice. Its pid (a long-lived
+    caller such as the capture server reaps it), or None when nothing was started."""
     exe = sys.executable
     if not exe:
-        return
+        return None
     argv = [exe, "-I", "-m", "agentlog", "import", SYNC_AGENT[provider], transcript]
     env = dict(os.environ)
     env["AGENTLOG_HOME"] = root
@@ -264,15 +274,16 @@ def spawn_transcript_sync(provider: str, transcript: str, root: str) -> None:
         (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
         (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
     ]
-    os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True)
+    return os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True)
 
 
-def fallback(agent: str, data: bytes, total: int, captured_at: int, settings: dict[str, Any], error: str) -> Captured:
+def fallback(agent: str, data: bytes, total: int, captured_at: int, settings: dict[str, Any], error: str,
+             event_id: str | None = None) -> Captured:
     """A minimal ``unknown`` event for when normalising itself failed."""
     provider = AGENT_PROVIDERS.get(agent, "unknown_agent")
     text = data[:KEEP_TEXT].decode("utf-8", "replace")
     event: dict[str, Any] = {
-        "event_id": uuid7(captured_at // 1000),
+        "event_id": event_id or uuid7(captured_at // 1000),
         "schema_version": 1,
         "kind": "unknown",
         "provider": provider,
@@ -312,24 +323,99 @@ def _adapter(provider: str) -> Any:
     return mod
 
 
-def record(captured: Captured, root: str, durability: str) -> None:
-    """Append the event to its session's log."""
+def session_log(captured: Captured, root: str, durability: str) -> SessionLog:
+    """The log the event belongs in."""
     from agentlog.log.writer import open_session_log
 
     event = captured.event
-    log = open_session_log(
+    return open_session_log(
         root, captured.provider, event.get("provider_session_id"), durability=durability, capture_mode=event["capture_mode"]
     )
-    log.append([dumps_bytes(event)])
+
+
+def record(captured: Captured, root: str, durability: str, *, dedupe: bool = False) -> bool:
+    """Append the event to its session's log. With ``dedupe``, not when its event id is
+    already in the log's tail (a fallback of the native hook: the capture server may have
+    written it); False then."""
+    log = session_log(captured, root, durability)
+    event = captured.event
+    result = log.append([dumps_bytes(event)], dedupe=[event["event_id"]] if dedupe else None)
+    if result.skipped:
+        return False
+    note_written(root, log, [captured])
+    return True
+
+
+def note_written(root: str, log: SessionLog, written: list[Captured]) -> None:
+    """After events were appended to ``log``: a gap frame for payloads a full disk made
+    earlier hooks drop, and the unrecognised events listed."""
     from agentlog.capture import dropped
 
     lost = dropped.take(root)  # payloads a full disk made earlier hooks drop: a gap frame says so
     if lost[0]:
+        last = written[-1]
+        event = last.event
         now = time.time_ns() // 1000
-        log.append([dumps_bytes(dropped.gap_event(captured.provider, event.get("provider_session_id"),
+        log.append([dumps_bytes(dropped.gap_event(last.provider, event.get("provider_session_id"),
                                                   event["capture_mode"], __version__, uuid7(now // 1000), now, lost))])
-    if captured.unrecognised is not None:
-        _append_line(os.path.join(state_dir(root), "unrecognised.jsonl"), {**captured.unrecognised, "at": event["captured_at"]})
+    for captured in written:
+        if captured.unrecognised is not None:
+            _append_line(os.path.join(state_dir(root), "unrecognised.jsonl"),
+                         {**captured.unrecognised, "at": captured.event["captured_at"]})
+
+
+def load_settings(root: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The effective settings; on a bad config, the defaults (and a diagnostic)."""
+    from agentlog.core.config import ConfigError, load
+
+    try:
+        return load(root, environ)
+    except ConfigError as e:
+        _complain(root, f"bad config, using defaults: {e}")
+        from agentlog.core.config import DEFAULTS
+
+        return dict(DEFAULTS)
+
+
+def after_record(captured: Captured, root: str, settings: dict[str, Any]) -> int | None:
+    """Once the event is written: its diagnostic, and the transcript import it calls for
+    (its pid, or None)."""
+    if captured.problem:
+        _complain(root, captured.problem)
+    if captured.transcript is not None and settings.get("transcript_sync", True) and settings["capture_mode"] == "full":
+        try:
+            return spawn_transcript_sync(captured.provider, captured.transcript, root)
+        except OSError as e:
+            _complain(root, f"could not start the transcript import: {e}")
+    return None
+
+
+_HEX = "0123456789abcdef"
+
+
+def is_event_id(text: str) -> bool:
+    """A UUID as the native hook sends one: 36 lower-case characters, hyphens at 8, 13, 18, 23."""
+    if len(text) != 36:
+        return False
+    for i, c in enumerate(text):
+        if i in (8, 13, 18, 23):
+            if c != "-":
+                return False
+        elif c not in _HEX:
+            return False
+    return True
+
+
+def handed_over(environ: Any) -> tuple[str | None, int | None, int | None]:
+    """(event id, captured_at µs, stdin bytes) that the native hook handed its Python
+    fallback (``AGENTLOG_HOOK_*``); Nones when it did not (docs/hook-server.md)."""
+    eid = environ.get("AGENTLOG_HOOK_EVENT_ID") or ""
+    if not is_event_id(eid):
+        return None, None, None
+    at = environ.get("AGENTLOG_HOOK_CAPTURED_AT") or ""
+    total = environ.get("AGENTLOG_HOOK_STDIN_BYTES") or ""
+    return (eid, int(at) if at.isdigit() and len(at) <= 19 else None,
+            int(total) if total.isdigit() and len(total) <= 19 else None)
 
 
 def _append_line(path: str, obj: dict[str, Any]) -> None:
@@ -377,16 +463,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         agent = args[0]
         root = data_root()
-        from agentlog.core.config import ConfigError, load
-
-        try:
-            settings = load(root)
-        except ConfigError as e:
-            _complain(root, f"bad config, using defaults: {e}")
-            from agentlog.core.config import DEFAULTS
-
-            settings = dict(DEFAULTS)
+        settings = load_settings(root)
         data, total = read_stdin()
+        # run by the native hook as its fallback: its event id, clock and byte count
+        event_id, handed_at, handed_total = handed_over(os.environ)
+        if handed_at is not None:
+            captured_at = handed_at
+        if handed_total is not None and handed_total > total:
+            total = handed_total
         try:
             captured = build(
                 agent,
@@ -394,20 +478,15 @@ def main(argv: list[str] | None = None) -> int:
                 total,
                 args[1:],
                 captured_at=captured_at,
+                event_id=event_id,
                 capture_mode=settings["capture_mode"],
                 redact=settings["redact_secrets"],
             )
         except Exception as e:  # a bug in normalising must not lose the event
-            captured = fallback(agent, data, total, captured_at, settings, f"{type(e).__name__}: {e}")
+            captured = fallback(agent, data, total, captured_at, settings, f"{type(e).__name__}: {e}", event_id)
         captured.event["attrs"]["hook_us"] = (time.perf_counter_ns() - started) // 1000
-        record(captured, root, settings["durability"])
-        if captured.problem:
-            _complain(root, captured.problem)
-        if captured.transcript is not None and settings.get("transcript_sync", True) and settings["capture_mode"] == "full":
-            try:
-                spawn_transcript_sync(captured.provider, captured.transcript, root)
-            except OSError as e:
-                _complain(root, f"could not start the transcript import: {e}")
+        if record(captured, root, settings["durability"], dedupe=event_id is not None):
+            after_record(captured, root, settings)
         if captured.reply:
             try:
                 os.write(1, captured.reply)

@@ -42,6 +42,10 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
             {"what": "last ingest", "value": st.last_ingest_at or "never"},
             {"what": "ingest lag", "value": f"{st.lag_logs} logs, {fmt_bytes(st.lag_bytes)}"},
         ]
+        hs = st.hook_server
+        rows.append({"what": "hook server", "value": (
+            f"answering; per request p50 {hs.get('server_us_p50')} µs, p95 {hs.get('server_us_p95')} µs "
+            f"(last {hs.get('window', 0):,})" if hs.get("answering") else "not answering (hooks use the Python path)")})
         for comp, size in st.bytes_by_component.items():
             rows.append({"what": comp, "value": f"{fmt_bytes(size)} in {st.files_by_component[comp]:,} files"})
         print_table(rows, ["what", "value"], title=st.data_root)

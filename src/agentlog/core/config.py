@@ -28,12 +28,14 @@ DEFAULTS: dict[str, Any] = {
     "retention_days": 0,
     "transcript_sync": True,
     "checkpoint_minutes": 5,
+    "capture_server": True,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
     "durability": ("strict", "relaxed"),
     "redact_secrets": (True, False),
     "transcript_sync": (True, False),
+    "capture_server": (True, False),
 }
 # numeric settings: (least, most), ints or floats
 RANGES: dict[str, tuple[float, float]] = {
@@ -49,6 +51,7 @@ DESCRIPTIONS: dict[str, str] = {
     "retention_days": "purge events older than this many days (content removed, hashes kept; `agentlog purge`); 0 keeps everything",
     "transcript_sync": "when a turn ends, import the agent's transcript in the background where its hooks lack outcomes (Codex: exit codes, failed patches)",
     "checkpoint_minutes": "the daemon signs a checkpoint of the Merkle tree this often while frames arrive (`agentlog checkpoint`); 0: never",
+    "capture_server": "the daemon records the native hook's payloads sent over <data root>/run/hook.sock (without it the native hook falls back to the Python one)",
 }
 
 

@@ -53,6 +53,7 @@ from agentlog.core.ids import uuid7
 from agentlog.core import AgentlogError
 from agentlog.core.paths import FILE_MODE, ensure_dir, fsync_path
 from agentlog.log.frame import (
+    EVENT_MARK,
     HASH_MARK,
     PREFIX,
     PREV_END,
@@ -117,7 +118,7 @@ def parse_head(data: bytes) -> Tip:
 class AppendResult:
     """What one append wrote."""
 
-    __slots__ = ("seqs", "hashes", "gaps", "path", "written")
+    __slots__ = ("seqs", "hashes", "gaps", "path", "written", "skipped", "tip")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -125,6 +126,10 @@ class AppendResult:
         self.hashes: list[str] = []
         self.gaps: list[dict[str, Any]] = []
         self.written = 0  # bytes of the frames written (gap frames included)
+        self.skipped: list[int] = []
+        """Indices (into the events given) not written: their event id was already in the log."""
+        self.tip: Tip | None = None
+        """The log's last frame once the append is done (None for a log still without frames)."""
 
 
 class UnsafeLogError(AgentlogError, PermissionError):
@@ -179,8 +184,15 @@ class SessionLog:
         self._bad_head: bytes | None = None  # the bytes of a head found invalid
 
     # -- public ------------------------------------------------------------
-    def append(self, events: list[bytes]) -> AppendResult:
-        """Append already-serialised events (one frame each), repairing first if needed."""
+    def append(self, events: list[bytes], *, dedupe: list[str | None] | None = None, since: Tip | None = None) -> AppendResult:
+        """Append already-serialised events (one frame each), repairing first if needed.
+
+        ``dedupe`` (one entry per event: its event id, or None) makes the append skip,
+        under the log's lock, each event whose id is already in the log's last
+        ``DEDUPE_WINDOW`` bytes or earlier in this batch (``result.skipped``): the native
+        hook's fallback and the capture server may both be handed one event
+        (docs/hook-server.md). ``since``, a tip this log had earlier, narrows the search
+        to what was written after it, when the frame it names is still where it was."""
         for ev in events:
             if b"\n" in ev:
                 raise ValueError("an event's serialised form must not contain a raw newline")
@@ -193,6 +205,8 @@ class SessionLog:
             if head_fd < 0:
                 head_fd = self._create_empty_head(fd)
             tip = self._recover(fd, head_fd, result)
+            if dedupe is not None:
+                events = self._without_present(fd, events, dedupe, since, result)
             offset = tip.offset if tip is not None else 0
             seq = tip.seq + 1 if tip is not None else 0
             prev = tip.hash if tip is not None else genesis(self.provider, self.key)
@@ -216,7 +230,9 @@ class SessionLog:
                 _write_all(fd, b"".join(parts))  # one copy of the batch; a torn tail is repaired as ever
             if frames:
                 self._sync(fd)
-                self._write_head(head_fd, Tip(seq - 1, prev, offset))
+                tip = Tip(seq - 1, prev, offset)
+                self._write_head(head_fd, tip)
+            result.tip = tip if tip is not None and tip.seq >= 0 else None
             return result
         finally:
             if head_fd >= 0:
@@ -224,6 +240,31 @@ class SessionLog:
             os.close(fd)  # releases the lock
 
     # -- internals -----------------------------------------------------------
+    def _without_present(self, fd: int, events: list[bytes], ids: list[str | None], since: Tip | None,
+                         result: AppendResult) -> list[bytes]:
+        """``events`` less those whose id is in the log's tail or earlier in the batch."""
+        if len(ids) != len(events):
+            raise ValueError("dedupe needs one entry per event")
+        wanted = [i for i, e in enumerate(ids) if e]
+        if not wanted:
+            return events
+        size = os.fstat(fd).st_size
+        start = max(0, size - DEDUPE_WINDOW)
+        if since is not None and start < since.offset <= size and _ends_frame(fd, since):
+            start = since.offset  # nothing before it can be one of these events
+        tail = os.pread(fd, size - start, start) if size > start else b""
+        seen: set[str] = set()
+        keep: list[bytes] = []
+        for i, ev in enumerate(events):
+            eid = ids[i]
+            if eid and (eid in seen or (tail and (_ID_MARK + eid.encode("ascii", "replace") + b'"') in tail)):
+                result.skipped.append(i)
+                continue
+            if eid:
+                seen.add(eid)
+            keep.append(ev)
+        return keep
+
     def _open(self) -> int:
         """The log open for appending: never through a symlink (a planted ``x.jsonl -> ~/.bashrc``
         gets nothing), and only in a directory of the user's that others cannot write to."""
@@ -493,6 +534,9 @@ class SessionLog:
 
 
 _CHECK_WINDOW = 4096
+DEDUPE_WINDOW = 4 << 20
+"""How far back from a log's end ``append(dedupe=…)`` looks for an event id."""
+_ID_MARK = EVENT_MARK + b'{"event_id":"'  # how every (unpurged) frame's event starts
 
 
 def _ends_frame(fd: int, tip: Tip) -> bool:

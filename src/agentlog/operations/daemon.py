@@ -11,6 +11,13 @@ a checkpoint of the Merkle tree every ``checkpoint_every`` seconds (the
 start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
 one last ingest. Hooks never depend on it: they only append to logs.
 
+With the ``capture_server`` setting (on by default) it also serves the native hook
+on ``<data root>/run/hook.sock`` (``capture/server.py``, docs/hook-server.md): the
+server's counters and its time per request (p50/p95 of the last 1,000) go to
+``state/hook-server.json`` on every poll, for ``agentlog status``. A server that
+cannot start (an unsafe run directory, say) is logged, and the daemon goes on
+without it: the native hook then falls back to the Python one.
+
 ``daemon install|uninstall`` (``store/service.py``) runs it as a login
 service (systemd --user / launchd). Not built yet: a file-system watcher
 (inotify/FSEvents) instead of polling.
@@ -36,6 +43,7 @@ from agentlog.store.compact import CompactBusy, compact
 from agentlog.store.ingest import ingest, load_positions, log_id
 
 if TYPE_CHECKING:
+    from agentlog.capture.server import CaptureServer
     from agentlog.operations.checkpoints import Periodic
 
 PID_NAME = "daemon.pid"
@@ -148,6 +156,28 @@ def _checkpoint(root: str, periodic: Periodic, final: bool = False) -> None:
         _log(root, f"checkpoint failed: {type(e).__name__}: {e}")
 
 
+def start_capture_server(root: str) -> CaptureServer | None:
+    """The capture server, listening, when the ``capture_server`` setting says so; None when
+    it is off or cannot start (logged, and said on stderr)."""
+    from agentlog.capture.server import CaptureServer, CaptureServerError
+    from agentlog.core.config import load as load_config
+
+    try:
+        if not load_config(root).get("capture_server", True):
+            return None
+    except AgentlogError as e:
+        _log(root, f"config unusable ({e}); the capture server starts as by default")
+    server = CaptureServer(root)
+    try:
+        server.start()
+    except (CaptureServerError, OSError) as e:
+        _log(root, f"capture server not started: {e}")
+        print(f"agentlog daemon: capture server not started: {e}", file=sys.stderr)
+        return None
+    _log(root, f"capture server listening on {server.path}")
+    return server
+
+
 def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None,
         checkpoint_every: float | None = None) -> None:
     """Run in the foreground until SIGTERM/SIGINT (or ``max_seconds``). ``checkpoint_every``
@@ -172,6 +202,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
+    server = start_capture_server(root)  # before any other thread of ours: it sets the umask a moment
     from agentlog.operations.checkpoints import DEFAULT_EVERY_S, Periodic, every_from_config
     from agentlog.operations.refresh import project_and_index
 
@@ -186,6 +217,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     compactor: threading.Thread | None = None
     try:
         while not stopping:
+            if server is not None:
+                server.write_stats()
             now = _fingerprint(root)
             if now != seen:
                 report = ingest(root, lock_timeout=0.0)
@@ -206,6 +239,10 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
             time.sleep(interval)
+        if server is not None:  # before the last ingest, so that it holds every frame acknowledged
+            server.stop()
+            server.write_stats()
+            _log(root, "capture server stopped")
         report = ingest(root)
         _log(root, f"stopping: final ingest of {report.events} events")
         _checkpoint(root, periodic, final=True)
@@ -213,6 +250,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             _log(root, "waiting for the compaction in progress")
             compactor.join()
     finally:
+        if server is not None:
+            server.stop()
         try:
             os.unlink(pid_path(root))
         except OSError:

@@ -47,6 +47,9 @@ class StoreStatus:
     """What the catch-up ingest before answering did (None with --no-ingest)."""
     verify: dict[str, Any] | None = None
     """With --verify: the live store compared with a rebuild of the same logs."""
+    hook_server: dict[str, Any] = field(default_factory=dict)
+    """The daemon's capture server (``capture.server.status``): whether its socket answers
+    now, and the counters and server time per request (p50/p95 µs) it last wrote."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,4 +101,7 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
     }
     out.bytes_by_component = {k: v[0] for k, v in components.items()}
     out.files_by_component = {k: v[1] for k, v in components.items()}
+    from agentlog.capture.server import status as hook_server_status
+
+    out.hook_server = hook_server_status(root)
     return out
