@@ -163,3 +163,31 @@ def test_the_batched_leaf_hashes_are_the_leaf_hashes() -> None:
                Segment("claude_code/a", [(1, b"ef" * 32)], [3], [5])]
     assert _leaf_hashes(pending) == [frame_leaf_hash(seg.log, seq, h.decode()) for seg in pending
                                      for seq, h in seg.frames]
+
+
+def test_a_long_ingest_grows_the_tree_in_a_worker_process(tmp_path: Path) -> None:
+    """A run that fills a batch hands the tree to a child process (integrity/tree_worker.py),
+    which reads and checks the frames itself; the tree holds every frame once."""
+    root = tmp_path / "home"
+    for i in range(6):
+        for sid in ("s-w1", "s-w2"):
+            _hook(root, sid, i)
+    report = ingest(str(root), batch_bytes=2048)
+    assert report.tree_worker and report.tree_error is None
+    assert report.tree_leaves == 12 and report.tree_cpu_secs > 0
+    assert _check(root).size == 12
+    small = ingest(str(root))  # nothing new, one batch: no worker
+    assert not small.tree_worker and small.tree_leaves == 0
+
+
+def test_two_writers_of_one_tree_take_turns_and_read_what_the_other_wrote(tmp_path: Path) -> None:
+    """A tree object opened before another process grew the tree reads it again under the
+    writer lock before growing: no frame is added twice, none is lost."""
+    root = tmp_path / "home"
+    for i in range(3):
+        _hook(root, "s-x", i)
+    stale = FrameTree(str(root))  # opened on an empty tree
+    assert FrameTree(str(root)).catch_up_all() == 3
+    _hook(root, "s-x", 3)
+    assert stale.catch_up_all() == 1
+    assert _check(root).size == 4

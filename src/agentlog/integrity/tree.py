@@ -47,6 +47,7 @@ from typing import Final
 
 from agentlog.core import AgentlogError
 from agentlog.core.fileio import write_atomic
+from agentlog.core.locks import Busy, open_locked
 from agentlog.core.paths import ensure_dir, state_dir
 from agentlog.integrity import merkle
 from agentlog.integrity.leaf_ids import LeafIds, frame_key, id_key
@@ -61,10 +62,17 @@ RECORD: Final = struct.Struct(">II")
 """A leaf's record in ``leaves``: log number, seq."""
 CURSORS: Final = "cursors"
 CURSORS_NEXT: Final = "cursors.next"
+GROW_LOCK: Final = "grow.lock"
+GROW_WAIT_S: Final = 120.0
+"""How long a writer waits for another to finish growing the tree."""
 
 
 class TreeDamaged(AgentlogError, RuntimeError):
     """The tree's files disagree with each other (edited, or a disk fault)."""
+
+
+class TreeBusy(Busy):
+    """Another process grew the tree for longer than a writer waits."""
 
 
 def tree_dir(root: str) -> str:
@@ -129,6 +137,7 @@ class FrameTree:
         self.logs: list[str] = self._read_logs()
         self.numbers = {name: i for i, name in enumerate(self.logs)}
         self.cursors: dict[str, Cursor] = self._read_cursors()
+        self._seen_size = self.tiles.size  # the size logs and cursors were read at
 
     # -- reading ------------------------------------------------------------------------
 
@@ -223,7 +232,26 @@ class FrameTree:
         """Add ``fed`` frames (in order) and commit; first, for any log the tree is behind
         on, the frames between its cursor and where ingest's frames start (read from the
         log and checked). With ``upto`` (log id → logical offset ingest has reached), also
-        catch every log up to there. Returns the leaves added."""
+        catch every log up to there. Returns the leaves added.
+
+        Holds the tree's writer lock (``grow.lock``) throughout, and first reads the tree
+        again if another writer committed since: an ingest's tree worker that outlived its
+        ingest and the next ingest never write at once."""
+        fd = open_locked(os.path.join(self.directory, GROW_LOCK), GROW_WAIT_S)
+        if fd is None:
+            raise TreeBusy(f"another process held {os.path.join(self.directory, GROW_LOCK)} for {GROW_WAIT_S:.0f} s")
+        try:
+            if self.tiles.refresh() != self._seen_size:
+                self.logs = self._read_logs()
+                self.numbers = {name: i for i, name in enumerate(self.logs)}
+                self.cursors = self._read_cursors()
+            added = self._grow(fed, upto)
+            self._seen_size = self.size
+            return added
+        finally:
+            os.close(fd)
+
+    def _grow(self, fed: Iterable[Fed], upto: dict[str, int] | None) -> int:
         pending: list[Segment] = []
         heads: dict[str, Cursor] = {}
 
@@ -419,4 +447,4 @@ def _checked_frames(root: str, log: str, offset: int, seq: int, prev: str,
         return
 
 
-__all__ = ["Cursor", "Fed", "FrameTree", "LEAF_PREFIX", "TreeDamaged", "frame_leaf_hash", "leaf_data", "tree_dir"]
+__all__ = ["Cursor", "Fed", "FrameTree", "LEAF_PREFIX", "TreeBusy", "TreeDamaged", "frame_leaf_hash", "leaf_data", "tree_dir"]

@@ -63,6 +63,8 @@ from agentlog.log.layout import read_trailer
 from agentlog.log.segments import Segment, SegmentError, line_ending_at, list_segments, read_from
 from agentlog.integrity.leaf_ids import frame_key
 from agentlog.integrity.tree import Fed, FrameTree, TreeDamaged
+from agentlog.integrity.tree_worker import TreeWorker
+from agentlog.core import AgentlogError
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
 from agentlog.core.locks import open_locked
@@ -124,7 +126,13 @@ class IngestReport:
     tree_leaves: int = 0
     """Frames added to the Merkle tree (integrity/tree.py)."""
     tree_secs: float = 0.0
-    """Wall time spent growing the tree (on ingest's main thread)."""
+    """Wall time ingest spent on the tree: growing it on its main thread, or handing it
+    to the tree worker and waiting for it at the end."""
+    tree_worker: bool = False
+    """Whether a child process grew the tree (a run that filled a batch:
+    integrity/tree_worker.py)."""
+    tree_cpu_secs: float = 0.0
+    """The tree worker's CPU time (it reads and hashes the frames again)."""
     tree_error: str | None = None
     """Why the tree could not grow this time (the next ingest catches it up)."""
 
@@ -316,6 +324,10 @@ class _Ingest:
         self.tree = _open_tree(root, durability, report) if tree else None
         self.fed: list[Fed] = []
         """Frames checked since the tree last grew (the tree grows at each flush)."""
+        self.worker: TreeWorker | None = None
+        """The tree's process once the run has filled a batch (then ``tree`` is None)."""
+        self.tree_dirty: set[str] = set()
+        """Logs advanced since the worker was last told."""
 
     def brk(self, name: str, file: str, pos: Position, reason: str, offset: int | None = None) -> None:
         seq = pos.seq + 1
@@ -433,7 +445,7 @@ class _Ingest:
                 return
             if good:
                 seq, prev_hex = good[-1]
-                if self.tree is not None:
+                if self.tree is not None:  # (in the worker's hands, it reads the frames itself)
                     self.fed.append(Fed(name, offset, good, ends, [frame_key(data, at) for at in ev_starts]))
             self.report.events += len(good) - len(purged)
             self.report.bytes += ends[-1]
@@ -452,28 +464,59 @@ class _Ingest:
         self.positions[name] = pos
         self.pending[name] = pos
         self.advanced.add(name)
+        self.tree_dirty.add(name)
 
-    def grow_tree(self, upto: dict[str, int] | None = None) -> None:
+    def grow_tree(self, upto: dict[str, int] | None = None, *, spawn: bool = False, last: bool = False) -> None:
         """Add the frames checked so far to the Merkle tree (and, with ``upto``, whatever
-        the tree is behind on up to those offsets). A tree that cannot grow never stops
-        ingest: the report says why, and the next ingest catches it up."""
+        the tree is behind on up to those offsets); ``last`` at the end of the run. With
+        ``spawn`` (a full batch: a long run) the tree then goes to a worker process
+        (integrity/tree_worker.py), told at each flush how far the logs were read. A
+        tree that cannot grow never stops ingest: the report says why, and the next
+        ingest catches it up."""
         fed, self.fed = self.fed, []
-        if self.tree is None:
-            return
         started = time.perf_counter()
         try:
-            self.report.tree_leaves += self.tree.grow(fed, upto)
-        except (OSError, TreeDamaged, ValueError) as e:
+            if self.worker is not None:
+                self._feed_worker(last)
+            elif self.tree is not None:
+                self.report.tree_leaves += self.tree.grow(fed, upto)
+                if spawn and not last:
+                    self._start_worker()
+        except (AgentlogError, OSError, ValueError) as e:
             self.report.tree_error = f"{type(e).__name__}: {e}"
             self.tree = None
+            if self.worker is not None:
+                self.worker.kill()
+                self.worker = None
         finally:
             self.report.tree_secs += time.perf_counter() - started
 
-    def flush(self) -> None:
+    def _start_worker(self) -> None:
+        """Hand the tree to a worker process for the rest of this (long) run."""
+        assert self.tree is not None
+        self.worker = TreeWorker(self.root, durable=self.tree.durable)
+        self.report.tree_worker = True
+        self.tree = None
+        self.tree_dirty.clear()
+
+    def _feed_worker(self, last: bool) -> None:
+        assert self.worker is not None
+        self.worker.send({name: self.positions[name].offset for name in sorted(self.tree_dirty)})
+        self.tree_dirty.clear()
+        if last:
+            worker, self.worker = self.worker, None
+            added, error, cpu = worker.finish()
+            self.report.tree_leaves += added
+            self.report.tree_cpu_secs += cpu
+            if error is not None:
+                self.report.tree_error = error
+
+    def flush(self, *, full: bool = True) -> None:
         """Hand the batch to the committer thread (waiting for the previous
         commit first: at most one batch is being built while one is written);
-        grow the tree by the batch's frames."""
-        self.grow_tree()
+        grow the tree by the batch's frames. ``full``: the batch filled up (a long run,
+        whose tree then goes to a worker process); False for the run's last batch."""
+        self.grow_tree(spawn=full)
         if not self.batch.rows:
             return
         started = time.perf_counter()
@@ -573,10 +616,12 @@ def _run(root: str, batch_bytes: int, report: IngestReport, fast: bool, durabili
     try:
         for file in logs:
             job.run_log(file)
-        job.flush()
+        job.flush(full=False)
         job.wait()
-        job.grow_tree({name: pos.offset for name, pos in job.positions.items()})
+        job.grow_tree({name: pos.offset for name, pos in job.positions.items()}, last=True)
     finally:
+        if job.worker is not None:
+            job.worker.kill()  # the run failed: the next ingest catches the tree up
         job._pool.shutdown(wait=True)
         job._hasher.shutdown(wait=True)
     return job

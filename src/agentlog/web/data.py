@@ -270,9 +270,11 @@ def integrity(root: str, *, everything: bool = False) -> dict[str, Any]:
     trust = load_trust(root)
     if trust is not None:
         trust["verified_at"] = _iso_us(trust.get("verified_at") or 0)
+    from agentlog.capture.server import status as hook_server
+
     return {"logs": rows, "broken": sum(r["status"] == "broken" for r in rows),
             "unverified": sum(r["status"] == "not verified" for r in rows), "capture_tests_hidden": hidden,
-            "trust": trust}
+            "trust": trust, "hook_server": hook_server(root)}
 
 
 def verify_now(root: str, *, everything: bool = False) -> dict[str, Any]:
