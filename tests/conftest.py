@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -80,3 +80,31 @@ def run_hook(
     return subprocess.run(
         hook_argv(agent, *extra), input=stdin, capture_output=True, env={**os.environ, **(env or {})}, timeout=60, cwd=cwd
     )
+
+
+@pytest.fixture(scope="session")
+def native_hook(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The native client ``agentlog-hook``, built once per test session into a scratch data
+    root (its fallback: this interpreter and the package's ``_hook.py``, as installed)."""
+    from agentlog.install.native_build import build_client
+
+    built = build_client(str(tmp_path_factory.mktemp("native-hook")))
+    if built.path is None:
+        pytest.skip(f"no native hook client: {built.reason}")
+    return built.path
+
+
+@pytest.fixture(params=["python", "native"])
+def hook_path(request: pytest.FixtureRequest, agentlog_home: Path) -> Iterator[Any]:
+    """The hook as agents run it, through each path of issue 29 (tests/hook_paths.py): the
+    Python hook, or the native client with a capture server serving ``agentlog_home``."""
+    from hook_paths import HookPath
+
+    if request.param == "python":
+        yield HookPath("python", agentlog_home)
+        return
+    from agentlog.capture.server import CaptureServer
+
+    binary = request.getfixturevalue("native_hook")
+    with CaptureServer(str(agentlog_home)) as server:
+        yield HookPath("native", agentlog_home, binary, server)

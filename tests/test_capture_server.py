@@ -1,8 +1,9 @@
-"""The capture server (capture/server.py) against the wire protocol's rules (hook-wire.md).
+"""The capture server (capture/server.py) against the wire protocol's rules (docs/hook-path.md, "The wire protocol").
 
-The native client (C) comes later: ``CLIENT`` below is a small Python client of the
-protocol that follows the client's rules, fallback included. Its functions are used in
-process, and the script itself runs as real client processes in the kill test.
+``CLIENT`` below is a small Python client of the protocol that follows the client's
+rules, fallback included, so that the server's rules can be tested on their own. Its
+functions are used in process, and the script itself runs as real client processes in
+the kill test. The real C client meets the real server in tests/test_hook_native_e2e.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Iterator
 import pytest
 from click.testing import CliRunner
 
-from agentlog.capture import hook
+from agentlog.capture import hook, wire
 from agentlog.capture.hook_socket import peer_uid
 from agentlog.capture.server import CaptureServer, CaptureServerError, probe, socket_path
 from agentlog.cli import cli
@@ -40,7 +41,7 @@ from test_golden_claude_fixtures import genuine_payload
 from test_hook import CANARIES, _secret_payloads, all_bytes_on_disk, payload
 
 CLIENT = r'''
-"""A Python stand-in for agentlog-hook (hook-wire.md, "Client rules"):
+"""A Python stand-in for agentlog-hook (docs/hook-path.md, "The native client"):
 python -I -S client.py <agent> [args...] < payload. AGENTLOG_TEST_PYTHON and AGENTLOG_TEST_HOOK_PY
 stand for the paths the C client has compiled in; AGENTLOG_TEST_RESULTS, if set, gets a line
 "<A|F> <event id>" per run (F: it fell back)."""
@@ -190,6 +191,7 @@ uuid7, encode, exchange = _client["uuid7"], _client["encode"], _client["exchange
 SHARED = shared_dir()
 HOOK_FIXTURES = SHARED / "fixtures" / "claude-code-hooks" if SHARED is not None else None
 HOOK_US = re.compile(rb'"hook_us":\d+')
+EVENT = "01900000-0000-7000-8000-000000000001"
 
 
 @pytest.fixture
@@ -307,7 +309,7 @@ EDGE_CASES: list[tuple[str, bytes, tuple[str, ...], dict[str, str], int | None]]
     ("claude-code", bytes(range(256)), (), {}, None),
     ("vscode", b'{"session_id": "u1"}', (), {}, None),
     ("claude-code", b'{"session_id": "big1", "hook_event_name": "PostToolUse", "tool_response": "xxxx', (), {},
-     17 << 20),  # stdin held more than was kept: an oversized payload
+     17 << 20),  # stdin held more than was kept (16 MiB, padded in the test): an oversized payload
 ]
 
 
@@ -321,6 +323,8 @@ def test_edge_payloads_match_a_real_python_hook_process(agent: str, data: bytes,
     the event id, clock and byte count: byte-equal frames, equal stdout, and a diagnostic on
     stderr where the server wrote one to the diagnostics log."""
     eid, at = uuid7(), time.time_ns() // 1000
+    if total is not None:  # the client sends the first 16 MiB of what stdin held (capture.wire)
+        data = data.ljust(wire.MAX_PAYLOAD, b"x")
     size = len(data) if total is None else total
     status, reply = send(agentlog_home, request(agent, data, *args, env=env, event_id=eid, captured_at=at, total=size))
     assert status == b"A"
@@ -330,6 +334,7 @@ def test_edge_payloads_match_a_real_python_hook_process(agent: str, data: bytes,
     via_server, via_python = frames_by_id(agentlog_home), frames_by_id(python_root)
     assert list(via_server) == [eid] and via_server == via_python
     diag = agentlog_home / "state" / "hook-errors.log"
+    assert server.wait_idle()  # the server writes the diagnostic after answering
     assert bool(r.stderr) == diag.exists()
     if total is not None:
         assert json.loads(via_server[eid][0])["attrs"]["payload_error"] == "oversized"
@@ -435,6 +440,24 @@ def test_the_python_fallback_does_not_write_what_the_server_wrote(agentlog_home:
     assert sum(len(v) for v in frames_by_id(agentlog_home).values()) == 2
 
 
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"AGENTLOG_HOOK_EVENT_ID": EVENT, "AGENTLOG_HOOK_CAPTURED_AT": "17", "AGENTLOG_HOOK_STDIN_BYTES": "0"},
+     (EVENT, 17, 0)),
+    ({"AGENTLOG_HOOK_EVENT_ID": EVENT, "AGENTLOG_HOOK_CAPTURED_AT": "017", "AGENTLOG_HOOK_STDIN_BYTES": "+5"},
+     (EVENT, None, None)),
+    ({"AGENTLOG_HOOK_EVENT_ID": EVENT, "AGENTLOG_HOOK_CAPTURED_AT": str(1 << 63)}, (EVENT, None, None)),
+    ({"AGENTLOG_HOOK_EVENT_ID": EVENT[:-1] + "A", "AGENTLOG_HOOK_CAPTURED_AT": "17"}, (None, None, None)),
+    ({"AGENTLOG_HOOK_EVENT_ID": EVENT[:14] + "4" + EVENT[15:], "AGENTLOG_HOOK_CAPTURED_AT": "17"}, (None, None, None)),
+    ({"AGENTLOG_HOOK_CAPTURED_AT": "17"}, (None, None, None)),
+], ids=["valid", "not decimals", "over 2**63", "upper case", "UUIDv4", "no id"])
+def test_the_fallback_reads_what_it_is_handed_by_the_wire_rules(env: dict[str, str],
+                                                                 expected: tuple[Any, ...]) -> None:
+    """The Python hook takes the handed event id and numbers only where the server would
+    take them in a request (capture.wire: a lower-case UUIDv7, decimals without sign or
+    leading zero below 2**63)."""
+    assert hook.handed_over(env) == expected
+
+
 def test_the_server_does_not_write_what_the_fallback_wrote(agentlog_home: Path, server: CaptureServer) -> None:
     """The other order: the client fell back (its frame is written), then the server reaches the
     request: it appends nothing and still answers 'A'."""
@@ -491,9 +514,6 @@ def test_the_fallback_path_keeps_the_hook_path_rules(agentlog_home: Path) -> Non
         assert r.returncode == 0, r.stderr
         assert set(r.stdout.decode().split()) & expensive == set()
     assert [len(v) for v in frames_by_id(agentlog_home).values()] == [1]
-
-
-EVENT = "01900000-0000-7000-8000-000000000001"
 
 
 # -- who may connect, and what is refused --------------------------------------------------------
@@ -642,12 +662,19 @@ def test_incomplete_or_inconsistent_requests_are_closed_unanswered(agentlog_home
         request("claude-code", payload()) + b"\0",  # bytes after the request
         fields(),  # no payload field
         fields(field(8, b"{}"), field(1, b"codex")),  # two agents
+        # the rules capture.wire adds (the server's own reader allowed these before):
+        request("claude-code", payload(), total=len(payload()) + 1),  # stdin held more, yet under 16 MiB
+        b"ALH1" + (5).to_bytes(4, "big") + b"".join(  # a decimal with a leading zero
+            [field(1, b"claude-code"), field(5, uuid7().encode()), field(6, b"01"), field(7, b"2"), field(8, b"{}")]),
+        request("claude-code", payload(), event_id=uuid7()[:14] + "4" + uuid7()[15:]),  # a UUIDv4, not v7
     ]
     assert send(agentlog_home, fields(field(8, b"{}")), 10)[0] == b"A"  # the same, well formed, is taken
     for req in cases:
         assert send(agentlog_home, req, 10) == (None, b"")
     assert len(frames_by_id(agentlog_home)) == 1
     assert server.stats()["rejected"] == len(cases)
+    assert probe(str(agentlog_home))  # wire.PROBE: read, closed unanswered, not a rejection
+    assert server.stats()["probes"] == 1 and server.stats()["rejected"] == len(cases)
 
 
 @pytest.mark.slow

@@ -1,4 +1,8 @@
-"""The hook as a process: exit codes, stdout, stderr, what reaches disk."""
+"""The hook as a process: exit codes, stdout, stderr, what reaches disk.
+
+Tests taking ``hook_path`` run through both paths of issue 29 (tests/hook_paths.py): the
+Python hook, and the native client answered by a capture server. The import-rule tests at
+the end are about the Python hook's interpreter and run it alone."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from agentlog.log.layout import iter_logs
 from agentlog.log.verify import verify_log
 from agentlog.core.model import Event
 
-from conftest import REPO, hook_argv, run_hook
+from conftest import REPO
+from hook_paths import HookPath
 
 SID = "3f2d1c48-9b7a-4e51-8c6d-0a1b2c3d4e5f"
 
@@ -41,8 +46,8 @@ def payload(**kw: object) -> bytes:
     return json.dumps(base).encode()
 
 
-def test_records_one_frame_and_says_nothing(agentlog_home: Path) -> None:
-    r = run_hook(payload())
+def test_records_one_frame_and_says_nothing(agentlog_home: Path, hook_path: HookPath) -> None:
+    r = hook_path.run(payload())
     assert r.returncode == 0
     assert r.stdout == b""
     assert r.stderr == b""
@@ -59,8 +64,8 @@ def test_records_one_frame_and_says_nothing(agentlog_home: Path) -> None:
         assert verify_log(p).status == "intact"
 
 
-def test_files_are_private(agentlog_home: Path) -> None:
-    run_hook(payload())
+def test_files_are_private(agentlog_home: Path, hook_path: HookPath) -> None:
+    hook_path.run(payload())
     for p in agentlog_home.rglob("*"):
         mode = p.stat().st_mode & 0o777
         if p.is_dir():
@@ -80,23 +85,24 @@ def test_files_are_private(agentlog_home: Path) -> None:
         (b"null", "payload_not_object"),
     ],
 )
-def test_bad_payloads_are_recorded_as_gaps(agentlog_home: Path, stdin: bytes, error: str) -> None:
-    r = run_hook(stdin)
+def test_bad_payloads_are_recorded_as_gaps(agentlog_home: Path, hook_path: HookPath, stdin: bytes,
+                                           error: str) -> None:
+    r = hook_path.run(stdin)
     assert r.returncode == 0
     assert r.stdout == b""
-    assert len(r.stderr.splitlines()) == 1
-    assert r.stderr.startswith(b"agentlog hook: ")
+    (said,) = hook_path.said(r)
+    assert said.startswith(b"agentlog hook: ")
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "unknown"
     assert ev["attrs"]["payload_error"] == error
     Event.from_wire(ev)
 
 
-def test_non_utf8_payload_keeps_what_parses(agentlog_home: Path) -> None:
+def test_non_utf8_payload_keeps_what_parses(agentlog_home: Path, hook_path: HookPath) -> None:
     stdin = b'{"session_id": "s-utf8", "hook_event_name": "UserPromptSubmit", "prompt": "caf\xe9 \xff"}'
-    r = run_hook(stdin)
+    r = hook_path.run(stdin)
     assert r.returncode == 0 and r.stdout == b""
-    assert len(r.stderr.splitlines()) == 1
+    assert len(hook_path.said(r)) == 1
     (ev,) = events(agentlog_home)
     assert ev["attrs"]["payload_error"] == "invalid_utf8"
     assert ev["provider_session_id"] == "s-utf8"
@@ -104,19 +110,19 @@ def test_non_utf8_payload_keeps_what_parses(agentlog_home: Path) -> None:
     assert "\ufffd" in ev["content"]["prompt"]
 
 
-def test_non_utf8_garbage(agentlog_home: Path) -> None:
-    r = run_hook(bytes(range(256)) * 4)
-    assert r.returncode == 0 and r.stdout == b"" and len(r.stderr.splitlines()) == 1
+def test_non_utf8_garbage(agentlog_home: Path, hook_path: HookPath) -> None:
+    r = hook_path.run(bytes(range(256)) * 4)
+    assert r.returncode == 0 and r.stdout == b"" and len(hook_path.said(r)) == 1
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "unknown"
     assert ev["attrs"]["payload_error"] in ("invalid_json", "invalid_utf8")
 
 
-def test_oversized_payload_is_capped_and_recorded(agentlog_home: Path) -> None:
+def test_oversized_payload_is_capped_and_recorded(agentlog_home: Path, hook_path: HookPath) -> None:
     big = b'{"session_id": "s-big", "hook_event_name": "PostToolUse", "tool_response": "' + b"x" * (17 << 20) + b'"}'
-    r = run_hook(big)
+    r = hook_path.run(big)
     assert r.returncode == 0 and r.stdout == b""
-    assert len(r.stderr.splitlines()) == 1
+    assert len(hook_path.said(r)) == 1
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "unknown"
     assert ev["attrs"]["payload_error"] == "oversized"
@@ -126,24 +132,25 @@ def test_oversized_payload_is_capped_and_recorded(agentlog_home: Path) -> None:
     assert sum(p.stat().st_size for p in agentlog_home.rglob("*.jsonl")) < 1 << 20
 
 
-def test_unknown_agent_is_recorded_not_fatal(agentlog_home: Path) -> None:
-    r = run_hook(payload(), "vscode")
+def test_unknown_agent_is_recorded_not_fatal(agentlog_home: Path, hook_path: HookPath) -> None:
+    r = hook_path.run(payload(), "vscode")
     assert r.returncode == 0 and r.stdout == b""
-    assert len(r.stderr.splitlines()) == 1
+    assert len(hook_path.said(r)) == 1
     (ev,) = events(agentlog_home)
     assert ev["attrs"]["adapter_error"] == "unknown_agent"
 
 
-def test_unwritable_data_root_still_exits_zero(tmp_path: Path) -> None:
+def test_unwritable_data_root_still_exits_zero(tmp_path: Path, hook_path: HookPath) -> None:
+    """The native client finds no socket there and falls back: the Python hook's outcome."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    r = run_hook(payload(), env={"AGENTLOG_HOME": str(blocker / "home")})
+    r = hook_path.run(payload(), env={"AGENTLOG_HOME": str(blocker / "home")}, served=False)
     assert r.returncode == 0 and r.stdout == b""
     assert len(r.stderr.splitlines()) == 1
 
 
-def test_unknown_event_is_recorded_and_listed(agentlog_home: Path) -> None:
-    r = run_hook(payload(hook_event_name="SomethingNew2027", extra_field=1))
+def test_unknown_event_is_recorded_and_listed(agentlog_home: Path, hook_path: HookPath) -> None:
+    r = hook_path.run(payload(hook_event_name="SomethingNew2027", extra_field=1))
     assert r.returncode == 0 and r.stdout == b"" and r.stderr == b""
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "unknown"
@@ -153,8 +160,8 @@ def test_unknown_event_is_recorded_and_listed(agentlog_home: Path) -> None:
     assert rec["event"] == "SomethingNew2027" and "extra_field" in rec["keys"]
 
 
-def test_capture_test_flag(agentlog_home: Path) -> None:
-    run_hook(payload(hook_event_name="SessionStart", _agentlog_capture_test=True,
+def test_capture_test_flag(agentlog_home: Path, hook_path: HookPath) -> None:
+    hook_path.run(payload(hook_event_name="SessionStart", _agentlog_capture_test=True,
                      session_id="agentlog-capture-test-1-2"))
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "capture_test"
@@ -162,12 +169,13 @@ def test_capture_test_flag(agentlog_home: Path) -> None:
     from agentlog.api import run_sql
 
     assert run_sql(str(agentlog_home), "select count(*) as n from sessions").records() == [{"n": 0}]
-    run_hook(payload(hook_event_name="SessionStart", session_id="real-1"))
+    hook_path.run(payload(hook_event_name="SessionStart", session_id="real-1"))
     assert run_sql(str(agentlog_home), "select provider_session_id from sessions").records() == [
         {"provider_session_id": "real-1"}]
 
 
-def test_codex_turn_end_imports_its_rollout_in_the_background(agentlog_home: Path, tmp_path: Path) -> None:
+def test_codex_turn_end_imports_its_rollout_in_the_background(agentlog_home: Path, tmp_path: Path,
+                                                              hook_path: HookPath) -> None:
     """Codex's Stop hook starts `agentlog import codex <rollout>` detached: the exit code
     its PostToolUse lacks arrives from the rollout, without waiting in the hook."""
     import shutil
@@ -184,9 +192,9 @@ def test_codex_turn_end_imports_its_rollout_in_the_background(agentlog_home: Pat
                 "tool_input": {"command": "python3 -c 'import sys; sys.exit(3)'"}},
                {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "call_al0000",
                 "tool_input": {"command": "python3 -c 'import sys; sys.exit(3)'"}, "tool_response": ""}):
-        run_hook(json.dumps({**base, **ev}).encode(), "codex")
+        hook_path.run(json.dumps({**base, **ev}).encode(), "codex")
     started = time.monotonic()
-    proc = run_hook(json.dumps({**base, "hook_event_name": "Stop", "stop_hook_active": False}).encode(), "codex")
+    proc = hook_path.run(json.dumps({**base, "hook_event_name": "Stop", "stop_hook_active": False}).encode(), "codex")
     assert proc.returncode == 0 and proc.stdout == b"{}"
     assert time.monotonic() - started < 5  # the hook did not wait for the import
     state = agentlog_home / "state" / "import.json"
@@ -209,16 +217,16 @@ def test_codex_turn_end_imports_its_rollout_in_the_background(agentlog_home: Pat
         ("codex", "PreToolUse", b""),
     ],
 )
-def test_stdout_is_only_what_the_protocol_needs(agent: str, event: str, stdout: bytes) -> None:
+def test_stdout_is_only_what_the_protocol_needs(agent: str, event: str, stdout: bytes, hook_path: HookPath) -> None:
     key = "conversation_id" if agent == "cursor" else "session_id"
-    r = run_hook(json.dumps({key: "s1", "hook_event_name": event, "stop_hook_active": False}).encode(), agent)
+    r = hook_path.run(json.dumps({key: "s1", "hook_event_name": event, "stop_hook_active": False}).encode(), agent)
     assert r.returncode == 0
     assert r.stdout == stdout
     if stdout:
         json.loads(stdout)
 
 
-def test_codex_notify_argument(agentlog_home: Path) -> None:
+def test_codex_notify_argument(agentlog_home: Path, hook_path: HookPath) -> None:
     arg = json.dumps(
         {
             "type": "agent-turn-complete",
@@ -229,7 +237,7 @@ def test_codex_notify_argument(agentlog_home: Path) -> None:
             "last-assistant-message": "Done.",
         }
     )
-    r = subprocess.run(hook_argv("codex", arg), stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    r = hook_path.run(None, "codex", arg)
     assert r.returncode == 0 and r.stdout == b"" and r.stderr == b""
     (ev,) = events(agentlog_home)
     assert ev["kind"] == "turn_stopped"
@@ -273,9 +281,9 @@ def _secret_payloads() -> list[bytes]:
     ]
 
 
-def test_secret_canaries_never_reach_disk(agentlog_home: Path) -> None:
+def test_secret_canaries_never_reach_disk(agentlog_home: Path, hook_path: HookPath) -> None:
     for stdin in _secret_payloads():
-        r = run_hook(stdin)
+        r = hook_path.run(stdin)
         assert r.returncode == 0 and r.stderr == b"", r.stderr
     disk = all_bytes_on_disk(agentlog_home)
     for name, secret in CANARIES.items():
@@ -287,11 +295,11 @@ def test_secret_canaries_never_reach_disk(agentlog_home: Path) -> None:
         assert verify_log(p).status == "intact"
 
 
-def test_metadata_only_writes_no_content(agentlog_home: Path) -> None:
+def test_metadata_only_writes_no_content(agentlog_home: Path, hook_path: HookPath) -> None:
     marker = "PURPLE-ELEPHANT-CONTENT-42"
     env = {"AGENTLOG_CAPTURE_MODE": "metadata_only"}
-    run_hook(payload(prompt=f"say {marker}"), env=env)
-    run_hook(
+    hook_path.run(payload(prompt=f"say {marker}"), env=env)
+    hook_path.run(
         payload(hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t", tool_input={"command": f"echo {marker}"}, tool_response={"stdout": marker}),
         env=env,
     )
@@ -302,19 +310,19 @@ def test_metadata_only_writes_no_content(agentlog_home: Path) -> None:
         assert ev["capture_mode"] == "metadata_only"
 
 
-def test_config_file_sets_capture_mode(agentlog_home: Path) -> None:
+def test_config_file_sets_capture_mode(agentlog_home: Path, hook_path: HookPath) -> None:
     (agentlog_home / "config.toml").write_text('capture_mode = "metadata_only"\n')
-    run_hook(payload(prompt="secret-ish words"))
+    hook_path.run(payload(prompt="secret-ish words"))
     (ev,) = events(agentlog_home)
     assert ev["capture_mode"] == "metadata_only" and "content" not in ev
     # a second run reads the cache, not the TOML
     assert (agentlog_home / "state" / "config.cache.json").exists()
 
 
-def test_bad_config_falls_back_to_defaults(agentlog_home: Path) -> None:
+def test_bad_config_falls_back_to_defaults(agentlog_home: Path, hook_path: HookPath) -> None:
     (agentlog_home / "config.toml").write_text('capture_mode = "everything"\n')
-    r = run_hook(payload())
-    assert r.returncode == 0 and len(r.stderr.splitlines()) == 1
+    r = hook_path.run(payload())
+    assert r.returncode == 0 and len(hook_path.said(r)) == 1
     (ev,) = events(agentlog_home)
     assert ev["capture_mode"] == "full"
 

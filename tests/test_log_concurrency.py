@@ -1,6 +1,7 @@
 """Many writers, one session: every event lands exactly once, in one dense chain.
 
-Writers are real hook processes started all at once, threads with their own
+Writers are real hook processes started all at once (through both hook paths: the
+Python hook, and the native client with a capture server), threads with their own
 ``SessionLog`` objects, and both together. The log's ``flock`` must
 serialise them: ``seq`` is dense from 0, the chain verifies ``intact`` (no
 gaps either: nothing crashed), and each payload is in the log exactly once.
@@ -18,12 +19,13 @@ from typing import Any
 
 import pytest
 
-from agentlog.capture.command import hook_argv
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.frame import event_bytes, parse_envelope
 from agentlog.log.layout import log_path
 from agentlog.log.verify import verify_log
 from agentlog.log.writer import SessionLog
+
+from hook_paths import ACK_MS, HookPath
 
 
 
@@ -68,10 +70,11 @@ def tool_use_id(event: dict[str, Any]) -> str | None:
 def hook_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLOG_")}
     env["AGENTLOG_HOME"] = str(home)
+    env["AGENTLOG_HOOK_ACK_MS"] = ACK_MS  # the native client: no fallback by accident on a loaded machine
     return env
 
 
-def start_hooks(home: Path, session: str, ids: range) -> list[subprocess.Popen[bytes]]:
+def start_hooks(home: Path, session: str, ids: range, hook: HookPath) -> list[subprocess.Popen[bytes]]:
     """Start one hook process per id, all at once, each reading its payload
     from a file on stdin (so no process waits for the test to feed it)."""
     spool = home / "payloads"
@@ -83,7 +86,7 @@ def start_hooks(home: Path, session: str, ids: range) -> list[subprocess.Popen[b
         with open(f, "rb") as stdin:
             procs.append(
                 subprocess.Popen(
-                    hook_argv("claude-code"),
+                    hook.argv("claude-code"),
                     stdin=stdin,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -112,10 +115,12 @@ def check_hook_events(events: list[dict[str, Any]], session: str, ids: range) ->
     assert len({e["event_id"] for e in events}) == len(events)
 
 
-def test_50_concurrent_hook_processes(agentlog_home: Path) -> None:
+def test_50_concurrent_hook_processes(agentlog_home: Path, hook_path: HookPath) -> None:
     session = "conc-hooks"
     ids = range(50)
-    finish_hooks(start_hooks(agentlog_home, session, ids))
+    finish_hooks(start_hooks(agentlog_home, session, ids, hook_path))
+    if hook_path.server is not None:
+        assert hook_path.server.stats()["acknowledged"] == 50  # none fell back
     path = log_path(str(agentlog_home), "claude_code", session)
     frames = read_frames(path)
     assert [s for s, _ in frames] == list(range(50))
@@ -174,11 +179,11 @@ def test_16_threads_100_appends_each(agentlog_home: Path) -> None:
     assert r.frames == 1600 and r.gaps == []
 
 
-def test_mixed_processes_and_threads(agentlog_home: Path) -> None:
+def test_mixed_processes_and_threads(agentlog_home: Path, hook_path: HookPath) -> None:
     root = str(agentlog_home)
     session = "mixed"
     ids = range(8)
-    procs = start_hooks(agentlog_home, session, ids)
+    procs = start_hooks(agentlog_home, session, ids, hook_path)
     seqs = run_threads(root, "claude_code", session, 4, 25)
     finish_hooks(procs)
     path = log_path(root, "claude_code", session)

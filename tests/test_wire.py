@@ -1,4 +1,4 @@
-"""agentlog.capture.wire: the hook protocol in Python, every rule of docs/hook-native.md
+"""agentlog.capture.wire: the hook protocol in Python, every rule of docs/hook-path.md
 checked on both the encoding and the decoding side, and the incremental readers."""
 
 from __future__ import annotations
@@ -133,6 +133,27 @@ def test_the_reader_asks_for_at_least_one_byte_until_the_request_is_whole() -> N
         missing = request_bytes_missing(data[:n])
         assert 1 <= missing <= len(data) - n
     assert request_bytes_missing(data) == 0
+
+
+def test_the_probe_is_whole_at_8_bytes_and_is_not_a_request() -> None:
+    """The status probe (``hook_socket.probe``): a request of no fields, read and closed by the server."""
+    assert wire.PROBE == b"ALH1\0\0\0\0"
+    assert [request_bytes_missing(wire.PROBE[:n]) for n in range(9)] == [8, 7, 6, 5, 4, 3, 2, 1, 0]
+    assert wire.is_probe(wire.PROBE) and not wire.is_probe(frame_request(base())) and not wire.is_probe(b"ALH1")
+    with pytest.raises(WireError, match="after the last field"):
+        request_bytes_missing(wire.PROBE + b"\1")
+    with pytest.raises(WireError):
+        decode_request(wire.PROBE)
+
+
+@pytest.mark.parametrize(("value", "number"), [
+    (b"0", 0), (b"7", 7), (str((1 << 63) - 1).encode(), (1 << 63) - 1), (b"", None), (b"01", None), (b"00", None),
+    (b"+1", None), (b"-1", None), (b" 1", None), (b"1 ", None), (b"1.0", None), (str(1 << 63).encode(), None),
+    (b"1" * 20, None), ("\u0663".encode(), None),
+])
+def test_a_decimal_of_the_protocol(value: bytes, number: int | None) -> None:
+    """The one rule for captured_at and stdin bytes, on the wire and in the fallback's variables."""
+    assert wire.decimal(value) == number
 
 
 REQUEST_PARTS = {

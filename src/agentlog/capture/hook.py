@@ -390,32 +390,23 @@ def after_record(captured: Captured, root: str, settings: dict[str, Any]) -> int
     return None
 
 
-_HEX = "0123456789abcdef"
-
-
-def is_event_id(text: str) -> bool:
-    """A UUID as the native hook sends one: 36 lower-case characters, hyphens at 8, 13, 18, 23."""
-    if len(text) != 36:
-        return False
-    for i, c in enumerate(text):
-        if i in (8, 13, 18, 23):
-            if c != "-":
-                return False
-        elif c not in _HEX:
-            return False
-    return True
-
-
 def handed_over(environ: Any) -> tuple[str | None, int | None, int | None]:
     """(event id, captured_at µs, stdin bytes) that the native hook handed its Python
-    fallback (``AGENTLOG_HOOK_*``); Nones when it did not (docs/hook-server.md)."""
+    fallback (``AGENTLOG_HOOK_*``); Nones when it did not (docs/hook-path.md). They are
+    read by the wire protocol's rules (``capture.wire``): an event id that is not a
+    lower-case UUIDv7 means none was handed over, a number that is not the protocol's
+    decimal is ignored."""
     eid = environ.get("AGENTLOG_HOOK_EVENT_ID") or ""
-    if not is_event_id(eid):
+    if not eid:
         return None, None, None
-    at = environ.get("AGENTLOG_HOOK_CAPTURED_AT") or ""
-    total = environ.get("AGENTLOG_HOOK_STDIN_BYTES") or ""
-    return (eid, int(at) if at.isdigit() and len(at) <= 19 else None,
-            int(total) if total.isdigit() and len(total) <= 19 else None)
+    from agentlog.capture import wire  # only a fallback pays for it; it imports nothing
+
+    # surrogatepass: any str encodes (what is not ASCII fails the checks anyway)
+    if not wire.is_uuid7(eid.encode("utf-8", "surrogatepass")):
+        return None, None, None
+    at = (environ.get("AGENTLOG_HOOK_CAPTURED_AT") or "").encode("utf-8", "surrogatepass")
+    total = (environ.get("AGENTLOG_HOOK_STDIN_BYTES") or "").encode("utf-8", "surrogatepass")
+    return eid, wire.decimal(at), wire.decimal(total)
 
 
 def _append_line(path: str, obj: dict[str, Any]) -> None:

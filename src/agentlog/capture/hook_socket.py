@@ -1,4 +1,4 @@
-"""Where the capture server listens, and who may talk to it (hook-wire.md, "Where the socket is").
+"""Where the capture server listens, and who may talk to it (docs/hook-path.md, "Where the socket is").
 
 ``<data root>/run/hook.sock``: the run directory is the user's own, 0700, never a symbolic
 link; a socket a dead server left there is replaced, a live one is not; every peer's uid
@@ -14,6 +14,7 @@ import stat
 import struct
 import sys
 
+from agentlog.capture import wire
 from agentlog.core import AgentlogError
 from agentlog.core.paths import ensure_dir
 
@@ -101,15 +102,15 @@ def remove_stale(path: str) -> None:
 
 
 def probe(root: str, timeout: float = 1.0) -> bool:
-    """Whether a server reads ``hook.sock`` and answers: it must close a request of no fields
-    (which records nothing) within ``timeout``."""
+    """Whether a server reads ``hook.sock`` and answers: it must close ``wire.PROBE`` (a request
+    of no fields, which records nothing) within ``timeout``."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         s.connect(socket_path(root))
-        s.sendall(b"ALH1\0\0\0\0")  # a request of no fields: closed unanswered
+        s.sendall(wire.PROBE)  # closed unanswered
         got = s.recv(16)
-        return got == b"" or got.startswith(b"ALR1")  # closed, or answered 'F' when full
+        return got == b"" or got.startswith(wire.RESPONSE_MAGIC)  # closed, or answered 'F' when full
     except OSError:
         return False
     finally:

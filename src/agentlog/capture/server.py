@@ -5,15 +5,17 @@ The native hook (``agentlog-hook``, a small C program) sends each payload over
 turns it into exactly the frame the Python hook would have written
 (``capture.hook.build`` and what ``capture.hook.main`` does around it), appends it,
 and answers 'A' with the agent's reply only once the append returned (after its
-fsync when durability is strict). The protocol and the rules both ends follow are
-in /work/notes/hook-wire.md; what the server guarantees is in docs/hook-server.md.
+fsync when durability is strict). The protocol is ``capture.wire`` (its one Python
+implementation, the rules both ends follow); what the server guarantees is in
+docs/hook-path.md.
 
 Threads: one reads requests (a selector over every connection, each with its 5 s
-deadline and the size bounds) and hands complete ones to a few workers; a worker
-builds the event, then commits it through its session's queue. Group commit: the
-first worker to reach an idle session appends; requests for that session arriving
-meanwhile wait in its queue and go in the committer's next append, all in one
-``SessionLog.append`` (one fsync). At most ``max_pending`` connections are taken at
+deadline; ``wire.request_bytes_missing`` refuses a request as soon as its bytes break
+a framing rule, so no more than ``wire.MAX_REQUEST`` of one is held) and hands whole
+ones to a few workers; a worker builds the event, then commits it through its
+session's queue. Group commit: the first worker to reach an idle session appends;
+requests for that session arriving meanwhile wait in its queue and go in the
+committer's next append, all in one ``SessionLog.append`` (one fsync). At most ``max_pending`` connections are taken at
 once; beyond that, and while stopping, a connection is answered 'F' at once.
 
 Not on the hook path (it imports ``socket``, ``selectors``, ``threading``): only the
@@ -31,7 +33,7 @@ import time
 from collections import deque
 from typing import Any
 
-from agentlog.capture import hook
+from agentlog.capture import hook, wire
 from agentlog.capture.hook_socket import (
     CaptureServerError,
     peer_uid,
@@ -44,11 +46,9 @@ from agentlog.core.fastjson import dumps_bytes
 from agentlog.core.paths import FILE_MODE, state_dir
 from agentlog.log.writer import SessionLog, Tip
 
-__all__ = ["CaptureServer", "CaptureServerError", "Request", "RequestError", "RequestReader", "probe", "response",
-           "socket_path", "stats_path", "status"]
+__all__ = ["CaptureServer", "CaptureServerError", "probe", "socket_path", "stats_path", "status"]
 
 STATS_NAME = "hook-server.json"
-READ_TIMEOUT_S = 5.0
 MAX_PENDING = 1000
 MAX_BUFFERED = 256 << 20  # request bytes held at once, all connections together
 LATENCY_WINDOW = 1000
@@ -59,150 +59,20 @@ def stats_path(root: str) -> str:
     return os.path.join(state_dir(root), STATS_NAME)
 
 
-# -- the request ---------------------------------------------------------------------------
-# A private reading of the wire format (hook-wire.md), to be replaced by agentlog.capture.wire,
-# the encoder/decoder that comes with the native hook.
-
-REQUEST_MAGIC = b"ALH1"
-RESPONSE_MAGIC = b"ALR1"
-MAX_FIELDS = 64
-MAX_REQUEST = (16 << 20) + (4 << 20)
-MAX_REPLY = 1 << 20
-ENV_KEYS = frozenset({"AGENTLOG_CAPTURE_MODE", "AGENTLOG_DURABILITY", "CLAUDE_PROJECT_DIR", "CURSOR_PROJECT_DIR",
-                      "GEMINI_PROJECT_DIR"})
-AGENT, ARG, ENV, CWD, EVENT_ID, CAPTURED_AT, STDIN_BYTES, PAYLOAD = range(1, 9)
-# tag: (most bytes, fewest times, most times)
-_FIELDS: dict[int, tuple[int, int, int]] = {
-    AGENT: (64, 1, 1), ARG: (1 << 20, 0, 32), ENV: (64 << 10, 0, 16), CWD: (64 << 10, 0, 1),
-    EVENT_ID: (36, 1, 1), CAPTURED_AT: (19, 1, 1), STDIN_BYTES: (19, 1, 1), PAYLOAD: (16 << 20, 1, 1),
-}
-
-
-class RequestError(ValueError):
-    """A request that breaks the protocol's rules: closed without an answer."""
-
-
-class Probe(RequestError):
-    """A request of no fields: what ``probe`` sends to see the server read and close."""
-
-
-class Request:
-    """One decoded request."""
-
-    __slots__ = ("agent", "args", "env", "cwd", "event_id", "captured_at", "stdin_bytes", "payload")
-
-    def __init__(self, agent: str, args: list[str], env: dict[str, str], cwd: str | None, event_id: str,
-                 captured_at: int, stdin_bytes: int, payload: bytes) -> None:
-        self.agent = agent
-        self.args = args
-        self.env = env
-        self.cwd = cwd
-        self.event_id = event_id
-        self.captured_at = captured_at
-        self.stdin_bytes = stdin_bytes
-        self.payload = payload
-
-
-class RequestReader:
-    """Reads one request as its bytes arrive; ``feed`` is True once it is whole."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self._n = -1
-        self._pos = 0
-        self._fields: list[tuple[int, int, int]] = []  # tag, offset, length
-        self._counts: dict[int, int] = {}
-
-    def feed(self, data: bytes) -> bool:
-        buf = self.buf
-        buf += data
-        if len(buf) > MAX_REQUEST:
-            raise RequestError("request over 20 MiB")
-        if self._n < 0:
-            if buf[:4] != REQUEST_MAGIC[: len(buf[:4])]:
-                raise RequestError("bad magic")
-            if len(buf) < 8:
-                return False
-            n = int.from_bytes(buf[4:8], "big")
-            if n == 0:
-                raise Probe("no fields")
-            if n > MAX_FIELDS:
-                raise RequestError(f"{n} fields")
-            self._n, self._pos = n, 8
-        while len(self._fields) < self._n:
-            pos = self._pos
-            if len(buf) - pos < 5:
-                return False
-            tag = buf[pos]
-            length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
-            rule = _FIELDS.get(tag)
-            if rule is None:
-                raise RequestError(f"unknown tag {tag}")
-            if length > rule[0] or self._counts.get(tag, 0) >= rule[2]:
-                raise RequestError(f"tag {tag}: too long or too many")
-            if len(buf) - pos - 5 < length:
-                return False
-            self._fields.append((tag, pos + 5, length))
-            self._counts[tag] = self._counts.get(tag, 0) + 1
-            self._pos = pos + 5 + length
-        if len(buf) != self._pos:
-            raise RequestError("bytes after the request")
-        return True
-
-    def request(self) -> Request:
-        """The whole request, checked against every rule (RequestError otherwise)."""
-        for tag, (_, least, _) in _FIELDS.items():
-            if self._counts.get(tag, 0) < least:
-                raise RequestError(f"tag {tag} missing")
-        buf = self.buf
-        one: dict[int, bytes] = {}
-        args: list[str] = []
-        env: dict[str, str] = {}
-        for tag, off, length in self._fields:
-            value = bytes(buf[off : off + length])
-            if tag == PAYLOAD:
-                one[tag] = value
-                continue
-            if b"\0" in value:
-                raise RequestError(f"tag {tag}: a NUL byte")
-            if tag == ARG:
-                args.append(value.decode("utf-8", "surrogateescape"))
-            elif tag == ENV:
-                key, eq, val = value.decode("utf-8", "surrogateescape").partition("=")
-                if not eq or key not in ENV_KEYS or key in env:
-                    raise RequestError(f"env field {key!r}")
-                env[key] = val
-            else:
-                one[tag] = value
-        event_id = one[EVENT_ID].decode("ascii", "replace")
-        at, total = one[CAPTURED_AT], one[STDIN_BYTES]
-        if not hook.is_event_id(event_id) or not at.isdigit() or not total.isdigit():
-            raise RequestError("event id, captured_at or stdin bytes malformed")
-        payload = one[PAYLOAD]
-        if int(total) < len(payload):
-            raise RequestError("stdin bytes less than the payload")
-        cwd = one[CWD].decode("utf-8", "surrogateescape") if CWD in one else None
-        return Request(one[AGENT].decode("utf-8", "surrogateescape"), args, env, cwd, event_id, int(at), int(total),
-                       payload)
-
-
-def response(status: bytes, reply: bytes = b"") -> bytes:
-    return RESPONSE_MAGIC + status + len(reply).to_bytes(4, "big") + reply
-
-
 # -- the server ----------------------------------------------------------------------------
 
 
 class _Conn:
-    __slots__ = ("sock", "reader", "deadline", "done_ns", "request", "held")
+    __slots__ = ("sock", "buf", "need", "deadline", "done_ns", "request", "held")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.held = 0  # request bytes counted in the server's buffered total
-        self.reader: RequestReader | None = RequestReader()
-        self.deadline = time.monotonic() + READ_TIMEOUT_S
+        self.buf: bytearray | None = bytearray()  # the request so far; None once decoded
+        self.need = wire.request_bytes_missing(b"")  # bytes ``buf`` must hold before it is looked at again
+        self.deadline = time.monotonic() + wire.REQUEST_DEADLINE_S
         self.done_ns = 0
-        self.request: Request | None = None
+        self.request: wire.Request | None = None
 
 
 class _Entry:
@@ -340,7 +210,7 @@ class CaptureServer:
             except OSError:
                 pass
             for c in list(conns.values()):
-                self._drop(sel, conns, c, answer=b"F")
+                self._drop(sel, conns, c, answer=wire.FALL_BACK)
             sel.close()
 
     def _accept(self, sel: selectors.BaseSelector, conns: dict[int, _Conn]) -> None:
@@ -362,7 +232,7 @@ class CaptureServer:
                 if not full:
                     self._pending += 1
             if full:
-                self._send(sock, response(b"F"))
+                self._send(sock, wire.encode_response(wire.FALL_BACK))
                 self._count("fell_back")
                 continue
             self._count("accepted")
@@ -371,7 +241,8 @@ class CaptureServer:
             sel.register(sock, selectors.EVENT_READ, c)
 
     def _read(self, sel: selectors.BaseSelector, conns: dict[int, _Conn], c: _Conn) -> None:
-        assert c.reader is not None
+        buf = c.buf
+        assert buf is not None
         try:
             data = c.sock.recv(1 << 18)
         except (BlockingIOError, InterruptedError):
@@ -387,36 +258,48 @@ class CaptureServer:
             over = self._buffered > self.max_buffered
         if over:
             self._count("fell_back")
-            self._drop(sel, conns, c, answer=b"F", extra=len(data))
+            self._drop(sel, conns, c, answer=wire.FALL_BACK, extra=len(data))
+            return
+        buf += data
+        if len(buf) < c.need:
             return
         try:
-            whole = c.reader.feed(data)
-            if whole:
-                c.request = c.reader.request()
-        except RequestError as e:
-            self._count("probes" if isinstance(e, Probe) else "rejected")
+            missing = wire.request_bytes_missing(buf)
+            if missing:
+                c.need = len(buf) + missing
+                return
+            if wire.is_probe(buf):
+                self._count("probes")
+                self._drop(sel, conns, c)
+                return
+            c.request = wire.decode_request(buf)
+        except wire.WireError:
+            self._count("rejected")
             self._drop(sel, conns, c)
             return
-        if whole:
-            c.done_ns = time.perf_counter_ns()
-            c.held, c.reader = len(c.reader.buf), None  # the request holds what it needs
-            sel.unregister(c.sock)
-            del conns[c.sock.fileno()]
-            self._work.put(c)
+        c.done_ns = time.perf_counter_ns()
+        c.held, c.buf = len(buf), None  # the request holds what it needs
+        sel.unregister(c.sock)
+        del conns[c.sock.fileno()]
+        self._work.put(c)
 
-    def _drop(self, sel: selectors.BaseSelector, conns: dict[int, _Conn], c: _Conn, answer: bytes | None = None,
+    def _drop(self, sel: selectors.BaseSelector, conns: dict[int, _Conn], c: _Conn, answer: str | None = None,
               extra: int = 0) -> None:
         sel.unregister(c.sock)
         del conns[c.sock.fileno()]
         self._finish(c, answer, extra)
 
-    def _finish(self, c: _Conn, answer: bytes | None, extra: int = 0, reply: bytes = b"") -> None:
+    def _finish(self, c: _Conn, answer: str | None, extra: int = 0, reply: bytes = b"") -> None:
         """Answer (or not) and close; the connection no longer counts as pending."""
-        held = c.held + extra + (len(c.reader.buf) if c.reader is not None else 0)
-        c.reader = None
+        held = c.held + extra + (len(c.buf) if c.buf is not None else 0)
+        c.buf = None
         c.request = None
         if answer is not None:
-            self._send(c.sock, response(answer, reply))
+            try:
+                data = wire.encode_response(answer, reply)
+            except wire.WireError:  # a reply over 1 MiB: the fallback prints it (and finds the frame written)
+                data = wire.encode_response(wire.FALL_BACK)
+            self._send(c.sock, data)
         else:
             c.sock.close()
         with self._lock:
@@ -442,14 +325,14 @@ class CaptureServer:
                 return
             if self._stopping:
                 self._count("fell_back")
-                self._finish(c, b"F")
+                self._finish(c, wire.FALL_BACK)
                 continue
             try:
                 entry = self._build(c)
             except Exception as e:  # a bug here: nothing was written, the client falls back
                 self._count("errors")
                 hook._complain(self.root, f"capture server: {type(e).__name__}: {e}")
-                self._finish(c, b"F")
+                self._finish(c, wire.FALL_BACK)
                 continue
             try:
                 self._commit(entry)
@@ -501,7 +384,7 @@ class CaptureServer:
                     left = self._sessions.pop(key, [])
                 for e in left:
                     self._count("fell_back")
-                    self._finish(e.conn, b"F")
+                    self._finish(e.conn, wire.FALL_BACK)
 
     def _append(self, batch: list[_Entry]) -> None:
         log = batch[0].log
@@ -515,7 +398,7 @@ class CaptureServer:
             self._count("errors")
             self._count("fell_back", len(batch))
             for entry in batch:
-                self._finish(entry.conn, b"F")
+                self._finish(entry.conn, wire.FALL_BACK)
             hook._complain(self.root, f"capture server could not append to {log.path}: {type(e).__name__}: {e}")
             return
         self._mark(log.path, result.tip)
@@ -526,7 +409,7 @@ class CaptureServer:
             self.counts["acknowledged"] += len(batch)
         started = [e.conn.done_ns for e in batch]
         for entry in batch:
-            self._finish(entry.conn, b"A", reply=entry.captured.reply)
+            self._finish(entry.conn, wire.RECORDED, reply=entry.captured.reply)
         now = time.perf_counter_ns()
         with self._lock:
             self._latency.extend((now - t) // 1000 for t in started)
@@ -588,6 +471,19 @@ class CaptureServer:
                 left.append(pid)
         with self._lock:
             self._children += left
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until no append is under way, so that what follows an answer (the diagnostic,
+        the list of unrecognised events, a transcript import started) is done for every
+        client answered so far; False when ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._sessions:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
 
     # -- numbers ---------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -3,12 +3,15 @@
 The native client (``capture/native/agentlog_hook.c``) sends one request per
 connection to ``<data root>/run/hook.sock`` and the capture server in
 ``agentlog daemon run`` answers 'A' (recorded; the reply goes to the agent) or
-'F' (fall back to the Python hook); docs/hook-native.md says when. This
+'F' (fall back to the Python hook); docs/hook-path.md says when. This
 module is the protocol's one Python implementation, every rule enforced on
-both sides: a server decodes with :func:`decode_request` (a request that
-breaks a rule raises :class:`WireError` and gets no answer), and encodes with
-:func:`encode_response`; tests and tools speak the client side with
-:func:`encode_request` and :func:`decode_response`.
+both sides: the capture server (``capture/server.py``) reads with
+:func:`request_bytes_missing` and decodes with :func:`decode_request` (a
+request that breaks a rule raises :class:`WireError` and gets no answer), and
+encodes with :func:`encode_response`; tests and tools speak the client side
+with :func:`encode_request` and :func:`decode_response`. The Python hook
+checks what a falling-back client hands it with :func:`is_uuid7` and
+:func:`decimal`, so an event id or a number means the same on both paths.
 
 The format (integers big-endian)::
 
@@ -23,6 +26,8 @@ The format (integers big-endian)::
       8 payload      exactly once, the first min(stdin bytes, 16 MiB) bytes of stdin
       in all at most 16 MiB + 4 MiB; no byte after the last field;
       no NUL in agent, arg, env, cwd; decimals without sign or leading zero, < 2**63
+    probe     "ALH1", u32 0: no fields (``hook_socket.probe``); the server reads it,
+              records nothing and closes without an answer
     response  "ALR1", u8 status ('A' recorded | 'F' fall back), u32 len (<= 1 MiB,
               0 for 'F'), len bytes: what the client prints
 
@@ -48,6 +53,8 @@ if TYPE_CHECKING:
 
 REQUEST_MAGIC = b"ALH1"
 RESPONSE_MAGIC = b"ALR1"
+PROBE = REQUEST_MAGIC + bytes(4)
+"""A request of no fields: "is a server reading?" (answered by closing; nothing recorded)."""
 
 TAG_AGENT = 1
 TAG_ARG = 2
@@ -200,7 +207,8 @@ def request_bytes_missing(data: bytes | bytearray | memoryview) -> int:
     Raises :class:`WireError` as soon as the bytes so far break a framing rule: the
     magic, the number of fields, a tag, a field longer than its limit, a request
     larger than :data:`MAX_REQUEST` (counted from the lengths announced, so before
-    the bytes arrive), or bytes past the last field.
+    the bytes arrive), or bytes past the last field. :data:`PROBE` is whole at its
+    8 bytes (:func:`is_probe`; :func:`decode_request` refuses it).
     """
     have = len(data)
     if have < 8:
@@ -210,8 +218,8 @@ def request_bytes_missing(data: bytes | bytearray | memoryview) -> int:
     if bytes(data[:4]) != REQUEST_MAGIC:
         raise WireError("not a hook request (bad magic)")
     count = _u32(data, 4)
-    if not 1 <= count <= MAX_FIELDS:
-        raise WireError(f"{count} fields (1 to {MAX_FIELDS} allowed)")
+    if count > MAX_FIELDS:
+        raise WireError(f"{count} fields (1 to {MAX_FIELDS} allowed; 0 is the probe)")
     at = 8
     for _ in range(count):
         if have <= at:
@@ -233,6 +241,11 @@ def request_bytes_missing(data: bytes | bytearray | memoryview) -> int:
     if have > at:
         raise WireError(f"{have - at} bytes after the last field")
     return 0
+
+
+def is_probe(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` is exactly :data:`PROBE`."""
+    return bytes(data) == PROBE
 
 
 def _split_fields(data: bytes | bytearray | memoryview) -> list[tuple[int, bytes]]:
@@ -258,12 +271,20 @@ def _text(name: str, value: bytes) -> str:
     return value.decode("utf-8", "surrogateescape")
 
 
-def _decimal(name: str, value: bytes) -> int:
-    if not value or not set(value) <= _DIGITS or (len(value) > 1 and value[0] == 0x30):
-        raise WireError(f"{name} is not a decimal number: {value[:24]!r}")
+def decimal(value: bytes) -> int | None:
+    """``value`` as a count or a time of the protocol: ASCII digits, no sign, no leading
+    zero, at most :data:`MAX_DECIMAL` of them, below 2**63; None when it is not one."""
+    if (not value or len(value) > MAX_DECIMAL or not set(value) <= _DIGITS
+            or (len(value) > 1 and value[0] == 0x30)):
+        return None
     n = int(value)
-    if n >= 1 << 63:
-        raise WireError(f"{name} is over 2**63")
+    return n if n < 1 << 63 else None
+
+
+def _decimal(name: str, value: bytes) -> int:
+    n = decimal(value)
+    if n is None:
+        raise WireError(f"{name} is not a decimal number below 2**63: {value[:24]!r}")
     return n
 
 

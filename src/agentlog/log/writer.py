@@ -191,7 +191,7 @@ class SessionLog:
         under the log's lock, each event whose id is already in the log's last
         ``DEDUPE_WINDOW`` bytes or earlier in this batch (``result.skipped``): the native
         hook's fallback and the capture server may both be handed one event
-        (docs/hook-server.md). ``since``, a tip this log had earlier, narrows the search
+        (docs/hook-path.md). ``since``, a tip this log had earlier, narrows the search
         to what was written after it, when the frame it names is still where it was."""
         for ev in events:
             if b"\n" in ev:

@@ -12,7 +12,7 @@ start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
 one last ingest. Hooks never depend on it: they only append to logs.
 
 With the ``capture_server`` setting (on by default) it also serves the native hook
-on ``<data root>/run/hook.sock`` (``capture/server.py``, docs/hook-server.md): the
+on ``<data root>/run/hook.sock`` (``capture/server.py``, docs/hook-path.md): the
 server's counters and its time per request (p50/p95 of the last 1,000) go to
 ``state/hook-server.json`` on every poll, for ``agentlog status``. A server that
 cannot start (an unsafe run directory, say) is logged, and the daemon goes on

@@ -8,7 +8,7 @@
  * failed checks, timeout, 'F', a malformed answer) it execs the Python hook
  * with the same bytes on stdin and the event id it made, so that the event is
  * recorded once either way. How it is built and when it falls back:
- * docs/hook-native.md; the protocol's Python side, every rule checked:
+ * docs/hook-path.md; the protocol's Python side, every rule checked:
  * agentlog/capture/wire.py.
  *
  * libc only, POSIX; Linux first, macOS kept compiling. Exit status is always 0
