@@ -30,7 +30,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -419,7 +419,7 @@ def test_kill_9_of_a_real_daemon_during_native_hooks(clients: Clients, agentlog_
     took = time.monotonic() - t0
     assert codes == {i: 0 for i in range(calls)}
     noted = dict(line.split() for line in fallbacks.read_text().splitlines())
-    by_call: dict[int, list[dict]] = {}
+    by_call: dict[int, list[dict[str, Any]]] = {}
     gaps = 0
     for ev in (json.loads(e) for e in events(agentlog_home)):
         prompt = ev.get("content", {}).get("prompt", "")
