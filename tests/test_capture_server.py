@@ -235,6 +235,17 @@ def verify_ok(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return report
 
 
+def start_daemon(root: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A real ``agentlog daemon run`` process on ``root``, once its capture server answers."""
+    p = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run", "--interval", "0.2"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not probe(str(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert probe(str(root))
+    return p
+
+
 def python_hook_in_process(root: Path, agent: str, data: bytes, env: dict[str, str],
                            monkeypatch: pytest.MonkeyPatch) -> bytes:
     """``hook.main`` as ``_hook.py`` runs it, with this stdin and environment; its stdout."""
@@ -759,13 +770,7 @@ def test_kill_9_of_the_daemon_loses_and_doubles_nothing(agentlog_home: Path, tmp
            "AGENTLOG_TEST_PYTHON": sys.executable, "AGENTLOG_TEST_HOOK_PY": str(HOOK_SCRIPT)}
 
     def daemon() -> subprocess.Popen[bytes]:
-        p = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run", "--interval", "0.2"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not probe(str(agentlog_home)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert probe(str(agentlog_home))
-        return p
+        return start_daemon(agentlog_home, env)
 
     kill_at, restart_at = rng.randrange(40, 100), rng.randrange(120, 160)
     proc = daemon()

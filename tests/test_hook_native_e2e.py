@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from agentlog.capture.server import CaptureServer, probe, socket_path
+from agentlog.capture.server import CaptureServer, socket_path
 from agentlog.core.paths import diagnostics_log
 from agentlog.install.native_build import build_client
 from agentlog.log.frame import event_bytes
@@ -42,7 +42,7 @@ from agentlog.log.layout import iter_logs
 
 from conftest import hook_argv
 from test_capture_server import (
-    HOOK_FIXTURES, frames_by_id, handover, python_hook_in_process, verify_ok,
+    HOOK_FIXTURES, frames_by_id, handover, python_hook_in_process, start_daemon, verify_ok,
 )
 from test_golden_claude_fixtures import genuine_payload
 from test_hook import CANARIES, _secret_payloads, all_bytes_on_disk, payload
@@ -234,9 +234,11 @@ def test_edge_inputs_behave_as_in_the_python_hook(case: str, clients: Clients, a
 
 @pytest.mark.parametrize("how", ["closed", "broken pipe"])
 def test_a_closed_stdout_behaves_as_in_the_python_hook(how: str, clients: Clients, agentlog_home: Path,
-                                                       tmp_path: Path, server: CaptureServer) -> None:
+                                                       tmp_path: Path, server: CaptureServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A reply (Codex's Stop wants "{}") with fd 1 closed, or a pipe nobody reads: exit 0,
-    nothing on stderr, the frame recorded, on both paths."""
+    nothing on stderr, the frame recorded (and nothing written where the reply would have
+    gone: the chains verify), on both paths."""
     data = json.dumps({"session_id": "c1", "hook_event_name": "Stop", "stop_hook_active": False}).encode()
     python_root = tmp_path / "python-hook"
     results = []
@@ -257,6 +259,8 @@ def test_a_closed_stdout_behaves_as_in_the_python_hook(how: str, clients: Client
     assert results == [(0, b""), (0, b"")]
     assert server.stats()["acknowledged"] == 1
     assert [blanked(e) for e in events(agentlog_home)] == [blanked(e) for e in events(python_root)]
+    verify_ok(agentlog_home, monkeypatch)
+    verify_ok(python_root, monkeypatch)
 
 
 def test_secret_canaries_never_reach_disk_through_the_client(clients: Clients, agentlog_home: Path,
@@ -364,13 +368,7 @@ def test_kill_9_of_a_real_daemon_during_native_hooks(clients: Clients, agentlog_
     calls = 240
 
     def daemon() -> subprocess.Popen[bytes]:
-        p = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run", "--interval", "0.2"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not probe(str(agentlog_home)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert probe(str(agentlog_home))
-        return p
+        return start_daemon(agentlog_home, env)
 
     kill1 = rng.randrange(20, 60)
     up1 = kill1 + rng.randrange(15, 35)
