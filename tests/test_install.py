@@ -375,7 +375,7 @@ def test_install_uninstall_restores_exact_bytes(sb: Sandbox, text: str | None, f
     for agent in ALL:
         hook = FORMS[form]
         wanted = hook.command(agent) if hook is not None else hook_command(agent)
-        assert {e.command for e in find_our_entries(json.loads(sb.config(agent).read_text()))} == {wanted}
+        assert {e.command for e in find_our_entries(parse_config(sb.config(agent).read_bytes()).data)} == {wanted}
     undone = by_agent(sb.uninstall())
     for agent in ALL:
         assert undone[agent].outcome == "removed"

@@ -280,6 +280,7 @@ def test_doctor_reports_the_path_the_staleness_and_the_daemon_and_fix_rebuilds(
     assert stale.hook["binary_current"] is False and stale.hook["current_binary"] != built
     assert any("stale native client" in p for p in stale.problems)
 
+    monkeypatch.setattr(native_build, "RETIRE_AFTER_S", 0.0)  # no grace for sessions started earlier
     report = fix(environ=nsb.env, home=nsb.home, data_root=nsb.data)
     assert report.hook is not None and report.hook.path == "native" and not report.hook.cached
     assert {r.agent: r.outcome for r in report.results} == {"claude-code": "updated", "codex": "updated"}
@@ -320,7 +321,8 @@ def test_cli_doctor_fix_rebuilds_a_missing_client(nsb: Sandbox) -> None:
 # the build's cleanup and -Werror
 
 
-def test_a_binary_a_config_still_names_survives_the_cleanup(nsb: Sandbox) -> None:
+def test_a_binary_a_config_still_names_survives_the_cleanup(nsb: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_build, "RETIRE_AFTER_S", 0.0)  # the grace period is the next test's
     nsb.make_agents("claude-code", "codex")
     project = nsb.root / "project"
     project.mkdir()
@@ -343,6 +345,24 @@ def test_a_binary_a_config_still_names_survives_the_cleanup(nsb: Sandbox) -> Non
     build_client(str(nsb.data), python="/usr/bin/python3-of-the-next-release", environ=nsb.env)
     assert not older.exists(), "once no config names it, it goes"
     assert Path(result.hook.binary).exists()
+
+
+def test_a_binary_no_config_names_goes_only_after_the_grace_period(nsb: Sandbox) -> None:
+    """Agents read their hooks when a session starts: a session started before install rewrote the
+    config still runs the old binary, so it is kept for RETIRE_AFTER_S after no config names it."""
+    nsb.make_agents("cursor")
+    (first,) = nsb.install(["cursor"])
+    assert first.hook is not None and first.hook.binary is not None
+    old = Path(first.hook.binary)
+    (second,) = nsb.install(["cursor"], hook=None, python_hook=True)  # the config no longer names it
+    assert second.outcome == "updated" and old.exists()
+    retired = json.loads((nsb.data / "state" / "hook-retired.json").read_text())
+    assert set(retired) == {old.name}
+    root = str(nsb.data)
+    assert native_build.remove_unused(root, environ=nsb.env, now=retired[old.name] + 60) == [] and old.exists()
+    later = retired[old.name] + native_build.RETIRE_AFTER_S + 1
+    assert native_build.remove_unused(root, environ=nsb.env, now=later) == [old.name] and not old.exists()
+    assert json.loads((nsb.data / "state" / "hook-retired.json").read_text()) == {}
 
 
 def test_a_build_that_only_warns_is_used_without_werror_and_install_says_so(

@@ -95,7 +95,8 @@ def only_request(daemon: FakeDaemon) -> wire.Request:
 # -- building -------------------------------------------------------------------------
 
 
-def test_build_reuses_its_cache_and_removes_other_builds(tmp_path: Path) -> None:
+def test_build_reuses_its_cache_and_removes_other_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_build, "RETIRE_AFTER_S", 0.0)  # the grace for running sessions: test_install_native.py
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(mode=0o755)
     stale = bin_dir / "agentlog-hook-0123456789abcdef"

@@ -218,8 +218,8 @@ def install(
 
     The command written is ``hook``'s; without one it is chosen when the first detected agent
     needs it: the native client, built (a dry run builds nothing), unless ``python_hook`` (None:
-    the setting ``hook_client`` decides) or no compiler. After a native install, the data
-    root's other client binaries are removed, except those a config still names.
+    the setting ``hook_client`` decides) or no compiler. Afterwards the data root's client
+    binaries that no config has named for a while are removed (native_build.remove_unused).
     Raises `InstallError` only for bad arguments (unknown agent or scope,
     missing project directory); per-agent problems become ``failed`` results.
     """
@@ -229,8 +229,8 @@ def install(
     ctx = dataclasses.replace(ctx, hook=chooser)
     results = [_run_one(spec, ctx) for spec in specs]
     chosen = chooser.choice
-    if chosen is not None and chosen.binary is not None and not dry_run and not chosen.planned:
-        remove_unused(ctx.data_root, os.path.basename(chosen.binary), ctx.environ)
+    if chosen is not None and not dry_run:  # binaries the configs stopped naming start their grace period
+        remove_unused(ctx.data_root, os.path.basename(chosen.binary or ""), ctx.environ)
     return results
 
 

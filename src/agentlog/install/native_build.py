@@ -14,7 +14,11 @@ source, the compiler's identity, the flags, the two paths): building again
 with nothing changed reuses it, and any change gives a new name, never a
 binary replaced under a running agent. Binaries of other keys are removed,
 except those an agent's config still names (install/hook_refs.py): removing
-one would make that agent's hook fail (exit 127) and lose its events.
+one would make that agent's hook fail (exit 127) and lose its events. A
+binary no config names is kept for :data:`RETIRE_AFTER_S` more (the first
+cleanup that finds it unnamed notes the time in ``state/hook-retired.json``):
+an agent reads its hooks when a session starts, so a session started before
+``install`` rewrote the config still runs the old binary.
 
 ``-Werror`` is kept, but a newer compiler's new warning must not cost the
 user the native client: when the build fails and the same command without
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -41,7 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentlog.capture.command import hook_script
-from agentlog.core.paths import ensure_dir
+from agentlog.core.fileio import write_atomic
+from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
 from agentlog.install.hook_refs import named_clients
 
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "native",
@@ -54,6 +60,9 @@ COMPILE_TIMEOUT_S = 120.0
 ERROR_LINES = 6  # of the compiler's output, in a failed build's reason
 _TEMP_PREFIX = ".agentlog-hook-"
 _STALE_TEMP_S = 3600.0  # a temporary binary older than this is a build that died
+RETIRE_AFTER_S = 7 * 86400.0
+"""How long a binary no config names is kept: sessions started before the configs changed still run it."""
+RETIRED_FILE = "hook-retired.json"
 
 
 @dataclass(frozen=True)
@@ -163,27 +172,55 @@ def _usable(path: str) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o100 != 0
 
 
-def remove_unused(root: str, keep: str = "", environ: Mapping[str, str] | None = None) -> list[str]:
-    """Remove ``root``'s client binaries other than ``keep`` and those a config still names (none
-    at all when a config cannot be read), and temporaries of builds that died; the names removed."""
+def _read_retired(root: str) -> dict[str, float]:
+    try:
+        with open(os.path.join(state_dir(root), RETIRED_FILE), "rb") as f:
+            obj = json.loads(f.read())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    return {k: float(v) for k, v in obj.items() if isinstance(k, str) and isinstance(v, (int, float))}
+
+
+def remove_unused(root: str, keep: str = "", environ: Mapping[str, str] | None = None,
+                  now: float | None = None) -> list[str]:
+    """Remove ``root``'s client binaries that no config has named for :data:`RETIRE_AFTER_S`, never
+    ``keep`` (none at all when a config cannot be read), and temporaries of builds that died; the
+    names removed."""
     bin_dir = os.path.join(root, "bin")
     try:
         names = os.listdir(bin_dir)
     except OSError:
         return []
     named = named_clients(root, environ)
-    now = time.time()
+    now = time.time() if now is None else now
+    retired = _read_retired(root)
+    unnamed: dict[str, float] = {}
     removed: list[str] = []
     for name in names:
         path = os.path.join(bin_dir, name)
         try:
-            if name.startswith(BINARY_PREFIX) and name != keep and named is not None and name not in named:
+            if name.startswith(BINARY_PREFIX):
+                if name == keep or named is None or name in named:
+                    continue
+                since = retired.get(name, now)
+                if now - since < RETIRE_AFTER_S:
+                    unnamed[name] = since
+                    continue
                 os.unlink(path)
                 removed.append(name)
             elif name.startswith(_TEMP_PREFIX) and now - os.lstat(path).st_mtime > _STALE_TEMP_S:
                 os.unlink(path)
         except OSError:
             pass
+    if named is not None and unnamed != retired:
+        try:
+            ensure_dir(state_dir(root))
+            write_atomic(os.path.join(state_dir(root), RETIRED_FILE), json.dumps(unnamed).encode(), FILE_MODE,
+                         durable=False)
+        except OSError:
+            pass  # the times are noted again next time: a removal is only delayed
     return removed
 
 
