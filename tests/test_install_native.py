@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -57,8 +57,10 @@ def nsb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
 @pytest.fixture
 def bare(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     """A sandbox with no compiler at all: PATH without cc/gcc/clang, CC unset, no ziglang."""
-    real = native_build.importlib.util.find_spec
-    monkeypatch.setattr(native_build.importlib.util, "find_spec",
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *rest: None if name == "ziglang" else real(name, *rest))
     with short_root() as where:
         yield _sandbox(monkeypatch, where, "{bin}")
@@ -68,9 +70,9 @@ def commands(box: Sandbox, agent: str) -> set[str]:
     return {e.command for e in find_our_entries(json.loads(box.config(agent).read_text()))}
 
 
-def run_hook(box: Sandbox, command: str, payload: dict[str, object]) -> subprocess.CompletedProcess[bytes]:
+def run_hook(box: Sandbox, command: str, payload: Mapping[str, object]) -> subprocess.CompletedProcess[bytes]:
     """The installed command as an agent runs it: through the shell, payload on stdin."""
-    return subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload).encode(), capture_output=True,
+    return subprocess.run(["/bin/sh", "-c", command], input=json.dumps(dict(payload)).encode(), capture_output=True,
                           env={**os.environ, **box.env}, cwd=box.home, timeout=60)
 
 
