@@ -29,10 +29,13 @@ from agentlog.install import agents as agents_mod
 from agentlog.install.agents import AGENTS
 from agentlog.install.doctor import AgentHealth, capture_test, diagnose, unrecognised_shapes
 from agentlog.install.errors import InvalidJSONError, JSONWithCommentsError, UnknownAgentError
+from agentlog.install.hook_client import HookChoice
 from agentlog.install.installer import InstallResult, install, read_ledger, uninstall
 from agentlog.install.jsonedit import detect_style, find_our_entries, parse_config, serialise
 
 ALL = ["claude-code", "codex", "cursor", "gemini-cli"]
+# the native form as install writes it (a path with a space: quoting); no binary is built for these
+FORMS = {"python": None, "native": HookChoice("native", "/opt/agent log/data/bin/agentlog-hook-0123456789abcdef")}
 CONFIG_REL = {
     "claude-code": ".claude/settings.json",
     "codex": ".codex/hooks.json",
@@ -358,16 +361,21 @@ ROUNDTRIP_TEXTS = [
 ]
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("text", ROUNDTRIP_TEXTS)
-def test_install_uninstall_restores_exact_bytes(sb: Sandbox, text: str | None) -> None:
+def test_install_uninstall_restores_exact_bytes(sb: Sandbox, text: str | None, form: str) -> None:
     sb.make_agents()
     originals: dict[str, bytes | None] = {}
     for agent in ALL:
         if text is not None:
             sb.config(agent).write_bytes(text.encode("utf-8"))
         originals[agent] = None if text is None else text.encode("utf-8")
-    results = by_agent(sb.install())
+    results = by_agent(sb.install(hook=FORMS[form]))
     assert {r.outcome for r in results.values()} == {"installed"}, [r.reason for r in results.values()]
+    for agent in ALL:
+        hook = FORMS[form]
+        wanted = hook.command(agent) if hook is not None else hook_command(agent)
+        assert {e.command for e in find_our_entries(parse_config(sb.config(agent).read_bytes()).data)} == {wanted}
     undone = by_agent(sb.uninstall())
     for agent in ALL:
         assert undone[agent].outcome == "removed"
@@ -464,16 +472,17 @@ def fresh_sandbox() -> Iterator[Sandbox]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(configs=four_configs())
-def test_roundtrip_is_byte_identical_for_generated_configs(sb: Sandbox, configs: dict[str, bytes | None]) -> None:
+@given(configs=four_configs(), form=st.sampled_from(sorted(FORMS)))
+def test_roundtrip_is_byte_identical_for_generated_configs(sb: Sandbox, configs: dict[str, bytes | None],
+                                                           form: str) -> None:
     with fresh_sandbox() as box:
         for agent, raw in configs.items():
             if raw is not None:
                 box.config(agent).write_bytes(raw)
-        first = by_agent(box.install())
+        first = by_agent(box.install(hook=FORMS[form]))
         assert all(r.outcome == "installed" for r in first.values()), [r.reason for r in first.values()]
         once = {a: box.config(a).read_bytes() for a in ALL}
-        second = by_agent(box.install())
+        second = by_agent(box.install(hook=FORMS[form]))
         assert all(r.outcome == "already_current" for r in second.values())
         assert {a: box.config(a).read_bytes() for a in ALL} == once
         for agent in ALL:
@@ -508,7 +517,7 @@ def test_uninstall_after_user_edit_removes_only_ours(sb: Sandbox, data: st.DataO
     with fresh_sandbox() as box:
         user = data.draw(user_config(flat))
         box.config(agent).write_bytes(_render(user, data.draw(_styles), True))
-        box.install([agent])
+        box.install([agent], hook=FORMS[data.draw(st.sampled_from(sorted(FORMS)))])
         # The user edits the file: adds a hook of their own and a setting.
         edited = json.loads(box.config(agent).read_text(encoding="utf-8"))
         event = data.draw(_event)

@@ -40,10 +40,18 @@ def bench() -> None:
 @click.option("--sizes", default="1000,10000,50000", show_default=True, help="Session sizes (frames) to append into.")
 @click.option("--concurrent", type=click.IntRange(0, 500), default=50, show_default=True, help="Hooks started at once into one session (0 skips).")
 @click.option("--durability", type=click.Choice(["strict", "relaxed"]), default="strict", show_default=True)
+@click.option("--native/--no-native", default=True, show_default=True,
+              help="Also time the native client (built here) with a real daemon answering.")
 @click.option("--out", default="bench-results", show_default=True, help="Directory for hook.json and hook.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
-def bench_hook(runs: int, sizes: str, concurrent: int, durability: str, out: str, as_json: bool) -> None:
-    """Hook wall time vs /usr/bin/true and the bare interpreter, by session size."""
+def bench_hook(runs: int, sizes: str, concurrent: int, durability: str, native: bool, out: str, as_json: bool) -> None:
+    """Hook wall time vs /usr/bin/true and the bare interpreter, by session size.
+
+    The Python hook and the native client (with `agentlog daemon run` answering) run
+    interleaved with the two baselines, into the same sessions.
+
+    Example: agentlog bench hook --runs 100 --durability relaxed
+    """
     from rich.progress import Progress
 
     from agentlog.bench.hookbench import run_hook_bench, write_results
@@ -52,7 +60,7 @@ def bench_hook(runs: int, sizes: str, concurrent: int, durability: str, out: str
     with Progress(console=stderr(), transient=True, disable=as_json) as bar:
         task = bar.add_task("bench hook", total=None)
         result = run_hook_bench(
-            runs=runs, sizes=size_list, concurrent=concurrent, durability=durability,
+            runs=runs, sizes=size_list, concurrent=concurrent, durability=durability, native=native,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     md = write_results(result, out, "hook")

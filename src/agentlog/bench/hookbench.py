@@ -8,6 +8,12 @@ baselines: ``/usr/bin/true`` (process start alone) and the interpreter floor
 (the same interpreter and flags running an empty script). Reported: median,
 p95, p99 of wall time, and the hook's cost above the floor (medians of the
 per-round differences, which cancels most machine noise).
+
+With ``native`` (the default) the native client (``agentlog-hook``, built here with
+the system compiler) runs beside them, into the same sessions, with a real
+``agentlog daemon run`` answering on the data root's socket; the daemon's own time
+per event (request read → answer sent, ``state/hook-server.json``) is reported too.
+Without a compiler the native rows say why they are missing.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import json
 import os
 import shutil
 import statistics
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -99,6 +107,7 @@ def run_hook_bench(
     durability: str = "strict",
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    native: bool = True,
 ) -> dict[str, Any]:
     """Time the hook as a whole process (see the module docstring).
 
@@ -108,6 +117,7 @@ def run_hook_bench(
     """
     sizes = sizes or [1000, 10000, 50000]
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-hook-")
+    daemon: subprocess.Popen[bytes] | None = None
     try:
         root = os.path.join(tmp, "home")
         env = {**os.environ, "AGENTLOG_HOME": root, "AGENTLOG_DURABILITY": durability}
@@ -125,6 +135,13 @@ def run_hook_bench(
         ]
         for n, sid in sessions.items():
             variants.append((f"hook, {n:,}-frame session", hook_argv("claude-code"), bench_payload(sid)))
+        client, native_missing = None, None
+        if native:
+            client, native_missing = _native_client(root, env)
+        if client is not None:
+            daemon = _start_daemon(root, env)
+            for n, sid in sessions.items():
+                variants.append((f"native hook, {n:,}-frame session", [client, "claude-code"], bench_payload(sid, 1)))
         times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
         total = runs * len(variants)
         done = 0
@@ -153,6 +170,11 @@ def run_hook_bench(
             d["net_of_floor_median"] = statistics.median(net)
             stats[name] = d
             rows.append([name, d["median"], d["p95"], d["p99"], d["net_of_floor_median"]])
+        true_p50 = stats["/usr/bin/true"]["median"]
+        for name in stats:
+            if name.startswith("native"):
+                stats[name]["above_true_median"] = statistics.median(
+                    [t - f for t, f in zip(times[name], times["/usr/bin/true"])])
         # what the hook measured of itself (attrs.hook_us), for the largest session
         largest = max(sizes)
         in_process = _hook_us(os.path.join(root, "logs", "claude_code", f"{sessions[largest]}.jsonl"), runs)
@@ -164,7 +186,11 @@ def run_hook_bench(
                 "note": "Whole process, as the agent waits for it, timed from the parent (includes fork/exec and "
                 f"stdin piping). Frames in the sessions average {', '.join(f'{frame_bytes[n]:,.0f} B' for n in sizes)}. "
                 f"The hook's own in-process time (attrs.hook_us) in the {largest:,}-frame session: "
-                f"median {in_process['median']:.0f} µs, p95 {in_process['p95']:.0f} µs.",
+                f"median {in_process['median']:.0f} µs, p95 {in_process['p95']:.0f} µs. "
+                + (f"Native rows: no native client ({native_missing})." if native and client is None else
+                   f"/usr/bin/true p50 {true_p50:.2f} ms; the native client's p50 above it: "
+                   + ", ".join(f"{stats[n]['above_true_median']:.2f} ms" for n in stats if n.startswith("native"))
+                   + "." if client is not None else ""),
             }
         ]
         result: dict[str, Any] = {
@@ -177,19 +203,80 @@ def run_hook_bench(
             "hook_us_in_process": in_process,
             "tables": tables,
         }
+        if native:
+            result["native"] = {"client": client, "missing": native_missing}
+        if client is not None:
+            result["native"]["daemon_us"] = _daemon_us(root)
+            d = result["native"]["daemon_us"]
+            tables.append({
+                "title": "The daemon's own time per native hook (request read → answer sent)",
+                "columns": ["answers", "p50 µs", "p95 µs"],
+                "rows": [[d.get("window"), d.get("server_us_p50"), d.get("server_us_p95")]],
+                "note": "From state/hook-server.json, the last 1,000 answers of the run's daemon "
+                        f"(durability {durability}: each answer waits for the fsync that covers its frame when strict).",
+            })
         if concurrent:
-            result["concurrent"] = _concurrent(root, env, concurrent)
+            result["concurrent"] = _concurrent(root, env, concurrent, hook_argv("claude-code"), "bench-concurrent")
             c = result["concurrent"]
+            rows_c = [["python hook", concurrent, c["total_ms"], c["frames"], c["verify"], c["dense"]]]
+            if client is not None:
+                result["concurrent_native"] = _concurrent(root, env, concurrent, [client, "claude-code"],
+                                                          "bench-concurrent-native")
+                c = result["concurrent_native"]
+                rows_c.append(["native hook", concurrent, c["total_ms"], c["frames"], c["verify"], c["dense"]])
             tables.append(
                 {
                     "title": f"{concurrent} hooks started at once into one session",
-                    "columns": ["hooks", "total wall ms", "frames written", "verify", "dense seq"],
-                    "rows": [[concurrent, c["total_ms"], c["frames"], c["verify"], c["dense"]]],
+                    "columns": ["path", "hooks", "total wall ms", "frames written", "verify", "dense seq"],
+                    "rows": rows_c,
                 }
             )
         return result
     finally:
+        if daemon is not None:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _native_client(root: str, env: dict[str, str]) -> tuple[str | None, str | None]:
+    """(the native client built for ``root``, None) or (None, why there is none)."""
+    from agentlog.install.native_build import build_client
+
+    built = build_client(root, environ=env)
+    return (built.path, None) if built.path else (None, built.reason)
+
+
+def _start_daemon(root: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A real ``agentlog daemon run`` on ``root``, once its capture socket answers."""
+    from agentlog.capture.hook_socket import probe
+
+    daemon = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not probe(root):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            daemon.kill()
+            raise RuntimeError("the daemon's capture server did not answer within 60 s")
+        time.sleep(0.05)
+    return daemon
+
+
+def _daemon_us(root: str) -> dict[str, Any]:
+    """The daemon's latest server-time numbers (it writes them every poll)."""
+    from agentlog.capture.server import stats_path
+
+    time.sleep(1.5)  # one more poll, so the file covers the last answers
+    try:
+        with open(stats_path(root), encoding="utf-8") as fh:
+            doc: dict[str, Any] = json.load(fh)
+            return doc
+    except (OSError, ValueError):
+        return {}
 
 
 def _hook_us(path: str, last: int) -> dict[str, float]:
@@ -199,9 +286,7 @@ def _hook_us(path: str, last: int) -> dict[str, float]:
     return describe(us) if us else {"median": float("nan"), "p95": float("nan")}
 
 
-def _concurrent(root: str, env: dict[str, str], n: int) -> dict[str, Any]:
-    sid = "bench-concurrent"
-    argv = hook_argv("claude-code")
+def _concurrent(root: str, env: dict[str, str], n: int, argv: list[str], sid: str) -> dict[str, Any]:
     payloads = [bench_payload(sid, i) for i in range(n)]
     t0 = time.perf_counter_ns()
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env) for _ in range(n)]

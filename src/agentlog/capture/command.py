@@ -1,8 +1,10 @@
 """The command line an agent's hook configuration runs.
 
 Installed hooks run ``<python> -I -S <package>/_hook.py <agent>``: the same
-code as ``agentlog hook <agent>`` without the cost of ``site``. Standard
-library only.
+code as ``agentlog hook <agent>`` without the cost of ``site``; or, where
+``agentlog install`` could build it, the native client
+``<data root>/bin/agentlog-hook-<key> <agent>`` (install/native_build.py),
+which falls back to that same Python command. Standard library only.
 """
 
 from __future__ import annotations
@@ -32,18 +34,36 @@ def hook_command(agent: str) -> str:
     return " ".join(shlex.quote(part) for part in hook_argv(agent))
 
 
+NATIVE_PREFIX = "agentlog-hook-"
+NATIVE_KEY_DIGITS = 16
+
+
+def is_native_client(part: str) -> bool:
+    """Whether ``part`` names a native hook client, ``…/bin/agentlog-hook-<16 hex>``, of any data root."""
+    head, _, name = part.replace("\\", "/").rpartition("/")
+    key = name[len(NATIVE_PREFIX):]
+    return (name.startswith(NATIVE_PREFIX) and len(key) == NATIVE_KEY_DIGITS
+            and all(c in "0123456789abcdef" for c in key) and (head == "bin" or head.endswith("/bin")))
+
+
+def native_command(binary: str, agent: str) -> str:
+    """The native client's hook command (exec form: the binary itself, then the agent), shell-quoted."""
+    return f"{shlex.quote(binary)} {shlex.quote(agent)}"
+
+
 def is_our_command(command: str) -> bool:
     """Whether a hook command string in an agent's config is one of ours.
 
     Recognises the fast form (``…/agentlog/_hook.py <agent>``) from any
-    install location, and ``agentlog hook <agent>`` (console script).
+    install location, the native client (``…/bin/agentlog-hook-<key> <agent>``)
+    from any data root, and ``agentlog hook <agent>`` (console script).
     """
     try:
         parts = shlex.split(command)
     except ValueError:
         return False
     for i, part in enumerate(parts):
-        if part.replace("\\", "/").endswith("agentlog/_hook.py"):
+        if part.replace("\\", "/").endswith("agentlog/_hook.py") or is_native_client(part):
             return True
         if os.path.basename(part) == "agentlog" and i + 1 < len(parts) and parts[i + 1] == "hook":
             return True

@@ -9,7 +9,8 @@ failed, or the plan was declined or could not be asked: not a terminal and no
 ``install`` changes other programs' configs, so it first shows what it will
 change per agent and asks on a terminal; ``--yes`` answers for scripts.
 Without a terminal and without ``--yes`` it prints the plan and changes
-nothing.
+nothing. The native hook client is built (into agentlog's own data root)
+before the plan is shown, so the plan names the binary the configs will run.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agentlog.core.paths import data_root
 from agentlog.install.agents import AGENT_NAMES, Scope
 from agentlog.install.doctor import AgentHealth, CaptureTestResult, capture_test, diagnose
 from agentlog.install.errors import InstallError
+from agentlog.install.hook_client import HookChoice, choose_hook
 from agentlog.install.installer import InstallResult, install, uninstall
 
 _TESTED_OUTCOMES = ("installed", "updated", "already_current")
@@ -153,6 +156,15 @@ def _scope_options(f: Any) -> Any:
     )(f)
 
 
+def _python_hook_option(f: Any) -> Any:
+    """--python-hook, shared by install and doctor --fix."""
+    return click.option(
+        "--python-hook", "python_hook", is_flag=True,
+        help="Write the Python hook even where the native client could be built (the setting hook_client = "
+             "\"python\" does the same for every install).",
+    )(f)
+
+
 @click.command(name="install")
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
 @_scope_options
@@ -169,10 +181,12 @@ def _scope_options(f: Any) -> Any:
 @click.option("--yes", "-y", "yes", is_flag=True,
               help="Apply without asking (for scripts); without it, a terminal is asked and anything else "
                    "only gets the plan.")
+@_python_hook_option
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, yes: bool, json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, yes: bool, python_hook: bool,
+    json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -195,27 +209,45 @@ def install_cmd(
     asks; --yes applies without asking. When standard input is not a terminal
     and --yes is absent, it prints the plan, changes nothing and exits 1.
 
+    The hook each agent runs is the native client (a small C program, built
+    here with the system C compiler, else the `ziglang` package, and cached
+    under the data root) where it can be built, else the Python hook; the
+    output says which, and why. --python-hook (or `agentlog config set
+    hook_client python`) always installs the Python hook.
+
     Example: agentlog install claude-code --yes --no-backfill
+
+    Example: agentlog install --python-hook --yes
     """
     if mcp:
         _mcp(agents, dry_run, json_, remove=False, yes=yes)
         return
     resolved = _resolve_scope(scope, project_dir)
+    wanted = True if python_hook else None  # None: the setting hook_client decides
+    choice: HookChoice | None = None
     try:
         if not dry_run:
-            plan = install(agents or None, resolved, project_dir, True)
+            plan = install(agents or None, resolved, project_dir, True, python_hook=wanted)
+            if any(r.hook is not None for r in plan):  # an agent to install: build the client first
+                choice = choose_hook(data_root(), python_hook=wanted)
+                plan = install(agents or None, resolved, project_dir, True, hook=choice)
 
             def show() -> None:
                 if json_:
                     _echo_json([r.to_dict() for r in plan])
                 else:
                     _show_results(plan, {}, "agentlog install: the plan (nothing written yet)", False)
+                    if choice is not None:
+                        _err(choice.summary())
 
             if not _approved(plan, yes, json_, show):
                 raise click.exceptions.Exit(1)
-        results = install(agents or None, resolved, project_dir, dry_run)
+        results = install(agents or None, resolved, project_dir, dry_run, hook=choice, python_hook=wanted)
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
+    chosen = next((r.hook for r in results if r.hook is not None), None)
+    if chosen is not None and not json_:
+        _err(chosen.summary())
     if trust_codex and not dry_run:
         _trust_codex(results)
     tests: dict[str, CaptureTestResult] = {}
@@ -385,6 +417,7 @@ def _show_health(health: list[AgentHealth]) -> None:
     table.add_column("state", no_wrap=True)
     table.add_column("config")
     table.add_column("last event", no_wrap=True)
+    table.add_column("hook", no_wrap=True)
     table.add_column("details")
     styles = {"stale": "red", "receiving": "green", "installed": "yellow", "detected": "yellow"}
     for h in health:
@@ -397,9 +430,14 @@ def _show_health(health: list[AgentHealth]) -> None:
             Text(h.state, style=styles.get(h.state, "dim")),
             Text(str(h.config_path) + ("" if h.config_exists else " (absent)")),
             Text(last),
+            Text(h.hook_label),
             Text(details),
         )
     console.print(table)
+    if health:
+        answering = bool(health[0].hook.get("daemon_answering"))
+        console.print(Text("capture server (the daemon): " + ("answering" if answering else
+                           "not answering; the native client falls back to the Python hook (`agentlog daemon start`)")))
     shapes = [s for h in health for s in h.unrecognised]
     if shapes:
         extra = Table(title="unrecognised payloads", title_justify="left")
@@ -424,23 +462,54 @@ def _show_health(health: list[AgentHealth]) -> None:
 
 
 @click.command(name="doctor")
+@click.option("--fix", is_flag=True,
+              help="Rebuild a missing or stale native client and rewrite the hooks of every agent that has them.")
+@_python_hook_option
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
-def doctor_cmd(json_: bool) -> None:
+def doctor_cmd(fix: bool, python_hook: bool, json_: bool) -> None:
     """Check each agent's hooks: detected, installed, stale or receiving events.
 
-    Also shows each agent's installed release against the releases agentlog
-    is tested with, hook payloads agentlog did not recognise, and payload keys
-    on known events that it does not read. Exits 1 when an agent's hooks are
-    stale (run `agentlog install` to repair them).
+    Also shows which hook path each agent runs (native: the C client, with
+    whether the binary its config names exists and is the one this agentlog
+    builds; python: the Python hook), whether the daemon's capture server
+    answers, each agent's installed release against the releases agentlog is
+    tested with, hook payloads agentlog did not recognise, and payload keys on
+    known events that it does not read. Exits 1 when an agent's hooks are
+    stale (a stale native client after an upgrade, a missing interpreter…).
+
+    --fix rebuilds the client when it is missing or stale and rewrites the
+    hooks of the agents that have them (as `agentlog install` would, without
+    asking; --python-hook writes the Python hook instead); then checks again.
 
     Example: agentlog doctor --json
+
+    Example: agentlog doctor --fix
     """
+    fixed = None
+    if fix:
+        from agentlog.install.repair import fix as fix_hooks
+
+        fixed = fix_hooks(python_hook=True if python_hook else None)
+        if not json_:
+            if fixed.hook is None:
+                _err("--fix: no agent has agentlog's hooks; nothing to fix (`agentlog install` installs them)")
+            else:
+                _err("--fix: " + fixed.hook.summary())
+            for r in fixed.results:
+                _err(f"--fix: {r.agent}: {r.outcome}{': ' + r.reason if r.reason else ''}")
     health = diagnose()
     if json_:
-        _echo_json([h.to_dict() for h in health])
+        items = [h.to_dict() for h in health]
+        if fixed is not None:
+            by_agent = {r.agent: r.to_dict() for r in fixed.results}
+            for item in items:
+                item["fix"] = by_agent.get(str(item["agent"]))
+        _echo_json(items)
     else:
         _show_health(health)
     stale = [h.agent for h in health if h.state == "stale"]
+    failed = fixed is not None and any(r.outcome == "failed" for r in fixed.results)
     if stale:
-        _err("stale hooks for " + ", ".join(stale) + "; run `agentlog install` to repair")
+        _err("stale hooks for " + ", ".join(stale) + "; run `agentlog doctor --fix` (or `agentlog install`) to repair")
+    if stale or failed:
         raise click.exceptions.Exit(1)

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "transcript_sync": True,
     "checkpoint_minutes": 5,
     "capture_server": True,
+    "hook_client": "native",
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
@@ -36,6 +37,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "redact_secrets": (True, False),
     "transcript_sync": (True, False),
     "capture_server": (True, False),
+    "hook_client": ("native", "python"),
 }
 # numeric settings: (least, most), ints or floats
 RANGES: dict[str, tuple[float, float]] = {
@@ -52,6 +54,7 @@ DESCRIPTIONS: dict[str, str] = {
     "transcript_sync": "when a turn ends, import the agent's transcript in the background where its hooks lack outcomes (Codex: exit codes, failed patches)",
     "checkpoint_minutes": "the daemon signs a checkpoint of the Merkle tree this often while frames arrive (`agentlog checkpoint`); 0: never",
     "capture_server": "the daemon records the native hook's payloads sent over <data root>/run/hook.sock (without it the native hook falls back to the Python one)",
+    "hook_client": "native: `agentlog install` builds the C hook client where there is a compiler and writes it into the agents' configs; python: always the Python hook (as `install --python-hook`)",
 }
 
 

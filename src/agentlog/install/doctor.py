@@ -1,14 +1,16 @@
 """Health of agentlog's hooks per agent, and the end-to-end capture test.
 
 `diagnose` reads (never writes) each agent's config, our session logs'
-modification times and the hook's record of unrecognised payload shapes.
+modification times and the hook's record of unrecognised payload shapes
+(install/recorded.py), and which hook path each agent runs: native or Python,
+the native client current or stale, the daemon's capture server answering or
+not (install/hook_client.py).
 `capture_test` runs an installed hook command exactly as the agent would and
 checks that the event reached the log.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -16,34 +18,37 @@ import shlex
 import shutil
 import subprocess
 import time
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from agentlog.core import paths
 from agentlog.core.kinds import CAPTURE_TEST_PREFIX
-from agentlog.capture.command import hook_command
+from agentlog.capture.command import hook_command, is_native_client, native_command
 from agentlog.install.agents import AgentSpec, Scope, default_home, detect, get_agent, resolve_agents
 from agentlog.install.codex_trust import codex_trust_hash, codex_trust_notes  # noqa: F401 - doctor's API
 from agentlog.install.drift import unknown_fields
 from agentlog.install.versions import TESTED, installed_version, range_note
 from agentlog.install.errors import ConfigError, InstallError
+from agentlog.install.hook_client import CurrentClient, hook_report
 from agentlog.install.jsonedit import (
     FoundEntry,
     JSONObject,
     expected_entry_matches,
     find_our_entries,
-    is_our_handler,
     parse_config,
+)
+from agentlog.install.recorded import (  # re-exported (`X as X`): doctor's API before recorded.py
+    UNRECOGNISED_FILE as UNRECOGNISED_FILE,
+    UnrecognisedShape as UnrecognisedShape,
+    last_event_time as last_event_time,
+    unrecognised_shapes as unrecognised_shapes,
 )
 
 HealthState = Literal["not_installed", "detected", "installed", "stale", "receiving"]
 
-UNRECOGNISED_FILE = "unrecognised.jsonl"
-_UNRECOGNISED_TAIL_BYTES = 8 * 1024 * 1024
 _SHELL = "/bin/sh" if os.path.exists("/bin/sh") else "sh"
 _KIND_CAPTURE_TEST = re.compile(rb'"kind"\s*:\s*"capture_test"')
 
@@ -126,141 +131,6 @@ def agent_notes(
 
 
 # --------------------------------------------------------------------------
-# Logs and unrecognised shapes
-
-
-def last_event_time(data_root: str | Path, provider: str) -> tuple[datetime | None, int]:
-    """Newest modification time among ``<data_root>/logs/<provider>/**/*.jsonl`` and the file count.
-
-    Logs of our own capture tests do not count: they prove the wiring, not that
-    the agent is sending events.
-    """
-    base = os.path.join(paths.logs_dir(str(data_root)), provider)
-    newest: float | None = None
-    count = 0
-    stack = [base]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.name.endswith(".jsonl") and entry.is_file():
-                    if entry.name.startswith(CAPTURE_TEST_PREFIX):
-                        continue  # our own wiring checks are not the agent's events
-                    count += 1
-                    mtime = entry.stat().st_mtime
-                    if newest is None or mtime > newest:
-                        newest = mtime
-            except OSError:
-                continue
-    if newest is None:
-        return None, count
-    return datetime.fromtimestamp(newest, tz=timezone.utc), count
-
-
-@dataclass(frozen=True)
-class UnrecognisedShape:
-    """Events the hook did not recognise, grouped by provider and event name."""
-
-    provider: str
-    event: str
-    count: int
-    last_at: str | None
-    keys: tuple[str, ...]
-    """Payload keys seen on the most recent occurrence."""
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "provider": self.provider,
-            "event": self.event,
-            "count": self.count,
-            "last_at": self.last_at,
-            "keys": list(self.keys),
-        }
-
-
-def _at_key(value: str | None) -> tuple[int, float, str]:
-    if value is None:
-        return (0, 0.0, "")
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
-        return (1, parsed.timestamp(), value)
-    except ValueError:
-        return (0, 0.0, value)
-
-
-def _at_text(value: object) -> str | None:
-    """An ``at`` value as ISO 8601 text: strings as they are, epoch numbers (s, ms or µs) converted."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    seconds = float(value)
-    if seconds > 1e14:
-        seconds /= 1e6
-    elif seconds > 1e11:
-        seconds /= 1e3
-    try:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def unrecognised_shapes(data_root: str | Path | None = None) -> list[UnrecognisedShape]:
-    """Summary of ``<state_dir>/unrecognised.jsonl`` (empty when the file is absent).
-
-    Only the last 8 MiB are read; malformed lines are skipped.
-    """
-    root = paths.data_root() if data_root is None else str(data_root)
-    path = os.path.join(paths.state_dir(root), UNRECOGNISED_FILE)
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            start = max(0, size - _UNRECOGNISED_TAIL_BYTES)
-            fh.seek(start)
-            blob = fh.read()
-    except OSError:
-        return []
-    lines = blob.split(b"\n")
-    if start > 0 and lines:
-        lines = lines[1:]
-    groups: dict[tuple[str, str], tuple[int, str | None, tuple[str, ...]]] = {}
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        provider = record.get("provider")
-        event = record.get("event")
-        if not isinstance(provider, str) or not isinstance(event, str):
-            continue
-        at_s = _at_text(record.get("at"))
-        raw_keys = record.get("keys")
-        keys = tuple(k for k in raw_keys if isinstance(k, str)) if isinstance(raw_keys, list) else ()
-        n = record.get("count", 1)  # `agentlog import` writes one line per record type and file, with a count
-        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
-        count, last, last_keys = groups.get((provider, event), (0, None, ()))
-        if last is None or _at_key(at_s) >= _at_key(last):
-            last, last_keys = at_s, keys
-        groups[(provider, event)] = (count + n, last, last_keys)
-    return [
-        UnrecognisedShape(provider=p, event=e, count=c, last_at=last, keys=k)
-        for (p, e), (c, last, k) in sorted(groups.items())
-    ]
-
-
-# --------------------------------------------------------------------------
 # diagnose
 
 
@@ -294,6 +164,11 @@ class AgentHealth:
     """The releases agentlog is tested with (``first–last``)."""
     unknown_fields: list[dict[str, object]] = field(default_factory=list)
     """Payload keys on known events that agentlog does not read (install/drift.py)."""
+    hook: dict[str, object] = field(default_factory=dict)
+    """Which path the hooks take (native, python, other), the native client's state and whether the
+    daemon's capture server answers (install/hook_client.py ``HookReport.to_dict``); ``hook_label``
+    is the short form."""
+    hook_label: str = "—"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -317,6 +192,7 @@ class AgentHealth:
             "version": self.version,
             "tested": self.tested,
             "unknown_fields": list(self.unknown_fields),
+            "hook": dict(self.hook),
         }
 
 
@@ -335,6 +211,11 @@ def command_problems(command: str, spec: AgentSpec, environ: Mapping[str, str]) 
     problems: list[str] = []
     agent_arg: str | None = None
     for i, part in enumerate(parts):
+        if is_native_client(part):
+            if not _executable_exists(part, environ):
+                problems.append(f"native hook client {part} no longer exists (`agentlog doctor --fix` rebuilds it)")
+            agent_arg = parts[i + 1] if i + 1 < len(parts) else None
+            break
         if part.replace("\\", "/").endswith("agentlog/_hook.py"):
             if i == 0 or not _executable_exists(parts[0], environ):
                 interp = parts[0] if i > 0 else "(none)"
@@ -405,6 +286,7 @@ def diagnose(
     home_path = default_home(home, env)
     root = paths.data_root(dict(env)) if data_root is None else str(data_root)
     shapes = unrecognised_shapes(root)
+    current = CurrentClient(root, env)
     out: list[AgentHealth] = []
     for spec in resolve_agents(agents):
         found = detect(spec, home_path, env)
@@ -437,8 +319,15 @@ def diagnose(
                 entries = find_our_entries(data, config_path)
             except (ConfigError, OSError) as exc:
                 health.notes.append(f"cannot read {config_path}: {exc}")
+        report = hook_report([e.command for e in entries], current)
+        health.hook, health.hook_label = report.to_dict(), report.label()
         if entries:
-            _assess(spec, entries, hook_command(spec.name), env, health)
+            expected = hook_command(spec.name)
+            if report.binary is not None and report.in_data_root:  # stale or not: said apart
+                expected = native_command(report.binary, spec.name)
+            _assess(spec, entries, expected, env, health)
+            health.problems.extend(report.problems)
+            health.notes.extend(report.notes)
             health.notes.extend(agent_notes(spec, scope, config_path, data, home=home_path, environ=env))
             if health.problems:
                 health.state = "stale"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from agentlog.install.errors import InstallError
-from agentlog.install.installer import atomic_write, backup, file_mode, locked, read_bytes
+from agentlog.install.files import atomic_write, backup, file_mode, locked, read_bytes
 from agentlog.install.jsonedit import parse_config, serialise, unified_diff
 
 SERVER_NAME = "agentlog"

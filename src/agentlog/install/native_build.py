@@ -12,7 +12,18 @@ The binary is cached as ``<data root>/bin/agentlog-hook-<key>``, the key being
 the first 16 hex digits of the SHA-256 of everything that shapes it (the
 source, the compiler's identity, the flags, the two paths): building again
 with nothing changed reuses it, and any change gives a new name, never a
-binary replaced under a running agent. Binaries of other keys are removed.
+binary replaced under a running agent. Binaries of other keys are removed,
+except those an agent's config still names (install/hook_refs.py): removing
+one would make that agent's hook fail (exit 127) and lose its events. A
+binary no config names is kept for :data:`RETIRE_AFTER_S` more (the first
+cleanup that finds it unnamed notes the time in ``state/hook-retired.json``):
+an agent reads its hooks when a session starts, so a session started before
+``install`` rewrote the config still runs the old binary.
+
+``-Werror`` is kept, but a newer compiler's new warning must not cost the
+user the native client: when the build fails and the same command without
+``-Werror`` succeeds, that build is used (its key differs) and the result
+says so (``BuildResult.warnings``).
 
 No compiler is not an error: :func:`build_client` then returns no path and a
 plain reason, and the hooks stay on the Python path.
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -34,17 +46,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentlog.capture.command import hook_script
-from agentlog.core.paths import ensure_dir
+from agentlog.core.fileio import write_atomic
+from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
+from agentlog.install.hook_refs import named_clients
 
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "native",
                       "agentlog_hook.c")
 FLAGS: tuple[str, ...] = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror")
 BINARY_PREFIX = "agentlog-hook-"
 NO_COMPILER = "no C compiler found (cc, gcc, clang, ziglang)"
+WITHOUT_WERROR = "the compiler warns about the client's source, so it was built without -Werror"
 COMPILE_TIMEOUT_S = 120.0
 ERROR_LINES = 6  # of the compiler's output, in a failed build's reason
 _TEMP_PREFIX = ".agentlog-hook-"
 _STALE_TEMP_S = 3600.0  # a temporary binary older than this is a build that died
+RETIRE_AFTER_S = 7 * 86400.0
+"""How long a binary no config names is kept: sessions started before the configs changed still run it."""
+RETIRED_FILE = "hook-retired.json"
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,8 @@ class BuildResult:
     """The compiler command used (or that failed)."""
     cached: bool = False
     """Whether an existing binary was reused."""
+    warnings: str = ""
+    """Set when the client was built without ``-Werror`` (the compiler's warnings, or why)."""
 
 
 @dataclass(frozen=True)
@@ -152,27 +172,110 @@ def _usable(path: str) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o100 != 0
 
 
-def _remove_others(bin_dir: str, keep: str) -> None:
-    """Remove binaries of other keys, and temporaries of builds that died."""
+def _read_retired(root: str) -> dict[str, float]:
+    try:
+        with open(os.path.join(state_dir(root), RETIRED_FILE), "rb") as f:
+            obj = json.loads(f.read())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    return {k: float(v) for k, v in obj.items() if isinstance(k, str) and isinstance(v, (int, float))}
+
+
+def remove_unused(root: str, keep: str = "", environ: Mapping[str, str] | None = None,
+                  now: float | None = None) -> list[str]:
+    """Remove ``root``'s client binaries that no config has named for :data:`RETIRE_AFTER_S`, never
+    ``keep`` (none at all when a config cannot be read), and temporaries of builds that died; the
+    names removed."""
+    bin_dir = os.path.join(root, "bin")
     try:
         names = os.listdir(bin_dir)
     except OSError:
-        return
-    now = time.time()
+        return []
+    named = named_clients(root, environ)
+    now = time.time() if now is None else now
+    retired = _read_retired(root)
+    unnamed: dict[str, float] = {}
+    removed: list[str] = []
     for name in names:
         path = os.path.join(bin_dir, name)
         try:
-            if name.startswith(BINARY_PREFIX) and name != keep:
+            if name.startswith(BINARY_PREFIX):
+                if name == keep or named is None or name in named:
+                    continue
+                since = retired.get(name, now)
+                if now - since < RETIRE_AFTER_S:
+                    unnamed[name] = since
+                    continue
                 os.unlink(path)
+                removed.append(name)
             elif name.startswith(_TEMP_PREFIX) and now - os.lstat(path).st_mtime > _STALE_TEMP_S:
                 os.unlink(path)
         except OSError:
             pass
+    if named is not None and unnamed != retired:
+        try:
+            ensure_dir(state_dir(root))
+            write_atomic(os.path.join(state_dir(root), RETIRED_FILE), json.dumps(unnamed).encode(), FILE_MODE,
+                         durable=False)
+        except OSError:
+            pass  # the times are noted again next time: a removal is only delayed
+    return removed
 
 
 def _first_lines(text: bytes) -> str:
     lines = [line.strip() for line in text.decode("utf-8", "replace").splitlines() if line.strip()]
     return " | ".join(lines[:ERROR_LINES]) or "no output"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    compiler: Compiler
+    strict: tuple[str, ...]
+    """The flags with ``-Werror``."""
+    lenient: tuple[str, ...]
+    """The same without ``-Werror`` (tried when the strict build fails)."""
+    names: dict[tuple[str, ...], str]
+    """Binary file name per flag set."""
+
+
+def _plan(python: str, hook: str, env: Mapping[str, str], extra_flags: Sequence[str]) -> _Plan | str:
+    """What a build would use, or why there can be none."""
+    if not python:
+        return "this Python does not know its own interpreter path (sys.executable is empty)"
+    try:
+        with open(SOURCE, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        return f"the client's source is missing: {SOURCE}: {e.strerror or e}"
+    compiler = find_compiler(env)
+    if compiler is None:
+        return NO_COMPILER
+    strict = (*FLAGS, *extra_flags)
+    lenient = tuple(f for f in strict if f != "-Werror")
+    names = {flags: BINARY_PREFIX + cache_key(source, compiler, flags, python, hook) for flags in (strict, lenient)}
+    return _Plan(compiler, strict, lenient, names)
+
+
+def current_names(
+    *, python: str | None = None, hook: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[tuple[str, ...], str]:
+    """The file names a build would give the client now (with ``-Werror`` first, then without),
+    or none and why (no compiler…). Reads the source and asks the compiler its version; builds nothing."""
+    env = os.environ if environ is None else environ
+    plan = _plan(sys.executable if python is None else python, hook_script() if hook is None else hook, env, ())
+    if isinstance(plan, str):
+        return (), plan
+    return tuple(dict.fromkeys(plan.names[f] for f in (plan.strict, plan.lenient))), ""
+
+
+def _compile(plan: _Plan, flags: tuple[str, ...], python: str, hook: str, out: str,
+             env: Mapping[str, str]) -> subprocess.CompletedProcess[bytes]:
+    argv = [*plan.compiler.command, *flags, f"-DAGENTLOG_PYTHON={c_string(python)}",
+            f"-DAGENTLOG_HOOK_PY={c_string(hook)}", "-o", out, SOURCE]
+    return subprocess.run(argv, capture_output=True, timeout=COMPILE_TIMEOUT_S, env=dict(env),
+                          stdin=subprocess.DEVNULL)
 
 
 def build_client(
@@ -188,53 +291,53 @@ def build_client(
     ``python`` and ``hook`` are the fallback's interpreter and script (default: this
     interpreter and the package's ``_hook.py``, as installed hooks run them today);
     ``extra_flags`` go to the compiler after the usual ones (both are part of the key).
+    A build that fails with ``-Werror`` is tried once more without it (``warnings`` says so).
     Never raises for a missing or failing compiler: the result then has no path and a reason.
     """
     env = os.environ if environ is None else environ
     python = sys.executable if python is None else python
     hook = hook_script() if hook is None else hook
-    if not python:
-        return BuildResult(None, "this Python does not know its own interpreter path (sys.executable is empty)")
-    try:
-        with open(SOURCE, "rb") as f:
-            source = f.read()
-    except OSError as e:
-        return BuildResult(None, f"the client's source is missing: {SOURCE}: {e.strerror or e}")
-    compiler = find_compiler(env)
-    if compiler is None:
-        return BuildResult(None, NO_COMPILER)
-    flags = (*FLAGS, *extra_flags)
-    name = BINARY_PREFIX + cache_key(source, compiler, flags, python, hook)
+    plan = _plan(python, hook, env, extra_flags)
+    if isinstance(plan, str):
+        return BuildResult(None, plan)
+    command = plan.compiler.command
     bin_dir = os.path.join(root, "bin")
     problem = _private_dir(bin_dir)
     if problem is not None:
-        return BuildResult(None, problem, compiler.command)
-    final = os.path.join(bin_dir, name)
-    if _usable(final):
-        _remove_others(bin_dir, name)
-        return BuildResult(final, "", compiler.command, cached=True)
+        return BuildResult(None, problem, command)
+    for flags in dict.fromkeys((plan.strict, plan.lenient)):  # a lenient build exists only where strict failed
+        final = os.path.join(bin_dir, plan.names[flags])
+        if _usable(final):
+            remove_unused(root, plan.names[flags], env)
+            return BuildResult(final, "", command, cached=True,
+                               warnings="" if flags == plan.strict else WITHOUT_WERROR)
 
     try:
         fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".tmp", dir=bin_dir)
         os.close(fd)
     except OSError as e:
-        return BuildResult(None, f"cannot write in {bin_dir}: {e.strerror or e}", compiler.command)
-    argv = [*compiler.command, *flags, f"-DAGENTLOG_PYTHON={c_string(python)}", f"-DAGENTLOG_HOOK_PY={c_string(hook)}",
-            "-o", temp, SOURCE]
+        return BuildResult(None, f"cannot write in {bin_dir}: {e.strerror or e}", command)
+    flags, warnings = plan.strict, ""
     try:
-        r = subprocess.run(argv, capture_output=True, timeout=COMPILE_TIMEOUT_S, env=dict(env), stdin=subprocess.DEVNULL)
+        r = _compile(plan, flags, python, hook, temp, env)
+        if r.returncode != 0 and plan.lenient != plan.strict:
+            retry = _compile(plan, plan.lenient, python, hook, temp, env)
+            if retry.returncode == 0:
+                flags, warnings = plan.lenient, f"{WITHOUT_WERROR}: {_first_lines(r.stderr + r.stdout)}"
+            r = retry
         if r.returncode != 0:
-            return BuildResult(None, f"the C compiler failed: {_first_lines(r.stderr + r.stdout)}", compiler.command)
+            return BuildResult(None, f"the C compiler failed: {_first_lines(r.stderr + r.stdout)}", command)
+        final = os.path.join(bin_dir, plan.names[flags])
         os.chmod(temp, 0o700)
         os.replace(temp, final)
     except subprocess.TimeoutExpired:
-        return BuildResult(None, f"the C compiler took over {COMPILE_TIMEOUT_S:.0f} s", compiler.command)
+        return BuildResult(None, f"the C compiler took over {COMPILE_TIMEOUT_S:.0f} s", command)
     except OSError as e:
-        return BuildResult(None, f"could not build the client: {e.strerror or e}", compiler.command)
+        return BuildResult(None, f"could not build the client: {e.strerror or e}", command)
     finally:
         try:
             os.unlink(temp)
         except OSError:
             pass
-    _remove_others(bin_dir, name)
-    return BuildResult(final, "", compiler.command)
+    remove_unused(root, plan.names[flags], env)
+    return BuildResult(final, "", command, warnings=warnings)
