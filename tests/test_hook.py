@@ -7,10 +7,10 @@ the end are about the Python hook's interpreter and run it alone."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +24,7 @@ from hook_paths import HookPath
 SID = "3f2d1c48-9b7a-4e51-8c6d-0a1b2c3d4e5f"
 
 
-def frames(home: Path) -> list[dict]:
+def frames(home: Path) -> list[dict[str, Any]]:
     out = []
     for path in iter_logs(str(home)):
         with open(path, "rb") as f:
@@ -32,7 +32,7 @@ def frames(home: Path) -> list[dict]:
     return out
 
 
-def events(home: Path) -> list[dict]:
+def events(home: Path) -> list[dict[str, Any]]:
     return [f["event"] for f in frames(home)]
 
 
