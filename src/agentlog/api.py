@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from agentlog.capture.failures import classify as classify_failure
     from agentlog.capture.failures import classify_event as classify_failure_event
     from agentlog.capture.hook import build as capture_hook_payload
+    from agentlog.capture.hook_socket import probe as hook_server_answers
+    from agentlog.capture.server import stats_path as hook_server_stats_path
+    from agentlog.install.native_build import build_client as build_native_hook
     from agentlog.importers.run import ImportReport, import_paths
     from agentlog.log.frame import event_bytes as frame_event_bytes
     from agentlog.log.layout import iter_logs
@@ -135,6 +138,9 @@ _LAZY: dict[str, str] = {
     "places_dir": "agentlog.search.places:places_dir",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
+    "hook_server_answers": "agentlog.capture.hook_socket:probe",
+    "hook_server_stats_path": "agentlog.capture.server:stats_path",
+    "build_native_hook": "agentlog.install.native_build:build_client",
     "classify_failure": "agentlog.capture.failures:classify",
     "classify_failure_event": "agentlog.capture.failures:classify_event",
     "classify_command": "agentlog.capture.classify:classify_command",
@@ -155,6 +161,9 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "build_native_hook",
+    "hook_server_answers",
+    "hook_server_stats_path",
     "FrameTree",
     "checkpoint",
     "tree_dir",

@@ -245,15 +245,15 @@ def run_hook_bench(
 
 def _native_client(root: str, env: dict[str, str]) -> tuple[str | None, str | None]:
     """(the native client built for ``root``, None) or (None, why there is none)."""
-    from agentlog.install.native_build import build_client
+    from agentlog.api import build_native_hook
 
-    built = build_client(root, environ=env)
+    built = build_native_hook(root, environ=env)
     return (built.path, None) if built.path else (None, built.reason)
 
 
 def _start_daemon(root: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A real ``agentlog daemon run`` on ``root``, once its capture socket answers."""
-    from agentlog.capture.hook_socket import probe
+    from agentlog.api import hook_server_answers as probe
 
     daemon = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -268,7 +268,7 @@ def _start_daemon(root: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def _daemon_us(root: str) -> dict[str, Any]:
     """The daemon's latest server-time numbers (it writes them every poll)."""
-    from agentlog.capture.server import stats_path
+    from agentlog.api import hook_server_stats_path as stats_path
 
     time.sleep(1.5)  # one more poll, so the file covers the last answers
     try:

@@ -41,11 +41,13 @@ Strings on the wire are bytes; they are decoded as Python decodes argv and
 the environment on POSIX (UTF-8 with ``surrogateescape``), so that the server
 sees exactly the ``sys.argv`` and ``os.environ`` the Python hook would have.
 
-Standard library only, imports nothing at module level: the server runs it
-and it lives under ``capture/`` (docs/hook-path.md).
+Standard library only; at module level it imports only agentlog.core (its error base): the
+Python hook imports it on the fallback path (docs/hook-path.md).
 """
 
 from __future__ import annotations
+
+from agentlog.core import AgentlogError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -115,7 +117,7 @@ _HEX = frozenset(b"0123456789abcdef")
 _DIGITS = frozenset(b"0123456789")
 
 
-class WireError(ValueError):
+class WireError(AgentlogError, ValueError):
     """A request or response that breaks a rule of the protocol (the server closes without an answer)."""
 
 
