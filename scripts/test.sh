@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install agentlog with its test dependencies into .venv (and Debian's chromium
 # and chromium-driver for the dashboard's browser test, node and npm for the real
-# agent CLIs when the machine lacks them) and run the whole test
+# agent CLIs, gcc for the native hook client, when the machine lacks them) and run the whole test
 # suite (slow tests included). This is the README's test command and
 # what CI runs. When no shared fixtures are found it first fetches them
 # (scripts/fetch_fixtures.py) and carries on without them if that fails.
@@ -39,6 +39,17 @@ if [ "$QUICK" = 0 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >
     else
         echo "scripts/test.sh: node and npm are missing and cannot be installed here" \
              "(tests/test_real_agents.py will be skipped)" >&2
+    fi
+fi
+# The native hook client (issue 29) is built with the system C compiler; its tests need one.
+if ! command -v cc >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
+    if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
+        $AS apt-get update -qq >/dev/null
+        $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
+    else
+        echo "scripts/test.sh: no C compiler (cc) and none can be installed here" \
+             "(the native hook's tests will fail)" >&2
     fi
 fi
 if [ ! -x .venv/bin/python ]; then
