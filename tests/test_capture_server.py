@@ -733,6 +733,51 @@ def test_daemon_serves_hooks_and_status_shows_the_server(agentlog_home: Path, mo
     assert "capture server listening" in log and "capture server stopped" in log
 
 
+def test_the_server_runs_in_a_process_of_its_own_that_the_daemon_restarts(agentlog_home: Path) -> None:
+    """The daemon's ingest and projection hold the interpreter lock for long stretches, so the
+    server is a child process (capture/serve.py): not the daemon's pid, and started again when
+    it dies; a daemon killed with -9 leaves no server behind (the child sees its stdin close)."""
+    env = {**os.environ, "AGENTLOG_HOME": str(agentlog_home)}
+    daemon = start_daemon(agentlog_home, env)
+    try:
+        deadline = time.monotonic() + 20
+        stats = agentlog_home / "state" / "hook-server.json"
+        while not stats.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = json.loads(stats.read_text())["pid"]
+        assert child != daemon.pid
+        os.kill(child, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        again = child
+        while time.monotonic() < deadline:
+            try:
+                again = json.loads(stats.read_text())["pid"]
+            except (OSError, ValueError):
+                pass
+            if again != child and probe(str(agentlog_home)):
+                break
+            time.sleep(0.1)
+        assert again != child and probe(str(agentlog_home))
+        assert send(agentlog_home, request("claude-code", payload(prompt="after the restart")))[0] == b"A"
+    finally:
+        daemon.kill()
+        daemon.wait()
+    deadline = time.monotonic() + 20
+    while probe(str(agentlog_home)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not probe(str(agentlog_home))
+
+    def ended(pid: int) -> bool:  # gone, or a zombie its new parent has not reaped yet
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+
+    while not ended(again) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ended(again)
+
+
 def test_daemon_without_the_capture_server_setting(agentlog_home: Path) -> None:
     from agentlog.operations.daemon import run
 

@@ -122,13 +122,14 @@ class LeafIds:
         and whose frames start at ``offsets`` in their logs."""
         if end <= first:
             return
-        if None in keys:
-            kept = [i for i, k in enumerate(keys) if k is not None]
+        kept = [i for i, k in enumerate(keys) if k is not None] if None in keys else None
+        if kept is not None:
             leaves = array("I", (first + i for i in kept))
-            numbers = array("Q", (keys[i] for i in kept))
+            numbers = array("Q", (k for k in keys if k is not None))
             starts = array("Q", (offsets[i] for i in kept))
         else:
-            leaves, numbers, starts = array("I", range(first, end)), array("Q", keys), array("Q", offsets)  # type: ignore[arg-type]
+            present: Sequence[int] = keys  # type: ignore[assignment]  # no None in it
+            leaves, numbers, starts = array("I", range(first, end)), array("Q", present), array("Q", offsets)
         if sys.byteorder != "little":
             for column in (leaves, numbers, starts):
                 column.byteswap()
@@ -208,8 +209,8 @@ def _search(fd: int, key: int) -> list[tuple[int, int]]:
 
 def _sorted(keys_le: bytes, leaves_le: bytes, offsets_le: bytes) -> tuple[bytes, bytes, bytes]:
     """(keys, leaves, offsets) sorted by key, ties in leaf order (Arrow's stable sort, in C)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     n = len(keys_le) // KEY.size
     if n == 0:

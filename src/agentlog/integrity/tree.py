@@ -323,9 +323,9 @@ class FrameTree:
             last, at = max(seqs), 0
             for seq, _digest, end, event_key in _checked_frames(self.root, log, 0, -1,
                                                                  log_frame.genesis(provider, key), 1 << 62):
-                leaf = seqs.get(seq)
-                if leaf is not None:
-                    keys[leaf - start], offsets[leaf - start] = event_key, at
+                found = seqs.get(seq)
+                if found is not None:
+                    keys[found - start], offsets[found - start] = event_key, at
                 if seq >= last:
                     break
                 at = end
@@ -426,10 +426,10 @@ def _checked_frames(root: str, log: str, offset: int, seq: int, prev: str,
                     if log_frame.is_purged(line[:128]):
                         got, link, digest = log_frame.parse_purged(line)
                         link_b, digest_b = link.encode("ascii"), digest.encode("ascii")
-                        key = None
+                        id_of: int | None = None
                     else:
                         got, link_b, digest_b, ev_start, _e = log_frame.check_frame_at(data, start, end)
-                        key = frame_key(data, ev_start)
+                        id_of = frame_key(data, ev_start)
                         mark = end - log_frame.TRAILER
                         if hashlib.sha256(data[start:mark]).hexdigest().encode("ascii") != digest_b:
                             return
@@ -438,7 +438,7 @@ def _checked_frames(root: str, log: str, offset: int, seq: int, prev: str,
                 if link_b != prev_b or got != seq + 1:
                     return
                 seq, prev_b, at = got, digest_b, base + end
-                yield seq, digest_b, at, key
+                yield seq, digest_b, at, id_of
                 start = end
             if base + start >= until:
                 return

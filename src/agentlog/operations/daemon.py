@@ -12,11 +12,13 @@ start), logs to ``state/daemon.log``, and on SIGTERM or SIGINT finishes with
 one last ingest. Hooks never depend on it: they only append to logs.
 
 With the ``capture_server`` setting (on by default) it also serves the native hook
-on ``<data root>/run/hook.sock`` (``capture/server.py``, docs/hook-path.md): the
-server's counters and its time per request (p50/p95 of the last 1,000) go to
-``state/hook-server.json`` on every poll, for ``agentlog status``. A server that
-cannot start (an unsafe run directory, say) is logged, and the daemon goes on
-without it: the native hook then falls back to the Python one.
+on ``<data root>/run/hook.sock`` (``capture/server.py``, docs/hook-path.md), in a
+child process of its own (``capture/serve.py``: the daemon's ingest and projection
+hold the interpreter lock for long stretches, exactly when hooks wait), started
+again if it ends. The server's counters and its time per request (p50/p95 of the
+last 1,000) go to ``state/hook-server.json`` every second, for ``agentlog status``.
+A server that cannot start (an unsafe run directory, say) is logged, and the daemon
+goes on without it: the native hook then falls back to the Python one.
 
 ``daemon install|uninstall`` (``store/service.py``) runs it as a login
 service (systemd --user / launchd). Not built yet: a file-system watcher
@@ -43,7 +45,7 @@ from agentlog.store.compact import CompactBusy, compact
 from agentlog.store.ingest import ingest, load_positions, log_id
 
 if TYPE_CHECKING:
-    from agentlog.capture.server import CaptureServer
+    from agentlog.capture.serve import CaptureProcess
     from agentlog.operations.checkpoints import Periodic
 
 PID_NAME = "daemon.pid"
@@ -156,10 +158,11 @@ def _checkpoint(root: str, periodic: Periodic, final: bool = False) -> None:
         _log(root, f"checkpoint failed: {type(e).__name__}: {e}")
 
 
-def start_capture_server(root: str) -> CaptureServer | None:
-    """The capture server, listening, when the ``capture_server`` setting says so; None when
-    it is off or cannot start (logged, and said on stderr)."""
-    from agentlog.capture.server import CaptureServer, CaptureServerError
+def start_capture_server(root: str) -> CaptureProcess | None:
+    """The capture server's process (``capture/serve.py``), answering on the socket, when
+    the ``capture_server`` setting says so; None when it is off or cannot start (logged,
+    and said on stderr)."""
+    from agentlog.capture.serve import CaptureProcess
     from agentlog.core.config import load as load_config
 
     try:
@@ -167,15 +170,27 @@ def start_capture_server(root: str) -> CaptureServer | None:
             return None
     except AgentlogError as e:
         _log(root, f"config unusable ({e}); the capture server starts as by default")
-    server = CaptureServer(root)
+    log = open(log_path(root), "ab")  # the child's stderr: why it could not start, if it cannot
     try:
-        server.start()
-    except (CaptureServerError, OSError) as e:
-        _log(root, f"capture server not started: {e}")
-        print(f"agentlog daemon: capture server not started: {e}", file=sys.stderr)
-        return None
-    _log(root, f"capture server listening on {server.path}")
+        server = CaptureProcess(root, log)
+        if not server.start():
+            _log(root, "capture server not started (its reason is above)")
+            print(f"agentlog daemon: capture server not started; see {log_path(root)}", file=sys.stderr)
+            return None
+    finally:
+        log.close()
+    _log(root, f"capture server listening on {os.path.join(root, 'run', 'hook.sock')}, pid {server.pid}")
     return server
+
+
+def _keep_capture_server(root: str, server: CaptureProcess | None, last_try: list[float]) -> CaptureProcess | None:
+    """Start the capture server again when its process ended (at most every 5 s)."""
+    if server is None or server.alive() or time.monotonic() - last_try[0] < 5.0:
+        return server
+    last_try[0] = time.monotonic()
+    _log(root, "capture server process ended; starting it again")
+    again = start_capture_server(root)
+    return again if again is not None else server
 
 
 def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None,
@@ -202,7 +217,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
-    server = start_capture_server(root)  # before any other thread of ours: it sets the umask a moment
+    server = start_capture_server(root)
+    retried = [time.monotonic()]
     from agentlog.operations.checkpoints import DEFAULT_EVERY_S, Periodic, every_from_config
     from agentlog.operations.refresh import project_and_index
 
@@ -217,8 +233,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     compactor: threading.Thread | None = None
     try:
         while not stopping:
-            if server is not None:
-                server.write_stats()
+            server = _keep_capture_server(root, server, retried)
             now = _fingerprint(root)
             if now != seen:
                 report = ingest(root, lock_timeout=0.0)
@@ -241,7 +256,6 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             time.sleep(interval)
         if server is not None:  # before the last ingest, so that it holds every frame acknowledged
             server.stop()
-            server.write_stats()
             _log(root, "capture server stopped")
         report = ingest(root)
         _log(root, f"stopping: final ingest of {report.events} events")
