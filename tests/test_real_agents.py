@@ -127,8 +127,9 @@ def test_passes_with_only_loopback(release: Release, scratch: Path) -> None:
     assert result["ok"], result
 
 
-def test_bench_agents_reports_both_ways(tmp_path: Path) -> None:
-    """``agentlog bench agents`` runs the CLI with and without the hooks and says what they add."""
+def test_bench_agents_reports_every_way(tmp_path: Path) -> None:
+    """``agentlog bench agents`` runs the CLI with the native hook (a daemon answering), the
+    Python hook and no hook, and says what each hook adds."""
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "-m", "agentlog", "bench", "agents", "--agent", "claude-code",
                            "--scenario", "nonzero_exit", "--rounds", "1", "--out", str(out), "--json"],
@@ -137,8 +138,10 @@ def test_bench_agents_reports_both_ways(tmp_path: Path) -> None:
     result = json.loads(proc.stdout)
     (row,) = result["runs"]
     assert row["release"] == "claude-code@2.1.332" and row["tool_calls"] == 2 and row["failed_runs"] == 0
-    assert row["with_hooks_s"]["n"] == 1 and row["without_hooks_s"]["n"] == 1
-    assert row["added_per_call_ms"] is not None and row["queryable_after_exit_s"]["n"] == 1
+    assert row["native_s"]["n"] == row["python_s"]["n"] == row["without_hooks_s"]["n"] == 1
+    assert row["native_added_per_call_ms"] is not None and row["python_added_per_call_ms"] is not None
+    assert row["queryable_after_exit_s"]["n"] == 1
+    assert row["native_acknowledged"] > 0  # the native run's hooks went through the daemon
     assert (out / "agents.md").read_text().count("claude-code@2.1.332") == 1
     bad = subprocess.run([sys.executable, "-m", "agentlog", "bench", "agents", "--scenario", "nope"],
                          capture_output=True, text=True, timeout=60)

@@ -53,6 +53,8 @@ class Run:
     wall_s: float = 0.0
     timed_out: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    daemon: subprocess.Popen[bytes] | None = None
+    """The ``agentlog daemon run`` beside the agent (``run_scenario(daemon=True)``)."""
 
     @property
     def home(self) -> Path:
@@ -237,11 +239,14 @@ def install_hooks(scratch: Path, agent: str, *extra: str) -> subprocess.Complete
 
 
 def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: bool = True, timeout: float = 180.0,
-                 cache: Path | None = None, install_args: tuple[str, ...] = (), bypass_trust: bool = True) -> Run:
+                 cache: Path | None = None, install_args: tuple[str, ...] = (), bypass_trust: bool = True,
+                 daemon: bool = False) -> Run:
     """Run one scenario with one release in ``scratch`` (made empty first) and return what happened.
 
     ``install_args`` go to ``agentlog install``; ``bypass_trust=False`` runs Codex
-    without ``--dangerously-bypass-hook-trust`` (its hooks then run only if trusted)."""
+    without ``--dangerously-bypass-hook-trust`` (its hooks then run only if trusted);
+    ``daemon`` runs ``agentlog daemon run`` on the run's data root while the agent runs
+    (its capture server answers the native hook), stopped after."""
     driver = DRIVERS[release.agent]
     exe = installed_binary(release, cache)
     if scratch.exists():
@@ -258,6 +263,8 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
             if inst.returncode != 0:
                 raise RuntimeError(f"agentlog install {release.agent} failed: {inst.stderr.strip()[-400:]}")
         env = driver.env(scratch, model.url)
+        if daemon:
+            run.daemon = _start_daemon(run)
         started = time.perf_counter()
         try:
             argv = driver.argv(exe, scenario)
@@ -273,7 +280,34 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
         run.wall_s = time.perf_counter() - started
     finally:
         model.stop()
+        if run.daemon is not None:
+            _stop_daemon(run.daemon)
+            run.daemon = None
     return run
+
+
+def _start_daemon(run: Run) -> subprocess.Popen[bytes]:
+    """``agentlog daemon run`` on the run's data root, once its capture server answers."""
+    from agentlog.api import hook_server_answers
+
+    proc = subprocess.Popen(agentlog_cmd("daemon", "run"), env=run.env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not hook_server_answers(str(run.data_root)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop_daemon(proc)
+            raise RuntimeError("agentlog daemon run: its capture server did not answer within 60 s")
+        time.sleep(0.05)
+    return proc
+
+
+def _stop_daemon(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 TRANSCRIPT_GLOBS = {
