@@ -469,6 +469,41 @@ def test_the_fallback_reads_what_it_is_handed_by_the_wire_rules(env: dict[str, s
     assert hook.handed_over(env) == expected
 
 
+def test_the_duplicate_check_is_skipped_only_well_within_the_client_s_deadline(
+        agentlog_home: Path, server: CaptureServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that says how long it waits (field 9) spares the server the tail read for a
+    request it appends more than 500 ms before that: the fallback cannot have run. Past that
+    point (here: a client that started 2 s ago and waits 1.5 s) the check runs and finds the
+    fallback's copy."""
+    from agentlog.capture import wire
+    from agentlog.log.writer import SessionLog
+
+    checked: list[list[str | None]] = []
+    real = SessionLog._without_present
+
+    def spy(self: SessionLog, fd: int, events: list[bytes], ids: list[str | None], *rest: Any) -> list[bytes]:
+        checked.append(list(ids))
+        return real(self, fd, events, ids, *rest)
+
+    monkeypatch.setattr(SessionLog, "_without_present", spy)
+
+    def with_deadline(data: bytes, eid: str, at: int, deadline_ms: int) -> bytes:
+        req = wire.decode_request(request("claude-code", data, event_id=eid, captured_at=at))
+        req.deadline_ms = deadline_ms
+        return wire.encode_request(req)
+
+    fresh = payload(session_id="deadline", prompt="fresh")
+    assert send(agentlog_home, with_deadline(fresh, uuid7(), time.time_ns() // 1000, 1500))[0] == b"A"
+    assert checked == [[None]]
+    late = payload(session_id="deadline", prompt="late")
+    eid, at = uuid7(), time.time_ns() // 1000 - 2_000_000
+    assert run_hook(late, env=handover(eid, at, len(late))).returncode == 0  # the client fell back
+    assert send(agentlog_home, with_deadline(late, eid, at, 1500))[0] == b"A"
+    assert checked[-1] == [eid]
+    assert server.stats()["already_present"] == 1
+    assert sorted(len(v) for v in frames_by_id(agentlog_home).values()) == [1, 1]
+
+
 def test_the_server_does_not_write_what_the_fallback_wrote(agentlog_home: Path, server: CaptureServer) -> None:
     """The other order: the client fell back (its frame is written), then the server reaches the
     request: it appends nothing and still answers 'A'."""

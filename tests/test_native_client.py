@@ -174,6 +174,7 @@ def test_an_answer_reaches_stdout_byte_for_byte_and_the_request_is_right(clients
     assert wire.is_uuid7(req.event_id.encode()) and uuid7_time_ms(req.event_id) == req.captured_at // 1000
     assert r.started_us <= req.captured_at <= r.ended_us
     assert (req.stdin_bytes, req.payload) == (len(stdin), stdin)
+    assert req.deadline_ms == 1500  # how long it waits (field 9): the default
 
 
 def test_the_hook_word_is_skipped_as_the_python_hook_does(clients: Clients, root: Path, daemon: FakeDaemon) -> None:
@@ -231,6 +232,7 @@ def test_an_answer_after_a_delay_within_the_deadline_is_taken(clients: Clients, 
                                                               daemon: FakeDaemon) -> None:
     r = run_client(clients.recording, root, b"{}", "claude-code", "mode=delay:150", ack_ms=3000)
     assert r.stdout.startswith(b"ok ") and r.record is None and r.elapsed >= 0.15
+    assert only_request(daemon).deadline_ms == 3000  # the client says how long it waits
 
 
 # -- fallbacks ------------------------------------------------------------------------

@@ -53,6 +53,9 @@ MAX_PENDING = 1000
 MAX_BUFFERED = 256 << 20  # request bytes held at once, all connections together
 LATENCY_WINDOW = 1000
 CLOCK_SLACK_US = 2_000_000  # how far the client's clock may be from ours (see _since)
+UNCHECKED_MARGIN_MS = 500
+"""A request appended more than this before its client's deadline needs no duplicate check:
+the client has not fallen back (it would have to wait out its deadline, then start Python)."""
 
 
 def stats_path(root: str) -> str:
@@ -78,14 +81,18 @@ class _Conn:
 class _Entry:
     """A built event waiting for its session's append."""
 
-    __slots__ = ("conn", "captured", "settings", "data", "log")
+    __slots__ = ("conn", "captured", "settings", "data", "log", "unchecked_until")
 
-    def __init__(self, conn: _Conn, captured: hook.Captured, settings: dict[str, Any], log: SessionLog) -> None:
+    def __init__(self, conn: _Conn, captured: hook.Captured, settings: dict[str, Any], log: SessionLog,
+                 unchecked_until: int | None = None) -> None:
         self.conn = conn
         self.captured = captured
         self.settings = settings
         self.data = dumps_bytes(captured.event)
         self.log = log
+        self.unchecked_until = unchecked_until
+        """Until when (µs since the epoch) an append needs no duplicate check for it: its
+        client cannot have fallen back before (None: always check)."""
 
 
 class CaptureServer:
@@ -354,7 +361,10 @@ class CaptureServer:
             captured = hook.fallback(req.agent, req.payload, req.stdin_bytes, req.captured_at, settings,
                                      f"{type(e).__name__}: {e}", req.event_id)
         captured.event["attrs"]["hook_us"] = (time.perf_counter_ns() - c.done_ns) // 1000
-        return _Entry(c, captured, settings, hook.session_log(captured, self.root, settings["durability"]))
+        until = None
+        if req.deadline_ms is not None and req.deadline_ms > UNCHECKED_MARGIN_MS:
+            until = req.captured_at + (req.deadline_ms - UNCHECKED_MARGIN_MS) * 1000
+        return _Entry(c, captured, settings, hook.session_log(captured, self.root, settings["durability"]), until)
 
     def _commit(self, entry: _Entry) -> None:
         """Group commit: append now if nobody is appending to this session, else leave the
@@ -391,8 +401,13 @@ class CaptureServer:
         if log.durability != "strict" and any(e.log.durability == "strict" for e in batch):
             log = next(e.log for e in batch if e.log.durability == "strict")
         events = [e.captured.event for e in batch]
+        now = time.time_ns() // 1000
+        # no duplicate check for a request well within its client's deadline: its fallback
+        # cannot have run (a clock stepped back only means one check more)
+        ids = [None if e.unchecked_until is not None and e.captured.event["captured_at"] <= now < e.unchecked_until
+               else ev["event_id"] for e, ev in zip(batch, events)]
         try:
-            result = log.append([e.data for e in batch], dedupe=[ev["event_id"] for ev in events],
+            result = log.append([e.data for e in batch], dedupe=ids,
                                 since=self._since(log.path, min(ev["captured_at"] for ev in events)))
         except Exception as e:  # nothing acknowledged: every client falls back (and dedupes)
             self._count("errors")

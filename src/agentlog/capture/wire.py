@@ -24,6 +24,9 @@ The format (integers big-endian)::
       6 captured_at  exactly once, decimal µs since the epoch
       7 stdin bytes  exactly once, decimal, stdin's whole size
       8 payload      exactly once, the first min(stdin bytes, 16 MiB) bytes of stdin
+      9 deadline     at most once, decimal ASCII, 1..60000: how many ms the client waits
+                     for the answer before it falls back (a request the server appends well
+                     within it needs no duplicate check)
       in all at most 16 MiB + 4 MiB; no byte after the last field;
       no NUL in agent, arg, env, cwd; decimals without sign or leading zero, < 2**63
     probe     "ALH1", u32 0: no fields (``hook_socket.probe``); the server reads it,
@@ -66,6 +69,7 @@ TAG_EVENT_ID = 5
 TAG_CAPTURED_AT = 6
 TAG_STDIN_BYTES = 7
 TAG_PAYLOAD = 8
+TAG_DEADLINE_MS = 9
 
 MAX_FIELDS = 64
 MAX_AGENT = 64
@@ -101,6 +105,7 @@ _FIELD_LIMITS: dict[int, tuple[str, int]] = {
     TAG_CAPTURED_AT: ("captured_at", MAX_DECIMAL),
     TAG_STDIN_BYTES: ("stdin bytes", MAX_DECIMAL),
     TAG_PAYLOAD: ("payload", MAX_PAYLOAD),
+    TAG_DEADLINE_MS: ("deadline", 5),
 }
 # tag -> (fewest, most) occurrences in one request
 _FIELD_COUNTS: dict[int, tuple[int, int]] = {
@@ -112,6 +117,7 @@ _FIELD_COUNTS: dict[int, tuple[int, int]] = {
     TAG_CAPTURED_AT: (1, 1),
     TAG_STDIN_BYTES: (1, 1),
     TAG_PAYLOAD: (1, 1),
+    TAG_DEADLINE_MS: (0, 1),
 }
 _HEX = frozenset(b"0123456789abcdef")
 _DIGITS = frozenset(b"0123456789")
@@ -124,7 +130,7 @@ class WireError(AgentlogError, ValueError):
 class Request:
     """One hook call as the client saw it: what ``agentlog.capture.hook.build`` needs."""
 
-    __slots__ = ("agent", "args", "env", "cwd", "event_id", "captured_at", "stdin_bytes", "payload")
+    __slots__ = ("agent", "args", "env", "cwd", "event_id", "captured_at", "stdin_bytes", "payload", "deadline_ms")
 
     def __init__(
         self,
@@ -136,6 +142,7 @@ class Request:
         captured_at: int,
         stdin_bytes: int,
         payload: bytes,
+        deadline_ms: int | None = None,
     ) -> None:
         self.agent = agent
         self.args: list[str] = list(args)
@@ -152,6 +159,9 @@ class Request:
         """How many bytes stdin held in all (more than ``len(payload)`` when over the cap)."""
         self.payload = payload
         """The first :data:`MAX_PAYLOAD` bytes of stdin."""
+        self.deadline_ms = deadline_ms
+        """How long the client waits for the answer before it falls back (1 to 60,000 ms;
+        None: not said). A request appended well within it needs no duplicate check."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Request):
@@ -337,6 +347,10 @@ def _request_from_fields(fields: Sequence[tuple[int, bytes]]) -> Request:
         raise WireError(f"payload of {len(payload)} bytes for {total} bytes of stdin (the first "
                         f"{MAX_PAYLOAD} are sent)")
     cwd = by_tag.get(TAG_CWD)
+    deadline = by_tag.get(TAG_DEADLINE_MS)
+    deadline_ms = None if deadline is None else _decimal("deadline", deadline)
+    if deadline_ms is not None and not 1 <= deadline_ms <= 60_000:
+        raise WireError(f"deadline of {deadline_ms} ms (1 to 60,000 allowed)")
     return Request(
         agent=_text("agent", by_tag[TAG_AGENT]),
         args=[_text("arg", value) for tag, value in fields if tag == TAG_ARG],
@@ -346,6 +360,7 @@ def _request_from_fields(fields: Sequence[tuple[int, bytes]]) -> Request:
         captured_at=_decimal("captured_at", by_tag[TAG_CAPTURED_AT]),
         stdin_bytes=total,
         payload=payload,
+        deadline_ms=deadline_ms,
     )
 
 
@@ -367,8 +382,10 @@ def request_fields(request: Request) -> list[tuple[int, bytes]]:
         (TAG_EVENT_ID, raw(request.event_id)),
         (TAG_CAPTURED_AT, str(request.captured_at).encode("ascii")),
         (TAG_STDIN_BYTES, str(request.stdin_bytes).encode("ascii")),
-        (TAG_PAYLOAD, request.payload),
     ]
+    if request.deadline_ms is not None:
+        fields.append((TAG_DEADLINE_MS, str(request.deadline_ms).encode("ascii")))
+    fields.append((TAG_PAYLOAD, request.payload))
     return fields
 
 

@@ -72,7 +72,8 @@
 
 extern char **environ;
 
-enum { TAG_AGENT = 1, TAG_ARG, TAG_ENV, TAG_CWD, TAG_EVENT_ID, TAG_CAPTURED_AT, TAG_STDIN_BYTES, TAG_PAYLOAD };
+enum { TAG_AGENT = 1, TAG_ARG, TAG_ENV, TAG_CWD, TAG_EVENT_ID, TAG_CAPTURED_AT, TAG_STDIN_BYTES, TAG_PAYLOAD,
+       TAG_DEADLINE_MS };
 
 static const char *const ENV_KEYS[] = {
     "AGENTLOG_CAPTURE_MODE", "AGENTLOG_DURABILITY", "CLAUDE_PROJECT_DIR", "CURSOR_PROJECT_DIR", "GEMINI_PROJECT_DIR",
@@ -616,7 +617,7 @@ static unsigned char *build_head(const char *agent, char **args, int nargs, cons
         fail(out, "the agent name or the number of arguments is over the protocol's limits", 0, 0);
         return NULL;
     }
-    struct field fields[1 + ARGS_MAX + ENV_KEY_COUNT + 4];
+    struct field fields[1 + ARGS_MAX + ENV_KEY_COUNT + 5];
     size_t count = 0;
     fields[count++] = (struct field){TAG_AGENT, (const unsigned char *)agent, agent_len};
     for (int i = 0; i < nargs; i++) {
@@ -641,12 +642,16 @@ static unsigned char *build_head(const char *agent, char **args, int nargs, cons
     char *cwd = getcwd(NULL, 0); /* absent when it fails */
     if (cwd && strlen(cwd) <= CWD_MAX)
         fields[count++] = (struct field){TAG_CWD, (const unsigned char *)cwd, strlen(cwd)};
-    char at[24], total[24];
+    char at[24], total[24], wait[24];
     int at_len = snprintf(at, sizeof at, "%llu", (unsigned long long)captured_at);
     int total_len = snprintf(total, sizeof total, "%llu", (unsigned long long)in->total);
+    int wait_len = snprintf(wait, sizeof wait, "%d", ack_ms());
     fields[count++] = (struct field){TAG_EVENT_ID, (const unsigned char *)event_id, 36};
     fields[count++] = (struct field){TAG_CAPTURED_AT, (const unsigned char *)at, (size_t)at_len};
     fields[count++] = (struct field){TAG_STDIN_BYTES, (const unsigned char *)total, (size_t)total_len};
+    /* how long this client waits for the answer: the server needs no duplicate check for a
+     * request it appends well within it (the fallback cannot have run yet) */
+    fields[count++] = (struct field){TAG_DEADLINE_MS, (const unsigned char *)wait, (size_t)wait_len};
     unsigned char *head = frame_head(fields, count, head_len, in->kept);
     free(cwd);
     if (!head)
