@@ -26,7 +26,7 @@ from agentlog.core import UsageError
 DEFAULT_SCENARIOS = ("success", "nonzero_exit")
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("native", {"hooks": True, "daemon": True}),
-    ("python", {"hooks": True, "install_args": ("--python-hook",)}),
+    ("python", {"hooks": True, "install_args": ("--python-hook",), "daemon": True}),
     ("none", {"hooks": False}),
 ]
 """The ways each scenario is run, in a rotating order each round."""
@@ -127,7 +127,8 @@ def run_agents_bench(agents: list[str], scenarios: list[str], rounds: int, all_r
         "note": "Whole-run wall time of the CLI (start to exit) against a scripted model on loopback, the three "
                 "variants in a rotating order each round. Native: `agentlog install` builds the client, and "
                 "`agentlog daemon run` answers on the data root's socket while the agent runs (the daemon also "
-                "ingests meanwhile, as it would). Python: `agentlog install --python-hook`. The hooks run on every "
+                "ingests meanwhile, as it would). Python: `agentlog install --python-hook`, with the daemon "
+                "running too (it ingests what the hooks write), so that the two differ only in the hook's path. The hooks run on every "
                 "event the agent fires, so 'added ms per call' also carries the prompt, stop and session hooks. "
                 "Every native run's hooks were answered by the daemon unless 'answered' says fewer. "
                 "'queryable after exit' (native runs): for Codex, until the rollout import its Stop hook started "
