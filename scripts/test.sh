@@ -19,38 +19,30 @@ if [ "${1:-}" = "--quick" ]; then
     QUICK=1
     shift
 fi
+# apt_install WHY PACKAGE...: install Debian packages the suite needs (as root, or through
+# sudo); where that is not possible, say what WHY says will happen without them.
+apt_install() {
+    local why="$1" as
+    shift
+    if [ "$(id -u)" = 0 ]; then as=""; elif command -v sudo >/dev/null 2>&1; then as="sudo"; else as="-"; fi
+    if [ "$as" != "-" ] && command -v apt-get >/dev/null 2>&1; then
+        $as apt-get update -qq >/dev/null
+        $as env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    else
+        echo "scripts/test.sh: $* missing and cannot be installed here ($why)" >&2
+    fi
+}
 # The dashboard's browser test drives Debian's Chromium through chromedriver.
 if [ "$QUICK" = 0 ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
-    if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
-    if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
-        $AS apt-get update -qq >/dev/null
-        $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
-    else
-        echo "scripts/test.sh: chromium and chromedriver are missing and cannot be installed here" \
-             "(the browser test will fail; set AGENTLOG_SKIP_BROWSER=1 to skip it)" >&2
-    fi
+    apt_install "the browser test will fail; set AGENTLOG_SKIP_BROWSER=1 to skip it" chromium chromium-driver
 fi
 # The real agent CLIs (tests/test_real_agents.py) install from the npm registry.
 if [ "$QUICK" = 0 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
-    if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
-    if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
-        $AS apt-get update -qq >/dev/null
-        $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-    else
-        echo "scripts/test.sh: node and npm are missing and cannot be installed here" \
-             "(tests/test_real_agents.py will be skipped)" >&2
-    fi
+    apt_install "tests/test_real_agents.py will be skipped" nodejs npm
 fi
 # The native hook client (issue 29) is built with the system C compiler; its tests need one.
 if ! command -v cc >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then AS=""; elif command -v sudo >/dev/null 2>&1; then AS="sudo"; else AS="-"; fi
-    if [ "$AS" != "-" ] && command -v apt-get >/dev/null 2>&1; then
-        $AS apt-get update -qq >/dev/null
-        $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
-    else
-        echo "scripts/test.sh: no C compiler (cc) and none can be installed here" \
-             "(the native hook's tests will fail)" >&2
-    fi
+    apt_install "the native hook's tests will fail" gcc libc6-dev
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
