@@ -218,7 +218,9 @@ def run_hook_bench(
         if concurrent:
             result["concurrent"] = _concurrent(root, env, concurrent, hook_argv("claude-code"), "bench-concurrent")
             c = result["concurrent"]
-            rows_c = [["python hook", concurrent, c["total_ms"], c["frames"], c["verify"], c["dense"]]]
+            result["concurrent_true"] = _spawn_baseline(env, concurrent)
+            rows_c = [["/usr/bin/true (the spawner alone)", concurrent, result["concurrent_true"]["total_ms"], "", "", ""],
+                      ["python hook", concurrent, c["total_ms"], c["frames"], c["verify"], c["dense"]]]
             if client is not None:
                 result["concurrent_native"] = _concurrent(root, env, concurrent, [client, "claude-code"],
                                                           "bench-concurrent-native")
@@ -284,6 +286,17 @@ def _hook_us(path: str, last: int) -> dict[str, float]:
         lines = f.readlines()[-last:]
     us = [float(json.loads(l)["event"]["attrs"]["hook_us"]) for l in lines if b'"hook_us"' in l]
     return describe(us) if us else {"median": float("nan"), "p95": float("nan")}
+
+
+def _spawn_baseline(env: dict[str, str], n: int) -> dict[str, Any]:
+    """``n`` × ``/usr/bin/true`` started and fed exactly as :func:`_concurrent` starts hooks: what
+    the spawner itself costs."""
+    t0 = time.perf_counter_ns()
+    procs = [subprocess.Popen(["/usr/bin/true"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=env) for _ in range(n)]
+    with ThreadPoolExecutor(max_workers=n) as ex:
+        list(ex.map(lambda p: p.communicate(b""), procs))
+    return {"processes": n, "total_ms": (time.perf_counter_ns() - t0) / 1e6}
 
 
 def _concurrent(root: str, env: dict[str, str], n: int, argv: list[str], sid: str) -> dict[str, Any]:
