@@ -333,3 +333,29 @@ def describe_machine(path: str) -> dict[str, Any]:
         "libraries": library_versions(),
         "git": git_state(),
     }
+
+
+def start_daemon(root: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A real ``agentlog daemon run`` on ``root`` (``env`` names it), once its capture server
+    answers on the socket; RuntimeError when it does not within 60 s."""
+    from agentlog.api import hook_server_answers
+
+    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not hook_server_answers(root):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_daemon(proc)
+            raise RuntimeError("agentlog daemon run: its capture server did not answer within 60 s")
+        time.sleep(0.05)
+    return proc
+
+
+def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the daemon ingests once more and stops its server), then kill past 60 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

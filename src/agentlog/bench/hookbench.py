@@ -22,9 +22,7 @@ import json
 import os
 import shutil
 import statistics
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +31,7 @@ from typing import Any, Callable
 from agentlog.capture.command import hook_argv, interpreter_argv
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.api import SessionLog, verify_log
-from agentlog.bench.common import describe, machine, write_results
+from agentlog.bench.common import describe, machine, start_daemon, stop_daemon, write_results
 
 __all__ = ["run_hook_bench", "write_results", "bench_payload", "build_session"]
 
@@ -139,7 +137,7 @@ def run_hook_bench(
         if native:
             client, native_missing = _native_client(root, env)
         if client is not None:
-            daemon = _start_daemon(root, env)
+            daemon = start_daemon(root, env)
             for n, sid in sessions.items():
                 variants.append((f"native hook, {n:,}-frame session", [client, "claude-code"], bench_payload(sid, 1)))
         times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
@@ -236,12 +234,7 @@ def run_hook_bench(
         return result
     finally:
         if daemon is not None:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
+            stop_daemon(daemon)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -251,21 +244,6 @@ def _native_client(root: str, env: dict[str, str]) -> tuple[str | None, str | No
 
     built = build_native_hook(root, environ=env)
     return (built.path, None) if built.path else (None, built.reason)
-
-
-def _start_daemon(root: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A real ``agentlog daemon run`` on ``root``, once its capture socket answers."""
-    from agentlog.api import hook_server_answers as probe
-
-    daemon = subprocess.Popen([sys.executable, "-m", "agentlog", "daemon", "run"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not probe(root):
-        if daemon.poll() is not None or time.monotonic() > deadline:
-            daemon.kill()
-            raise RuntimeError("the daemon's capture server did not answer within 60 s")
-        time.sleep(0.05)
-    return daemon
 
 
 def _daemon_us(root: str) -> dict[str, Any]:
@@ -288,30 +266,32 @@ def _hook_us(path: str, last: int) -> dict[str, float]:
     return describe(us) if us else {"median": float("nan"), "p95": float("nan")}
 
 
-def _spawn_baseline(env: dict[str, str], n: int) -> dict[str, Any]:
-    """``n`` × ``/usr/bin/true`` started and fed exactly as :func:`_concurrent` starts hooks: what
-    the spawner itself costs."""
+def _start_all(argv: list[str], stdins: list[bytes], env: dict[str, str]) -> tuple[list[int], float]:
+    """One process of ``argv`` per stdin, all started at once and fed from threads:
+    (their exit codes, the whole batch's wall ms)."""
     t0 = time.perf_counter_ns()
-    procs = [subprocess.Popen(["/usr/bin/true"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, env=env) for _ in range(n)]
-    with ThreadPoolExecutor(max_workers=n) as ex:
-        list(ex.map(lambda p: p.communicate(b""), procs))
-    return {"processes": n, "total_ms": (time.perf_counter_ns() - t0) / 1e6}
-
-
-def _concurrent(root: str, env: dict[str, str], n: int, argv: list[str], sid: str) -> dict[str, Any]:
-    payloads = [bench_payload(sid, i) for i in range(n)]
-    t0 = time.perf_counter_ns()
-    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env) for _ in range(n)]
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+             for _ in stdins]
 
     def feed(pair: tuple[subprocess.Popen[bytes], bytes]) -> int:
         p, data = pair
         p.communicate(data)
         return p.returncode
 
-    with ThreadPoolExecutor(max_workers=n) as ex:
-        codes = list(ex.map(feed, zip(procs, payloads)))
-    total_ms = (time.perf_counter_ns() - t0) / 1e6
+    with ThreadPoolExecutor(max_workers=len(procs)) as ex:
+        codes = list(ex.map(feed, zip(procs, stdins)))
+    return codes, (time.perf_counter_ns() - t0) / 1e6
+
+
+def _spawn_baseline(env: dict[str, str], n: int) -> dict[str, Any]:
+    """``n`` × ``/usr/bin/true`` started and fed as :func:`_concurrent` starts hooks: what the
+    spawner itself costs."""
+    _codes, total_ms = _start_all(["/usr/bin/true"], [b""] * n, env)
+    return {"processes": n, "total_ms": total_ms}
+
+
+def _concurrent(root: str, env: dict[str, str], n: int, argv: list[str], sid: str) -> dict[str, Any]:
+    codes, total_ms = _start_all(argv, [bench_payload(sid, i) for i in range(n)], env)
     path = os.path.join(root, "logs", "claude_code", f"{sid}.jsonl")
     rep = verify_log(path)
     with open(path, "rb") as f:

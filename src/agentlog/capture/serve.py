@@ -21,11 +21,13 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO
 
 STATS_EVERY_S = 1.0
 START_WAIT_S = 15.0
 """How long the daemon waits for a new child to answer on the socket."""
+RESTART_EVERY_S = 5.0
+"""The daemon starts an ended child again at most this often."""
 
 
 def serve(root: str, stdin: IO[bytes]) -> int:
@@ -62,31 +64,38 @@ def serve(root: str, stdin: IO[bytes]) -> int:
 class CaptureProcess:
     """The daemon's handle on its capture server child."""
 
-    def __init__(self, root: str, log: Any) -> None:
+    def __init__(self, root: str, log_file: str) -> None:
         self.root = root
-        self.log = log
-        """Where the child's stderr goes: an open binary file (the daemon's log)."""
+        self.log_file = log_file
+        """Where the child's stderr goes (the daemon's log): why it could not start, if it cannot."""
         self.proc: subprocess.Popen[bytes] | None = None
-        self.started = 0.0
+        self.last_start = 0.0
 
     def start(self) -> bool:
         """Start the child and wait until it answers on the socket; False when it exits or
         does not answer in time (it is then stopped)."""
         from agentlog.capture.hook_socket import probe
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "agentlog.capture.serve", self.root],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     close_fds=True)
-        self.started = time.monotonic()
-        while time.monotonic() - self.started < START_WAIT_S:
-            if self.proc.poll() is not None:
-                self.stop()
-                return False
-            if probe(self.root, timeout=0.5):
+        self.last_start = time.monotonic()
+        with open(self.log_file, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "agentlog.capture.serve", self.root],
+                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
+                                         close_fds=True)
+        while time.monotonic() - self.last_start < START_WAIT_S:
+            if self.proc.poll() is None and probe(self.root, timeout=0.5):
                 return True
+            if self.proc.poll() is not None:
+                break
             time.sleep(0.02)
         self.stop()
         return False
+
+    def restart_if_ended(self, every: float = RESTART_EVERY_S) -> bool | None:
+        """Start the child again when it ended, at most once every ``every`` seconds: None
+        when nothing was done, else whether it answers again."""
+        if self.alive() or time.monotonic() - self.last_start < every:
+            return None
+        return self.start()
 
     @property
     def pid(self) -> int | None:
@@ -111,7 +120,6 @@ class CaptureProcess:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
 
 
 def main(argv: list[str]) -> int:

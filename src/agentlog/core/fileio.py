@@ -51,10 +51,10 @@ def atomic_writer(
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except Discard:
-        _unlink(tmp)
+        unlink_if_present(tmp)
         return
     except BaseException:
-        _unlink(tmp)
+        unlink_if_present(tmp)
         raise
     if durable:
         fsync_path(directory)
@@ -108,14 +108,15 @@ def dir_size(path: str) -> int:
     return dir_usage(path)[0]
 
 
-def _unlink(path: str) -> None:
+def unlink_if_present(path: str) -> None:
+    """Remove ``path``; nothing when it is already gone."""
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
 
 
-__all__ = ["Discard", "TMP_SUFFIX", "atomic_writer", "dir_size", "dir_usage", "write_atomic", "write_json_atomic"]
+__all__ = ["Discard", "TMP_SUFFIX", "atomic_writer", "dir_size", "dir_usage", "unlink_if_present", "write_atomic", "write_json_atomic"]
 
 
 @contextmanager

@@ -36,7 +36,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Final, Sequence
 
-from agentlog.core.fileio import write_atomic
+from agentlog.core.fileio import unlink_if_present, write_atomic
 from agentlog.core.paths import ensure_dir
 
 IDS_DIR: Final = "ids"
@@ -115,7 +115,7 @@ class LeafIds:
         runs = self.runs()
         for run in runs:
             if run.end > size or any(o != run and o.first <= run.first and run.end <= o.end for o in runs):
-                _unlink(os.path.join(self.directory, run.name))
+                unlink_if_present(os.path.join(self.directory, run.name))
 
     def write(self, first: int, end: int, keys: Sequence[int | None], offsets: Sequence[int]) -> None:
         """The run of leaves ``first … end-1``, whose keys are ``keys`` (None: not indexed)
@@ -152,7 +152,7 @@ class LeafIds:
             write_atomic(os.path.join(self.directory, merged.name), body, durable=self.durable)
             for run in (older, newer):
                 if run != merged:
-                    _unlink(os.path.join(self.directory, run.name))
+                    unlink_if_present(os.path.join(self.directory, run.name))
 
     def _bytes(self, run: Run) -> int:
         return os.stat(os.path.join(self.directory, run.name)).st_size
@@ -223,13 +223,6 @@ def _sorted(keys_le: bytes, leaves_le: bytes, offsets_le: bytes) -> tuple[bytes,
         column = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(data)])
         out.append(pc.take(column, order).buffers()[1].to_pybytes()[: n * width])
     return out[0], out[1], out[2]
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 __all__ = ["IDS_DIR", "LeafIds", "Run", "frame_key", "id_key"]

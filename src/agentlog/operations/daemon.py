@@ -170,27 +170,20 @@ def start_capture_server(root: str) -> CaptureProcess | None:
             return None
     except AgentlogError as e:
         _log(root, f"config unusable ({e}); the capture server starts as by default")
-    log = open(log_path(root), "ab")  # the child's stderr: why it could not start, if it cannot
-    try:
-        server = CaptureProcess(root, log)
-        if not server.start():
-            _log(root, "capture server not started (its reason is above)")
-            print(f"agentlog daemon: capture server not started; see {log_path(root)}", file=sys.stderr)
-            return None
-    finally:
-        log.close()
+    server = CaptureProcess(root, log_path(root))
+    if not server.start():
+        _log(root, "capture server not started (its reason is above)")
+        print(f"agentlog daemon: capture server not started; see {log_path(root)}", file=sys.stderr)
+        return None
     _log(root, f"capture server listening on {os.path.join(root, 'run', 'hook.sock')}, pid {server.pid}")
     return server
 
 
-def _keep_capture_server(root: str, server: CaptureProcess | None, last_try: list[float]) -> CaptureProcess | None:
-    """Start the capture server again when its process ended (at most every 5 s)."""
-    if server is None or server.alive() or time.monotonic() - last_try[0] < 5.0:
-        return server
-    last_try[0] = time.monotonic()
-    _log(root, "capture server process ended; starting it again")
-    again = start_capture_server(root)
-    return again if again is not None else server
+def _keep_capture_server(root: str, server: CaptureProcess) -> None:
+    """Start the capture server again when its process ended (at most every few seconds)."""
+    again = server.restart_if_ended()
+    if again is not None:
+        _log(root, f"capture server process ended; started again: {'answering, pid ' + str(server.pid) if again else 'not answering (its reason is above)'}")
 
 
 def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_seconds: float | None = None,
@@ -218,7 +211,6 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     signal.signal(signal.SIGINT, stop)
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
     server = start_capture_server(root)
-    retried = [time.monotonic()]
     from agentlog.operations.checkpoints import DEFAULT_EVERY_S, Periodic, every_from_config
     from agentlog.operations.refresh import project_and_index
 
@@ -233,7 +225,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     compactor: threading.Thread | None = None
     try:
         while not stopping:
-            server = _keep_capture_server(root, server, retried)
+            if server is not None:
+                _keep_capture_server(root, server)
             now = _fingerprint(root)
             if now != seen:
                 report = ingest(root, lock_timeout=0.0)

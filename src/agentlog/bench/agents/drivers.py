@@ -23,6 +23,7 @@ from agentlog.bench.agents.npm import Release, installed_binary
 from agentlog.bench.agents.openai import ResponsesProtocol
 from agentlog.bench.agents.scenarios import Scenario
 from agentlog.bench.agents.server import ModelProtocol, ScriptedModel
+from agentlog.bench.common import start_daemon, stop_daemon
 
 RELEASES: tuple[Release, ...] = (
     Release("claude-code", "@anthropic-ai/claude-code", "2.1.332", "claude"),
@@ -264,7 +265,7 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
                 raise RuntimeError(f"agentlog install {release.agent} failed: {inst.stderr.strip()[-400:]}")
         env = driver.env(scratch, model.url)
         if daemon:
-            run.daemon = _start_daemon(run)
+            run.daemon = start_daemon(str(run.data_root), run.env())
         started = time.perf_counter()
         try:
             argv = driver.argv(exe, scenario)
@@ -281,33 +282,9 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
     finally:
         model.stop()
         if run.daemon is not None:
-            _stop_daemon(run.daemon)
+            stop_daemon(run.daemon)
             run.daemon = None
     return run
-
-
-def _start_daemon(run: Run) -> subprocess.Popen[bytes]:
-    """``agentlog daemon run`` on the run's data root, once its capture server answers."""
-    from agentlog.api import hook_server_answers
-
-    proc = subprocess.Popen(agentlog_cmd("daemon", "run"), env=run.env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not hook_server_answers(str(run.data_root)):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _stop_daemon(proc)
-            raise RuntimeError("agentlog daemon run: its capture server did not answer within 60 s")
-        time.sleep(0.05)
-    return proc
-
-
-def _stop_daemon(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 TRANSCRIPT_GLOBS = {
