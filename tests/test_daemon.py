@@ -73,3 +73,36 @@ def test_background_work_runs_at_the_lowest_priority() -> None:
     t.join()
     assert seen == [19]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < 19  # the caller's thread is untouched
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_ingest_waits_for_the_logs_to_be_still_and_never_longer_than_max_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlog.operations import daemon
+
+    clock = _Clock()
+    monkeypatch.setattr(daemon.time, "monotonic", clock)
+    s = daemon.Settling(settle=0.2, max_lag=3.0)
+    # a burst: the logs change at every look, so nothing is ingested until max_lag has passed
+    for i in range(29):
+        assert not s.due(("log", i))
+        clock.t += 0.1
+    clock.t += 0.1
+    assert s.due(("log", 30))  # 3 s after the first change was seen
+    s.done()
+    # the next change is ingested once the logs have been still for 0.2 s
+    assert not s.due(("log", 31))
+    clock.t += 0.1
+    assert not s.due(("log", 31))
+    clock.t += 0.1
+    assert s.due(("log", 31))
+    s.done()
+    # while a change waits it looks more often, else at the daemon's interval
+    assert s.poll_every(0.5, waiting=True) == 0.1 and s.poll_every(0.5, waiting=False) == 0.5
+    assert daemon.Settling(settle=0, max_lag=3.0).due(("log", 1))  # settle 0: at once

@@ -39,12 +39,14 @@ def bench() -> None:
 @click.option("--runs", type=click.IntRange(5, 100000), default=200, show_default=True, help="Timed runs per variant.")
 @click.option("--sizes", default="1000,10000,50000", show_default=True, help="Session sizes (frames) to append into.")
 @click.option("--concurrent", type=click.IntRange(0, 500), default=50, show_default=True, help="Hooks started at once into one session (0 skips).")
+@click.option("--concurrent-rounds", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="Rounds of the hooks-at-once batch (median and p95 reported).")
 @click.option("--durability", type=click.Choice(["strict", "relaxed"]), default="strict", show_default=True)
 @click.option("--native/--no-native", default=True, show_default=True,
               help="Also time the native client (built here) with a real daemon answering.")
 @click.option("--out", default="bench-results", show_default=True, help="Directory for hook.json and hook.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
-def bench_hook(runs: int, sizes: str, concurrent: int, durability: str, native: bool, out: str, as_json: bool) -> None:
+def bench_hook(runs: int, sizes: str, concurrent: int, concurrent_rounds: int, durability: str, native: bool, out: str, as_json: bool) -> None:
     """Hook wall time vs /usr/bin/true and the bare interpreter, by session size.
 
     The Python hook and the native client (with `agentlog daemon run` answering) run
@@ -60,7 +62,8 @@ def bench_hook(runs: int, sizes: str, concurrent: int, durability: str, native: 
     with Progress(console=stderr(), transient=True, disable=as_json) as bar:
         task = bar.add_task("bench hook", total=None)
         result = run_hook_bench(
-            runs=runs, sizes=size_list, concurrent=concurrent, durability=durability, native=native,
+            runs=runs, sizes=size_list, concurrent=concurrent, concurrent_rounds=concurrent_rounds,
+            durability=durability, native=native,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     md = write_results(result, out, "hook")

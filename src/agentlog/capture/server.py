@@ -11,12 +11,13 @@ docs/hook-path.md.
 
 Threads: one reads requests (a selector over every connection, each with its 5 s
 deadline; ``wire.request_bytes_missing`` refuses a request as soon as its bytes break
-a framing rule, so no more than ``wire.MAX_REQUEST`` of one is held) and hands whole
-ones to a few workers; a worker builds the event, then commits it through its
-session's queue. Group commit: the first worker to reach an idle session appends;
-requests for that session arriving meanwhile wait in its queue and go in the
-committer's next append, all in one ``SessionLog.append`` (one fsync). At most ``max_pending`` connections are taken at
-once; beyond that, and while stopping, a connection is answered 'F' at once.
+a framing rule, so no more than ``wire.MAX_REQUEST`` of one is held) and builds the
+event of each whole one itself (a payload over ``INLINE_BUILD_MAX`` goes to a worker
+to build); a few workers commit. Group commit: an event for an idle session goes to a
+worker, which appends it; events for that session arriving meanwhile wait in its queue
+and go in that worker's next append, all in one ``SessionLog.append`` (one fsync). At
+most ``max_pending`` connections are taken at once; beyond that, and while stopping, a
+connection is answered 'F' at once.
 
 Not on the hook path (it imports ``socket``, ``selectors``, ``threading``): only the
 daemon loads it.
@@ -53,6 +54,10 @@ MAX_PENDING = 1000
 MAX_BUFFERED = 256 << 20  # request bytes held at once, all connections together
 LATENCY_WINDOW = 1000
 CLOCK_SLACK_US = 2_000_000  # how far the client's clock may be from ours (see _since)
+INLINE_BUILD_MAX = 256 << 10
+"""Payloads up to this size are built by the reader itself (no hand-off to a worker: under
+the interpreter lock a worker builds no faster, and each hand-off costs a thread switch);
+larger ones by a worker, so that the reader is never held up for long."""
 UNCHECKED_MARGIN_MS = 500
 """A request appended more than this before its client's deadline needs no duplicate check:
 the client has not fallen back (it would have to wait out its deadline, then start Python)."""
@@ -98,7 +103,7 @@ class _Entry:
 class CaptureServer:
     """Serves ``<root>/run/hook.sock`` until ``stop()``; see the module's docstring."""
 
-    def __init__(self, root: str, *, workers: int = 6, max_pending: int = MAX_PENDING,
+    def __init__(self, root: str, *, workers: int = 4, max_pending: int = MAX_PENDING,
                  max_buffered: int = MAX_BUFFERED) -> None:
         self.root = root
         self.path = socket_path(root)
@@ -111,7 +116,7 @@ class CaptureServer:
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self._threads: list[threading.Thread] = []
-        self._work: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[_Conn | _Entry | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._stopping = False
         self._pending = 0
@@ -288,7 +293,12 @@ class CaptureServer:
         c.held, c.buf = len(buf), None  # the request holds what it needs
         sel.unregister(c.sock)
         del conns[c.sock.fileno()]
-        self._work.put(c)
+        if len(c.request.payload) > INLINE_BUILD_MAX:
+            self._work.put(c)  # a worker builds it, so that the reader goes on reading meanwhile
+            return
+        entry = self._built(c)
+        if entry is not None and self._claim(entry):
+            self._work.put(entry)
 
     def _drop(self, sel: selectors.BaseSelector, conns: dict[int, _Conn], c: _Conn, answer: str | None = None,
               extra: int = 0) -> None:
@@ -327,25 +337,33 @@ class CaptureServer:
     # -- building and committing ------------------------------------------------------------
     def _worker(self) -> None:
         while True:
-            c = self._work.get()
-            if c is None:
+            job = self._work.get()
+            if job is None:
                 return
-            if self._stopping:
-                self._count("fell_back")
-                self._finish(c, wire.FALL_BACK)
-                continue
+            if isinstance(job, _Conn):
+                entry = self._built(job)
+                if entry is None or not self._claim(entry):
+                    continue
+                job = entry
             try:
-                entry = self._build(c)
-            except Exception as e:  # a bug here: nothing was written, the client falls back
-                self._count("errors")
-                hook._complain(self.root, f"capture server: {type(e).__name__}: {e}")
-                self._finish(c, wire.FALL_BACK)
-                continue
-            try:
-                self._commit(entry)
+                self._commit(job)
             except Exception as e:  # never expected (_append answers its own failures): say so, go on
                 self._count("errors")
                 hook._complain(self.root, f"capture server: {type(e).__name__}: {e}")
+
+    def _built(self, c: _Conn) -> _Entry | None:
+        """The request's event, built; None when the client was told to fall back instead."""
+        if self._stopping:
+            self._count("fell_back")
+            self._finish(c, wire.FALL_BACK)
+            return None
+        try:
+            return self._build(c)
+        except Exception as e:  # a bug here: nothing was written, the client falls back
+            self._count("errors")
+            hook._complain(self.root, f"capture server: {type(e).__name__}: {e}")
+            self._finish(c, wire.FALL_BACK)
+            return None
 
     def _build(self, c: _Conn) -> _Entry:
         """What ``hook.main`` does before appending, for this request."""
@@ -366,16 +384,21 @@ class CaptureServer:
             until = req.captured_at + (req.deadline_ms - UNCHECKED_MARGIN_MS) * 1000
         return _Entry(c, captured, settings, hook.session_log(captured, self.root, settings["durability"]), until)
 
-    def _commit(self, entry: _Entry) -> None:
-        """Group commit: append now if nobody is appending to this session, else leave the
-        entry to the one who is (it takes everything queued in its next append)."""
-        key = entry.log.path
+    def _claim(self, entry: _Entry) -> bool:
+        """Group commit: True when nobody is appending to the entry's session (it is now
+        ours to commit, :meth:`_commit`); else the entry is left to the one who is (it takes
+        everything queued in its next append)."""
         with self._lock:
-            waiting = self._sessions.get(key)
+            waiting = self._sessions.get(entry.log.path)
             if waiting is not None:
                 waiting.append(entry)
-                return
-            self._sessions[key] = []
+                return False
+            self._sessions[entry.log.path] = []
+            return True
+
+    def _commit(self, entry: _Entry) -> None:
+        """Append a claimed entry, then whatever queued for its session meanwhile, until none is left."""
+        key = entry.log.path
         batch = [entry]
         done = False
         try:
