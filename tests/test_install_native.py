@@ -412,3 +412,27 @@ def test_the_native_form_is_recognised_from_any_data_root() -> None:
     for part in (f"/x/agentlog-hook-{key}", f"/x/bin/agentlog-hook-{key.upper()}", f"/x/bin/agentlog-hook-{key}0",
                  f"/x/bin/agentlog-hook-{key[:-1]}", f"agentlog-hook-{key}", f"/x/bin/.agentlog-hook-{key}"):
         assert not is_native_client(part) and not is_our_command(f"{part} codex"), part
+
+
+def test_cli_doctor_checks_and_fixes_a_projects_hooks(nsb: Sandbox) -> None:
+    """--project: the project's config is the one checked and rewritten, the user's is untouched."""
+    from agentlog.cli.install_cmds import doctor_cmd
+
+    nsb.make_agents("claude-code")
+    project = nsb.root / "project"
+    project.mkdir()
+    (result,) = nsb.install(["claude-code"], scope="project", project_dir=project)
+    assert result.hook is not None and result.hook.binary is not None
+    os.unlink(result.hook.binary)
+    res = CliRunner().invoke(doctor_cmd, ["--json"])  # the user's scope holds no hooks
+    assert {i["agent"]: i for i in json.loads(res.stdout)}["claude-code"]["state"] != "stale"
+    res = CliRunner().invoke(doctor_cmd, ["--json", "--project", str(project)])
+    assert res.exit_code == 1
+    assert {i["agent"]: i for i in json.loads(res.stdout)}["claude-code"]["state"] == "stale"
+    res = CliRunner().invoke(doctor_cmd, ["--fix", "--json", "--project", str(project)])
+    assert res.exit_code == 0, res.output
+    item = {i["agent"]: i for i in json.loads(res.stdout)}["claude-code"]
+    assert item["state"] == "installed" and item["hook"]["binary_exists"] is True
+    assert item["fix"]["scope"] == "project"
+    assert os.access(result.hook.binary, os.X_OK)
+    assert not nsb.config("claude-code").exists() or not commands(nsb, "claude-code")

@@ -141,6 +141,11 @@ def _show_results(
 def _scope_options(f: Any) -> Any:
     """--scope, --project and --dry-run, shared by install and uninstall."""
     f = click.option("--dry-run", is_flag=True, help="Show what would change (with a diff); write nothing.")(f)
+    return _where_options(f)
+
+
+def _where_options(f: Any) -> Any:
+    """--scope and --project, shared by install, uninstall and doctor."""
     f = click.option(
         "--project",
         "project_dir",
@@ -465,8 +470,9 @@ def _show_health(health: list[AgentHealth]) -> None:
 @click.option("--fix", is_flag=True,
               help="Rebuild a missing or stale native client and rewrite the hooks of every agent that has them.")
 @_python_hook_option
+@_where_options
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
-def doctor_cmd(fix: bool, python_hook: bool, json_: bool) -> None:
+def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Path | None, json_: bool) -> None:
     """Check each agent's hooks: detected, installed, stale or receiving events.
 
     Also shows which hook path each agent runs (native: the C client, with
@@ -480,16 +486,19 @@ def doctor_cmd(fix: bool, python_hook: bool, json_: bool) -> None:
     --fix rebuilds the client when it is missing or stale and rewrites the
     hooks of the agents that have them (as `agentlog install` would, without
     asking; --python-hook writes the Python hook instead); then checks again.
+    --scope project (or --project DIR) checks and fixes a project's configs
+    instead of the user's.
 
     Example: agentlog doctor --json
 
-    Example: agentlog doctor --fix
+    Example: agentlog doctor --fix --project ~/src/app
     """
+    resolved = _resolve_scope(scope, project_dir)
     fixed = None
     if fix:
         from agentlog.install.repair import fix as fix_hooks
 
-        fixed = fix_hooks(python_hook=True if python_hook else None)
+        fixed = fix_hooks(python_hook=True if python_hook else None, scope=resolved, project_dir=project_dir)
         if not json_:
             if fixed.hook is None:
                 _err("--fix: no agent has agentlog's hooks; nothing to fix (`agentlog install` installs them)")
@@ -497,7 +506,7 @@ def doctor_cmd(fix: bool, python_hook: bool, json_: bool) -> None:
                 _err("--fix: " + fixed.hook.summary())
             for r in fixed.results:
                 _err(f"--fix: {r.agent}: {r.outcome}{': ' + r.reason if r.reason else ''}")
-    health = diagnose()
+    health = diagnose(scope=resolved, project_dir=project_dir)
     if json_:
         items = [h.to_dict() for h in health]
         if fixed is not None:
