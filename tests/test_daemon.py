@@ -106,3 +106,33 @@ def test_ingest_waits_for_the_logs_to_be_still_and_never_longer_than_max_lag(mon
     # while a change waits it looks more often, else at the daemon's interval
     assert s.poll_every(0.5, waiting=True) == 0.1 and s.poll_every(0.5, waiting=False) == 0.5
     assert daemon.Settling(settle=0, max_lag=3.0).due(("log", 1))  # settle 0: at once
+
+
+def _nice(pid: int, tid: int | None = None) -> int:
+    stat = Path(f"/proc/{pid}/task/{tid or pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
+def test_the_daemons_loop_yields_the_cpu_and_its_capture_server_does_not(agentlog_home: Path) -> None:
+    """Ingest runs at the lowest priority; the capture server (a child) at the daemon's
+    first one, also when it is started again after it died."""
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("per-thread niceness is Linux's")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    st = start(str(agentlog_home))
+    stats = agentlog_home / "state" / "hook-server.json"
+    try:
+        assert st.pid
+        _wait_for(lambda: _nice(st.pid) == 19)  # the main thread: ingest, projection, checkpoints
+        _wait_for(lambda: stats.exists() and json.loads(stats.read_text()).get("pid"))
+        first = json.loads(stats.read_text())["pid"]
+        assert _nice(first) == base
+        os.kill(first, signal.SIGKILL)
+        _wait_for(lambda: json.loads(stats.read_text()).get("pid") not in (None, first), seconds=30)
+        again = json.loads(stats.read_text())["pid"]
+        assert _nice(again) == base, "the restarted server inherits the keeper thread's priority, not the loop's"
+    finally:
+        stop(str(agentlog_home))

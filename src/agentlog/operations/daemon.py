@@ -19,6 +19,9 @@ child process of its own (``capture/serve.py``: the daemon's ingest and projecti
 hold the interpreter lock for long stretches, exactly when hooks wait), started
 again if it ends. The server's counters and its time per request (p50/p95 of the
 last 1,000) go to ``state/hook-server.json`` every second, for ``agentlog status``.
+The daemon's own loop (ingest, projection, checkpoints) runs at the lowest CPU priority,
+so that on a small machine it yields to hooks and the capture server; a thread at
+the first priority starts the server again (:class:`_CaptureKeeper`).
 A server that cannot start (an unsafe run directory, say) is logged, and the daemon
 goes on without it: the native hook then falls back to the Python one.
 
@@ -192,6 +195,30 @@ def _keep_capture_server(root: str, server: CaptureProcess) -> None:
         _log(root, f"capture server process ended; started again: {'answering, pid ' + str(server.pid) if again else 'not answering (its reason is above)'}")
 
 
+class _CaptureKeeper:
+    """A thread that starts the capture server again when it ends. It runs at the daemon's
+    first priority: the daemon's own loop lowers its thread's (``lower_priority``), and a
+    child inherits the niceness of the thread that starts it, which a process may not raise
+    again."""
+
+    def __init__(self, root: str, server: CaptureProcess, every: float = 1.0) -> None:
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(root, server, every), name="agentlog-capture-keeper",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, root: str, server: CaptureProcess, every: float) -> None:
+        while not self._done.wait(every):
+            try:
+                _keep_capture_server(root, server)
+            except Exception as e:  # logged; tried again next time
+                _log(root, f"capture server restart failed: {type(e).__name__}: {e}")
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(30.0)
+
+
 class Settling:
     """When to ingest what the logs gained: once they have been still for ``settle`` seconds,
     or ``max_lag`` seconds after the change was first seen, whichever comes first.
@@ -267,10 +294,10 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     seen: tuple[tuple[str, int, int], ...] | None = None
     settling = Settling(settle, max_lag)
     compactor: threading.Thread | None = None
+    keeper = _CaptureKeeper(root, server) if server is not None else None
+    lower_priority()  # ingest, the projection and checkpoints yield the CPU to hooks and their server
     try:
         while not stopping:
-            if server is not None:
-                _keep_capture_server(root, server)
             now = _fingerprint(root)
             if now != seen and settling.due(now):
                 report = ingest(root, lock_timeout=0.0)
@@ -292,6 +319,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
             time.sleep(settling.poll_every(interval, now != seen))
+        if keeper is not None:
+            keeper.stop()
         if server is not None:  # before the last ingest, so that it holds every frame acknowledged
             server.stop()
             _log(root, "capture server stopped")
@@ -302,6 +331,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             _log(root, "waiting for the compaction in progress")
             compactor.join()
     finally:
+        if keeper is not None:
+            keeper.stop()
         if server is not None:
             server.stop()
         try:
