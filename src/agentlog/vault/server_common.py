@@ -11,7 +11,7 @@ from typing import Any, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from agentlog.vault import BodyHashError, ClockSkewError, VaultAuthError, VaultCryptoError, VaultProtocolError
+from agentlog.vault import BodyHashError, ClockSkewError, VaultAuthError, VaultCryptoError, VaultError, VaultProtocolError
 from agentlog.vault.crypto import (
     HEADER_ADMIN, HEADER_MACHINE, RecipientSet, SignedRecipientSet, verify_request,
 )
@@ -39,8 +39,9 @@ class Ctx:
         return int(self.clock())
 
 
-class Reply(Exception):
-    """An HTTP answer other than success, raised from deep inside a handler."""
+class Reply(VaultError):
+    """An HTTP answer other than success, raised from deep inside a handler (never
+    leaves the server: ``endpoint`` turns it into the response)."""
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         super().__init__(status, body.get("error"))
