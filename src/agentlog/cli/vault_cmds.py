@@ -39,12 +39,12 @@ def serve_vault(data_dir: str, host: str, port: int, ssl_certfile: str | None, s
     Example: agentlog vault serve --data ~/vault --host 0.0.0.0 --port 443 --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
     import logging
-    import socket
     import time
 
     import uvicorn
 
     from agentlog.cli.output import stderr
+    from agentlog.cli.serve_cmd import listening_socket
     from agentlog.vault.server import create_app, ensure_bootstrap_token
     from agentlog.vault.storage import Storage
 
@@ -56,14 +56,7 @@ def serve_vault(data_dir: str, host: str, port: int, ssl_certfile: str | None, s
                                "pass --ssl-certfile and --ssl-keyfile (or serve behind a TLS proxy)")
     storage = Storage(data_dir)
     swept = storage.sweep_orphans()
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    sock.listen(128)
+    sock = listening_socket(host, port)
     port = sock.getsockname()[1]
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     err = stderr()
