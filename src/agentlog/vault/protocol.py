@@ -1,0 +1,315 @@
+"""The vault's readable side: chain ids, the index, linkage, batching, the URL rule and
+the JSON shapes of requests and responses (docs/vault.md).
+
+The vault never sees a frame's bytes. What it sees per frame is an *index entry*
+``{"seq", "prev", "hash", "at"}`` — the envelope's chain fields (a purged frame keeps
+its hash) and the event's ``captured_at`` (µs, or null) — and from the index alone it
+checks that a batch continues the chain it holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+from urllib.parse import quote, urlsplit
+
+from agentlog.vault import VaultError, VaultProtocolError
+
+__all__ = [
+    "MAX_BATCH_BYTES", "b64e", "b64d", "chain_id", "split_chain", "check_chain", "chain_path", "IndexEntry",
+    "index_entries", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
+    "FramesRequest", "EnrollRequest", "dumps", "loads", "chain_genesis",
+]
+
+MAX_BATCH_BYTES = 8 << 20
+_CHAIN_RE = re.compile(r"[A-Za-z0-9._~-]{1,255}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def b64e(data: bytes) -> str:
+    """Standard base64 with padding."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64d(text: str) -> bytes:
+    """Strict standard base64 (padding required); VaultProtocolError otherwise."""
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, AttributeError) as e:
+        raise VaultProtocolError("malformed base64") from e
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON (the wire form)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def loads(body: bytes) -> dict[str, Any]:
+    """A JSON object from a body; VaultProtocolError when it is not one."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise VaultProtocolError("the body is not JSON") from e
+    if not isinstance(obj, dict):
+        raise VaultProtocolError("the body is not a JSON object")
+    return obj
+
+
+# -- chain ids ------------------------------------------------------------------------
+
+def chain_id(provider: str, key: str) -> str:
+    """The chain id of the log ``logs/<provider>/<key>.jsonl``."""
+    return check_chain(f"{provider}~{key}")
+
+
+def check_chain(chain: str) -> str:
+    """``chain`` if it is ``<provider>~<key>`` of [A-Za-z0-9._~-], at most 255 characters."""
+    if not isinstance(chain, str) or not _CHAIN_RE.fullmatch(chain):
+        raise VaultProtocolError(f"not a chain id: {chain!r}"[:300])
+    provider, sep, key = chain.partition("~")
+    if not sep or not provider or not key:
+        raise VaultProtocolError(f"not a chain id (want <provider>~<key>): {chain!r}")
+    return chain
+
+
+def split_chain(chain: str) -> tuple[str, str]:
+    """(provider, key) of a chain id."""
+    provider, _, key = check_chain(chain).partition("~")
+    return provider, key
+
+
+def chain_genesis(chain: str) -> str:
+    """The ``prev`` of the chain's frame 0 (log.frame.genesis of its provider and key)."""
+    from agentlog.log.frame import genesis
+
+    return genesis(*split_chain(chain))
+
+
+def chain_path(chain: str, suffix: str, machine_id: str | None = None) -> str:
+    """``/v1/chains/<chain>/<suffix>`` (or the admin form with the machine id), each
+    segment percent-encoded: the exact path that is signed."""
+    seg = quote(check_chain(chain), safe="")
+    if machine_id is None:
+        return f"/v1/chains/{seg}/{suffix}"
+    return f"/v1/admin/chains/{quote(machine_id, safe='')}/{seg}/{suffix}"
+
+
+# -- the index -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """What the vault may read about one frame."""
+
+    seq: int
+    prev: str
+    hash: str
+    at: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "prev": self.prev, "hash": self.hash, "at": self.at}
+
+    @classmethod
+    def from_json(cls, d: Any) -> IndexEntry:
+        if not isinstance(d, dict):
+            raise VaultProtocolError("an index entry is an object")
+        seq, prev, digest, at = d.get("seq"), d.get("prev"), d.get("hash"), d.get("at")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise VaultProtocolError("an index entry's seq is an integer >= 0")
+        if not isinstance(prev, str) or not _HEX64.fullmatch(prev) or not isinstance(digest, str) \
+                or not _HEX64.fullmatch(digest):
+            raise VaultProtocolError(f"index entry {seq}: prev and hash are 64 lower-case hex")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int)):
+            raise VaultProtocolError(f"index entry {seq}: at is an integer or null")
+        return cls(seq, prev, digest, at)
+
+
+def iter_frames(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``data`` (end just after its newline); a last
+    line without its newline (a torn tail) is an error."""
+    start, n = 0, len(data)
+    while start < n:
+        end = data.find(b"\n", start)
+        if end < 0:
+            raise VaultProtocolError(f"torn frame at byte {start}: no newline")
+        yield start, end + 1
+        start = end + 1
+
+
+def index_entries(data: bytes) -> list[IndexEntry]:
+    """The index of whole frame lines (frames and purged frames). A frame's hash is
+    checked against its bytes; a purged frame's is taken as given."""
+    from hashlib import sha256
+
+    from agentlog.log.frame import FrameError, event_bytes, parse_any
+
+    out: list[IndexEntry] = []
+    for start, end in iter_frames(data):
+        line = data[start:end]
+        try:
+            seq, prev, digest, purged = parse_any(line, sha256)
+        except FrameError as e:
+            raise VaultProtocolError(f"not a frame at byte {start}: {e}") from None
+        out.append(IndexEntry(seq, prev, digest, None if purged else _captured_at(event_bytes(line))))
+    return out
+
+
+def _captured_at(event: bytes) -> int | None:
+    try:
+        value = json.loads(event).get("captured_at")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def linkage_error(entries: list[IndexEntry], start_seq: int, start_prev: str) -> tuple[int, str] | None:
+    """The first place where ``entries`` fail to continue a chain whose next frame is
+    ``start_seq`` with ``prev == start_prev``: (the seq expected there, why), or None."""
+    seq, prev = start_seq, start_prev
+    for e in entries:
+        if e.seq != seq:
+            return seq, f"seq {e.seq} where {seq} was expected"
+        if e.prev != prev:
+            return seq, f"frame {seq} does not link to the frame before it"
+        seq, prev = seq + 1, e.hash
+    return None
+
+
+def check_linkage(entries: list[IndexEntry], chain: str, head: tuple[int, str] | None) -> int | None:
+    """The first bad seq of ``entries`` as a continuation of ``chain`` after ``head``
+    (``(seq, hash)``, or None: the chain starts at 0 from its genesis); None when they link."""
+    start = (0, chain_genesis(chain)) if head is None else (head[0] + 1, head[1])
+    bad = linkage_error(entries, *start)
+    return None if bad is None else bad[0]
+
+
+def split_batches(data: bytes, limit: int = MAX_BATCH_BYTES) -> list[tuple[int, int]]:
+    """(start, end) byte ranges of ``data`` holding at most ``limit`` bytes of whole
+    frames each; a frame larger than ``limit`` is a batch of its own."""
+    out: list[tuple[int, int]] = []
+    batch_start = -1
+    batch_end = 0
+    for start, end in iter_frames(data):
+        if batch_start >= 0 and end - batch_start > limit:
+            out.append((batch_start, batch_end))
+            batch_start = -1
+        if batch_start < 0:
+            batch_start = start
+        batch_end = end
+    if batch_start >= 0:
+        out.append((batch_start, batch_end))
+    return out
+
+
+# -- transport -----------------------------------------------------------------------
+
+def check_url(url: str) -> str:
+    """The vault URL without a trailing slash, if it is https:// or http:// to loopback."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+    except ValueError as e:
+        raise VaultError(f"not a vault URL: {url}") from e
+    if parts.scheme not in ("http", "https") or not host or parts.query or parts.fragment or parts.username:
+        raise VaultError(f"not a vault URL (want https://host[:port][/path]): {url}")
+    if parts.scheme == "http" and host not in LOOPBACK_HOSTS:
+        raise VaultError(f"{url}: plain http only to 127.0.0.1, localhost or ::1; use https://")
+    return url.rstrip("/")
+
+
+# -- requests ------------------------------------------------------------------------
+
+def _int(d: dict[str, Any], name: str) -> int:
+    v = d.get(name)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise VaultProtocolError(f"{name} is an integer >= 0")
+    return v
+
+
+def _str(d: dict[str, Any], name: str, limit: int = 1024) -> str:
+    v = d.get(name)
+    if not isinstance(v, str) or not v or len(v) > limit:
+        raise VaultProtocolError(f"{name} is a non-empty string")
+    return v
+
+
+@dataclass(frozen=True)
+class FramesRequest:
+    """A batch as a machine posts it to ``/v1/chains/<chain>/frames``."""
+
+    first_seq: int
+    last_seq: int
+    index: tuple[IndexEntry, ...]
+    nonce: bytes
+    ciphertext: bytes
+    wraps: dict[str, str] | None = None
+    genesis: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"first_seq": self.first_seq, "last_seq": self.last_seq,
+                             "index": [e.to_json() for e in self.index]}
+        if self.wraps is not None:
+            d["wraps"] = dict(self.wraps)
+        if self.genesis is not None:
+            d["genesis"] = self.genesis
+        d["nonce"] = b64e(self.nonce)
+        d["ciphertext"] = b64e(self.ciphertext)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FramesRequest:
+        """Parse and check the request's own consistency (index matches the range)."""
+        first, last = _int(d, "first_seq"), _int(d, "last_seq")
+        raw = d.get("index")
+        if not isinstance(raw, list) or not raw:
+            raise VaultProtocolError("index is a non-empty list")
+        index = tuple(IndexEntry.from_json(e) for e in raw)
+        if index[0].seq != first or index[-1].seq != last or last - first + 1 != len(index):
+            raise VaultProtocolError("first_seq/last_seq do not match the index")
+        wraps = d.get("wraps")
+        if wraps is not None:
+            if not isinstance(wraps, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wraps.items()):
+                raise VaultProtocolError("wraps maps admin fingerprints to base64 text")
+            for v in wraps.values():
+                b64d(v)
+        genesis = d.get("genesis")
+        if genesis is not None and (not isinstance(genesis, str) or not _HEX64.fullmatch(genesis)):
+            raise VaultProtocolError("genesis is 64 lower-case hex")
+        nonce = b64d(_str(d, "nonce", 64))
+        if len(nonce) != 24:
+            raise VaultProtocolError("nonce is 24 bytes")
+        ciphertext = d.get("ciphertext")
+        if not isinstance(ciphertext, str):
+            raise VaultProtocolError("ciphertext is base64 text")
+        return cls(first, last, index, nonce, b64d(ciphertext), wraps, genesis)
+
+
+@dataclass(frozen=True)
+class EnrollRequest:
+    """``POST /v1/enroll`` (unsigned: the token stands in for a signature)."""
+
+    token: str
+    public_key: bytes
+    host: str
+    rotate: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"token": self.token, "public_key": b64e(self.public_key), "host": self.host, "rotate": self.rotate}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> EnrollRequest:
+        token, host = _str(d, "token"), _str(d, "host", 255)
+        if "\n" in host:
+            raise VaultProtocolError("host holds a newline")
+        key = b64d(_str(d, "public_key", 64))
+        if len(key) != 32:
+            raise VaultProtocolError("public_key is 32 bytes")
+        rotate = d.get("rotate", False)
+        if not isinstance(rotate, bool):
+            raise VaultProtocolError("rotate is a boolean")
+        return cls(token, key, host, rotate)
