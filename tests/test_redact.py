@@ -427,3 +427,52 @@ def test_secrets_used_as_keys_or_nested_below_the_depth_limit_are_redacted() -> 
     assert event["attrs"]["redactions"] >= 3
     headers = event["content"]["tool_input"]["headers"]
     assert len(headers) == 3 and headers.get("ok") == "3"  # keys that redact alike stay apart
+
+
+# --------------------------------------------------------------------------
+# The short-text gates: a family (or the assignments) is skipped when the text holds none
+# of the literals every one of its matches contains. The gate must never skip a scan that
+# would find something.
+
+
+def _ungated(text: str) -> tuple[str, dict[str, int]]:
+    """``redact_text`` with every family and the assignments scanned (no literal gate)."""
+    from agentlog.capture import redact as module
+
+    saved = module._holds_any
+    module._holds_any = lambda b, literals: True
+    try:
+        return redact_text(text)
+    finally:
+        module._holds_any = saved
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(TRICKY, st.text(max_size=300)))
+def test_literal_gates_never_hide_a_match(text: str) -> None:
+    from agentlog.capture import redact as module
+
+    b = text.encode("utf-8", "surrogatepass")
+    for (anchor, hit, needles, weight, lookback), literals in zip(module._FAMILIES, (f[5] for f in module._SHORT_FAMILIES)):
+        spans: list[tuple[int, int, int, str]] = []
+        module._scan_family(b, anchor, hit, needles, weight, lookback, spans)
+        if spans:  # the family finds something: the gate lets it scan
+            assert module._holds_any(b, literals), (text, chr(anchor), spans)
+    spans = []
+    module._scan_assignments(b, spans)
+    if spans:
+        assert module._holds_any(b.lower(), module._KEYWORDS), (text, spans)
+    assert redact_text(text) == _ungated(text)
+
+
+def test_memo_shares_work_between_equal_strings_and_keeps_identity() -> None:
+    from agentlog.capture.redact import redact_into
+
+    secret = "ghp_" + "a" * 36
+    a = {"x": "echo " + secret, "y": "plain text, nothing here"}
+    b = {"x": "echo " + secret, "y": "plain text, nothing here", "z": ["echo " + secret]}
+    attrs: dict[str, object] = {}
+    ca, cb = redact_into(attrs, a, b)
+    assert ca == {"x": "echo [REDACTED:github_token]", "y": "plain text, nothing here"}
+    assert cb["y"] is b["y"] and cb["z"] == ["echo [REDACTED:github_token]"]  # type: ignore[index]
+    assert attrs["redacted"] == {"github_token": 3}

@@ -69,14 +69,27 @@ def is_ref_name(ref: str) -> bool:
             and all(ch >= " " and ch not in "\\:?*[~^" for ch in ref))
 
 
+_S_IFMT, _S_IFDIR, _S_IFREG = 0o170000, 0o040000, 0o100000
+
+
+def _file_type(path: str) -> int:
+    """The ``S_IFMT`` bits of ``path`` (symlinks followed), 0 when it cannot be stat'ed: one
+    ``stat`` answers both ``os.path.isdir`` and ``os.path.isfile``."""
+    try:
+        return os.stat(path).st_mode & _S_IFMT
+    except (OSError, ValueError):
+        return 0
+
+
 def find_git(start: str) -> tuple[str, str, str] | None:
     """(work tree root, git dir, common dir) for ``start``, or None outside a repository."""
     d = os.path.abspath(start)
     while True:
-        dot = os.path.join(d, ".git")
-        if os.path.isdir(dot):
+        dot = d + ".git" if d.endswith("/") else d + "/.git"  # os.path.join(d, ".git")
+        kind = _file_type(dot)
+        if kind == _S_IFDIR:
             return d, dot, dot
-        if os.path.isfile(dot):
+        if kind == _S_IFREG:
             text = _read(dot, 4096) or ""
             if text.startswith("gitdir:"):
                 gitdir = text[len("gitdir:") :].strip()

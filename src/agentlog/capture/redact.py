@@ -716,19 +716,35 @@ def _merge(b: bytes, spans: _Spans) -> _Spans:
 
 
 _ANCHOR_BYTES = bytes(f[0] for f in _FAMILIES) + b"=:-"
-_NOT_ANCHOR = bytes(c for c in range(256) if c not in _ANCHOR_BYTES)
+_T_ANCHOR = _table(_ANCHOR_BYTES)
+
+_SHORT_FAMILIES = tuple((*f, tuple(needle for needle, _, _ in f[2])) for f in _FAMILIES)
+"""Each family with its fallback needles: every span the family finds (by either scan)
+contains one of them, so a text holding none of them gets nothing from the family."""
+_KEYWORDS = (b"key", b"token", b"secret", b"pass", b"authorization")
+"""Every key an assignment or header rule accepts ends in one of these (after ``lower()``):
+``password``/``passwd``/``passphrase``, ``secret``, ``token``, ``…key``, ``authorization``."""
+
+
+def _holds_any(b: bytes, literals: tuple[bytes, ...]) -> bool:
+    for literal in literals:
+        if b.find(literal) >= 0:  # find: cheaper than ``in`` for a short bytes needle
+            return True
+    return False
 
 
 def _detect(b: bytes) -> _Spans:
     spans: _Spans = []
-    if len(b) <= 4096:  # one translate tells which families can match at all
-        present = b.translate(None, _NOT_ANCHOR)
-        if not present:
+    if len(b) <= 4096:
+        if 1 not in b.translate(_T_ANCHOR):  # no anchor byte at all: nothing can match
             return spans
-        for anchor, hit, needles, weight, lookback in _FAMILIES:
-            if anchor in present:
+        # A few C-level checks for the literals every match contains are cheaper than
+        # visiting each anchor of a short text: a family, or the assignments, whose literals
+        # are all absent cannot add a span, so skipping it leaves the spans as they are.
+        for anchor, hit, needles, weight, lookback, literals in _SHORT_FAMILIES:
+            if anchor in b and _holds_any(b, literals):
                 _scan_family(b, anchor, hit, needles, weight, lookback, spans)
-        if b"=" in present or b":" in present or b"-" in present:
+        if (61 in b or 58 in b or 45 in b) and _holds_any(b.lower(), _KEYWORDS):  # = : -
             _scan_assignments(b, spans)
     else:
         for anchor, hit, needles, weight, lookback in _FAMILIES:
@@ -771,17 +787,19 @@ _MIN_SECRET_KEY = 16
 most keys are short names (checking each would double the cost of a wide object)."""
 
 
-def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tuple[str, dict[str, int]]] | None = None) -> object:
+def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[str, tuple[str, dict[str, int]]] | None = None) -> object:
     if isinstance(value, str):
         if len(value) < 7:
             return value
-        key = id(value)
-        if memo is not None and key in memo:
-            out, found = memo[key]
-        else:
+        if memo is None:
             out, found = redact_text(value)
-            if memo is not None and len(value) >= 256:
-                memo[key] = (out, found)
+        else:
+            got = memo.get(value)
+            if got is None:
+                got = memo[value] = redact_text(value)
+            out, found = got
+            if not found:
+                return value  # unchanged: this very object (an equal one may be what the memo holds)
         for rule, n in found.items():
             counts[rule] = counts.get(rule, 0) + n
         return out
@@ -791,12 +809,13 @@ def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tup
         new_dict: dict[object, object] | None = None
         renamed = False
         for k, v in value.items():
-            r = _walk(v, counts, depth + 1, memo)
-            if r is not v:
-                if new_dict is None:
-                    new_dict = dict(value)
-                new_dict[k] = r
-            if isinstance(k, str) and len(k) >= _MIN_SECRET_KEY and redact_text(k)[0] is not k:
+            if v.__class__ is not str or len(v) >= 7:  # a short string is left as it is: no call
+                r = _walk(v, counts, depth + 1, memo)
+                if r is not v:
+                    if new_dict is None:
+                        new_dict = dict(value)
+                    new_dict[k] = r
+            if isinstance(k, str) and len(k) >= _MIN_SECRET_KEY and _finds(k, memo):
                 renamed = True
         if renamed:  # a secret used as a key: the key is redacted too
             return _rename_keys(new_dict if new_dict is not None else value, counts)
@@ -804,6 +823,8 @@ def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tup
     if isinstance(value, (list, tuple)):
         new_list: list[object] | None = None
         for i, v in enumerate(value):
+            if v.__class__ is str and len(v) < 7:
+                continue
             r = _walk(v, counts, depth + 1, memo)
             if r is not v:
                 if new_list is None:
@@ -813,6 +834,16 @@ def _walk(value: object, counts: dict[str, int], depth: int, memo: dict[int, tup
             return value
         return tuple(new_list) if isinstance(value, tuple) else new_list
     return value
+
+
+def _finds(key: str, memo: dict[str, tuple[str, dict[str, int]]] | None) -> bool:
+    """Whether the redactor finds anything in a dict key."""
+    if memo is None:
+        return bool(redact_text(key)[1])
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = redact_text(key)
+    return bool(got[1])
 
 
 def _rename_keys(value: dict[object, object], counts: dict[str, int]) -> dict[object, object]:
@@ -855,7 +886,7 @@ def _deep(value: object, counts: dict[str, int]) -> object:
     return clean
 
 
-def redact_value(value: object, memo: dict[int, tuple[str, dict[str, int]]] | None = None) -> tuple[object, dict[str, int]]:
+def redact_value(value: object, memo: dict[str, tuple[str, dict[str, int]]] | None = None) -> tuple[object, dict[str, int]]:
     """Redact every string inside ``value`` (dict values, list/tuple items, nested).
 
     Dict keys are redacted too (a secret used as a key). Containers are copied
@@ -864,9 +895,8 @@ def redact_value(value: object, memo: dict[int, tuple[str, dict[str, int]]] | No
     serialised text (replaced by that text when it held a secret).
 
     ``memo`` (a dict the caller keeps) lets several calls share the work for
-    the same long string objects: the hook redacts ``content`` and ``raw``,
-    which hold the same tool input and output. The caller must keep the
-    values alive while it uses the memo (it is keyed by ``id``).
+    equal strings: the hook redacts ``content`` and ``raw``, which hold the
+    same tool input and output (the result is a function of the text alone).
     """
     counts: dict[str, int] = {}
     return _walk(value, counts, 0, memo), counts
@@ -887,7 +917,7 @@ def redact_into(attrs: dict[str, Any], *values: object) -> list[object]:
     and raw hold the same strings), and what was found counted into ``attrs``
     (``redactions``, ``redacted``) when anything was."""
     counts: dict[str, int] = {}
-    memo: dict[int, tuple[str, dict[str, int]]] = {}
+    memo: dict[str, tuple[str, dict[str, int]]] = {}
     out: list[object] = []
     for key in OUTPUT_ATTRS:  # text taken from a tool's output (failure evidence, test ids)
         text = attrs.get(key)

@@ -173,6 +173,8 @@ def _unittest(text: str, tail: str) -> Summary | None:
 
 def _line_starting(tail: str, head: str, must: str = "") -> str | None:
     """The last line of ``tail`` that starts (after blanks) with ``head`` and holds ``must``."""
+    if head not in tail or must not in tail:  # a line is part of tail: no line can (cheap, and common)
+        return None
     for line in reversed(tail.splitlines()):
         s = line.strip()
         if s.startswith(head) and must in s:
@@ -363,10 +365,11 @@ def _jvm(text: str, tail: str) -> Summary | None:
     """Maven surefire (``Tests run: 5, Failures: 1, Errors: 0, Skipped: 0``) and Gradle
     (``5 tests completed, 1 failed``)."""
     maven = None
-    for line in reversed(tail.splitlines()):
-        if "Tests run:" in line and "Failures:" in line and "Time elapsed" not in line:
-            maven = line
-            break
+    if "Tests run:" in tail and "Failures:" in tail:  # else no line of tail holds both
+        for line in reversed(tail.splitlines()):
+            if "Tests run:" in line and "Failures:" in line and "Time elapsed" not in line:
+                maven = line
+                break
     if maven is not None:
         counts = _word_number_counts(maven[maven.index("Tests run:"):], _XUNIT_WORDS)
         total = counts.pop("total", 0)
