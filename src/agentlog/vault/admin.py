@@ -142,6 +142,23 @@ def init(url: str, bootstrap_token: str, directory: str | None = None) -> Admin:
     return admin
 
 
+def keygen(url: str, directory: str | None = None) -> Admin:
+    """An admin key for a vault that already has admins: an existing admin adds its
+    public key (`vault admin add`) before it can do anything."""
+    from agentlog.vault.crypto import AdminKey
+
+    url = check_url(url)
+    d = directory or default_dir()
+    if os.path.exists(os.path.join(d, KEY_FILE)):
+        raise VaultError(f"{d} already holds an admin key; pass another --dir")
+    key = AdminKey.generate()
+    ensure_dir(d)
+    os.chmod(d, 0o700)
+    write_atomic(os.path.join(d, SERVER_FILE), url.encode() + b"\n")
+    write_atomic(os.path.join(d, KEY_FILE), key.seed)
+    return Admin(d, url, key)
+
+
 def new_token(admin: Admin) -> dict[str, Any]:
     d = admin.call("POST", "/v1/admin/tokens", {}, ok=(200, 201))
     if not isinstance(d, dict) or not isinstance(d.get("token"), str):

@@ -249,19 +249,22 @@ def prune(root: str, chain: str, log: str, after: float, now: float) -> bool:
     if shipped is None:
         return False
     try:
+        if read_head(log) != (shipped.seq, shipped.hash) or pending(log, st, shipped, None):
+            return False  # frames past the head (a crash before the head moved): not complete
+    except Diverged:
+        return False
+    try:
         fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         fd = -1
     try:
+        before = os.fstat(fd).st_size if fd >= 0 else -1
         if fd >= 0:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        if now - _changed_at(log, fd) < after:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # readers take it shared: nothing below reads the log
+        if now - _changed_at(log, fd) < after or (fd >= 0 and os.fstat(fd).st_size != before):
             return False
-        head = read_head(log)
-        if head != (shipped.seq, shipped.hash):
+        if read_head(log) != (shipped.seq, shipped.hash):
             return False
-        if pending(log, st, shipped, None):
-            return False  # frames past the head (a crash before the head moved): not complete
         sealed = sealed_dir(log)
         if os.path.isdir(sealed):
             shutil.rmtree(sealed)
@@ -272,8 +275,6 @@ def prune(root: str, chain: str, log: str, after: float, now: float) -> bool:
                 pass
         st.drop_chain_key()
         return True
-    except Diverged:
-        return False
     finally:
         if fd >= 0:
             os.close(fd)
