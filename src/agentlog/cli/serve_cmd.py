@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import click
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+
 from agentlog.core.paths import data_root
 from agentlog.cli.output import stderr
 
@@ -40,17 +44,7 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
     from agentlog.web.app import create_app
     from agentlog.web.security import Guard
 
-    import socket
-
-    # bound and listening before the address is printed: a client that opens it at once is queued, not refused
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    sock.listen(128)
+    sock = listening_socket(host, port)
     port = sock.getsockname()[1]
     guard = Guard(port=port, bind_host=host, allow_remote=allow_remote)
     app = create_app(root, guard, live=live)
@@ -65,3 +59,19 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
 
         webbrowser.open(url)
     server.run(sockets=[sock])
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening (port 0: any free one), made before
+    the address is printed so that a client that opens it at once is queued, not refused."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.listen(128)
+    return sock

@@ -17,7 +17,7 @@ Requests are signed over ``METHOD\\nPATH\\nWHO\\nTIMESTAMP\\nBODYHASH`` (docs/va
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
 
 import blake3
 import nacl.bindings
@@ -56,50 +56,45 @@ def _seed(seed: bytes) -> bytes:
     return seed
 
 
-class MachineKey:
-    """A machine's Ed25519 signing key."""
+class _SeedKey:
+    """An Ed25519 signing key kept as its 32-byte seed."""
 
     def __init__(self, seed: bytes) -> None:
         self.seed = _seed(seed)
         self._signing = nacl.signing.SigningKey(self.seed)
-        self.public: bytes = bytes(self._signing.verify_key)
 
     @classmethod
-    def generate(cls) -> MachineKey:
+    def generate(cls) -> Self:
         return cls(nacl.utils.random(SEED_LEN))
 
     @classmethod
-    def from_seed(cls, seed: bytes) -> MachineKey:
+    def from_seed(cls, seed: bytes) -> Self:
         return cls(seed)
 
     def sign(self, data: bytes) -> bytes:
         return bytes(self._signing.sign(data).signature)
+
+
+class MachineKey(_SeedKey):
+    """A machine's Ed25519 signing key."""
+
+    def __init__(self, seed: bytes) -> None:
+        super().__init__(seed)
+        self.public: bytes = bytes(self._signing.verify_key)
 
     def __repr__(self) -> str:  # never the seed
         return f"MachineKey(public={self.public.hex()[:16]}…)"
 
 
-class AdminKey:
+class AdminKey(_SeedKey):
     """An admin's key pair: Ed25519 to sign, X25519 (derived) to open chain-key wraps."""
 
     def __init__(self, seed: bytes) -> None:
-        self.seed = _seed(seed)
-        self._signing = nacl.signing.SigningKey(self.seed)
+        super().__init__(seed)
         x_secret = blake3.blake3(self.seed, derive_key_context=ADMIN_X25519_CONTEXT).digest()
         self._box = nacl.public.PrivateKey(x_secret)
         self.public: bytes = bytes(self._box.public_key) + bytes(self._signing.verify_key)
         self.fingerprint: str = admin_fingerprint(self.public)
-
-    @classmethod
-    def generate(cls) -> AdminKey:
-        return cls(nacl.utils.random(SEED_LEN))
-
-    @classmethod
-    def from_seed(cls, seed: bytes) -> AdminKey:
-        return cls(seed)
-
-    def sign(self, data: bytes) -> bytes:
-        return bytes(self._signing.sign(data).signature)
 
     def unwrap(self, wrap_b64: str) -> bytes:
         """The chain key inside a wrap made for this admin (VaultCryptoError otherwise)."""
