@@ -38,7 +38,9 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 @click.argument("url")
 @click.argument("token")
 @click.option("--rotate", is_flag=True, help="Enrol again with a new machine key (replaces the current enrolment).")
-def enroll_cmd(url: str, token: str, rotate: bool) -> None:
+@click.option("--host", "host", metavar="NAME", default=None,
+              help="The name this machine enrols under (default its host name); one enrolment per name.")
+def enroll_cmd(url: str, token: str, rotate: bool, host: str | None) -> None:
     """Enrol this machine with a vault, so `agentlog ship` can send it sessions.
 
     TOKEN comes from `agentlog vault admin token` (single use, one hour). The
@@ -51,7 +53,7 @@ def enroll_cmd(url: str, token: str, rotate: bool) -> None:
     """
     from agentlog.vault.machine import enroll
 
-    m = enroll(data_root(), url, token, rotate=rotate)
+    m = enroll(data_root(), url, token, rotate=rotate, host=host)
     click.echo(f"enrolled as {m.machine_id} ({m.host}) with {m.url}")
 
 
