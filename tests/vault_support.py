@@ -43,7 +43,8 @@ class Vault:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def admin(self, *args: str, check: bool = True, admin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return agentlog(self.admin_home, "vault", "admin", *args, "--dir", str(admin_dir or self.admin_dir), check=check)
+        return agentlog(self.admin_home, "vault", "admin", args[0], "--dir", str(admin_dir or self.admin_dir), *args[1:],
+                        check=check)
 
     def token(self) -> str:
         return self.admin("token").stdout.strip()
@@ -79,7 +80,7 @@ def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admi
     v = Vault(url, data, log, proc, tmp / "admin-home", tmp / "admin-home" / "vault-admin")
     if init_admin:
         token = next(line.split(": ", 1)[1] for line in log.read_text().splitlines() if line.startswith("bootstrap-token: "))
-        v.admin("init", url, token)
+        v.admin("init", "--", url, token)  # a bootstrap token may start with "-"
     return v
 
 
