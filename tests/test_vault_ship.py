@@ -50,7 +50,7 @@ def test_pending_reads_every_frame_and_continues_after_shipped(tmp_path: Path) -
     st = ChainState(str(tmp_path), chain_of())
     entries = pending(log.path, st, None, None)
     assert [e.seq for e in entries] == list(range(10))
-    assert entries[0].at == 1_700_000_000_000_000
+    assert entries[0].entry.at == 1_700_000_000_000_000
     shipped = st.record_shipped(entries[:4])
     assert (shipped.seq, shipped.hash) == (3, entries[3].hash)
     assert st.shipped() == shipped

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -14,6 +15,13 @@ _DIR = click.option("--dir", "admin_dir", metavar="DIR", default=None,
 
 def _progress(line: str) -> None:
     stderr().print(line, markup=False, highlight=False)
+
+
+def _listing(rows: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(rows, list(dict.fromkeys(k for r in rows for k in r)) or ["machine_id"])
 
 
 @click.group(name="admin")
@@ -147,11 +155,7 @@ def admin_machines(admin_dir: str | None, as_json: bool) -> None:
     """
     from agentlog.vault.admin import load, machines
 
-    rows = machines(load(admin_dir))
-    if as_json:
-        print_json(rows)
-    else:
-        print_table(rows, sorted({k for r in rows for k in r}) or ["machine_id"])
+    _listing(machines(load(admin_dir)), as_json)
 
 
 @admin_group.command(name="chains")
@@ -164,11 +168,7 @@ def admin_chains(admin_dir: str | None, as_json: bool) -> None:
     """
     from agentlog.vault.admin import chains, load
 
-    rows = chains(load(admin_dir))
-    if as_json:
-        print_json(rows)
-    else:
-        print_table(rows, sorted({k for r in rows for k in r}) or ["machine_id", "chain"])
+    _listing(chains(load(admin_dir)), as_json)
 
 
 @admin_group.command(name="pull")

@@ -29,6 +29,7 @@ from agentlog.core.jsonio import dumps
 from agentlog.core.paths import data_root, ensure_dir
 from agentlog.vault import VaultError
 from agentlog.vault.client import Client, error_text
+from agentlog.vault.machine import read_optional
 from agentlog.vault.protocol import chain_path, check_url
 
 KEY_FILE = "admin.key"
@@ -38,14 +39,6 @@ RECIPIENTS_FILE = "recipients.json"
 
 def default_dir() -> str:
     return os.path.join(data_root(), "vault-admin")
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
 
 
 @dataclass
@@ -83,7 +76,7 @@ class Admin:
             signed = SignedRecipientSet.from_json(reply.json())
             self._keep(signed)
             return signed
-        kept = _read(os.path.join(self.dir, RECIPIENTS_FILE))
+        kept = read_optional(os.path.join(self.dir, RECIPIENTS_FILE))
         if kept is None:
             raise VaultError(f"the vault did not give its recipient set ({error_text(reply)}) and {self.dir} keeps none")
         return SignedRecipientSet.from_json(json.loads(kept))
@@ -104,42 +97,13 @@ def load(directory: str | None = None) -> Admin:
     from agentlog.vault.crypto import AdminKey
 
     d = directory or default_dir()
-    seed = _read(os.path.join(d, KEY_FILE))
-    url = _read(os.path.join(d, SERVER_FILE))
+    seed = read_optional(os.path.join(d, KEY_FILE))
+    url = read_optional(os.path.join(d, SERVER_FILE))
     if seed is None or url is None:
         raise VaultError(f"no admin key in {d}; run `agentlog vault admin init URL BOOTSTRAP_TOKEN` (or pass --dir)")
     if len(seed) != 32:
         raise VaultError(f"{os.path.join(d, KEY_FILE)} is not a 32-byte admin key")
     return Admin(d, url.decode().strip(), AdminKey.from_seed(seed))
-
-
-def init(url: str, bootstrap_token: str, directory: str | None = None) -> Admin:
-    """Make the vault's first admin: a new key, and a version-1 set of just this admin."""
-    from agentlog.vault.crypto import AdminKey, RecipientSet, SignedRecipientSet
-
-    url = check_url(url)
-    d = directory or default_dir()
-    if os.path.exists(os.path.join(d, KEY_FILE)):
-        raise VaultError(f"{d} already holds an admin key; pass another --dir")
-    key = AdminKey.generate()
-    ensure_dir(d)
-    os.chmod(d, 0o700)
-    write_atomic(os.path.join(d, SERVER_FILE), url.encode() + b"\n")
-    write_atomic(os.path.join(d, KEY_FILE), key.seed)
-    signed = SignedRecipientSet.sign(RecipientSet((key.public,), 1), key)
-    try:
-        with Client(url) as c:
-            reply = c.request("POST", "/v1/admin/bootstrap", {"token": bootstrap_token.strip(), "recipients": signed.to_json()},
-                              signed=False)
-    except BaseException:
-        unlink_if_present(os.path.join(d, KEY_FILE))
-        raise
-    if reply.status not in (200, 201):
-        unlink_if_present(os.path.join(d, KEY_FILE))
-        raise VaultError(f"the vault refused the bootstrap ({error_text(reply)}); nothing kept")
-    admin = Admin(d, url, key)
-    admin._keep(signed)
-    return admin
 
 
 def keygen(url: str, directory: str | None = None) -> Admin:
@@ -157,6 +121,26 @@ def keygen(url: str, directory: str | None = None) -> Admin:
     write_atomic(os.path.join(d, SERVER_FILE), url.encode() + b"\n")
     write_atomic(os.path.join(d, KEY_FILE), key.seed)
     return Admin(d, url, key)
+
+
+def init(url: str, bootstrap_token: str, directory: str | None = None) -> Admin:
+    """Make the vault's first admin: a new key (:func:`keygen`), and a version-1 set of just this admin."""
+    from agentlog.vault.crypto import RecipientSet, SignedRecipientSet
+
+    admin = keygen(url, directory)
+    signed = SignedRecipientSet.sign(RecipientSet((admin.key.public,), 1), admin.key)
+    try:
+        with Client(admin.url) as c:
+            reply = c.request("POST", "/v1/admin/bootstrap", {"token": bootstrap_token.strip(), "recipients": signed.to_json()},
+                              signed=False)
+    except BaseException:
+        unlink_if_present(os.path.join(admin.dir, KEY_FILE))
+        raise
+    if reply.status not in (200, 201):
+        unlink_if_present(os.path.join(admin.dir, KEY_FILE))
+        raise VaultError(f"the vault refused the bootstrap ({error_text(reply)}); nothing kept")
+    admin._keep(signed)
+    return admin
 
 
 def new_token(admin: Admin) -> dict[str, Any]:

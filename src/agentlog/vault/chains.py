@@ -35,7 +35,7 @@ from agentlog.log.segments import line_ending_at, lines_from
 from agentlog.log.writer import parse_head
 from agentlog.vault import VaultError, VaultProtocolError
 from agentlog.vault.machine import chains_dir
-from agentlog.vault.protocol import chain_id, index_entries
+from agentlog.vault.protocol import IndexEntry, chain_id, index_entries
 
 
 
@@ -81,17 +81,22 @@ class Shipped:
 
 @dataclass(frozen=True)
 class Entry:
-    """One pending frame: its index entry and where its bytes are."""
+    """One pending frame: its index entry and where its bytes are (logical offset, length)."""
 
-    seq: int
-    prev: str
-    hash: str
-    at: int | None
+    entry: IndexEntry
     offset: int
     length: int
 
+    @property
+    def seq(self) -> int:
+        return self.entry.seq
+
+    @property
+    def hash(self) -> str:
+        return self.entry.hash
+
     def index(self) -> dict[str, object]:
-        return {"seq": self.seq, "prev": self.prev, "hash": self.hash, "at": self.at}
+        return self.entry.to_json()
 
 
 class ChainState:
@@ -221,7 +226,7 @@ def pending(log_file: str, state: ChainState, shipped: Shipped | None, upto: int
             raise Diverged(expect, f"expected seq {expect}, found {seq}")
         if p != prev:
             raise Diverged(seq, "its prev is not the hash of the frame before it")
-        out.append(Entry(seq, p, digest, entry.at, off, len(line)))
+        out.append(Entry(entry, off, len(line)))
         prev, expect = digest, expect + 1
         if upto is not None and seq >= upto:
             break

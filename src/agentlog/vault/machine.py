@@ -46,7 +46,8 @@ def chains_dir(root: str) -> str:
     return os.path.join(vault_dir(root), "chains")
 
 
-def _read(path: str) -> bytes | None:
+def read_optional(path: str) -> bytes | None:
+    """A file's bytes; None when it is not there."""
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -83,10 +84,10 @@ def load(root: str) -> Machine:
     from agentlog.vault.crypto import MachineKey, SignedRecipientSet
 
     d = vault_dir(root)
-    seed = _read(os.path.join(d, KEY_FILE))
+    seed = read_optional(os.path.join(d, KEY_FILE))
     if seed is None:
         raise VaultError(f"this machine is not enrolled with a vault ({d} holds no {KEY_FILE}); run `agentlog enroll URL TOKEN`")
-    mid, url, host, rec = (_read(os.path.join(d, n)) for n in (ID_FILE, SERVER_FILE, HOST_FILE, RECIPIENTS_FILE))
+    mid, url, host, rec = (read_optional(os.path.join(d, n)) for n in (ID_FILE, SERVER_FILE, HOST_FILE, RECIPIENTS_FILE))
     if mid is None or url is None or rec is None or len(seed) != 32:
         raise VaultError(f"the enrolment under {d} is incomplete or damaged; run `agentlog enroll URL TOKEN --rotate`")
     try:
