@@ -476,3 +476,19 @@ def test_idle_pass_over_many_shipped_sessions_is_cheap(tmp_path: Path) -> None:
         n += 1
     per = (time.perf_counter() - t) / n
     assert n == 300 and per < 0.0005, per  # < 50 ms per 1,000 sessions (measured ~0.03 ms here)
+
+
+def test_status_shows_what_is_shipped_and_doctor_the_vault(vault: Vault, tmp_path: Path) -> None:
+    home = tmp_path / "m"
+    log = make_log(home, "st", 4)
+    make_log(home, "st2", 2)
+    vault.enroll(home)
+    assert ship(home)["rc"] == 0
+    log.append([event(4)])
+    r = agentlog(home, "status", "--no-ingest", "--json")
+    states = {c["chain"]: (c["state"], c["shipped_seq"], c["head_seq"]) for c in json.loads(r.stdout)["vault"]}
+    assert states == {chain_of("st"): ("pending", 3, 4), chain_of("st2"): ("shipped", 1, 1)}
+    assert "1 pending, 1 shipped" in agentlog(home, "status", "--no-ingest").stdout
+    d = agentlog(home, "doctor")
+    assert f"vault: {vault.url} reachable" in d.stderr
+    assert "vault:" not in agentlog(tmp_path / "other", "doctor").stderr

@@ -159,3 +159,19 @@ def _check_self_signed(signed: Any) -> None:
         signed.check(signed.set)
     except VaultCryptoError as e:
         raise VaultError(f"the vault's recipient set is not signed by one of its admins ({e}); nothing was written") from None
+
+
+def reachability(root: str) -> tuple[bool, str]:
+    """Whether the vault this machine is enrolled with answers a signed request
+    (`agentlog doctor`); (True, detail) or (False, why)."""
+    from agentlog.vault.client import VaultUnreachable
+
+    m = load(root)
+    try:
+        with m.client() as c:
+            reply = c.request("GET", "/v1/recipients")
+    except VaultUnreachable as e:
+        return False, f"{m.url} unreachable ({e})"
+    if reply.status != 200:
+        return False, f"{m.url} answers but refuses this machine ({error_text(reply)})"
+    return True, f"{m.url} reachable as {m.machine_id}"

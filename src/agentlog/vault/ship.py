@@ -297,3 +297,24 @@ def loop(root: str, every: float, *, prune_after: float | None, on_pass: Callabl
     while True:
         on_pass(run_once(root, prune_after=prune_after, progress=progress))
         time.sleep(every)
+
+
+def shipped_state(root: str) -> list[dict[str, Any]]:
+    """Per chain, without asking the vault: the log's head seq, the shipped seq and
+    'shipped' (all of it), 'pending', 'not shipped' or 'stopped' (`agentlog status`)."""
+    out = []
+    for chain, log in local_chains(root):
+        st = ChainState(root, chain)
+        head = read_head(log)
+        shipped = st.shipped()
+        stopped = st.stopped()
+        if stopped is not None:
+            state = "stopped"
+        elif shipped is None:
+            state = "not shipped"
+        else:
+            state = "shipped" if head == (shipped.seq, shipped.hash) else "pending"
+        out.append({"chain": chain, "head_seq": head[0] if head else None,
+                    "shipped_seq": shipped.seq if shipped else None, "state": state,
+                    "stopped": stopped})
+    return out
