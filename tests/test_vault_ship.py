@@ -492,3 +492,25 @@ def test_status_shows_what_is_shipped_and_doctor_the_vault(vault: Vault, tmp_pat
     d = agentlog(home, "doctor")
     assert f"vault: {vault.url} reachable" in d.stderr
     assert "vault:" not in agentlog(tmp_path / "other", "doctor").stderr
+
+
+def test_the_vault_stores_no_plaintext_and_no_key_from_a_real_ship(tmp_path: Path) -> None:
+    v = start_vault(tmp_path)
+    try:
+        home = tmp_path / "m"
+        log = make_log(home, "canary", 30, pad=100)
+        v.enroll(home)
+        r = agentlog(home, "ship")
+        assert r.returncode == 0
+        v.stop()  # checkpoint the WAL into the database file
+        seed = (home / "vault" / "machine.key").read_bytes()
+        chain_key = (home / "vault" / "chains" / chain_of("canary") / "chain.key").read_bytes()
+        admin_seed = (v.admin_dir / "admin.key").read_bytes()
+        stored = b"".join(p.read_bytes() for p in files_under(v.data)) + v.log.read_bytes()
+        assert stored
+        for needle in (b"secret-canary", b"frame 7 ", seed, chain_key, admin_seed, seed.hex().encode(),
+                       chain_key.hex().encode(), Path(log.path).read_bytes()[200:260]):
+            assert needle not in stored
+        assert seed.hex() not in r.stdout + r.stderr and chain_key.hex() not in r.stdout + r.stderr
+    finally:
+        v.stop()
