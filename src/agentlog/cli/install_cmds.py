@@ -466,6 +466,16 @@ def _show_health(health: list[AgentHealth]) -> None:
         console.print(keys)
 
 
+def _show_vault() -> None:
+    """One line on the vault this machine ships to (nothing when it is not enrolled)."""
+    from agentlog.vault.machine import enrolled, reachability
+
+    root = data_root()
+    if enrolled(root):
+        ok, detail = reachability(root)
+        _err(f"vault: {detail}" + ("" if ok else "; `agentlog ship` retries on its next pass"))
+
+
 @click.command(name="doctor")
 @click.option("--fix", is_flag=True,
               help="Rebuild a missing or stale native client and rewrite the hooks of every agent that has them.")
@@ -516,6 +526,7 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
         _echo_json(items)
     else:
         _show_health(health)
+        _show_vault()
     stale = [h.agent for h in health if h.state == "stale"]
     failed = fixed is not None and any(r.outcome == "failed" for r in fixed.results)
     if stale:

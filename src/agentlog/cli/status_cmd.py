@@ -31,8 +31,10 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
 
         st.verify = differential_verify(root).to_dict()
         memory_check = verify_memory(root)
+    vault = _vault_state(root)
     if as_json:
-        print_json(st.to_dict() | ({"memory_verify": memory_check} if memory_check is not None else {}))
+        print_json(st.to_dict() | ({"memory_verify": memory_check} if memory_check is not None else {})
+                   | ({"vault": vault} if vault is not None else {}))
     else:
         rows: list[dict[str, object]] = [
             {"what": "sessions (logs)", "value": f"{st.sessions:,}"
@@ -46,6 +48,12 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
         rows.append({"what": "hook server", "value": (
             f"answering; per request p50 {hs.get('server_us_p50')} µs, p95 {hs.get('server_us_p95')} µs "
             f"(last {hs.get('window', 0):,})" if hs.get("answering") else "not answering (hooks use the Python path)")})
+        if vault is not None:
+            counts: dict[str, int] = {}
+            for c in vault:
+                counts[str(c["state"])] = counts.get(str(c["state"]), 0) + 1
+            rows.append({"what": "vault (agentlog ship)",
+                         "value": ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items())) or "no sessions"})
         for comp, size in st.bytes_by_component.items():
             rows.append({"what": comp, "value": f"{fmt_bytes(size)} in {st.files_by_component[comp]:,} files"})
         print_table(rows, ["what", "value"], title=st.data_root)
@@ -53,6 +61,9 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
             stderr().print(f"ingested {st.caught_up.events:,} pending events first")
         for b in st.breaks:
             stderr().print(f"[red]break[/]: {b}")
+        for c in vault or []:
+            if c["state"] == "stopped":
+                stderr().print(f"[red]vault[/]: {c['chain']}: shipping stopped: {c['stopped']}", markup=True)
         if st.verify is not None:
             v = st.verify
             if v["ok"]:
@@ -66,3 +77,11 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
                 stderr().print(f"[red]verify: the memory read model differs from a replay[/]: {memory_check['differences']}")
     if st.breaks or (st.verify is not None and not st.verify["ok"]) or (memory_check is not None and not memory_check["ok"]):
         raise click.exceptions.Exit(1)
+
+
+def _vault_state(root: str) -> list[dict[str, object]] | None:
+    """Per session what is shipped to the vault (None when this machine is not enrolled)."""
+    from agentlog.vault.machine import enrolled
+    from agentlog.vault.ship import shipped_state
+
+    return shipped_state(root) if enrolled(root) else None

@@ -76,3 +76,13 @@ def serve_vault(data_dir: str, host: str, port: int, ssl_certfile: str | None, s
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         storage.close()
+
+
+def _add_admin_group() -> None:
+    """`vault admin ...` (cli/vault_admin_cmds.py, the vault client's side)."""
+    from agentlog.cli.vault_admin_cmds import admin_group
+
+    vault.add_command(admin_group)
+
+
+_add_admin_group()

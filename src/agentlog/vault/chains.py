@@ -1,0 +1,256 @@
+"""The machine's chains: which session logs there are, what of each is shipped
+and what is pending, checked locally before anything is sent.
+
+A chain is one session log, ``logs/<provider>/<key>.jsonl`` with its sealed
+segments; its id is ``<provider>~<key>``. What the ship pass knows of it lives
+in ``<data root>/vault/chains/<chain>/`` (0700, files 0600):
+
+    shipped    "<seq> <hash> <offset>\\n": the last frame the vault acknowledged
+               and the chain's logical offset just after it (sealing keeps offsets)
+    hashes     the SHA-256 of every shipped frame, 32 bytes each at seq * 32: how
+               a later local rewrite is pinned to its first diverging seq
+    chain.key  the chain's 32-byte key while the chain is open
+    stopped    JSON {"reason", "seq", "at"}: shipping this chain stopped for good
+               (a local rewrite, a divergence, a refused batch); never cleared
+               automatically
+
+Reading never holds the session's lock across a request: the segments module
+takes the shared lock only for an instant per chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from agentlog.core.fileio import unlink_if_present, write_atomic
+from agentlog.core.paths import ensure_dir
+from agentlog.log.frame import FrameError, genesis, parse_any
+from agentlog.log.layout import head_path, iter_logs, split_log_path
+from agentlog.log.segments import line_ending_at, lines_from
+from agentlog.log.writer import parse_head
+from agentlog.vault import VaultError, VaultProtocolError
+from agentlog.vault.machine import chains_dir
+from agentlog.vault.protocol import IndexEntry, chain_id, index_entries
+
+
+
+class Diverged(VaultError):
+    """The local chain is not a continuation of what was shipped (a rewrite)."""
+
+    def __init__(self, seq: int, why: str) -> None:
+        super().__init__(f"the local log diverges at seq {seq}: {why}")
+        self.seq = seq
+        self.why = why
+
+
+def local_chains(root: str) -> list[tuple[str, str]]:
+    """(chain id, log file) of every session log whose name makes a valid chain id."""
+    out = []
+    for path in iter_logs(root):
+        try:
+            out.append((chain_id(*split_log_path(path)), path))
+        except VaultProtocolError:
+            continue
+    return out
+
+
+def read_head(log_file: str) -> tuple[int, str] | None:
+    """(seq, hash) the log's head file names, None when there is none (or it is unreadable)."""
+    try:
+        with open(head_path(log_file), "rb") as f:
+            tip = parse_head(f.read())
+    except (OSError, ValueError):
+        return None
+    return tip.seq, tip.hash
+
+
+@dataclass(frozen=True)
+class Shipped:
+    seq: int
+    hash: str
+    offset: int
+
+    def line(self) -> bytes:
+        return f"{self.seq} {self.hash} {self.offset}\n".encode("ascii")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One pending frame: its index entry and where its bytes are (logical offset, length)."""
+
+    entry: IndexEntry
+    offset: int
+    length: int
+
+    @property
+    def seq(self) -> int:
+        return self.entry.seq
+
+    @property
+    def hash(self) -> str:
+        return self.entry.hash
+
+    def index(self) -> dict[str, object]:
+        return self.entry.to_json()
+
+
+class ChainState:
+    """The files of one chain under ``vault/chains/<chain>/``."""
+
+    def __init__(self, root: str, chain: str) -> None:
+        self.chain = chain
+        self.dir = os.path.join(chains_dir(root), chain)
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def _read(self, name: str) -> bytes | None:
+        try:
+            with open(self._path(name), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def _write(self, name: str, data: bytes) -> None:
+        ensure_dir(self.dir)
+        write_atomic(self._path(name), data)
+
+    def shipped(self) -> Shipped | None:
+        data = self._read("shipped")
+        if data is None:
+            return None
+        parts = data.decode("ascii", "replace").split()
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit() or len(parts[1]) != 64:
+            raise VaultError(f"{self._path('shipped')}: not '<seq> <hash> <offset>'")
+        return Shipped(int(parts[0]), parts[1], int(parts[2]))
+
+    def record_shipped(self, entries: list[Entry]) -> Shipped:
+        """The vault holds ``entries`` (dense, in order): keep their hashes, then move ``shipped``."""
+        ensure_dir(self.dir)
+        fd = os.open(self._path("hashes"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.pwrite(fd, b"".join(bytes.fromhex(e.hash) for e in entries), entries[0].seq * 32)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        last = entries[-1]
+        s = Shipped(last.seq, last.hash, last.offset + last.length)
+        self._write("shipped", s.line())
+        return s
+
+    def shipped_hash(self, seq: int) -> str | None:
+        try:
+            fd = os.open(self._path("hashes"), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            data = os.pread(fd, 32, seq * 32)
+        finally:
+            os.close(fd)
+        return data.hex() if len(data) == 32 else None
+
+    def chain_key(self) -> bytes | None:
+        return self._read("chain.key")
+
+    def new_chain_key(self, key: bytes) -> bytes:
+        self._write("chain.key", key)
+        return key
+
+    def drop_chain_key(self) -> None:
+        unlink_if_present(self._path("chain.key"))
+
+    def stopped(self) -> dict[str, object] | None:
+        data = self._read("stopped")
+        if data is None:
+            return None
+        try:
+            d = json.loads(data)
+        except ValueError:
+            d = None
+        return d if isinstance(d, dict) else {"reason": data.decode("utf-8", "replace").strip(), "seq": None}
+
+    def stop(self, reason: str, seq: int | None) -> None:
+        self._write("stopped", json.dumps({"reason": reason, "seq": seq, "at": int(time.time())}).encode() + b"\n")
+
+
+def first_divergence(log_file: str, state: ChainState, upto: int) -> int:
+    """The first seq <= ``upto`` whose local hash differs from the shipped one (``upto`` if none differs
+    before it, e.g. when the frame is gone)."""
+    expect = 0
+    for _off, line in lines_from(log_file, 0):
+        try:
+            seq, _prev, digest, _p = parse_any(line, hashlib.sha256)
+        except FrameError:
+            return expect
+        if seq != expect or seq > upto:
+            return min(expect, upto)
+        if state.shipped_hash(seq) != digest:
+            return seq
+        expect += 1
+    return min(expect, upto)
+
+
+def pending(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None) -> list[Entry]:
+    """The frames after ``shipped`` up to seq ``upto`` (all complete ones when None), each checked:
+    its hash over its bytes (a purged frame's is taken as given), dense seqs, each ``prev`` the hash
+    before it, the first continuing what the vault holds. Raises Diverged at the first frame that
+    fails, naming its seq: a local rewrite after shipping. Never writes anything."""
+    provider, key = split_log_path(log_file)
+    if shipped is None:
+        start, prev, expect = 0, genesis(provider, key), 0
+    else:
+        start, prev, expect = shipped.offset, shipped.hash, shipped.seq + 1
+        last = line_ending_at(log_file, shipped.offset)
+        try:
+            ok = bool(last) and parse_any(last, hashlib.sha256)[::2] == (shipped.seq, shipped.hash)
+        except FrameError:
+            ok = False
+        if not ok:
+            at = first_divergence(log_file, state, shipped.seq)
+            raise Diverged(at, f"frame {shipped.seq} is no longer the one the vault acknowledged")
+    out: list[Entry] = []
+    if upto is not None and upto < expect:
+        return out
+    for off, line in lines_from(log_file, start):
+        try:
+            entry = index_entries(line)[0]
+        except VaultProtocolError as e:
+            raise Diverged(expect, f"not a valid frame ({e})") from None
+        seq, p, digest = entry.seq, entry.prev, entry.hash
+        if seq != expect:
+            raise Diverged(expect, f"expected seq {expect}, found {seq}")
+        if p != prev:
+            raise Diverged(seq, "its prev is not the hash of the frame before it")
+        out.append(Entry(entry, off, len(line)))
+        prev, expect = digest, expect + 1
+        if upto is not None and seq >= upto:
+            break
+    return out
+
+
+def frame_bytes(log_file: str, entries: list[Entry]) -> Iterator[bytes]:
+    """The bytes of ``entries`` (consecutive), read again from the log; each is checked
+    against its entry's hash (a frame changed since :func:`pending` read it raises Diverged)."""
+    want = iter(entries)
+    e = next(want, None)
+    if e is None:
+        return
+    for off, line in lines_from(log_file, e.offset):
+        if off != e.offset or len(line) != e.length:
+            raise Diverged(e.seq, "the frame moved or changed while it was being shipped")
+        try:
+            digest = parse_any(line, hashlib.sha256)[2]
+        except FrameError:
+            digest = ""
+        if digest != e.hash:
+            raise Diverged(e.seq, "the frame changed while it was being shipped")
+        yield line
+        e = next(want, None)
+        if e is None:
+            return
+    raise Diverged(e.seq, "the frame is gone")

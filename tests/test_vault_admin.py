@@ -1,0 +1,136 @@
+"""The admin side of the vault (issue 30): admin key, tokens, add/remove, listings, pull.
+
+Against the real vault server (tests/vault_support.py) with the admin and
+machine commands run as processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from agentlog.core.fastjson import dumps_bytes
+from agentlog.log.writer import SessionLog
+from vault_support import Vault, agentlog, start_vault
+
+PROVIDER = "test"
+
+
+def make_log(root: Path, key: str, n: int) -> SessionLog:
+    log = SessionLog(str(root), PROVIDER, key, durability="relaxed")
+    log.append([dumps_bytes({"kind": "tool_call", "i": i, "captured_at": 1_700_000_000_000_000 + i,
+                             "text": f"{key} frame {i}"}) for i in range(n)])
+    return log
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Iterator[Vault]:
+    v = start_vault(tmp_path)
+    yield v
+    v.stop()
+
+
+def db_rows(v: Vault, sql: str, *args: object) -> list[tuple[object, ...]]:
+    db = sqlite3.connect(f"file:{v.data / 'vault.db'}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in db.execute(sql, args)]
+    finally:
+        db.close()
+
+
+def test_admin_key_is_private_and_listings_have_json(vault: Vault, tmp_path: Path) -> None:
+    key = vault.admin_dir / "admin.key"
+    assert len(key.read_bytes()) == 32 and stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(vault.admin_dir).st_mode) == 0o700
+    home = tmp_path / "m"
+    make_log(home, "s", 4)
+    host = vault.enroll(home)
+    assert agentlog(home, "ship").returncode == 0
+    machines = json.loads(vault.admin("machines", "--json").stdout)
+    assert [m["host"] for m in machines] == [host]
+    chains = json.loads(vault.admin("chains", "--json").stdout)
+    assert [(c["chain"], c["head_seq"]) for c in chains] == [(f"{PROVIDER}~s", 3)]
+    tok = json.loads(vault.admin("token", "--json").stdout)
+    assert tok["token"].count(".") == 1 and tok["expires_at"]
+    r = vault.admin("rekey", check=False)
+    assert r.returncode == 1 and "not built" in r.stderr
+    for out in (vault.admin("chains").stdout, vault.admin("machines").stdout):
+        assert key.read_bytes().hex() not in out
+    again = vault.admin("init", "--", vault.url, "whatever", check=False)
+    assert again.returncode == 1 and "already holds an admin key" in again.stderr
+
+
+def test_added_admin_reads_old_chains_removed_admin_cannot_open_new_ones(vault: Vault, tmp_path: Path) -> None:
+    from agentlog.vault.crypto import AdminKey
+
+    home = tmp_path / "m"
+    make_log(home, "before", 6)
+    vault.enroll(home)
+    assert agentlog(home, "ship").returncode == 0
+    b_dir = tmp_path / "admin-b"
+    out = vault.admin("keygen", vault.url, admin_dir=b_dir).stdout
+    b_pub = out.split("public key ")[1].strip()
+    added = json.loads(vault.admin("add", b_pub, "--json").stdout)
+    assert added["rewrapped"] == 1
+    # B pulls the chain shipped before it was added (its key re-wrapped)
+    r = vault.admin("pull", "--into", str(tmp_path / "b-pull"), admin_dir=b_dir)
+    assert "FAILED" not in r.stderr
+    assert (tmp_path / "b-pull" / "logs" / PROVIDER / "before.jsonl").read_bytes() == \
+        Path(home / "logs" / PROVIDER / "before.jsonl").read_bytes()
+    # a chain started while B is an admin is wrapped for both
+    make_log(home, "during", 3)
+    assert agentlog(home, "ship").returncode == 0
+    assert len(db_rows(vault, "SELECT admin_fp FROM wraps WHERE chain = ?", f"{PROVIDER}~during")) == 2
+    b_key = AdminKey.from_seed((b_dir / "admin.key").read_bytes())
+    vault.admin("remove", b_key.fingerprint)
+    make_log(home, "after", 3)
+    assert agentlog(home, "ship").returncode == 0
+    wraps = db_rows(vault, "SELECT admin_fp, wrap FROM wraps WHERE chain = ?", f"{PROVIDER}~after")
+    assert [fp for fp, _w in wraps] != [] and b_key.fingerprint not in [fp for fp, _w in wraps]
+    for _fp, w in db_rows(vault, "SELECT admin_fp, wrap FROM wraps"):
+        with pytest.raises(Exception):
+            b_key.unwrap(str(w))
+    r = vault.admin("pull", "--into", str(tmp_path / "b-pull2"), admin_dir=b_dir, check=False)
+    assert r.returncode == 1  # no longer an admin: the vault refuses it
+    assert not (tmp_path / "b-pull2" / "logs" / PROVIDER / "after.jsonl").exists()
+    a = vault.admin("pull", "--into", str(tmp_path / "a-pull"))
+    assert "FAILED" not in a.stderr
+    assert (tmp_path / "a-pull" / "logs" / PROVIDER / "after.jsonl").exists()
+
+
+def test_a_tampered_index_fails_pull_loudly_naming_chain_and_seq(vault: Vault, tmp_path: Path) -> None:
+    home = tmp_path / "m"
+    make_log(home, "ix", 6)
+    vault.enroll(home)
+    assert agentlog(home, "ship").returncode == 0
+    db = sqlite3.connect(str(vault.data / "vault.db"))
+    try:
+        with db:
+            n = db.execute("UPDATE frames SET hash = ? WHERE chain = ? AND seq = 3", ("f" * 64, f"{PROVIDER}~ix")).rowcount
+    finally:
+        db.close()
+    assert n == 1
+    r = vault.admin("pull", "--into", str(tmp_path / "pulled"), check=False)
+    assert r.returncode == 1 and f"{PROVIDER}~ix seq 3" in r.stderr, r.stderr
+    report = [json.loads(x) for x in (tmp_path / "pulled" / "vault-pull" / "report.jsonl").read_text().splitlines()]
+    assert report and report[0]["seq"] == 3 and report[0]["chain"] == f"{PROVIDER}~ix"
+
+
+def test_pull_is_incremental(vault: Vault, tmp_path: Path) -> None:
+    home = tmp_path / "m"
+    log = make_log(home, "inc", 5)
+    vault.enroll(home)
+    assert agentlog(home, "ship").returncode == 0
+    into = tmp_path / "pulled"
+    vault.admin("pull", "--into", str(into))
+    log.append([dumps_bytes({"kind": "tool_call", "i": 99})])
+    assert agentlog(home, "ship").returncode == 0
+    r = json.loads(vault.admin("pull", "--into", str(into), "--json").stdout)
+    assert r["frames"] == 1 and not r["failed"]
+    assert (into / "logs" / PROVIDER / "inc.jsonl").read_bytes() == Path(log.path).read_bytes()

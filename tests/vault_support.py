@@ -1,0 +1,100 @@
+"""A real vault for the client tests: `agentlog vault serve` on a free loopback port
+in its own process, its first admin made by `agentlog vault admin init`, and
+helpers that run the client commands as processes with their own data roots."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def env_for(home: Path | str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": SRC, "AGENTLOG_HOME": str(home)}
+    env.pop("AGENTLOG_DEBUG", None)
+    env.update(extra)
+    return env
+
+
+def agentlog(home: Path | str, *args: str, check: bool = False, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m agentlog ARGS`` with ``home`` as its data root."""
+    r = subprocess.run([sys.executable, "-m", "agentlog", *args], env=env_for(home, **extra), capture_output=True,
+                       text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"agentlog {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@dataclass
+class Vault:
+    url: str
+    data: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+    admin_home: Path
+    admin_dir: Path
+    hosts: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def admin(self, *args: str, check: bool = True, admin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return agentlog(self.admin_home, "vault", "admin", args[0], "--dir", str(admin_dir or self.admin_dir), *args[1:],
+                        check=check)
+
+    def token(self) -> str:
+        return self.admin("token").stdout.strip()
+
+    def enroll(self, home: Path, host: str | None = None) -> str:
+        """Enrol a machine whose data root is ``home``; its host name."""
+        self.hosts += 1
+        host = host or f"host-{self.hosts}-{os.getpid()}"
+        agentlog(home, "enroll", self.url, self.token(), "--host", host, check=True)
+        return host
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admin: bool = True) -> Vault:
+    data = data or tmp / "vault-data"
+    log = tmp / f"vault-{time.monotonic_ns()}.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "agentlog", "vault", "serve", "--data", str(data), "--port", str(port)],
+                                stdout=subprocess.PIPE, stderr=err, env=env_for(tmp / "server-home"))
+    assert proc.stdout is not None
+    url = proc.stdout.readline().decode().strip()
+    assert url.startswith("http://127.0.0.1:"), log.read_text()
+    v = Vault(url, data, log, proc, tmp / "admin-home", tmp / "admin-home" / "vault-admin")
+    if init_admin:
+        token = next(line.split(": ", 1)[1] for line in log.read_text().splitlines() if line.startswith("bootstrap-token: "))
+        v.admin("init", "--", url, token)  # a bootstrap token may start with "-"
+    return v
+
+
+def restart(v: Vault, tmp: Path) -> Vault:
+    """The same vault (data and port) in a new process."""
+    port = int(v.url.rsplit(":", 1)[1])
+    v.stop()
+    for _ in range(50):
+        try:
+            n = start_vault(tmp, port=port, data=v.data, init_admin=False)
+            break
+        except AssertionError:
+            time.sleep(0.1)
+    else:
+        raise AssertionError("the vault did not start again")
+    n.admin_home, n.admin_dir, n.hosts = v.admin_home, v.admin_dir, v.hosts
+    return n
