@@ -19,9 +19,10 @@ child process of its own (``capture/serve.py``: the daemon's ingest and projecti
 hold the interpreter lock for long stretches, exactly when hooks wait), started
 again if it ends. The server's counters and its time per request (p50/p95 of the
 last 1,000) go to ``state/hook-server.json`` every second, for ``agentlog status``.
-The daemon's own loop (ingest, projection, checkpoints) runs at the lowest CPU priority,
-so that on a small machine it yields to hooks and the capture server; a thread at
-the first priority starts the server again (:class:`_CaptureKeeper`).
+Ingest, the projection and checkpoints run in a worker thread at the lowest CPU
+priority, so that on a small machine they yield to hooks and the capture server; the
+calling thread keeps its priority (it starts the server again when it ends: a child
+inherits the niceness of the thread that starts it).
 A server that cannot start (an unsafe run directory, say) is logged, and the daemon
 goes on without it: the native hook then falls back to the Python one.
 
@@ -40,7 +41,8 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from agentlog.core import AgentlogError
 from agentlog.core.locks import Busy
@@ -52,6 +54,8 @@ from agentlog.store.ingest import ingest, load_positions, log_id
 if TYPE_CHECKING:
     from agentlog.capture.serve import CaptureProcess
     from agentlog.operations.checkpoints import Periodic
+
+T = TypeVar("T")
 
 PID_NAME = "daemon.pid"
 SETTLE_S = 0.2
@@ -195,30 +199,6 @@ def _keep_capture_server(root: str, server: CaptureProcess) -> None:
         _log(root, f"capture server process ended; started again: {'answering, pid ' + str(server.pid) if again else 'not answering (its reason is above)'}")
 
 
-class _CaptureKeeper:
-    """A thread that starts the capture server again when it ends. It runs at the daemon's
-    first priority: the daemon's own loop lowers its thread's (``lower_priority``), and a
-    child inherits the niceness of the thread that starts it, which a process may not raise
-    again."""
-
-    def __init__(self, root: str, server: CaptureProcess, every: float = 1.0) -> None:
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(root, server, every), name="agentlog-capture-keeper",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, root: str, server: CaptureProcess, every: float) -> None:
-        while not self._done.wait(every):
-            try:
-                _keep_capture_server(root, server)
-            except Exception as e:  # logged; tried again next time
-                _log(root, f"capture server restart failed: {type(e).__name__}: {e}")
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join(30.0)
-
-
 class Settling:
     """When to ingest what the logs gained: once they have been still for ``settle`` seconds,
     or ``max_lag`` seconds after the change was first seen, whichever comes first.
@@ -293,23 +273,31 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     seen: tuple[tuple[str, int, int], ...] | None = None
     settling = Settling(settle, max_lag)
     compactor: threading.Thread | None = None
-    keeper = _CaptureKeeper(root, server) if server is not None else None
-    lower_priority()  # ingest, the projection and checkpoints yield the CPU to hooks and their server
+    # ingest, the projection and checkpoints run in a thread of the lowest priority, so that
+    # they yield the CPU to hooks and the capture server; this thread keeps its own (it
+    # restarts the server, whose process inherits the starting thread's niceness)
+    bg = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-daemon-work", initializer=lower_priority)
+
+    def work(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return bg.submit(fn, *args, **kwargs).result()
+
     try:
         while not stopping:
+            if server is not None:
+                _keep_capture_server(root, server)
             now = _fingerprint(root)
             if now != seen and settling.due(now):
-                report = ingest(root, lock_timeout=0.0)
+                report = work(ingest, root, lock_timeout=0.0)
                 if not report.busy:
                     seen = now
                     settling.done()
                     if report.events or report.breaks:
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
                     if report.events:
-                        project_and_index(root, lambda line: _log(root, line))
+                        work(project_and_index, root, lambda line: _log(root, line))
                     if report.tree_leaves:
                         periodic.grew()
-            _checkpoint(root, periodic)
+            work(_checkpoint, root, periodic)
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
                 # beside ingest, not in it: sealing and compaction have their own locks
                 compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
@@ -318,20 +306,17 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
             time.sleep(interval)
-        if keeper is not None:
-            keeper.stop()
         if server is not None:  # before the last ingest, so that it holds every frame acknowledged
             server.stop()
             _log(root, "capture server stopped")
-        report = ingest(root)
+        report = work(ingest, root)
         _log(root, f"stopping: final ingest of {report.events} events")
-        _checkpoint(root, periodic, final=True)
+        work(_checkpoint, root, periodic, final=True)
         if compactor is not None and compactor.is_alive():
             _log(root, "waiting for the compaction in progress")
             compactor.join()
     finally:
-        if keeper is not None:
-            keeper.stop()
+        bg.shutdown(wait=True)
         if server is not None:
             server.stop()
         try:
