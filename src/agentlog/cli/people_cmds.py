@@ -299,6 +299,10 @@ def sessions_cmd(as_json: bool, no_ingest: bool, everything: bool, **opts: Any) 
     `agentlog install` checks each hook with a synthetic capture test; those
     are closed at once and not listed unless --all is given.
 
+    In a data root made by `agentlog vault admin pull`, also the machine and
+    host each session was recorded on, and how many of its frames failed the
+    pull's byte check (docs/vault.md).
+
     Example: agentlog sessions --all-projects --since -7d --json
     """
     from agentlog.core.paths import data_root
