@@ -146,11 +146,14 @@ def batch_tables(events: Iterable[dict[str, Any]], at: int | None = None) -> dic
 def view_tables(root: str) -> dict[str, list[dict[str, Any]]]:
     """Every public view of the stored projection under ``root``, normalised (no catch-up)."""
     from agentlog.query.engine import Engine
+    from agentlog.query.pulled import MACHINE_COLUMNS
 
     out: dict[str, list[dict[str, Any]]] = {}
     with Engine(root) as eng:
         for t in TABLES:
-            r = eng.run(f"SELECT * FROM {t}", max_rows=1_000_000)
+            # the machine a session was pulled from is the engine's (query/pulled.py), not the projection's
+            cols = f"* EXCLUDE ({', '.join(MACHINE_COLUMNS)})" if t == "sessions" else "*"
+            r = eng.run(f"SELECT {cols} FROM {t}", max_rows=1_000_000)
             assert not r.truncated
             out[t] = normalise(t, (dict(zip(r.columns, row)) for row in r.rows))
     return out

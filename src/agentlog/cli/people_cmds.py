@@ -120,6 +120,11 @@ def _session_line(s: dict[str, Any]) -> Text:
     if s["pending_signals"]:
         counts.append(f"{s['pending_signals']} pending")
     line.append(", ".join(counts))
+    if s.get("machine"):
+        line.append("  machine ")
+        line.append(terminal_safe(f"{s['machine']} ({s.get('host') or '?'})"), style="magenta")
+    if s.get("byte_check_failures"):
+        line.append(f"  {_plural(s['byte_check_failures'], 'frame')} failed the byte check", style="bold red")
     return line
 
 
@@ -294,6 +299,10 @@ def sessions_cmd(as_json: bool, no_ingest: bool, everything: bool, **opts: Any) 
     `agentlog install` checks each hook with a synthetic capture test; those
     are closed at once and not listed unless --all is given.
 
+    In a data root made by `agentlog vault admin pull`, also the machine and
+    host each session was recorded on, and how many of its frames failed the
+    pull's byte check (docs/vault.md).
+
     Example: agentlog sessions --all-projects --since -7d --json
     """
     from agentlog.core.paths import data_root
@@ -320,10 +329,17 @@ def sessions_cmd(as_json: bool, no_ingest: bool, everything: bool, **opts: Any) 
             "started": start, "last": _when(s["ended_at"] or s["last_event_at"], start[:10]),
             "liveness": s["liveness"], "coverage": s["coverage"], "turns": s["turn_count"],
             "calls": s["tool_call_count"], "attempts": s["attempt_count"], "failures": s["failure_count"],
-            "events": s["event_count"],
+            "events": s["event_count"], "machine": s.get("machine") or "", "host": s.get("host") or "",
+            "byte check": f"{s['byte_check_failures']} failed" if s.get("byte_check_failures") else "",
         })
-    print_table(table, ["session", "provider", "project", "started", "last", "liveness", "coverage", "turns",
-                        "calls", "attempts", "failures", "events"])
+    columns = ["session", "provider", "project", "started", "last", "liveness", "coverage", "turns", "calls",
+               "attempts", "failures", "events"]
+    # sessions pulled from a vault (agentlog vault admin pull): which machine recorded each
+    if any(s.get("machine") for s in rows):
+        columns += ["machine", "host"]
+    if any(s.get("byte_check_failures") for s in rows):
+        columns.append("byte check")
+    print_table(table, columns)
 
 
 def _capture_test_row(provider: str, key: str, at_us: int) -> dict[str, Any]:

@@ -67,14 +67,17 @@ class Source:
         self._cache: OrderedDict[tuple[str, Any], Any] = OrderedDict()
 
     def store_stamp(self) -> tuple[Any, ...]:
-        """(mtime, size) of the projection's manifest and of the store's Delta log directory
-        (None for one that is missing): what changes when either is written."""
+        """(mtime, size) of the projection's manifest, of the store's Delta log directory and of a
+        vault pull's sidecar files (None for one that is missing): what changes when one is written
+        (a pull that only reports a problem changes no table, yet what the pages show)."""
+        from agentlog.log.pulled import sidecar_files
         from agentlog.projection.persist import projection_dir
         from agentlog.store.schema import events_path
 
         out: list[Any] = []
         for p in (os.path.join(projection_dir(self.root), "manifest.json"), os.path.join(events_path(self.root),
-                                                                                          "_delta_log")):
+                                                                                          "_delta_log"),
+                  *sidecar_files(self.root)):
             try:
                 st = os.stat(p)
                 out.append((st.st_mtime_ns, st.st_size))

@@ -72,6 +72,8 @@ _EVENT_COLUMNS: Final = (
     ("observed_date", "the UTC day of observed_at (the table's partition)"),
     ("content", "the event's content as JSON (command, output, file text, prompt, …)"),
     ("raw", "the agent's payload as received, after redaction, as JSON"),
+    ("machine", "MACHINE"),
+    ("host", "HOST"),
 )
 
 
@@ -83,8 +85,9 @@ def _events_table() -> Table:
     from agentlog.core import model
 
     types = {f.name: str(f.type) for f in EVENTS_SCHEMA}
-    types.update(content="json", raw="json")
+    types.update(content="json", raw="json", machine="string", host="string")
     filled = {
+        "MACHINE": _COMMON["machine"], "HOST": _COMMON["host"],
         "TOOL_CATEGORIES": "the tool's kind: " + ", ".join(get_args(model.ToolCategory)),
         "OUTCOME_STATUSES": "how the call ended: " + ", ".join(get_args(model.OutcomeStatus)),
     }
@@ -120,6 +123,9 @@ _COMMON: Final = {
     "confidence": "how sure the rule is: a fixed palette (0.9 / 0.7 / 0.6 / 0.5 / 0.4; 1.0 for what a person wrote)",
     "retracted": "a person retracted it (`agentlog retract`); AttemptQL hides these rows unless INCLUDING RETRACTED",
     "algorithm_version": "the projection rule's version (agentlog-tier1-v2)",
+    "machine": "in a data root made by `agentlog vault admin pull`: the vault's id of the machine that recorded it "
+               "(null for what this machine recorded; docs/vault.md)",
+    "host": "that machine's host name, as it enrolled",
 }
 
 # Projection tables: description, column → meaning, examples. Column names and
@@ -188,7 +194,26 @@ _PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] =
                  "select provider, coverage, count(*) as sessions from sessions group by all order by sessions desc"),
          Example("The ten longest sessions",
                  "select session_id, provider, project_name, started_at, last_event_at - started_at as took "
-                 "from sessions order by took desc limit 10")),
+                 "from sessions order by took desc limit 10"),
+         Example("Sessions per machine (a pulled data root; null: recorded here)",
+                 "select machine, host, count(*) as sessions from sessions group by all order by sessions desc")),
+    ),
+    "byte_checks": (
+        "In a data root made by `agentlog vault admin pull`: the frames the pull found wrong — bytes that do not "
+        "match their hash, index or chain (the pull stops that chain there) — and notes (a frame purged on the "
+        "machine before shipping). Empty elsewhere.",
+        {
+            "log_provider": "the pulled session log: provider directory",
+            "log_key": "the pulled session log: file key",
+            "seq": "the frame's position in its log",
+            "problem": "what was wrong, as the pull reported it",
+            "failed": "the frame failed the byte check: the pull stopped its chain at the batch holding it, so neither "
+                      "it nor the frames after it are in the store; false: a note",
+            "session_id": "the session whose log it is (null when none of its frames was pulled)",
+        },
+        (Example("How many frames failed the byte check, on how many machines",
+                 "select count(*) filter (where failed) as failed, count(distinct machine) as machines "
+                 "from byte_checks"),),
     ),
     "turns": (
         "One row per turn: a prompt a person typed and everything until the next one.",

@@ -21,7 +21,8 @@ the statement itself replaced by ``'…'``: a conversion error must not echo
 stored content (a secret that escaped redaction, a private file) back.
 
 Views: ``events`` — every column of the store's ``events`` table plus
-``content`` and ``raw`` (JSON, read from the event's bytes).
+``content`` and ``raw`` (JSON, read from the event's bytes) and ``machine``
+and ``host`` (a pulled data root's: :mod:`.pulled`).
 """
 
 from __future__ import annotations
@@ -43,10 +44,6 @@ much more (an OverflowError in its thread, and the statement no longer watched).
 DEFAULT_MAX_ROWS: Final = 10_000
 MEMORY_LIMIT: Final = "2GB"
 
-EVENTS_VIEW: Final = (
-    "CREATE VIEW events AS SELECT *, json_extract(event, '$.content') AS content, "
-    "json_extract(event, '$.raw') AS raw FROM _events"
-)
 
 
 # The projection's public tables, as views over what ``project.persist`` stores:
@@ -57,8 +54,11 @@ EVENTS_VIEW: Final = (
 # columns that depend on the reference time computed at the manifest's
 # instant (``projection.assemble.liveness`` and ``unit_status`` are the same
 # rules; a conflict is an answer while both its work units are open).
-def projection_views(at: int) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Each public view of the projection: its CREATE statement and the views it reads."""
+def projection_views(at: int, pulled: bool = False) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each public view of the projection: its CREATE statement and the views it reads
+    (``pulled``: the data root's logs came from a vault pull, :mod:`.pulled`)."""
+    from agentlog.query.pulled import byte_checks_view, sessions_view
+
     from agentlog.projection.rules import (
         BLOCKED_OPEN_FOR,
         STALE_AFTER,
@@ -91,8 +91,8 @@ def projection_views(at: int) -> dict[str, tuple[str, tuple[str, ...]]]:
     unit_cols = {"status": status, "status_reason": reason, "ended_at": unit_ended}
     edge_cols = "session_id, edge_kind, from_type, from_id, to_type, to_id, evidence, confidence, edge_source"
     views = {
-        "sessions": (f"CREATE VIEW sessions AS SELECT {cols('sessions', {'liveness': liveness, 'state': state})} "
-                     "FROM _sessions", ("_sessions",)),
+        "sessions": sessions_view(cols("sessions", {"liveness": liveness, "state": state}), pulled),
+        "byte_checks": byte_checks_view(pulled),
         "turns": ("CREATE VIEW turns AS SELECT b.turn_id, b.session_id, b.provider, b.project_id, b.project_name, "
                   "b.turn_index, o.objective, b.started_at, b.ended_at, b.status, b.failure_class, b.prompt_event_id, "
                   "b.stop_event_id, b.tool_call_ids, b.tool_call_count, b.attempt_ids, b.prompt_chars, "
@@ -279,7 +279,10 @@ class Engine:
             allowed.append(os.path.abspath(store) + os.sep)
         else:
             self._con.register("_events", EVENTS_SCHEMA.empty_table())
-        self._views["events"] = (lambda: self._con.execute(EVENTS_VIEW), ("_events",))
+        from agentlog.query.pulled import events_view, register
+
+        pulled = register(self._con, root)
+        self._views["events"] = (partial(self._con.execute, events_view(pulled)), ("_events",))
         from agentlog.query.usage import USAGE_VIEW, prices_table
 
         self._views["_prices"] = (lambda: self._con.register("_prices", prices_table(root)), ())
@@ -309,7 +312,7 @@ class Engine:
             self._con.register("_stale", pa.table({"part": pa.array(stale_parts, pa.int32()),
                                                    "key": pa.array(stale_keys, pa.string())}))
             allowed.append(os.path.abspath(projection_dir(root)) + os.sep)
-            for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0).items():
+            for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0, pulled).items():
                 self._views[view] = (partial(self._con.execute, sql), deps)
         if allowed:
             self._con.execute(f"SET allowed_directories = {sql_list(allowed)}")

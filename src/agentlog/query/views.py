@@ -260,8 +260,9 @@ def _where(scope: Scope, alias: str, start: str, end: str) -> tuple[str, list[An
 SESSION_COLUMNS: Final = (
     "session_id", "provider", "provider_session_id", "project_id", "project_name", "project_root", "started_at",
     "ended_at", "end_reason", "last_activity_at", "last_event_at", "state", "liveness", "coverage", "event_count",
-    "turn_count", "prompt_count", "tool_call_count", "failure_count", "in_flight_calls", "confidence",
+    "turn_count", "prompt_count", "tool_call_count", "failure_count", "in_flight_calls", "confidence", "machine", "host",
 )
+"""``machine`` and ``host``: where a session pulled from a vault was recorded (null for this machine's)."""
 
 
 def sessions(engine: Any, scope: Scope) -> list[dict[str, Any]]:
@@ -270,7 +271,9 @@ def sessions(engine: Any, scope: Scope) -> list[dict[str, Any]]:
     where, params = _where(scope, "s", "started_at", "last_event_at")
     sql = (f"SELECT {', '.join('s.' + c for c in SESSION_COLUMNS)}, "
            "(SELECT count(*) FROM attempts a WHERE a.session_id = s.session_id AND NOT a.retracted) AS attempt_count, "
-           "(SELECT count(*) FROM signals g WHERE g.session_id = s.session_id AND g.pending) AS pending_signals "
+           "(SELECT count(*) FROM signals g WHERE g.session_id = s.session_id AND g.pending) AS pending_signals, "
+           # frames of a pulled session that failed the pull's byte check (query/pulled.py)
+           "(SELECT count(*) FROM byte_checks b WHERE b.session_id = s.session_id AND b.failed) AS byte_check_failures "
            f"FROM sessions s WHERE {where} ORDER BY s.started_at DESC, s.session_id")
     if scope.limit:
         sql += f" LIMIT {int(scope.limit)}"

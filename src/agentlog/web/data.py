@@ -109,6 +109,9 @@ def session(engine: Engine, ident: str) -> dict[str, Any]:
         engine, "SELECT tool_call_id, attempt_id, turn_id, tool_name, path_relative, started_at, duration_ms, "
                 "outcome_status, outcome_class, exit_code FROM tool_calls WHERE session_id = ? AND NOT retracted "
                 "ORDER BY started_at LIMIT 2000", [ref.id])]
+    # a pulled session's frames that failed the pull's byte check, and notes (query/pulled.py)
+    row["byte_checks"] = _rows(engine, "SELECT seq, problem, failed FROM byte_checks WHERE session_id = ? "
+                                       "ORDER BY seq, problem LIMIT 500", [ref.id])
     return row
 
 
@@ -272,9 +275,16 @@ def integrity(root: str, *, everything: bool = False) -> dict[str, Any]:
         trust["verified_at"] = _iso_us(trust.get("verified_at") or 0)
     from agentlog.capture.server import status as hook_server
 
+    from dataclasses import asdict
+
+    from agentlog.log.pulled import byte_checks
+
+    # a vault pull's data root: every frame the pull found wrong, sessions or not (a chain whose
+    # first batch failed has no frame here, hence no session)
+    pulled = [asdict(b) | {"log": f"{b.provider}/{b.key}"} for b in byte_checks(root)[:500]]
     return {"logs": rows, "broken": sum(r["status"] == "broken" for r in rows),
             "unverified": sum(r["status"] == "not verified" for r in rows), "capture_tests_hidden": hidden,
-            "trust": trust, "hook_server": hook_server(root)}
+            "trust": trust, "hook_server": hook_server(root), "byte_checks": pulled}
 
 
 def verify_now(root: str, *, everything: bool = False) -> dict[str, Any]:
