@@ -67,19 +67,44 @@ class Admin:
         return reply.json()
 
     def current_set(self) -> Any:
-        """The vault's current signed recipient set (GET /v1/admin/recipients), else the last one kept here."""
+        """The vault's current signed recipient set (``GET /v1/admin/recipients``), checked
+        against the set kept here the way a machine checks a new set: each set since the
+        kept one must be signed by an admin of the set before it, its version not lower.
+        Without a kept set (a key from ``keygen``) the history is checked from version 1,
+        whose one admin signs itself: trust on first use. A vault that hands out a set no
+        admin signed (to have this admin sign a key of its own into the next one) is refused."""
+        from agentlog.vault import VaultCryptoError
         from agentlog.vault.crypto import SignedRecipientSet
 
+        def parse(d: Any) -> Any:
+            try:
+                return SignedRecipientSet.from_json(d)
+            except (VaultError, KeyError, TypeError, ValueError) as e:
+                raise VaultError(f"the vault's recipient set is not understood ({e})") from None
+
         with self.client() as c:
-            reply = c.request("GET", "/v1/admin/recipients")
-        if reply.status == 200:
-            signed = SignedRecipientSet.from_json(reply.json())
-            self._keep(signed)
-            return signed
-        kept = read_optional(os.path.join(self.dir, RECIPIENTS_FILE))
-        if kept is None:
-            raise VaultError(f"the vault did not give its recipient set ({error_text(reply)}) and {self.dir} keeps none")
-        return SignedRecipientSet.from_json(json.loads(kept))
+            current = parse(self.call("GET", "/v1/admin/recipients", client=c))
+            raw = read_optional(os.path.join(self.dir, RECIPIENTS_FILE))
+            kept = parse(json.loads(raw)) if raw is not None else None
+            if kept is None or current.to_json() != kept.to_json():
+                since = kept.set.version if kept is not None else 0
+                d = self.call("GET", "/v1/admin/recipients", query=f"since={since}", client=c)
+                sets = [parse(x) for x in (d.get("sets") if isinstance(d, dict) else None) or []]
+                try:
+                    pinned = kept
+                    for s in sets:
+                        s.check(pinned.set if pinned is not None else s.set)
+                        if pinned is None and (s.set.version != 1 or len(s.set.admins) != 1):
+                            raise VaultCryptoError("the vault's first recipient set is not one admin at version 1")
+                        pinned = s
+                except VaultCryptoError as e:
+                    raise VaultError(f"the vault's recipient sets do not follow from {self.dir}'s: {e}") from None
+                if pinned is None or pinned.to_json() != current.to_json():
+                    raise VaultError("the vault's recipient-set history does not end in its current set")
+        if self.key.public not in current.set.admins:
+            raise VaultError(f"{self.fingerprint} is not an admin in the vault's recipient set")
+        self._keep(current)
+        return current
 
     def _keep(self, signed: Any) -> None:
         write_atomic(os.path.join(self.dir, RECIPIENTS_FILE), dumps(signed.to_json()))
@@ -188,6 +213,18 @@ def batch_pages(admin: Admin, c: Client, machine_id: str, chain: str, after: int
             return
 
 
+def my_wraps(admin: Admin, c: Client, machine_id: str, chain: str) -> dict[int, str]:
+    """This admin's wrap of a chain's key per key epoch (``GET .../wraps``)."""
+    d = admin.call("GET", chain_path(chain, "wraps", machine_id), client=c)
+    got = d.get("wraps") if isinstance(d, dict) else None
+    if not isinstance(got, dict):
+        raise VaultError(f"{machine_id}/{chain}: the vault's wrap listing is not understood")
+    try:
+        return {int(k): v for k, v in got.items() if isinstance(v, str)}
+    except ValueError:
+        raise VaultError(f"{machine_id}/{chain}: the vault's wrap listing is not understood") from None
+
+
 def add(admin: Admin, public: bytes, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Add an admin: a new signed set, then every chain key re-wrapped for it."""
     from agentlog.vault.crypto import admin_fingerprint, wrap_chain_key
@@ -201,14 +238,11 @@ def add(admin: Admin, public: bytes, progress: Callable[[str], None] | None = No
     with admin.client() as c:
         for row in chains(admin):
             mid, chain = str(row.get("machine_id", "")), str(row.get("chain", ""))
-            epochs: dict[int, str] = {}
-            for b in batch_pages(admin, c, mid, chain, -1):
-                if isinstance(b.get("wrap"), str):
-                    epochs.setdefault(int(b.get("epoch", 0)), b["wrap"])
+            epochs = my_wraps(admin, c, mid, chain)
             if not epochs:
                 unreadable += 1
                 continue
-            for epoch, wrap in epochs.items():
+            for epoch, wrap in sorted(epochs.items()):
                 key = admin.key.unwrap(wrap)
                 admin.call("POST", "/v1/admin/wraps", {"machine_id": mid, "chain": chain, "epoch": epoch,
                                                        "wraps": {fp: wrap_chain_key(key, public)}}, client=c, ok=(200, 201))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -98,7 +97,6 @@ class Client:
             conn = self._connection()
             try:
                 conn.request(method, target, body=body or None, headers=headers)
-                _quick_ack(conn)
                 resp = conn.getresponse()
                 data = resp.read()
                 if resp.getheader("connection", "").lower() == "close":
@@ -112,18 +110,6 @@ class Client:
                 self.close()
                 raise VaultUnreachable(f"{self.url}: {e or type(e).__name__}") from None
         raise VaultUnreachable(self.url)  # pragma: no cover
-
-
-def _quick_ack(conn: http.client.HTTPConnection) -> None:
-    """Acknowledge the answer's first segment at once (Linux ``TCP_QUICKACK``, reset by
-    the kernel after each exchange): a server that writes its status line and its body
-    in two writes otherwise waits for our delayed ACK, ~40 ms on every kept-alive request."""
-    flag = getattr(socket, "TCP_QUICKACK", None)
-    if flag is not None and conn.sock is not None:
-        try:
-            conn.sock.setsockopt(socket.IPPROTO_TCP, flag, 1)
-        except OSError:
-            pass
 
 
 def error_text(reply: Reply) -> str:
