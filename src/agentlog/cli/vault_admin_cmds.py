@@ -122,8 +122,9 @@ def admin_add(pubkey: str, admin_dir: str | None, as_json: bool) -> None:
 def admin_remove(fingerprint: str, admin_dir: str | None) -> None:
     """Remove an admin: a new recipient set without it; the vault deletes its wraps.
 
-    Chains machines start after this are not wrapped for it. Chains it could
-    already read keep their keys (see `vault admin rekey`).
+    Chains machines start after this are not wrapped for it, and chains it
+    could read get a new key at their next batch (as with `vault admin rekey`):
+    it keeps only what was shipped before.
 
     Example: agentlog vault admin remove 5e1c...9a
     """
@@ -136,13 +137,20 @@ def admin_remove(fingerprint: str, admin_dir: str | None) -> None:
 @admin_group.command(name="rekey")
 @_DIR
 def admin_rekey(admin_dir: str | None) -> None:
-    """New chain keys for open chains (NOT BUILT: fails with an explanation).
+    """New chain keys for every chain machines still ship to.
+
+    Signs the same admins again as a new recipient-set version. Each machine
+    that pins it starts a new key (wrapped for the current admins only) on a
+    chain at that chain's next batch; what was shipped before keeps its key.
+    `vault admin remove` does the same by itself.
 
     Example: agentlog vault admin rekey
     """
     from agentlog.vault.admin import load, rekey
 
-    rekey(load(admin_dir))
+    d = rekey(load(admin_dir))
+    click.echo(f"recipient set version {d['version']} ({d['admins']} admins): machines start new chain keys "
+               "at each chain's next batch")
 
 
 @admin_group.command(name="machines")

@@ -11,9 +11,10 @@ Every request is signed with the admin key (``X-Agentlog-Admin``). Adding an
 admin signs a new recipient set (version + 1) and then re-wraps every chain
 key for the new admin: for each chain and key epoch, this admin's wrap is
 fetched, opened and sealed again to the new admin's key. Removing one signs a
-set without it; the vault deletes its wraps. ``rekey`` (new chain keys, so a
-removed admin cannot read what is shipped later on chains it could read
-before) needs the machines to start a new key epoch: not built.
+set without it; the vault deletes its wraps. Any new set (add, remove, or
+``rekey``, which signs the same admins again) makes each machine start a new
+key epoch on every chain at its next batch, so a removed admin cannot read
+what is shipped later even on chains it could read before.
 """
 
 from __future__ import annotations
@@ -267,7 +268,10 @@ def remove(admin: Admin, fingerprint: str) -> dict[str, Any]:
     return {"removed": fingerprint, "version": signed.set.version}
 
 
-def rekey(admin: Admin) -> None:
-    raise VaultError("`vault admin rekey` is not built yet: new chain keys need the machines to start a new key "
-                     "epoch, which the vault does not ask them to do; chains started after a removal are already "
-                     "unreadable to the removed admin")
+def rekey(admin: Admin) -> dict[str, Any]:
+    """The same admins in a new set (version + 1): every machine that pins it gives each
+    chain it ships to a new key at its next batch (a new key epoch, wrapped for the
+    current admins only)."""
+    current = admin.current_set()
+    signed = admin.put_set(list(current.set.admins), current.set.version + 1)
+    return {"version": signed.set.version, "admins": len(signed.set.admins)}
