@@ -68,29 +68,34 @@ class Vault:
             self.proc.stdout.close()
 
 
-def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admin: bool = True) -> Vault:
+def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admin: bool = True,
+                serve_args: tuple[str, ...] = (), init_args: tuple[str, ...] = ()) -> Vault:
+    """``serve_args`` go to `vault serve` (e.g. the TLS files), ``init_args`` to `vault admin init` (e.g. --ca)."""
     data = data or tmp / "vault-data"
     log = tmp / f"vault-{time.monotonic_ns()}.log"
     with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "agentlog", "vault", "serve", "--data", str(data), "--port", str(port)],
-                                stdout=subprocess.PIPE, stderr=err, env=env_for(tmp / "server-home"))
+        proc = subprocess.Popen([sys.executable, "-m", "agentlog", "vault", "serve", "--data", str(data), "--port", str(port),
+                                 *serve_args], stdout=subprocess.PIPE, stderr=err, env=env_for(tmp / "server-home"))
     assert proc.stdout is not None
     url = proc.stdout.readline().decode().strip()
-    assert url.startswith("http://127.0.0.1:"), log.read_text()
-    v = Vault(url, data, log, proc, tmp / "admin-home", tmp / "admin-home" / "vault-admin")
+    assert url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")), log.read_text()
+    v = Vault(url, data, log, proc, tmp / "admin-home", tmp / "admin-home" / "vault-admin", extra={"serve_args": serve_args})
     if init_admin:
         token = next(line.split(": ", 1)[1] for line in log.read_text().splitlines() if line.startswith("bootstrap-token: "))
-        v.admin("init", "--", url, token)  # a bootstrap token may start with "-"
+        v.admin("init", *init_args, "--", url, token)  # a bootstrap token may start with "-"
     return v
 
 
-def restart(v: Vault, tmp: Path) -> Vault:
-    """The same vault (data and port) in a new process."""
+def restart(v: Vault, tmp: Path, *, kill: bool = False) -> Vault:
+    """The same vault (data and port) in a new process; ``kill``: the old one gets SIGKILL."""
     port = int(v.url.rsplit(":", 1)[1])
+    if kill and v.proc.poll() is None:
+        v.proc.kill()
+        v.proc.wait()
     v.stop()
     for _ in range(50):
         try:
-            n = start_vault(tmp, port=port, data=v.data, init_admin=False)
+            n = start_vault(tmp, port=port, data=v.data, init_admin=False, serve_args=v.extra.get("serve_args", ()))
             break
         except AssertionError:
             time.sleep(0.1)

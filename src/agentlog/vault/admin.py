@@ -4,6 +4,7 @@ The admin directory (default ``<data root>/vault-admin/``, 0700) holds::
 
     server           the vault's URL
     recipients.json  the last recipient set this admin saw or signed
+    ca.pem           (``--ca FILE`` at init/keygen) the only CA the vault's TLS certificate is checked against
     admin.key        the 32-byte seed (0600), written before the bootstrap request so a
                      key the vault accepted is never lost; removed again if the vault refuses
 
@@ -36,6 +37,7 @@ from agentlog.vault.protocol import chain_path, check_url
 KEY_FILE = "admin.key"
 SERVER_FILE = "server"
 RECIPIENTS_FILE = "recipients.json"
+CA_FILE = "ca.pem"
 
 
 def default_dir() -> str:
@@ -52,8 +54,13 @@ class Admin:
     def fingerprint(self) -> str:
         return str(self.key.fingerprint)
 
+    @property
+    def cafile(self) -> str | None:
+        ca = os.path.join(self.dir, CA_FILE)
+        return ca if os.path.exists(ca) else None
+
     def client(self) -> Client:
-        return Client(self.url, self.key, self.fingerprint, admin=True)
+        return Client(self.url, self.key, self.fingerprint, admin=True, cafile=self.cafile)
 
     def call(self, method: str, path: str, payload: Any = None, *, query: str = "", ok: tuple[int, ...] = (200,),
              client: Client | None = None) -> Any:
@@ -132,7 +139,7 @@ def load(directory: str | None = None) -> Admin:
     return Admin(d, url.decode().strip(), AdminKey.from_seed(seed))
 
 
-def keygen(url: str, directory: str | None = None) -> Admin:
+def keygen(url: str, directory: str | None = None, ca: str | None = None) -> Admin:
     """An admin key for a vault that already has admins: an existing admin adds its
     public key (`vault admin add`) before it can do anything."""
     from agentlog.vault.crypto import AdminKey
@@ -141,22 +148,27 @@ def keygen(url: str, directory: str | None = None) -> Admin:
     d = directory or default_dir()
     if os.path.exists(os.path.join(d, KEY_FILE)):
         raise VaultError(f"{d} already holds an admin key; pass another --dir")
+    from agentlog.vault.machine import read_ca
+
+    ca_pem = read_ca(ca)
     key = AdminKey.generate()
     ensure_dir(d)
     os.chmod(d, 0o700)
     write_atomic(os.path.join(d, SERVER_FILE), url.encode() + b"\n")
+    if ca_pem is not None:
+        write_atomic(os.path.join(d, CA_FILE), ca_pem)
     write_atomic(os.path.join(d, KEY_FILE), key.seed)
     return Admin(d, url, key)
 
 
-def init(url: str, bootstrap_token: str, directory: str | None = None) -> Admin:
+def init(url: str, bootstrap_token: str, directory: str | None = None, ca: str | None = None) -> Admin:
     """Make the vault's first admin: a new key (:func:`keygen`), and a version-1 set of just this admin."""
     from agentlog.vault.crypto import RecipientSet, SignedRecipientSet
 
-    admin = keygen(url, directory)
+    admin = keygen(url, directory, ca)
     signed = SignedRecipientSet.sign(RecipientSet((admin.key.public,), 1), admin.key)
     try:
-        with Client(admin.url) as c:
+        with Client(admin.url, cafile=admin.cafile) as c:
             reply = c.request("POST", "/v1/admin/bootstrap", {"token": bootstrap_token.strip(), "recipients": signed.to_json()},
                               signed=False)
     except BaseException:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -48,7 +49,8 @@ class Client:
     or ``AdminKey`` from ``vault.crypto``) as ``who`` (machine id or admin
     fingerprint)."""
 
-    def __init__(self, url: str, signer: Any = None, who: str = "", *, admin: bool = False, timeout: float = TIMEOUT) -> None:
+    def __init__(self, url: str, signer: Any = None, who: str = "", *, admin: bool = False, timeout: float = TIMEOUT,
+                 cafile: str | None = None) -> None:
         self.url = check_url(url)
         parts = urllib.parse.urlsplit(self.url)
         self.scheme = parts.scheme
@@ -60,6 +62,7 @@ class Client:
         self.who = who
         self.admin = admin
         self.timeout = timeout
+        self.cafile = cafile
         self._conn: http.client.HTTPConnection | None = None
 
     def close(self) -> None:
@@ -76,7 +79,8 @@ class Client:
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
             if self.scheme == "https":
-                self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout)
+                self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                                         context=tls_context(self.cafile))
             else:
                 self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         return self._conn
@@ -110,6 +114,15 @@ class Client:
                 self.close()
                 raise VaultUnreachable(f"{self.url}: {e or type(e).__name__}") from None
         raise VaultUnreachable(self.url)  # pragma: no cover
+
+
+def tls_context(cafile: str | None) -> ssl.SSLContext:
+    """Certificates checked against the system's CAs (and ``SSL_CERT_FILE``), or only
+    against ``cafile`` (the ``--ca`` given at enrolment) when there is one."""
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as e:
+        raise VaultError(f"{cafile}: not a usable CA certificate file ({e})") from None
 
 
 def error_text(reply: Reply) -> str:
