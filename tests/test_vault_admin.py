@@ -11,13 +11,12 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.writer import SessionLog
-from vault_support import Vault, agentlog, start_vault
+from vault_support import Vault, agentlog, vault  # noqa: F401  (the fixture)
 
 PROVIDER = "test"
 
@@ -29,19 +28,8 @@ def make_log(root: Path, key: str, n: int) -> SessionLog:
     return log
 
 
-@pytest.fixture
-def vault(tmp_path: Path) -> Iterator[Vault]:
-    v = start_vault(tmp_path)
-    yield v
-    v.stop()
-
-
 def db_rows(v: Vault, sql: str, *args: object) -> list[tuple[object, ...]]:
-    db = sqlite3.connect(f"file:{v.data / 'vault.db'}?mode=ro", uri=True)
-    try:
-        return [tuple(r) for r in db.execute(sql, args)]
-    finally:
-        db.close()
+    return v.rows(sql, *args)
 
 
 def test_admin_key_is_private_and_listings_have_json(vault: Vault, tmp_path: Path) -> None:

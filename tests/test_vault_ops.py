@@ -7,18 +7,12 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from vault_support import Vault, start_vault
+from vault_support import Vault, start_vault, vault  # noqa: F401  (the fixture)
 
 
-@pytest.fixture
-def vault(tmp_path: Path) -> Iterator[Vault]:
-    v = start_vault(tmp_path)
-    yield v
-    v.stop()
 
 
 def test_a_kept_alive_request_does_not_wait_for_a_delayed_ack(vault: Vault) -> None:
@@ -113,20 +107,6 @@ def test_serve_over_tls_enroll_ship_pull_with_a_trusted_ca_and_refuse_a_wrong_on
 
 # -- kill -9 of the vault server mid-batch ---------------------------------------------------
 
-def _stored(v: Vault) -> tuple[dict[str, list[tuple[int, int]]], int]:
-    """Per chain the (first, last) of every stored batch, and how many batches there are."""
-    import sqlite3
-
-    db = sqlite3.connect(f"file:{v.data / 'vault.db'}?mode=ro", uri=True)
-    try:
-        out: dict[str, list[tuple[int, int]]] = {}
-        for chain, first, last in db.execute("SELECT chain, first_seq, last_seq FROM batches ORDER BY first_seq"):
-            out.setdefault(str(chain), []).append((int(first), int(last)))
-        return out, sum(len(x) for x in out.values())
-    finally:
-        db.close()
-
-
 def _server_kill_rounds(tmp_path: Path, rounds: int, seed: int) -> None:
     """`ship` runs while the vault gets SIGKILL at a random moment; the vault restarts
     (same data, same port) and the next round ships on. At the end one clean pass:
@@ -137,7 +117,6 @@ def _server_kill_rounds(tmp_path: Path, rounds: int, seed: int) -> None:
 
     from agentlog.core.fastjson import dumps_bytes
     from agentlog.log.writer import SessionLog
-    from agentlog.vault.chains import read_head
     from vault_support import agentlog, env_for, restart
 
     rng = random.Random(seed)
@@ -160,28 +139,17 @@ def _server_kill_rounds(tmp_path: Path, rounds: int, seed: int) -> None:
         r = agentlog(home, "ship")
         assert r.returncode == 0, r.stderr
         v = restart(v, tmp_path, kill=True)  # the start sweeps blobs no batch names
-        stored, count = _stored(v)
-        for log in logs:
-            head = read_head(log.path)
-            seqs = [s for first, last in stored[f"test~{log.key}"] for s in range(first, last + 1)]
-            assert head is not None and seqs == list(range(head[0] + 1)), (log.key, stored[f"test~{log.key}"])
+        v.assert_exactly_once(logs)
         blobs = [f for f in (v.data / "blobs").rglob("*") if f.is_file()]
-        assert len(blobs) == count
-        p2 = v.admin("pull", "--into", str(tmp_path / "pulled"))
-        assert "FAILED" not in p2.stderr
-        for log in logs:
-            assert (tmp_path / "pulled" / "logs" / "test" / f"{log.key}.jsonl").read_bytes() == Path(log.path).read_bytes()
+        assert len(blobs) == v.rows("SELECT count(*) FROM batches")[0][0]
+        v.pull_matches(tmp_path / "pulled", logs)
     finally:
         v.stop()
 
 
-def test_kill_9_of_the_vault_mid_batch_ships_everything_exactly_once(tmp_path: Path) -> None:
-    _server_kill_rounds(tmp_path, rounds=4, seed=3009)
-
-
-@pytest.mark.slow
-def test_kill_9_of_the_vault_50_rounds(tmp_path: Path) -> None:
-    _server_kill_rounds(tmp_path, rounds=50, seed=305009)
+@pytest.mark.parametrize("rounds, seed", [(4, 3009), pytest.param(50, 305009, marks=pytest.mark.slow, id="50-rounds")])
+def test_kill_9_of_the_vault_mid_batch_ships_everything_exactly_once(tmp_path: Path, rounds: int, seed: int) -> None:
+    _server_kill_rounds(tmp_path, rounds=rounds, seed=seed)
 
 
 # -- ten machines at once --------------------------------------------------------------------

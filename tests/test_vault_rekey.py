@@ -6,15 +6,14 @@ real client processes (tests/vault_support.py)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.writer import SessionLog
-from vault_support import Vault, agentlog, start_vault
+from vault_support import Vault, agentlog, vault  # noqa: F401  (the fixture)
 
 PROVIDER = "test"
 
@@ -30,19 +29,8 @@ def append(log: SessionLog, n: int, start: int) -> None:
                              "text": f"{log.key} frame {start + i} rekey-canary"}) for i in range(n)])
 
 
-@pytest.fixture
-def vault(tmp_path: Path) -> Iterator[Vault]:
-    v = start_vault(tmp_path)
-    yield v
-    v.stop()
-
-
 def rows(v: Vault, sql: str, *args: object) -> list[tuple[Any, ...]]:
-    db = sqlite3.connect(f"file:{v.data / 'vault.db'}?mode=ro", uri=True)
-    try:
-        return [tuple(r) for r in db.execute(sql, args)]
-    finally:
-        db.close()
+    return v.rows(sql, *args)
 
 
 def ship(home: Path) -> dict[str, Any]:
@@ -51,11 +39,8 @@ def ship(home: Path) -> dict[str, Any]:
     return {c["chain"]: c for c in json.loads(r.stdout)["chains"]}
 
 
-def pull_matches(v: Vault, into: Path, logs: list[SessionLog], admin_dir: Path | None = None) -> None:
-    r = v.admin("pull", "--into", str(into), admin_dir=admin_dir)
-    assert "FAILED" not in r.stderr, r.stderr
-    for log in logs:
-        assert (into / "logs" / PROVIDER / f"{log.key}.jsonl").read_bytes() == Path(log.path).read_bytes()
+def pull_matches(v: Vault, into: Path, logs: list[SessionLog]) -> None:
+    v.pull_matches(into, logs, PROVIDER)
 
 
 def test_a_removed_admin_cannot_open_frames_shipped_after_its_removal(vault: Vault, tmp_path: Path) -> None:
