@@ -11,13 +11,12 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.writer import SessionLog
-from vault_support import Vault, agentlog, start_vault
+from vault_support import Vault, agentlog, vault  # noqa: F401  (the fixture)
 
 PROVIDER = "test"
 
@@ -29,19 +28,8 @@ def make_log(root: Path, key: str, n: int) -> SessionLog:
     return log
 
 
-@pytest.fixture
-def vault(tmp_path: Path) -> Iterator[Vault]:
-    v = start_vault(tmp_path)
-    yield v
-    v.stop()
-
-
 def db_rows(v: Vault, sql: str, *args: object) -> list[tuple[object, ...]]:
-    db = sqlite3.connect(f"file:{v.data / 'vault.db'}?mode=ro", uri=True)
-    try:
-        return [tuple(r) for r in db.execute(sql, args)]
-    finally:
-        db.close()
+    return v.rows(sql, *args)
 
 
 def test_admin_key_is_private_and_listings_have_json(vault: Vault, tmp_path: Path) -> None:
@@ -58,8 +46,6 @@ def test_admin_key_is_private_and_listings_have_json(vault: Vault, tmp_path: Pat
     assert [(c["chain"], c["head_seq"]) for c in chains] == [(f"{PROVIDER}~s", 3)]
     tok = json.loads(vault.admin("token", "--json").stdout)
     assert tok["token"].count(".") == 1 and tok["expires_at"]
-    r = vault.admin("rekey", check=False)
-    assert r.returncode == 1 and "not built" in r.stderr
     for out in (vault.admin("chains").stdout, vault.admin("machines").stdout):
         assert key.read_bytes().hex() not in out
     again = vault.admin("init", "--", vault.url, "whatever", check=False)
@@ -134,3 +120,73 @@ def test_pull_is_incremental(vault: Vault, tmp_path: Path) -> None:
     r = json.loads(vault.admin("pull", "--into", str(into), "--json").stdout)
     assert r["frames"] == 1 and not r["failed"]
     assert (into / "logs" / PROVIDER / "inc.jsonl").read_bytes() == Path(log.path).read_bytes()
+
+
+def _keygen(vault: Vault, d: Path) -> tuple[str, str]:
+    """(public key, fingerprint) of a new admin key in ``d``."""
+    out = vault.admin("keygen", vault.url, admin_dir=d).stdout
+    return out.split("public key ")[1].strip(), out.split("admin ")[1].split()[0]
+
+
+def test_add_and_remove_start_from_the_vaults_current_set_and_check_its_history(vault: Vault, tmp_path: Path) -> None:
+    from agentlog.vault.crypto import AdminKey, RecipientSet, SignedRecipientSet
+
+    home = tmp_path / "m"
+    make_log(home, "w", 3)
+    vault.enroll(home)
+    assert agentlog(home, "ship").returncode == 0
+    b_dir, c_dir, d_dir = tmp_path / "b", tmp_path / "c", tmp_path / "d"
+    b_pub, b_fp = _keygen(vault, b_dir)
+    c_pub, c_fp = _keygen(vault, c_dir)
+    vault.admin("add", b_pub)  # A's kept set is now version 2
+    # B (a keygen key: no kept set, so it checks the history from version 1) adds C
+    added = json.loads(vault.admin("add", c_pub, "--json", admin_dir=b_dir).stdout)
+    assert added["version"] == 3 and added["rewrapped"] == 1  # B's wrap came from .../wraps, not the batches
+    # A's local copy (version 2) is stale: removing B starts from the vault's version 3, so C stays
+    vault.admin("remove", b_fp)
+    fps = {str(r[0]) for r in db_rows(vault, "SELECT DISTINCT admin_fp FROM wraps")}
+    assert fps == {AdminKey.from_seed((vault.admin_dir / "admin.key").read_bytes()).fingerprint, c_fp}
+    current = json.loads((vault.admin_dir / "recipients.json").read_text())
+    assert current["set"]["version"] == 4 and len(current["set"]["admins"]) == 2
+    # C pulls the chain shipped before it was added
+    r = vault.admin("pull", "--into", str(tmp_path / "c-pull"), admin_dir=c_dir)
+    assert "FAILED" not in r.stderr and (tmp_path / "c-pull" / "logs" / PROVIDER / "w.jsonl").exists()
+    # a set no admin signed (the vault slipping in a key of its own) is refused, nothing signed
+    a = AdminKey.from_seed((vault.admin_dir / "admin.key").read_bytes())
+    stranger = AdminKey.generate()
+    rset = RecipientSet((a.public, stranger.public), 5)
+    forged = SignedRecipientSet.sign(rset, stranger)
+    db = sqlite3.connect(str(vault.data / "vault.db"))
+    try:
+        with db:
+            db.execute("INSERT INTO recipients VALUES (5, ?, ?, 0)", (rset.fingerprint(), json.dumps(forged.to_json())))
+    finally:
+        db.close()
+    d_pub, _ = _keygen(vault, d_dir)
+    r = vault.admin("add", d_pub, check=False)
+    assert r.returncode == 1 and "do not follow" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert db_rows(vault, "SELECT max(version) FROM recipients") == [(5,)]
+
+
+def test_admin_wraps_and_recipients_endpoints(vault: Vault, tmp_path: Path) -> None:
+    from agentlog.vault.admin import load, my_wraps
+    from agentlog.vault.protocol import chain_path
+
+    home = tmp_path / "m"
+    make_log(home, "e", 2)
+    vault.enroll(home)
+    assert agentlog(home, "ship").returncode == 0
+    a = load(str(vault.admin_dir))
+    mid = (home / "vault" / "machine.id").read_text().strip()
+    with a.client() as c:
+        got = my_wraps(a, c, mid, f"{PROVIDER}~e")
+        assert list(got) == [0] and len(a.key.unwrap(got[0])) == 32
+        assert c.request("GET", chain_path(f"{PROVIDER}~none", "wraps", mid)).status == 404
+        r = c.request("GET", "/v1/admin/recipients")
+        assert r.status == 200 and r.json()["set"]["version"] == 1
+        assert c.request("GET", "/v1/admin/recipients", query="since=0").json()["sets"] == [r.json()]
+    from agentlog.vault.client import Client
+    from agentlog.vault.crypto import MachineKey
+
+    with Client(vault.url, MachineKey.from_seed((home / "vault" / "machine.key").read_bytes()), mid) as mc:
+        assert mc.request("GET", "/v1/admin/recipients").status == 403

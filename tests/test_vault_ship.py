@@ -436,14 +436,8 @@ def _kill_rounds(tmp_path: Path, rounds: int, seed: int) -> None:
             p.wait()
         r = ship(home)
         assert r["rc"] == 0, r
-        for log in logs:
-            got = vault_batches(v, chain_of(log.key))
-            seqs = [s for b in got for s in range(b[2], b[3] + 1)]
-            head = read_head(log.path)
-            assert head is not None and seqs == list(range(head[0] + 1)), (log.key, got)
-        p = pulled(v, tmp_path / "pulled")
-        for log in logs:
-            assert (tmp_path / "pulled" / "logs" / PROVIDER / f"{log.key}.jsonl").read_bytes() == Path(log.path).read_bytes()
+        v.assert_exactly_once(logs, PROVIDER)
+        v.pull_matches(tmp_path / "pulled", logs, PROVIDER)
     finally:
         v.stop()
 

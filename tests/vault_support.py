@@ -10,7 +10,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -46,6 +48,34 @@ class Vault:
         return agentlog(self.admin_home, "vault", "admin", args[0], "--dir", str(admin_dir or self.admin_dir), *args[1:],
                         check=check)
 
+    def rows(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        """Rows of a query on the vault's database (read-only)."""
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{self.data / 'vault.db'}?mode=ro", uri=True)
+        try:
+            return [tuple(r) for r in db.execute(sql, args)]
+        finally:
+            db.close()
+
+    def pull_matches(self, into: Path, logs: list[Any], provider: str = "test", admin_dir: Path | None = None) -> None:
+        """An admin pull into ``into`` reports no failure and gives back each log byte for byte."""
+        r = self.admin("pull", "--into", str(into), admin_dir=admin_dir)
+        assert "FAILED" not in r.stderr, r.stderr
+        for log in logs:
+            assert (into / "logs" / provider / f"{log.key}.jsonl").read_bytes() == Path(log.path).read_bytes()
+
+    def assert_exactly_once(self, logs: list[Any], provider: str = "test") -> None:
+        """Every frame of each log (up to its head) is in exactly one stored batch."""
+        from agentlog.vault.chains import read_head
+
+        for log in logs:
+            got = self.rows("SELECT first_seq, last_seq FROM batches WHERE chain = ? ORDER BY first_seq",
+                            f"{provider}~{log.key}")
+            seqs = [s for first, last in got for s in range(first, last + 1)]
+            head = read_head(log.path)
+            assert head is not None and seqs == list(range(head[0] + 1)), (log.key, got)
+
     def token(self) -> str:
         return self.admin("token").stdout.strip()
 
@@ -68,29 +98,42 @@ class Vault:
             self.proc.stdout.close()
 
 
-def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admin: bool = True) -> Vault:
+def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admin: bool = True,
+                serve_args: tuple[str, ...] = (), init_args: tuple[str, ...] = ()) -> Vault:
+    """``serve_args`` go to `vault serve` (e.g. the TLS files), ``init_args`` to `vault admin init` (e.g. --ca)."""
     data = data or tmp / "vault-data"
     log = tmp / f"vault-{time.monotonic_ns()}.log"
     with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "agentlog", "vault", "serve", "--data", str(data), "--port", str(port)],
-                                stdout=subprocess.PIPE, stderr=err, env=env_for(tmp / "server-home"))
+        proc = subprocess.Popen([sys.executable, "-m", "agentlog", "vault", "serve", "--data", str(data), "--port", str(port),
+                                 *serve_args], stdout=subprocess.PIPE, stderr=err, env=env_for(tmp / "server-home"))
     assert proc.stdout is not None
     url = proc.stdout.readline().decode().strip()
-    assert url.startswith("http://127.0.0.1:"), log.read_text()
-    v = Vault(url, data, log, proc, tmp / "admin-home", tmp / "admin-home" / "vault-admin")
+    assert url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")), log.read_text()
+    v = Vault(url, data, log, proc, tmp / "admin-home", tmp / "admin-home" / "vault-admin", extra={"serve_args": serve_args})
     if init_admin:
         token = next(line.split(": ", 1)[1] for line in log.read_text().splitlines() if line.startswith("bootstrap-token: "))
-        v.admin("init", "--", url, token)  # a bootstrap token may start with "-"
+        v.admin("init", *init_args, "--", url, token)  # a bootstrap token may start with "-"
     return v
 
 
-def restart(v: Vault, tmp: Path) -> Vault:
-    """The same vault (data and port) in a new process."""
+@pytest.fixture
+def vault(tmp_path: Path) -> Iterator[Vault]:
+    """A fresh vault with its first admin, for one test (import it into the test module)."""
+    v = start_vault(tmp_path)
+    yield v
+    v.stop()
+
+
+def restart(v: Vault, tmp: Path, *, kill: bool = False) -> Vault:
+    """The same vault (data and port) in a new process; ``kill``: the old one gets SIGKILL."""
     port = int(v.url.rsplit(":", 1)[1])
+    if kill and v.proc.poll() is None:
+        v.proc.kill()
+        v.proc.wait()
     v.stop()
     for _ in range(50):
         try:
-            n = start_vault(tmp, port=port, data=v.data, init_admin=False)
+            n = start_vault(tmp, port=port, data=v.data, init_admin=False, serve_args=v.extra.get("serve_args", ()))
             break
         except AssertionError:
             time.sleep(0.1)

@@ -40,20 +40,24 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 @click.option("--rotate", is_flag=True, help="Enrol again with a new machine key (replaces the current enrolment).")
 @click.option("--host", "host", metavar="NAME", default=None,
               help="The name this machine enrols under (default its host name); one enrolment per name.")
-def enroll_cmd(url: str, token: str, rotate: bool, host: str | None) -> None:
+@click.option("--ca", "ca", metavar="FILE", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Trust only this CA (PEM) for the vault's TLS certificate (kept; e.g. a self-signed vault).")
+def enroll_cmd(url: str, token: str, rotate: bool, host: str | None, ca: str | None) -> None:
     """Enrol this machine with a vault, so `agentlog ship` can send it sessions.
 
     TOKEN comes from `agentlog vault admin token` (single use, one hour). The
     machine key and the vault's recipient set are kept under
     `<data root>/vault/` (0600); nothing is written unless the vault's
     recipient set is the one the token names. URL must be https://, or
-    http:// to 127.0.0.1/localhost.
+    http:// to 127.0.0.1/localhost. The vault's certificate is checked against
+    the system's CAs (SSL_CERT_FILE replaces them), or with --ca only against
+    that file, which is kept for every later request.
 
     Example: agentlog enroll https://vault.example.com 3f9a...c2.Zk4hU...
     """
     from agentlog.vault.machine import enroll
 
-    m = enroll(data_root(), url, token, rotate=rotate, host=host)
+    m = enroll(data_root(), url, token, rotate=rotate, host=host, ca=ca)
     click.echo(f"enrolled as {m.machine_id} ({m.host}) with {m.url}")
 
 

@@ -9,6 +9,8 @@ import click
 
 from agentlog.cli.output import print_json, print_table, stderr
 
+_CA = click.option("--ca", "ca", metavar="FILE", type=click.Path(dir_okay=False, exists=True), default=None,
+                   help="Trust only this CA (PEM) for the vault's TLS certificate (kept in the admin directory).")
 _DIR = click.option("--dir", "admin_dir", metavar="DIR", default=None,
                     help="The admin directory (default <data root>/vault-admin/).")
 
@@ -36,7 +38,8 @@ def admin_group() -> None:
 @click.argument("url")
 @click.argument("bootstrap_token")
 @_DIR
-def admin_init(url: str, bootstrap_token: str, admin_dir: str | None) -> None:
+@_CA
+def admin_init(url: str, bootstrap_token: str, admin_dir: str | None, ca: str | None) -> None:
     """Become the first admin of a new vault (key kept 0600 in the admin directory).
 
     BOOTSTRAP_TOKEN is what `agentlog vault serve` printed when it started
@@ -48,7 +51,7 @@ def admin_init(url: str, bootstrap_token: str, admin_dir: str | None) -> None:
     from agentlog.vault.admin import init
     from agentlog.vault.protocol import b64e
 
-    a = init(url, bootstrap_token, admin_dir)
+    a = init(url, bootstrap_token, admin_dir, ca)
     click.echo(f"admin {a.fingerprint}\npublic key {b64e(a.key.public)}")
 
 
@@ -67,8 +70,9 @@ def admin_pubkey(admin_dir: str | None) -> None:
 
 @admin_group.command(name="keygen")
 @_DIR
+@_CA
 @click.argument("url")
-def admin_keygen(admin_dir: str | None, url: str) -> None:
+def admin_keygen(admin_dir: str | None, ca: str | None, url: str) -> None:
     """Make an admin key for a vault that already has admins; prints the public key
     to hand to an existing admin (`vault admin add`).
 
@@ -77,7 +81,7 @@ def admin_keygen(admin_dir: str | None, url: str) -> None:
     from agentlog.vault.admin import keygen
     from agentlog.vault.protocol import b64e
 
-    a = keygen(url, admin_dir)
+    a = keygen(url, admin_dir, ca)
     click.echo(f"admin {a.fingerprint}\npublic key {b64e(a.key.public)}")
 
 
@@ -122,8 +126,9 @@ def admin_add(pubkey: str, admin_dir: str | None, as_json: bool) -> None:
 def admin_remove(fingerprint: str, admin_dir: str | None) -> None:
     """Remove an admin: a new recipient set without it; the vault deletes its wraps.
 
-    Chains machines start after this are not wrapped for it. Chains it could
-    already read keep their keys (see `vault admin rekey`).
+    Chains machines start after this are not wrapped for it, and chains it
+    could read get a new key at their next batch (as with `vault admin rekey`):
+    it keeps only what was shipped before.
 
     Example: agentlog vault admin remove 5e1c...9a
     """
@@ -136,13 +141,20 @@ def admin_remove(fingerprint: str, admin_dir: str | None) -> None:
 @admin_group.command(name="rekey")
 @_DIR
 def admin_rekey(admin_dir: str | None) -> None:
-    """New chain keys for open chains (NOT BUILT: fails with an explanation).
+    """New chain keys for every chain machines still ship to.
+
+    Signs the same admins again as a new recipient-set version. Each machine
+    that pins it starts a new key (wrapped for the current admins only) on a
+    chain at that chain's next batch; what was shipped before keeps its key.
+    `vault admin remove` does the same by itself.
 
     Example: agentlog vault admin rekey
     """
     from agentlog.vault.admin import load, rekey
 
-    rekey(load(admin_dir))
+    d = rekey(load(admin_dir))
+    click.echo(f"recipient set version {d['version']} ({d['admins']} admins): machines start new chain keys "
+               "at each chain's next batch")
 
 
 @admin_group.command(name="machines")

@@ -4,6 +4,7 @@ The admin directory (default ``<data root>/vault-admin/``, 0700) holds::
 
     server           the vault's URL
     recipients.json  the last recipient set this admin saw or signed
+    ca.pem           (``--ca FILE`` at init/keygen) the only CA the vault's TLS certificate is checked against
     admin.key        the 32-byte seed (0600), written before the bootstrap request so a
                      key the vault accepted is never lost; removed again if the vault refuses
 
@@ -11,9 +12,10 @@ Every request is signed with the admin key (``X-Agentlog-Admin``). Adding an
 admin signs a new recipient set (version + 1) and then re-wraps every chain
 key for the new admin: for each chain and key epoch, this admin's wrap is
 fetched, opened and sealed again to the new admin's key. Removing one signs a
-set without it; the vault deletes its wraps. ``rekey`` (new chain keys, so a
-removed admin cannot read what is shipped later on chains it could read
-before) needs the machines to start a new key epoch: not built.
+set without it; the vault deletes its wraps. Any new set (add, remove, or
+``rekey``, which signs the same admins again) makes each machine start a new
+key epoch on every chain at its next batch, so a removed admin cannot read
+what is shipped later even on chains it could read before.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from agentlog.vault.protocol import chain_path, check_url
 KEY_FILE = "admin.key"
 SERVER_FILE = "server"
 RECIPIENTS_FILE = "recipients.json"
+CA_FILE = "ca.pem"
 
 
 def default_dir() -> str:
@@ -51,8 +54,13 @@ class Admin:
     def fingerprint(self) -> str:
         return str(self.key.fingerprint)
 
+    @property
+    def cafile(self) -> str | None:
+        ca = os.path.join(self.dir, CA_FILE)
+        return ca if os.path.exists(ca) else None
+
     def client(self) -> Client:
-        return Client(self.url, self.key, self.fingerprint, admin=True)
+        return Client(self.url, self.key, self.fingerprint, admin=True, cafile=self.cafile)
 
     def call(self, method: str, path: str, payload: Any = None, *, query: str = "", ok: tuple[int, ...] = (200,),
              client: Client | None = None) -> Any:
@@ -67,19 +75,44 @@ class Admin:
         return reply.json()
 
     def current_set(self) -> Any:
-        """The vault's current signed recipient set (GET /v1/admin/recipients), else the last one kept here."""
+        """The vault's current signed recipient set (``GET /v1/admin/recipients``), checked
+        against the set kept here the way a machine checks a new set: each set since the
+        kept one must be signed by an admin of the set before it, its version not lower.
+        Without a kept set (a key from ``keygen``) the history is checked from version 1,
+        whose one admin signs itself: trust on first use. A vault that hands out a set no
+        admin signed (to have this admin sign a key of its own into the next one) is refused."""
+        from agentlog.vault import VaultCryptoError
         from agentlog.vault.crypto import SignedRecipientSet
 
+        def parse(d: Any) -> Any:
+            try:
+                return SignedRecipientSet.from_json(d)
+            except (VaultError, KeyError, TypeError, ValueError) as e:
+                raise VaultError(f"the vault's recipient set is not understood ({e})") from None
+
         with self.client() as c:
-            reply = c.request("GET", "/v1/admin/recipients")
-        if reply.status == 200:
-            signed = SignedRecipientSet.from_json(reply.json())
-            self._keep(signed)
-            return signed
-        kept = read_optional(os.path.join(self.dir, RECIPIENTS_FILE))
-        if kept is None:
-            raise VaultError(f"the vault did not give its recipient set ({error_text(reply)}) and {self.dir} keeps none")
-        return SignedRecipientSet.from_json(json.loads(kept))
+            current = parse(self.call("GET", "/v1/admin/recipients", client=c))
+            raw = read_optional(os.path.join(self.dir, RECIPIENTS_FILE))
+            kept = parse(json.loads(raw)) if raw is not None else None
+            if kept is None or current.to_json() != kept.to_json():
+                since = kept.set.version if kept is not None else 0
+                d = self.call("GET", "/v1/admin/recipients", query=f"since={since}", client=c)
+                sets = [parse(x) for x in (d.get("sets") if isinstance(d, dict) else None) or []]
+                try:
+                    pinned = kept
+                    for s in sets:
+                        s.check(pinned.set if pinned is not None else s.set)
+                        if pinned is None and (s.set.version != 1 or len(s.set.admins) != 1):
+                            raise VaultCryptoError("the vault's first recipient set is not one admin at version 1")
+                        pinned = s
+                except VaultCryptoError as e:
+                    raise VaultError(f"the vault's recipient sets do not follow from {self.dir}'s: {e}") from None
+                if pinned is None or pinned.to_json() != current.to_json():
+                    raise VaultError("the vault's recipient-set history does not end in its current set")
+        if self.key.public not in current.set.admins:
+            raise VaultError(f"{self.fingerprint} is not an admin in the vault's recipient set")
+        self._keep(current)
+        return current
 
     def _keep(self, signed: Any) -> None:
         write_atomic(os.path.join(self.dir, RECIPIENTS_FILE), dumps(signed.to_json()))
@@ -106,7 +139,7 @@ def load(directory: str | None = None) -> Admin:
     return Admin(d, url.decode().strip(), AdminKey.from_seed(seed))
 
 
-def keygen(url: str, directory: str | None = None) -> Admin:
+def keygen(url: str, directory: str | None = None, ca: str | None = None) -> Admin:
     """An admin key for a vault that already has admins: an existing admin adds its
     public key (`vault admin add`) before it can do anything."""
     from agentlog.vault.crypto import AdminKey
@@ -115,22 +148,27 @@ def keygen(url: str, directory: str | None = None) -> Admin:
     d = directory or default_dir()
     if os.path.exists(os.path.join(d, KEY_FILE)):
         raise VaultError(f"{d} already holds an admin key; pass another --dir")
+    from agentlog.vault.machine import read_ca
+
+    ca_pem = read_ca(ca)
     key = AdminKey.generate()
     ensure_dir(d)
     os.chmod(d, 0o700)
     write_atomic(os.path.join(d, SERVER_FILE), url.encode() + b"\n")
+    if ca_pem is not None:
+        write_atomic(os.path.join(d, CA_FILE), ca_pem)
     write_atomic(os.path.join(d, KEY_FILE), key.seed)
     return Admin(d, url, key)
 
 
-def init(url: str, bootstrap_token: str, directory: str | None = None) -> Admin:
+def init(url: str, bootstrap_token: str, directory: str | None = None, ca: str | None = None) -> Admin:
     """Make the vault's first admin: a new key (:func:`keygen`), and a version-1 set of just this admin."""
     from agentlog.vault.crypto import RecipientSet, SignedRecipientSet
 
-    admin = keygen(url, directory)
+    admin = keygen(url, directory, ca)
     signed = SignedRecipientSet.sign(RecipientSet((admin.key.public,), 1), admin.key)
     try:
-        with Client(admin.url) as c:
+        with Client(admin.url, cafile=admin.cafile) as c:
             reply = c.request("POST", "/v1/admin/bootstrap", {"token": bootstrap_token.strip(), "recipients": signed.to_json()},
                               signed=False)
     except BaseException:
@@ -188,6 +226,18 @@ def batch_pages(admin: Admin, c: Client, machine_id: str, chain: str, after: int
             return
 
 
+def my_wraps(admin: Admin, c: Client, machine_id: str, chain: str) -> dict[int, str]:
+    """This admin's wrap of a chain's key per key epoch (``GET .../wraps``)."""
+    d = admin.call("GET", chain_path(chain, "wraps", machine_id), client=c)
+    got = d.get("wraps") if isinstance(d, dict) else None
+    if not isinstance(got, dict):
+        raise VaultError(f"{machine_id}/{chain}: the vault's wrap listing is not understood")
+    try:
+        return {int(k): v for k, v in got.items() if isinstance(v, str)}
+    except ValueError:
+        raise VaultError(f"{machine_id}/{chain}: the vault's wrap listing is not understood") from None
+
+
 def add(admin: Admin, public: bytes, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Add an admin: a new signed set, then every chain key re-wrapped for it."""
     from agentlog.vault.crypto import admin_fingerprint, wrap_chain_key
@@ -201,14 +251,11 @@ def add(admin: Admin, public: bytes, progress: Callable[[str], None] | None = No
     with admin.client() as c:
         for row in chains(admin):
             mid, chain = str(row.get("machine_id", "")), str(row.get("chain", ""))
-            epochs: dict[int, str] = {}
-            for b in batch_pages(admin, c, mid, chain, -1):
-                if isinstance(b.get("wrap"), str):
-                    epochs.setdefault(int(b.get("epoch", 0)), b["wrap"])
+            epochs = my_wraps(admin, c, mid, chain)
             if not epochs:
                 unreadable += 1
                 continue
-            for epoch, wrap in epochs.items():
+            for epoch, wrap in sorted(epochs.items()):
                 key = admin.key.unwrap(wrap)
                 admin.call("POST", "/v1/admin/wraps", {"machine_id": mid, "chain": chain, "epoch": epoch,
                                                        "wraps": {fp: wrap_chain_key(key, public)}}, client=c, ok=(200, 201))
@@ -233,7 +280,10 @@ def remove(admin: Admin, fingerprint: str) -> dict[str, Any]:
     return {"removed": fingerprint, "version": signed.set.version}
 
 
-def rekey(admin: Admin) -> None:
-    raise VaultError("`vault admin rekey` is not built yet: new chain keys need the machines to start a new key "
-                     "epoch, which the vault does not ask them to do; chains started after a removal are already "
-                     "unreadable to the removed admin")
+def rekey(admin: Admin) -> dict[str, Any]:
+    """The same admins in a new set (version + 1): every machine that pins it gives each
+    chain it ships to a new key at its next batch (a new key epoch, wrapped for the
+    current admins only)."""
+    current = admin.current_set()
+    signed = admin.put_set(list(current.set.admins), current.set.version + 1)
+    return {"version": signed.set.version, "admins": len(signed.set.admins)}

@@ -10,6 +10,11 @@ in ``<data root>/vault/chains/<chain>/`` (0700, files 0600):
     hashes     the SHA-256 of every shipped frame, 32 bytes each at seq * 32: how
                a later local rewrite is pinned to its first diverging seq
     chain.key  the chain's 32-byte key while the chain is open
+    key.version  the recipient-set version that key was made for; a newer pinned
+               set (an admin added or removed, or ``vault admin rekey``) makes the
+               next batch start a new key epoch
+    key.pending  present while the vault may not hold the key's wraps yet: every
+               batch carries them until one carrying them is stored
     stopped    JSON {"reason", "seq", "at"}: shipping this chain stopped for good
                (a local rewrite, a divergence, a refused batch); never cleared
                automatically
@@ -157,12 +162,33 @@ class ChainState:
     def chain_key(self) -> bytes | None:
         return self._read("chain.key")
 
-    def new_chain_key(self, key: bytes) -> bytes:
+    def key_version(self) -> int:
+        """The recipient-set version the chain's key was made for (0: unknown, an older state)."""
+        data = self._read("key.version")
+        text = data.decode("ascii", "replace").strip() if data is not None else ""
+        return int(text) if text.isdigit() else 0
+
+    def key_pending(self) -> bool:
+        """Whether the vault may not hold this key's wraps yet (no batch carrying them was stored)."""
+        return os.path.exists(self._path("key.pending"))
+
+    def new_chain_key(self, key: bytes, version: int = 0) -> bytes:
+        """Make ``key`` the chain's key, made for recipient-set ``version`` and pending
+        until the vault stores a batch carrying its wraps. The marker goes first, the
+        version last: a crash in between leaves a pending key or an older version, and
+        either only leads to another new key."""
+        self._write("key.pending", b"")
         self._write("chain.key", key)
+        self._write("key.version", f"{version}\n".encode("ascii"))
         return key
 
+    def key_acknowledged(self) -> None:
+        """The vault stored a batch carrying this key's wraps: later batches go without."""
+        unlink_if_present(self._path("key.pending"))
+
     def drop_chain_key(self) -> None:
-        unlink_if_present(self._path("chain.key"))
+        for name in ("chain.key", "key.version", "key.pending"):
+            unlink_if_present(self._path(name))
 
     def stopped(self) -> dict[str, object] | None:
         data = self._read("stopped")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -49,7 +49,8 @@ class Client:
     or ``AdminKey`` from ``vault.crypto``) as ``who`` (machine id or admin
     fingerprint)."""
 
-    def __init__(self, url: str, signer: Any = None, who: str = "", *, admin: bool = False, timeout: float = TIMEOUT) -> None:
+    def __init__(self, url: str, signer: Any = None, who: str = "", *, admin: bool = False, timeout: float = TIMEOUT,
+                 cafile: str | None = None) -> None:
         self.url = check_url(url)
         parts = urllib.parse.urlsplit(self.url)
         self.scheme = parts.scheme
@@ -61,6 +62,7 @@ class Client:
         self.who = who
         self.admin = admin
         self.timeout = timeout
+        self.cafile = cafile
         self._conn: http.client.HTTPConnection | None = None
 
     def close(self) -> None:
@@ -77,7 +79,8 @@ class Client:
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
             if self.scheme == "https":
-                self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout)
+                self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                                         context=tls_context(self.cafile))
             else:
                 self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         return self._conn
@@ -98,7 +101,6 @@ class Client:
             conn = self._connection()
             try:
                 conn.request(method, target, body=body or None, headers=headers)
-                _quick_ack(conn)
                 resp = conn.getresponse()
                 data = resp.read()
                 if resp.getheader("connection", "").lower() == "close":
@@ -114,16 +116,13 @@ class Client:
         raise VaultUnreachable(self.url)  # pragma: no cover
 
 
-def _quick_ack(conn: http.client.HTTPConnection) -> None:
-    """Acknowledge the answer's first segment at once (Linux ``TCP_QUICKACK``, reset by
-    the kernel after each exchange): a server that writes its status line and its body
-    in two writes otherwise waits for our delayed ACK, ~40 ms on every kept-alive request."""
-    flag = getattr(socket, "TCP_QUICKACK", None)
-    if flag is not None and conn.sock is not None:
-        try:
-            conn.sock.setsockopt(socket.IPPROTO_TCP, flag, 1)
-        except OSError:
-            pass
+def tls_context(cafile: str | None) -> ssl.SSLContext:
+    """Certificates checked against the system's CAs (and ``SSL_CERT_FILE``), or only
+    against ``cafile`` (the ``--ca`` given at enrolment) when there is one."""
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as e:
+        raise VaultError(f"{cafile}: not a usable CA certificate file ({e})") from None
 
 
 def error_text(reply: Reply) -> str:

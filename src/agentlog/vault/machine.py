@@ -8,6 +8,7 @@ through a private temp file and a rename (0600)::
     server            the vault's URL (no trailing /)
     host              the host name sent at enrolment (bound into every batch)
     recipients.json   the signed recipient set pinned at enrolment, re-pinned by each ship pass
+    ca.pem            (``enroll --ca FILE``) the only CA the vault's TLS certificate is checked against
     machine.key       the Ed25519 seed (32 bytes), written LAST
 
 ``machine.key`` is written last, so an enrolment that stopped half-way never
@@ -23,7 +24,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from agentlog.core.fileio import write_atomic
+from agentlog.core.fileio import unlink_if_present, write_atomic
 from agentlog.core.jsonio import dumps
 from agentlog.core.paths import ensure_dir
 from agentlog.vault import VaultError
@@ -35,6 +36,7 @@ ID_FILE = "machine.id"
 SERVER_FILE = "server"
 HOST_FILE = "host"
 RECIPIENTS_FILE = "recipients.json"
+CA_FILE = "ca.pem"
 
 
 def vault_dir(root: str) -> str:
@@ -66,8 +68,10 @@ class Machine:
     key: Any  # vault.crypto.MachineKey
     recipients: Any  # vault.crypto.SignedRecipientSet
 
+    cafile: str | None = None
+
     def client(self) -> Client:
-        return Client(self.url, self.key, self.machine_id)
+        return Client(self.url, self.key, self.machine_id, cafile=self.cafile)
 
     def pin(self, signed: Any) -> None:
         """Pin a new signed recipient set (already checked by the caller)."""
@@ -96,8 +100,9 @@ def load(root: str) -> Machine:
         recipients = SignedRecipientSet.from_json(json.loads(rec))
     except (ValueError, KeyError, TypeError) as e:
         raise VaultError(f"{os.path.join(d, RECIPIENTS_FILE)}: not a signed recipient set ({e})") from None
+    ca = os.path.join(d, CA_FILE)
     return Machine(root, mid.decode().strip(), url.decode().strip(), (host or b"").decode().strip() or _hostname(),
-                   MachineKey.from_seed(seed), recipients)
+                   MachineKey.from_seed(seed), recipients, ca if os.path.exists(ca) else None)
 
 
 def _hostname() -> str:
@@ -112,7 +117,19 @@ def split_token(token: str) -> tuple[str, str]:
     return fp, secret
 
 
-def enroll(root: str, url: str, token: str, *, rotate: bool = False, host: str | None = None) -> Machine:
+def read_ca(path: str | None) -> bytes | None:
+    """The PEM bytes of a ``--ca`` file (checked to load as CA certificates), or None."""
+    if path is None:
+        return None
+    from agentlog.vault.client import tls_context
+
+    tls_context(path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def enroll(root: str, url: str, token: str, *, rotate: bool = False, host: str | None = None,
+           ca: str | None = None) -> Machine:
     """Enrol this machine (see the module docstring); returns the new enrolment."""
     from agentlog.vault.crypto import MachineKey, SignedRecipientSet
 
@@ -122,9 +139,10 @@ def enroll(root: str, url: str, token: str, *, rotate: bool = False, host: str |
     if enrolled(root) and not rotate:
         raise VaultError(f"already enrolled ({d}); pass --rotate to enrol again with a new key")
     host = host or _hostname()
+    ca_pem = read_ca(ca)
     key = MachineKey.generate()
     payload = {"token": token.strip(), "public_key": b64e(key.public), "host": host, "rotate": rotate}
-    with Client(url) as c:
+    with Client(url, cafile=ca) as c:
         reply = c.request("POST", "/v1/enroll", payload, signed=False)
     if reply.status != 201:
         raise VaultError(f"the vault refused the enrolment ({error_text(reply)})")
@@ -146,8 +164,13 @@ def enroll(root: str, url: str, token: str, *, rotate: bool = False, host: str |
     write_atomic(os.path.join(d, SERVER_FILE), url.encode() + b"\n")
     write_atomic(os.path.join(d, HOST_FILE), host.encode() + b"\n")
     write_atomic(os.path.join(d, RECIPIENTS_FILE), dumps(signed.to_json()))
+    ca_path = os.path.join(d, CA_FILE)
+    if ca_pem is not None:
+        write_atomic(ca_path, ca_pem)
+    else:
+        unlink_if_present(ca_path)
     write_atomic(os.path.join(d, KEY_FILE), key.seed)
-    return Machine(root, mid, url, host, key, signed)
+    return Machine(root, mid, url, host, key, signed, ca_path if ca_pem is not None else None)
 
 
 def _check_self_signed(signed: Any) -> None:

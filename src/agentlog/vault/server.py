@@ -218,10 +218,12 @@ def create_app(storage: Storage, ctx: Ctx | None = None) -> Starlette:
         Route("/v1/chains/{chain}/frames", endpoint(c, frames), methods=["POST"]),
         Route("/v1/admin/bootstrap", endpoint(c, admin.bootstrap), methods=["POST"]),
         Route("/v1/admin/tokens", endpoint(c, admin.tokens), methods=["POST"]),
+        Route("/v1/admin/recipients", endpoint(c, admin.get_recipients), methods=["GET"]),
         Route("/v1/admin/recipients", endpoint(c, admin.put_recipients), methods=["PUT"]),
         Route("/v1/admin/machines", endpoint(c, admin.machines), methods=["GET"]),
         Route("/v1/admin/chains", endpoint(c, admin.chains), methods=["GET"]),
         Route("/v1/admin/chains/{machine_id}/{chain}/batches", endpoint(c, admin.batches), methods=["GET"]),
+        Route("/v1/admin/chains/{machine_id}/{chain}/wraps", endpoint(c, admin.my_wraps), methods=["GET"]),
         Route("/v1/admin/wraps", endpoint(c, admin.wraps), methods=["POST"]),
         Route("/v1/admin/events", endpoint(c, admin.events), methods=["GET"]),
     ]

@@ -14,8 +14,8 @@ from agentlog.vault.crypto import SignedRecipientSet
 from agentlog.vault.protocol import b64d, b64e, check_chain, loads
 from agentlog.vault.server_common import WRAP_LEN, Ctx, Reply, auth_admin, current_set, log, parse_error
 
-__all__ = ["bootstrap", "tokens", "put_recipients", "machines", "chains", "batches", "wraps", "events",
-           "TOKEN_TTL"]
+__all__ = ["bootstrap", "tokens", "get_recipients", "put_recipients", "machines", "chains", "batches", "my_wraps",
+           "wraps", "events", "TOKEN_TTL"]
 
 TOKEN_TTL = 3600
 
@@ -62,6 +62,22 @@ def tokens(ctx: Ctx, request: Request, body: bytes) -> tuple[int, dict[str, Any]
     return 201, {"token": f"{fp}.{secret}", "expires_at": now + TOKEN_TTL}
 
 
+def get_recipients(ctx: Ctx, request: Request, body: bytes) -> dict[str, Any]:
+    """GET /v1/admin/recipients: the current signed set (what add/remove start from);
+    with ``?since=<version>``, ``{"sets": [...]}``: every signed set above that version,
+    oldest first, so an admin can check each against the one before it."""
+    auth_admin(ctx, request, body)
+    since = request.query_params.get("since")
+    if since is None:
+        return current_set(ctx)[0].to_json()
+    try:
+        after = int(since)
+    except ValueError:
+        raise Reply(400, {"error": "since is an integer"}) from None
+    rows = ctx.storage.query("SELECT signed FROM recipients WHERE version > ? ORDER BY version", (after,))
+    return {"sets": [json.loads(r[0]) for r in rows]}
+
+
 def put_recipients(ctx: Ctx, request: Request, body: bytes) -> dict[str, Any]:
     """PUT /v1/admin/recipients: a newer set signed by a current admin; the wraps of
     admins it drops are deleted."""
@@ -106,15 +122,31 @@ def chains(ctx: Ctx, request: Request, body: bytes) -> dict[str, Any]:
     return {"chains": [dict(zip(keys, r)) for r in rows]}
 
 
+def _machine_chain(request: Request) -> tuple[str, str]:
+    try:
+        return str(request.path_params["machine_id"]), check_chain(str(request.path_params["chain"]))
+    except VaultProtocolError as e:
+        raise parse_error(e) from None
+
+
+def my_wraps(ctx: Ctx, request: Request, body: bytes) -> dict[str, Any]:
+    """GET /v1/admin/chains/{machine_id}/{chain}/wraps: this admin's wrap per key epoch
+    (``{"epoch": n, "wraps": {"<epoch>": wrap}}``), so re-wrapping needs no ciphertext."""
+    who, _ = auth_admin(ctx, request, body)
+    machine_id, chain = _machine_chain(request)
+    h = ctx.storage.head(machine_id, chain)
+    if h is None:
+        raise Reply(404, {"error": "no such chain"})
+    rows = ctx.storage.query("SELECT epoch, wrap FROM wraps WHERE machine_id = ? AND chain = ? AND admin_fp = ? "
+                             "ORDER BY epoch", (machine_id, chain, who))
+    return {"epoch": h.epoch, "wraps": {str(r[0]): str(r[1]) for r in rows}}
+
+
 def batches(ctx: Ctx, request: Request, body: bytes) -> dict[str, Any]:
     """GET /v1/admin/chains/{machine_id}/{chain}/batches?after=<seq>: one page of
     batches (a few MiB) with this admin's wrap for each batch's epoch."""
     who, _ = auth_admin(ctx, request, body)
-    machine_id = str(request.path_params["machine_id"])
-    try:
-        chain = check_chain(str(request.path_params["chain"]))
-    except VaultProtocolError as e:
-        raise parse_error(e) from None
+    machine_id, chain = _machine_chain(request)
     raw_after = request.query_params.get("after", "-1")
     try:
         after = int(raw_after)

@@ -14,7 +14,9 @@
 3. Batches of at most 8 MiB of frame bytes: zstd + XChaCha20-Poly1305 under the
    chain's key (``vault.crypto``), the AAD binding machine, chain, host and
    seq range; the chain's first batch carries the key wrapped for every pinned
-   admin. 200 moves ``shipped``. 409: a lost acknowledgement (the vault's head
+   admin. A chain whose key was made for an older recipient-set version than
+   the pinned one (admins added or removed, ``vault admin rekey``) gets a new
+   key first, and its next batch carries the new wraps: a new key epoch. 200 moves ``shipped``. 409: a lost acknowledgement (the vault's head
    is a frame this pass sent, with the same hash) is recovered once per chain
    per pass; anything else is a divergence and stops the chain. 422 stops it.
    Any other answer or no answer: *unreachable*, the state is left as it was
@@ -50,6 +52,8 @@ class ChainResult:
     shipped_seq: int | None = None
     message: str = ""
     seq: int | None = None
+    rekeyed: bool = False
+    """A batch of this pass started a new key epoch on a chain already shipped to."""
 
 
 @dataclass
@@ -141,13 +145,14 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
     if not entries:
         return ChainResult(chain, "up to date", shipped_seq=shipped.seq if shipped else None)
     key = st.chain_key()
-    if key is None:
-        if shipped is not None:
-            return ChainResult(chain, "kept", shipped_seq=shipped.seq,
-                               message="frames after the chain's key was dropped (pruned) stay on this machine")
+    if key is None and shipped is not None:
+        return ChainResult(chain, "kept", shipped_seq=shipped.seq,
+                           message="frames after the chain's key was dropped (pruned) stay on this machine")
+    version = m.recipients.set.version
+    if key is None or st.key_version() < version:  # a new chain, or the admins changed: a new key epoch
         from agentlog.vault.crypto import new_chain_key
 
-        key = st.new_chain_key(new_chain_key())
+        key = st.new_chain_key(new_chain_key(), version)
     return _Shipper(m, c, chain, log, st, key, progress).run(entries, shipped)
 
 
@@ -163,6 +168,8 @@ class _Shipper:
         self.m, self.c, self.chain, self.log, self.st, self.key = m, c, chain, log, st, key
         self.progress = progress
         self.path = chain_path(chain, "frames")
+        self.pending_key = st.key_pending()
+        self.wrapped = False
 
     def run(self, entries: list[Entry], shipped: Shipped | None) -> ChainResult:
         res = ChainResult(self.chain, "shipped", shipped_seq=shipped.seq if shipped else None)
@@ -179,6 +186,10 @@ class _Shipper:
             d = reply.json() if reply.status in (200, 409, 422) else None
             d = d if isinstance(d, dict) else {}
             if reply.status == 200:
+                if self.wrapped and not d.get("replay"):
+                    self.st.key_acknowledged()  # the vault holds this key's wraps now
+                    self.pending_key = False
+                    res.rekeyed = res.rekeyed or batch[0].seq > 0
                 acked = d.get("acked_seq")
                 done = [e for e in batch if not isinstance(acked, int) or e.seq <= acked]
                 if not done:
@@ -232,8 +243,10 @@ class _Shipper:
             "first_seq": first, "last_seq": last, "index": [e.index() for e in batch],
             "nonce": b64e(nonce), "ciphertext": b64e(ct),
         }
-        if first == 0:
+        self.wrapped = first == 0 or self.pending_key
+        if self.wrapped:  # a key epoch starts: the chain's first batch, or a new key (docs/vault.md, rekey)
             body["wraps"] = {admin_fingerprint(a): wrap_chain_key(self.key, a) for a in self.m.recipients.set.admins}
+        if first == 0:
             body["genesis"] = chain_genesis(self.chain)
         return self.c.request("POST", self.path, body)
 
