@@ -154,8 +154,8 @@ class _Bench:
                 t[variant].append(wall)
                 sizes[variant].append(sent)
             f = seal_floors(path)
-            for k in ("zstd", "aead", "seal", "open"):
-                t[k].append(f[k])
+            for floor in ("zstd", "aead", "seal", "open"):
+                t[floor].append(f[floor])
             sizes["floor"].append(os.path.getsize(path))
             ratios.append(f["ratio"])
             self.say(f"ship round {r + 1}/{self.rounds}: admin pull")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlog.api import SessionLog
+from agentlog.bench.common import stop_daemon
 from agentlog.core.fastjson import dumps_bytes
 
 PROVIDER = "claude_code"
@@ -108,12 +109,7 @@ class VaultProcess:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_daemon(self.proc)  # SIGTERM, then kill past 60 s
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
