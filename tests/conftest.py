@@ -19,7 +19,7 @@ HOOK_SCRIPT = REPO / "src" / "agentlog" / "_hook.py"
 # crash and kill rounds, a 2 GiB store, the browser, the demo) or run long property tests.
 # Measured on 2 cores: these modules are ~85 % of the suite's test time (docs/benchmarks.md).
 NOT_QUICK: frozenset[str] = frozenset({
-    "test_bench_harness.py", "test_demo.py", "test_ingest.py", "test_log_crash.py",
+    "test_bench_harness.py", "test_bench_ship.py", "test_demo.py", "test_ingest.py", "test_log_crash.py",
     "test_projection_incremental.py", "test_secret_gate.py", "test_store_large.py", "test_web_browser.py",
     "test_workload.py",
 })

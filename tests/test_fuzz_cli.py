@@ -49,6 +49,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "proofs"): "the proofs step of bench run: loads --events synthetic events and ingests them four times",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
+    ("bench", "ship"): "a timed benchmark: a vault server, enrolments and --mb MiB sessions shipped by the round",
     ("demo",): "replays every shared hook capture through a hook process (~30 s a call); its --home is a data "
                "root, fuzzed as AGENTLOG_HOME by test_fuzz_data_root",
 }

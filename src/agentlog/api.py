@@ -23,7 +23,9 @@ Groups, by what a caller wants:
 - on-disk layout: where the store, projection, index and place sidecars are
   (``agentlog.core.paths`` holds the data root, logs and state directories);
 - capture: the hook's own event building, for tools that replay payloads;
-- memory: the memory service's operations, proposals, export and restore.
+- memory: the memory service's operations, proposals, export and restore;
+- vault: one ship pass, the machine's enrolment, chain paths and the index,
+  and the sealed batch format (zstd + XChaCha20-Poly1305), for `bench ship`.
 """
 
 from __future__ import annotations
@@ -80,6 +82,15 @@ if TYPE_CHECKING:
     from agentlog.store.compact import CompactReport, compact
     from agentlog.store.ingest import IngestReport, catch_up, ingest
     from agentlog.store.schema import COMPACT_ZSTD_LEVEL, events_path, read_events
+    from agentlog.vault.crypto import ZSTD_LEVEL as VAULT_ZSTD_LEVEL
+    from agentlog.vault.crypto import batch_aad as vault_batch_aad
+    from agentlog.vault.crypto import open_batch as vault_open_batch
+    from agentlog.vault.crypto import seal_batch as vault_seal_batch
+    from agentlog.vault.machine import load as load_vault_machine
+    from agentlog.vault.protocol import MAX_BATCH_BYTES as VAULT_MAX_BATCH_BYTES
+    from agentlog.vault.protocol import chain_path as vault_chain_path
+    from agentlog.vault.protocol import index_entries as vault_index_entries
+    from agentlog.vault.ship import run_once as ship_once
 
 _LAZY: dict[str, str] = {
     # read
@@ -158,6 +169,16 @@ _LAZY: dict[str, str] = {
     "restore_memories": "agentlog.memory.exchange:restore",
     "rebuild_memory_store": "agentlog.memory.store:rebuild",
     "verify_memory_store": "agentlog.memory.store:verify",
+    # vault (the machine side, and the sealed batch format: `bench ship`)
+    "ship_once": "agentlog.vault.ship:run_once",
+    "load_vault_machine": "agentlog.vault.machine:load",
+    "vault_chain_path": "agentlog.vault.protocol:chain_path",
+    "vault_index_entries": "agentlog.vault.protocol:index_entries",
+    "VAULT_MAX_BATCH_BYTES": "agentlog.vault.protocol:MAX_BATCH_BYTES",
+    "vault_seal_batch": "agentlog.vault.crypto:seal_batch",
+    "vault_open_batch": "agentlog.vault.crypto:open_batch",
+    "vault_batch_aad": "agentlog.vault.crypto:batch_aad",
+    "VAULT_ZSTD_LEVEL": "agentlog.vault.crypto:ZSTD_LEVEL",
 }
 
 __all__ = [
@@ -231,6 +252,15 @@ __all__ = [
     "verify_memory_store",
     "why_blocked",
     "why_failed",
+    "ship_once",
+    "load_vault_machine",
+    "vault_chain_path",
+    "vault_index_entries",
+    "VAULT_MAX_BATCH_BYTES",
+    "vault_seal_batch",
+    "vault_open_batch",
+    "vault_batch_aad",
+    "VAULT_ZSTD_LEVEL",
 ]
 
 

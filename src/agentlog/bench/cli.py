@@ -91,6 +91,39 @@ def bench_verify(sizes: str, repeat: int, out: str, as_json: bool) -> None:
         click.echo(md)
 
 
+@bench.command(name="ship")
+@click.option("--mb", type=click.FloatRange(0.01, 4096), default=64, show_default=True,
+              help="MiB of ~1.5 KB frames per shipped session.")
+@click.option("--rounds", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Interleaved rounds of each variant (median and p95 reported).")
+@click.option("--sessions-idle", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
+              help="Already-shipped sessions the idle pass walks over.")
+@click.option("--requests", type=click.IntRange(10, 1_000_000), default=300, show_default=True,
+              help="Requests per client per round for the requests-per-second rows.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for ship.json and ship.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_ship(mb: float, rounds: int, sessions_idle: int, requests: int, out: str, as_json: bool) -> None:
+    """Shipping to a vault over loopback: frame MB/s for one and four sessions, zstd and the
+    AEAD alone, vault requests per second, bytes stored per byte of log, an idle pass, pull MB/s.
+
+    A real `agentlog vault serve` runs on a free loopback port; ships and pulls are whole
+    `python -m agentlog` processes. Everything lives in a temporary directory, removed at the end.
+
+    Example: agentlog bench ship --mb 16 --rounds 3
+    """
+    from agentlog.bench.common import write_results
+    from agentlog.bench.shipbench import run_ship_bench
+
+    err = stderr()
+    result = run_ship_bench(mb=mb, rounds=rounds, sessions_idle=sessions_idle, requests=requests,
+                            progress=lambda line: err.print(f"bench ship: {line}", markup=False))
+    md = write_results(result, out, "ship")
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)
+
+
 def _rss_cap_bytes(gb: float | None) -> int:
     from agentlog.bench.harness import default_rss_cap_bytes
 
