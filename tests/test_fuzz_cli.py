@@ -37,6 +37,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("serve",): "serves the dashboard over HTTP until stopped (blocks)",
     ("mcp",): "serves MCP on stdio (or HTTP) until its client goes away (blocks)",
     ("daemon", "run"): "runs the daemon's loop in the foreground until stopped (blocks)",
+    ("vault", "serve"): "serves the vault over HTTP until stopped (blocks)",
     ("daemon", "start"): "starts a background daemon process that outlives the test",
     ("daemon", "install"): "writes a login service and runs systemctl --user / launchctl on the machine",
     ("daemon", "uninstall"): "runs systemctl --user / launchctl on the machine",

@@ -481,3 +481,23 @@ def test_the_server_warms_up_while_it_starts(populated: str) -> None:
         from agentlog.web.app import PAGES
 
         assert len(app.state.web.env.cache) >= len({template for _path, template, _fn in PAGES})
+
+
+def test_the_servers_listening_socket_turns_nagle_off() -> None:
+    """uvicorn writes an answer's head and body apart; with Nagle on, the body waited for the
+    client's delayed ACK (44 ms per kept-alive request). asyncio turns it off per connection
+    only when the listener says IPPROTO_TCP; the listener carries TCP_NODELAY too."""
+    import socket
+
+    from agentlog.cli.serve_cmd import listening_socket
+
+    sock = listening_socket("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        client = socket.create_connection(sock.getsockname())
+        conn, _ = sock.accept()
+        with client, conn:  # Linux passes the option on to the accepted socket
+            assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        sock.close()

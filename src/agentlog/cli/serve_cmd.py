@@ -63,11 +63,19 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and listening (port 0: any free one), made before
-    the address is printed so that a client that opens it at once is queued, not refused."""
+    the address is printed so that a client that opens it at once is queued, not refused.
+
+    Made with ``IPPROTO_TCP`` and ``TCP_NODELAY``: uvicorn (h11) writes an answer's head
+    and body in two writes, and asyncio turns Nagle off on an accepted socket only when
+    the listener's ``proto`` says TCP (``socket(AF_INET, SOCK_STREAM)`` says 0). Without
+    it the body waited for the client's delayed ACK of the head: 44 ms on every request
+    after the first on a kept-alive connection (measured on the dashboard and the vault,
+    0.9 ms with it)."""
     import socket
 
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as e:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 
 import click
 
@@ -58,7 +57,7 @@ def serve_vault(data_dir: str, host: str, port: int, ssl_certfile: str | None, s
                                "pass --ssl-certfile and --ssl-keyfile (or serve behind a TLS proxy)")
     storage = Storage(data_dir)
     swept = storage.sweep_orphans()
-    sock = nodelay(listening_socket(host, port))
+    sock = listening_socket(host, port)
     port = sock.getsockname()[1]
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     err = stderr()
@@ -78,24 +77,6 @@ def serve_vault(data_dir: str, host: str, port: int, ssl_certfile: str | None, s
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         storage.close()
-
-
-def nodelay(sock: socket.socket) -> socket.socket:
-    """``sock`` with TCP_NODELAY for every connection it accepts.
-
-    uvicorn (h11) writes an answer's head and its body in two writes. asyncio turns
-    Nagle off on an accepted socket only when the socket's ``proto`` is IPPROTO_TCP,
-    and a socket made as ``socket(AF_INET, SOCK_STREAM)`` says 0, so Nagle held the
-    body until the client's delayed ACK of the head: ~40 ms on every kept-alive
-    request. The listener says IPPROTO_TCP now (asyncio then sets TCP_NODELAY on each
-    accepted socket), and carries TCP_NODELAY itself (Linux passes it on at accept)."""
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except OSError:
-        pass
-    if sock.proto == socket.IPPROTO_TCP:
-        return sock
-    return socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
 
 
 def _add_admin_group() -> None:
