@@ -20,6 +20,7 @@ from agentlog.vault import VaultCryptoError
 from agentlog.vault import crypto as c
 from agentlog.vault import protocol as p
 from agentlog.vault.storage import secret_hash
+from vault_support import stop_process
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 CANARY = "canary-7f3a9c1e-plaintext-never-on-the-vault"
@@ -89,14 +90,7 @@ def stop_vault(v: Vault) -> None:
     if v.proc.poll() is not None:
         return
     v.http.close()
-    v.proc.terminate()
-    try:
-        v.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        v.proc.kill()
-        v.proc.wait()
-    if v.proc.stdout is not None:
-        v.proc.stdout.close()
+    stop_process(v.proc)
 
 
 @pytest.fixture(scope="module")

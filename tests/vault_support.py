@@ -17,6 +17,19 @@ import pytest
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL past 10 s; its stdout pipe closed."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 def env_for(home: Path | str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": SRC, "AGENTLOG_HOME": str(home)}
     env.pop("AGENTLOG_DEBUG", None)
@@ -87,15 +100,7 @@ class Vault:
         return host
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_process(self.proc)
 
 
 def start_vault(tmp: Path, *, port: int = 0, data: Path | None = None, init_admin: bool = True,
