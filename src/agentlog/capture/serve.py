@@ -8,7 +8,8 @@ server shares the interpreter with nothing, and it loads only the hook path's mo
 (no DuckDB, Arrow or Delta).
 
 The child serves until its standard input reaches end of file (the daemon closed it,
-or died: a daemon killed with -9 leaves no server behind) or it gets SIGTERM; it
+or died: a daemon killed with -9 leaves no server behind; on Linux the child is
+killed with it at once, :func:`die_with_parent`) or it gets SIGTERM; it
 writes ``state/hook-server.json`` every second. It exits 0 after a clean stop, 3 when
 the server cannot start (the reason on stderr, which the daemon logs).
 """
@@ -30,9 +31,34 @@ RESTART_EVERY_S = 5.0
 """The daemon starts an ended child again at most this often."""
 
 
+PARENT_ENV = "AGENTLOG_CAPTURE_PARENT"
+"""The daemon's pid, which the child dies with (:func:`die_with_parent`)."""
+
+
+def die_with_parent(parent: int | None) -> bool:
+    """Linux: be killed (SIGKILL) the moment the daemon dies, so that no hook is served by
+    an orphan while it notices the end of its stdin (clients not yet answered fall back,
+    as when the daemon is killed; nothing answered is lost: answers follow the append).
+    False when the daemon is already gone. Elsewhere (or without prctl) the end of stdin
+    alone stops the child."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    return parent is None or os.getppid() == parent
+
+
 def serve(root: str, stdin: IO[bytes]) -> int:
     from agentlog.capture.server import CaptureServer, CaptureServerError
 
+    parent = os.environ.get(PARENT_ENV, "")
+    if not die_with_parent(int(parent) if parent.isdigit() else None):
+        sys.stderr.write("capture server not started: the daemon that started it is gone\n")
+        return 3
     server = CaptureServer(root)
     try:
         server.start()
@@ -80,7 +106,7 @@ class CaptureProcess:
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "agentlog.capture.serve", self.root],
                                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
-                                         close_fds=True)
+                                         close_fds=True, env={**os.environ, PARENT_ENV: str(os.getpid())})
         while time.monotonic() - self.last_start < START_WAIT_S:
             if self.proc.poll() is None and probe(self.root, timeout=0.5):
                 return True
