@@ -16,7 +16,7 @@ import pytest
 
 from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.writer import SessionLog
-from vault_support import Vault, agentlog, vault  # noqa: F401  (the fixture)
+from vault_support import Vault, agentlog, tamper_index_hash, vault  # noqa: F401  (the fixture)
 
 PROVIDER = "test"
 
@@ -95,13 +95,7 @@ def test_a_tampered_index_fails_pull_loudly_naming_chain_and_seq(vault: Vault, t
     make_log(home, "ix", 6)
     vault.enroll(home)
     assert agentlog(home, "ship").returncode == 0
-    db = sqlite3.connect(str(vault.data / "vault.db"))
-    try:
-        with db:
-            n = db.execute("UPDATE frames SET hash = ? WHERE chain = ? AND seq = 3", ("f" * 64, f"{PROVIDER}~ix")).rowcount
-    finally:
-        db.close()
-    assert n == 1
+    assert tamper_index_hash(vault.data / "vault.db", f"{PROVIDER}~ix", 3) == 1
     r = vault.admin("pull", "--into", str(tmp_path / "pulled"), check=False)
     assert r.returncode == 1 and f"{PROVIDER}~ix seq 3" in r.stderr, r.stderr
     report = [json.loads(x) for x in (tmp_path / "pulled" / "vault-pull" / "report.jsonl").read_text().splitlines()]

@@ -260,6 +260,10 @@ def test_linkage(tmp_path: Path) -> None:
     assert p.check_linkage(idx[:2] + idx[3:], chain, None) == 2  # gap in the middle
     broken = idx[:3] + [p.IndexEntry(3, "0" * 64, idx[3].hash, None)] + idx[4:]
     assert p.check_linkage(broken, chain, None) == 3
+    assert p.PackedIndex.of(broken).linkage_error() == (3, "frame 3 does not link to the frame before it")
+    assert p.PackedIndex.of(idx[2:]).linkage_error() is None
+    with pytest.raises(VaultProtocolError):
+        p.PackedIndex.of(idx[:2] + idx[3:])  # not dense
     assert p.check_linkage(idx, "claude_code~s2", None) == 0  # another chain: fails at frame 0
     assert p.check_linkage(idx, "codex~s1", None) == 0
 
@@ -307,13 +311,16 @@ def test_url_rule() -> None:
 
 def test_frames_request_round_trip_and_checks(tmp_path: Path) -> None:
     _, data = _log(tmp_path, 3)
-    idx = tuple(p.index_entries(data))
+    idx = p.PackedIndex.of(p.index_entries(data))
+    assert idx.entries() == p.index_entries(data)
+    assert p.PackedIndex.unpack(0, idx.pack()) == idx and idx.linkage_error() is None
     req = p.FramesRequest(0, 2, idx, b"\0" * 24, b"ct", {"fp": "AAAA"}, genesis("claude_code", "s1"))
     again = p.FramesRequest.from_json(p.loads(p.dumps(req.to_json())))
     assert again == req
     d = req.to_json()
     for change in ({"last_seq": 3}, {"first_seq": 1}, {"nonce": p.b64e(b"1")}, {"index": []}, {"wraps": {"fp": 1}},
-                   {"genesis": "XY"}, {"ciphertext": None}):
+                   {"genesis": "XY"}, {"ciphertext": None}, {"index": {**d["index"], "at": [1, 2]}},
+                   {"index": {**d["index"], "at": [1, 2, True]}}, {"index": {**d["index"], "prev": "*"}}):
         with pytest.raises(VaultProtocolError):
             p.FramesRequest.from_json({**d, **change})
     with pytest.raises(VaultProtocolError):
@@ -329,3 +336,29 @@ def test_b64() -> None:
     for bad in ("abc", "ab=c", "a b=", "é"):
         with pytest.raises(VaultProtocolError):
             p.b64d(bad)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["captured_at", "a", '"captured_at":']), c, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["captured_at", "x", "captured_at ", 'q"captured_at":']), _JSON), max_size=5),
+       st.binary(max_size=3))
+def test_an_index_entry_reads_captured_at_as_a_json_parser_does(members: list[tuple[str, object]], pre: bytes) -> None:
+    """The index's ``at`` is read in place when it can be, and always equals what parsing
+    the event gives: an integer top-level ``captured_at`` (the last of duplicates), else None."""
+    import orjson
+
+    from agentlog.vault.protocol import _captured_at
+
+    body = b"{" + b",".join(orjson.dumps(k) + b":" + json.dumps(v).encode() for k, v in members) + b"}"
+    try:
+        want = orjson.loads(body).get("captured_at")
+    except ValueError:  # an integer past 64 bits
+        want = None
+    want = want if isinstance(want, int) and not isinstance(want, bool) else None
+    assert _captured_at(pre + body + b"}\n", len(pre), len(pre) + len(body)) == want

@@ -134,11 +134,11 @@ def frames(tmp: Path, key: str, n: int, tag: str = "", start_pad: int = 0) -> by
 
 
 def batch(m: Machine, chain: str, data: bytes, ck: bytes, wraps: list[c.AdminKey] | None) -> p.FramesRequest:
-    idx = tuple(p.index_entries(data))
-    aad = c.batch_aad(m.id, chain, m.host, idx[0].seq, idx[-1].seq)
+    idx = p.PackedIndex.of(p.index_entries(data))
+    aad = c.batch_aad(m.id, chain, m.host, idx.first_seq, idx.last_seq)
     nonce, ct = c.seal_batch(ck, data, aad)
     w = None if wraps is None else {a.fingerprint: c.wrap_chain_key(ck, a.public) for a in wraps}
-    return p.FramesRequest(idx[0].seq, idx[-1].seq, idx, nonce, ct, w)
+    return p.FramesRequest(idx.first_seq, idx.last_seq, idx, nonce, ct, w)
 
 
 def post(v: Vault, m: Machine, chain: str, req: p.FramesRequest | dict[str, Any], **kw: Any) -> httpx.Response:
@@ -225,11 +225,11 @@ def test_moved_batches_rejected_replay_idempotent_divergence_logged(vault: Vault
     assert post(vault, m, chain, first).status_code == 200
     # another chain: fails at its first frame (genesis)
     r = post(vault, m, "claude_code~other", first)
-    assert r.status_code == 409 and r.json()["expected_seq"] == 0 and r.json()["genesis"] != first.index[0].prev
+    assert r.status_code == 409 and r.json()["expected_seq"] == 0 and r.json()["genesis"] != first.index.prev(0)
     # another position: seqs 7..9 after head 4
     late = batch(m, chain, b"".join(ls[7:]), ck, None)
     r = post(vault, m, chain, late)
-    assert r.status_code == 409 and r.json()["expected_seq"] == 5 and r.json()["head_hash"] == first.index[-1].hash
+    assert r.status_code == 409 and r.json()["expected_seq"] == 5 and r.json()["head_hash"] == first.index.hash(len(first.index) - 1)
     # another host (machine): linkage holds for the same chain id, but the AAD does not open there
     assert post(vault, m2, chain, first).status_code == 200
     got = vault.call("GET", p.chain_path(chain, "batches", m2.id), key=vault.admins[0]).json()["batches"][0]
@@ -264,13 +264,16 @@ def test_broken_linkage_422_and_malformed_400(vault: Vault, tmp_path: Path) -> N
     data = frames(tmp_path, "lk", 6)
     good = batch(m, chain, data, ck, vault.admins)
     body = good.to_json()
-    bad_index = [dict(e) for e in body["index"]]
-    bad_index[3]["prev"] = "0" * 64
-    r = post(vault, m, chain, {**body, "index": bad_index})
+    entries = p.index_entries(data)
+    bad = entries[:3] + [entries[3]._replace(prev="0" * 64)] + entries[4:]
+    r = post(vault, m, chain, {**body, "index": p.PackedIndex.of(bad).to_json()})
     assert r.status_code == 422 and r.json()["seq"] == 3
-    gap = bad_index[:2] + [dict(e) for e in body["index"][3:]]
-    r = post(vault, m, chain, {**body, "index": gap, "last_seq": 4})
+    r = post(vault, m, chain, {**body, "index": p.PackedIndex.of(entries[:5]).to_json()})
     assert r.status_code == 400  # the range does not match the index
+    short = {**body["index"], "hash": p.b64e(good.index.hashes[:-1])}
+    assert post(vault, m, chain, {**body, "index": short}).status_code == 400  # prevs and hashes differ in number
+    big_at = {**body["index"], "at": [2**63] * 6}
+    assert post(vault, m, chain, {**body, "index": big_at}).status_code == 400
     assert post(vault, m, chain, {**body, "nonce": "AAAA"}).status_code == 400
     assert vault.call("POST", "/v1/chains/no%20tilde/frames", body, key=m.key, who=m.id).status_code == 400
     assert vault.count("batches") >= 0 and vault.call(
@@ -395,3 +398,32 @@ def test_serve_refuses_remote_host_without_tls(tmp_path: Path) -> None:
                         "--host", "0.0.0.0"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC},
                        timeout=60)
     assert r.returncode == 2 and "loopback" in r.stderr and not (tmp_path / "v").exists()
+
+
+def test_a_schema_1_vault_is_migrated_to_packed_indexes(tmp_path: Path) -> None:
+    """A vault made at stop 43 kept a row per frame; opening it packs every batch's rows
+    into the batch and drops the table, and what it holds reads the same."""
+    from agentlog.vault.storage import Storage
+
+    data = frames(tmp_path / "logs", "mig", 7)
+    idx = p.PackedIndex.of(p.index_entries(data))
+    s = Storage(str(tmp_path / "v"))
+    assert s.store_batch("m-1", "claude_code~mig", idx, 0, b"n" * 24, b"ct", None, 1, None)
+    with s.transaction() as db:  # back to schema 1: the frames table, no packed index
+        db.execute("CREATE TABLE frames (machine_id TEXT NOT NULL, chain TEXT NOT NULL, seq INTEGER NOT NULL, "
+                   "prev TEXT NOT NULL, hash TEXT NOT NULL, at INTEGER, batch_id INTEGER NOT NULL, "
+                   "PRIMARY KEY (machine_id, chain, seq)) WITHOUT ROWID")
+        (bid,), = db.execute("SELECT id FROM batches").fetchall()
+        db.executemany("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [("m-1", "claude_code~mig", e.seq, e.prev, e.hash, e.at, bid) for e in idx.entries()])
+        db.execute("UPDATE batches SET idx = NULL")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    s.close()
+    s = Storage(str(tmp_path / "v"))
+    try:
+        assert s.stored_index("m-1", "claude_code~mig", 0, 6) == idx.entries()
+        assert s.stored_index("m-1", "claude_code~mig", 2, 3) == idx.entries()[2:4]
+        assert s.query("SELECT name FROM sqlite_master WHERE name = 'frames'") == []
+        assert s.query("SELECT value FROM meta WHERE key = 'schema'") == [("2",)]
+    finally:
+        s.close()

@@ -21,8 +21,8 @@ from agentlog.core.fastjson import dumps_bytes
 from agentlog.log.seal import seal_log
 from agentlog.log.writer import SessionLog
 from agentlog.vault import VaultError
-from agentlog.vault.chains import ChainState, Diverged, local_chains, pending, read_head
-from agentlog.vault.ship import batches, prune
+from agentlog.vault.chains import ChainState, Diverged, local_chains, pending, pending_batches, read_head
+from agentlog.vault.ship import prune
 
 PROVIDER = "test"
 
@@ -103,11 +103,41 @@ def test_a_rewritten_shipped_frame_is_named_by_the_first_diverging_seq(tmp_path:
 
 def test_batches_cut_at_frame_boundaries(tmp_path: Path) -> None:
     log = make_log(tmp_path, n=10, pad=1000)
-    entries = pending(log.path, ChainState(str(tmp_path), chain_of()), None, None)
+    st = ChainState(str(tmp_path), chain_of())
+    entries = pending(log.path, st, None, None)
     size = entries[0].length
-    cut = batches(entries, limit=3 * size + 10)
-    assert [len(b) for b in cut] == [3, 3, 3, 1]
-    assert [len(b) for b in batches(entries, limit=10)] == [1] * 10  # an oversize frame is a batch of its own
+    cut = list(pending_batches(log.path, st, None, None, limit=3 * size + 10))
+    assert [len(b.entries) for b in cut] == [3, 3, 3, 1]
+    assert b"".join(b.data for b in cut) == Path(log.path).read_bytes()
+    assert [len(b.entries) for b in pending_batches(log.path, st, None, None, limit=10)] == [1] * 10  # oversize: alone
+
+
+@pytest.mark.parametrize("chunk", [7, 333, 4096])
+def test_batches_hold_the_bytes_they_index_across_read_chunks_and_sealed_segments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """Frames are read once, in chunks that cut lines anywhere: every batch's bytes are
+    exactly its frames' lines, whichever chunk, segment or batch boundary they cross."""
+    import agentlog.log.segments as segments
+    import agentlog.vault.chains as chains
+
+    log = make_log(tmp_path, n=30, pad=200)
+    seal_log(log.path, level=3)
+    log.append([event(30 + i, pad=i * 7) for i in range(12)])
+    whole = b"".join(line for _off, line in segments.lines_from(log.path, 0))
+    real = segments.read_from
+    monkeypatch.setattr(chains, "read_from", lambda path, off: real(path, off, chunk))
+    st = ChainState(str(tmp_path), chain_of())
+    for limit in (1, 900, 2500, 1 << 20):
+        cut = list(pending_batches(log.path, st, None, None, limit=limit))
+        assert [e.seq for b in cut for e in b.entries] == list(range(42))
+        assert b"".join(b.data for b in cut) == whole
+        for b in cut:
+            assert len(b.data) == sum(e.length for e in b.entries)
+            assert len(b.entries) == 1 or len(b.data) <= limit
+    shipped = st.record_shipped(pending(log.path, st, None, 17))
+    rest = list(pending_batches(log.path, st, shipped, 25, limit=900))
+    assert [e.seq for b in rest for e in b.entries] == list(range(18, 26))
+    assert b"".join(b.data for b in rest) == whole[shipped.offset:rest[-1].entries[-1].offset + rest[-1].entries[-1].length]
 
 
 def test_local_chains_lists_open_and_sealed_logs(tmp_path: Path) -> None:

@@ -146,3 +146,27 @@ def restart(v: Vault, tmp: Path, *, kill: bool = False) -> Vault:
         raise AssertionError("the vault did not start again")
     n.admin_home, n.admin_dir, n.hosts = v.admin_home, v.admin_dir, v.hosts
     return n
+
+
+def tamper_index_hash(db_path: Path, chain: str, seq: int, new_hash: str = "f" * 64) -> int:
+    """Rewrite, in the vault's database behind its back, the hash its index holds for
+    frame ``seq`` of ``chain`` (as an operator with write access could); the number of
+    batches changed."""
+    import sqlite3
+
+    from agentlog.vault.protocol import PackedIndex
+
+    db = sqlite3.connect(str(db_path))
+    try:
+        with db:
+            rows = db.execute("SELECT id, first_seq, idx FROM batches WHERE chain = ? AND first_seq <= ? AND last_seq >= ?",
+                              (chain, seq, seq)).fetchall()
+            for bid, first, idx in rows:
+                packed = PackedIndex.unpack(first, bytes(idx))
+                i = seq - first
+                hashes = packed.hashes[:32 * i] + bytes.fromhex(new_hash) + packed.hashes[32 * i + 32:]
+                changed = PackedIndex(first, packed.prevs, hashes, packed.ats)
+                db.execute("UPDATE batches SET idx = ? WHERE id = ?", (changed.pack(), bid))
+    finally:
+        db.close()
+    return len(rows)

@@ -30,17 +30,17 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from agentlog.core.fileio import unlink_if_present, write_atomic
 from agentlog.core.paths import ensure_dir
 from agentlog.log.frame import FrameError, genesis, parse_any
 from agentlog.log.layout import head_path, iter_logs, split_log_path
-from agentlog.log.segments import line_ending_at, lines_from
+from agentlog.log.segments import line_ending_at, lines_from, read_from
 from agentlog.log.writer import parse_head
 from agentlog.vault import VaultError, VaultProtocolError
 from agentlog.vault.machine import chains_dir
-from agentlog.vault.protocol import IndexEntry, chain_id, index_entries
+from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, chain_id, index_entry_at
 
 
 
@@ -84,8 +84,7 @@ class Shipped:
         return f"{self.seq} {self.hash} {self.offset}\n".encode("ascii")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One pending frame: its index entry and where its bytes are (logical offset, length)."""
 
     entry: IndexEntry
@@ -99,9 +98,6 @@ class Entry:
     @property
     def hash(self) -> str:
         return self.entry.hash
-
-    def index(self) -> dict[str, object]:
-        return self.entry.to_json()
 
 
 class ChainState:
@@ -221,62 +217,94 @@ def first_divergence(log_file: str, state: ChainState, upto: int) -> int:
     return min(expect, upto)
 
 
-def pending(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None) -> list[Entry]:
-    """The frames after ``shipped`` up to seq ``upto`` (all complete ones when None), each checked:
-    its hash over its bytes (a purged frame's is taken as given), dense seqs, each ``prev`` the hash
-    before it, the first continuing what the vault holds. Raises Diverged at the first frame that
-    fails, naming its seq: a local rewrite after shipping. Never writes anything."""
+def _resume(log_file: str, state: ChainState, shipped: Shipped | None) -> tuple[int, str, int]:
+    """(logical offset, prev, seq) where the frames after ``shipped`` start; Diverged when
+    the frame the vault acknowledged last is no longer in the log as it was."""
     provider, key = split_log_path(log_file)
     if shipped is None:
-        start, prev, expect = 0, genesis(provider, key), 0
-    else:
-        start, prev, expect = shipped.offset, shipped.hash, shipped.seq + 1
-        last = line_ending_at(log_file, shipped.offset)
-        try:
-            ok = bool(last) and parse_any(last, hashlib.sha256)[::2] == (shipped.seq, shipped.hash)
-        except FrameError:
-            ok = False
-        if not ok:
-            at = first_divergence(log_file, state, shipped.seq)
-            raise Diverged(at, f"frame {shipped.seq} is no longer the one the vault acknowledged")
-    out: list[Entry] = []
+        return 0, genesis(provider, key), 0
+    last = line_ending_at(log_file, shipped.offset)
+    try:
+        ok = bool(last) and parse_any(last, hashlib.sha256)[::2] == (shipped.seq, shipped.hash)
+    except FrameError:
+        ok = False
+    if not ok:
+        at = first_divergence(log_file, state, shipped.seq)
+        raise Diverged(at, f"frame {shipped.seq} is no longer the one the vault acknowledged")
+    return shipped.offset, shipped.hash, shipped.seq + 1
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive pending frames: their index entries and their bytes, exactly the
+    bytes that were checked (nothing is read twice)."""
+
+    entries: list[Entry]
+    data: bytes
+
+    @property
+    def first(self) -> int:
+        return self.entries[0].seq
+
+    @property
+    def last(self) -> int:
+        return self.entries[-1].seq
+
+
+def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None,
+                    limit: int = MAX_BATCH_BYTES) -> Iterator[Batch]:
+    """The frames after ``shipped`` up to seq ``upto`` (all complete ones when None) in
+    batches of at most ``limit`` bytes (a larger frame is a batch of its own), read
+    once in chunks and each checked as it is read: its hash over its bytes (a purged
+    frame's is taken as given), dense seqs, each ``prev`` the hash before it, the
+    first continuing what the vault holds. Raises Diverged at the first frame that
+    fails, naming its seq (a local rewrite after shipping); the batches before it
+    have been yielded. Never writes anything."""
+    start, prev, expect = _resume(log_file, state, shipped)
     if upto is not None and upto < expect:
-        return out
-    for off, line in lines_from(log_file, start):
-        try:
-            entry = index_entries(line)[0]
-        except VaultProtocolError as e:
-            raise Diverged(expect, f"not a valid frame ({e})") from None
-        seq, p, digest = entry.seq, entry.prev, entry.hash
-        if seq != expect:
-            raise Diverged(expect, f"expected seq {expect}, found {seq}")
-        if p != prev:
-            raise Diverged(seq, "its prev is not the hash of the frame before it")
-        out.append(Entry(entry, off, len(line)))
-        prev, expect = digest, expect + 1
-        if upto is not None and seq >= upto:
-            break
-    return out
-
-
-def frame_bytes(log_file: str, entries: list[Entry]) -> Iterator[bytes]:
-    """The bytes of ``entries`` (consecutive), read again from the log; each is checked
-    against its entry's hash (a frame changed since :func:`pending` read it raises Diverged)."""
-    want = iter(entries)
-    e = next(want, None)
-    if e is None:
         return
-    for off, line in lines_from(log_file, e.offset):
-        if off != e.offset or len(line) != e.length:
-            raise Diverged(e.seq, "the frame moved or changed while it was being shipped")
-        try:
-            digest = parse_any(line, hashlib.sha256)[2]
-        except FrameError:
-            digest = ""
-        if digest != e.hash:
-            raise Diverged(e.seq, "the frame changed while it was being shipped")
-        yield line
-        e = next(want, None)
-        if e is None:
-            return
-    raise Diverged(e.seq, "the frame is gone")
+    entries: list[Entry] = []
+    pieces: list[bytes] = []
+    size = 0
+    carry = b""
+    base = start
+    for off, data in read_from(log_file, start):
+        buf = carry + data if carry else data
+        if not carry:
+            base = off
+        pos = run = 0  # run: where this buffer's part of the current batch starts
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                break
+            end = nl + 1
+            try:
+                entry = index_entry_at(buf, pos, end)
+            except VaultProtocolError as e:
+                raise Diverged(expect, f"not a valid frame ({e})") from None
+            if entry.seq != expect:
+                raise Diverged(expect, f"expected seq {expect}, found {entry.seq}")
+            if entry.prev != prev:
+                raise Diverged(entry.seq, "its prev is not the hash of the frame before it")
+            if entries and size + (end - pos) > limit:
+                pieces.append(buf[run:pos])
+                yield Batch(entries, b"".join(pieces))
+                entries, pieces, size, run = [], [], 0, pos
+            entries.append(Entry(entry, base + pos, end - pos))
+            size += end - pos
+            prev, expect, pos = entry.hash, expect + 1, end
+            if upto is not None and entry.seq >= upto:
+                pieces.append(buf[run:pos])
+                yield Batch(entries, b"".join(pieces))
+                return
+        if entries and run < pos:
+            pieces.append(buf[run:pos])
+        carry = buf[pos:]
+        base += pos
+    if entries:
+        yield Batch(entries, b"".join(pieces))
+
+
+def pending(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None) -> list[Entry]:
+    """The entries of :func:`pending_batches` (their bytes dropped as each batch is read)."""
+    return [e for b in pending_batches(log_file, state, shipped, upto) for e in b.entries]

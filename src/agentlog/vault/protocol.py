@@ -13,8 +13,11 @@ import base64
 import binascii
 import json
 import re
+import sys
+from array import array
 from dataclasses import dataclass
-from typing import Any, Iterator
+from hashlib import sha256
+from typing import Any, Iterator, NamedTuple
 from urllib.parse import quote, urlsplit
 
 import orjson
@@ -23,8 +26,8 @@ from agentlog.vault import VaultError, VaultProtocolError
 
 __all__ = [
     "MAX_BATCH_BYTES", "b64e", "b64d", "chain_id", "split_chain", "check_chain", "chain_path", "IndexEntry",
-    "index_entries", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
-    "FramesRequest", "EnrollRequest", "dumps", "loads", "chain_genesis",
+    "index_entries", "index_entry_at", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
+    "FramesRequest", "PackedIndex", "AT_NULL", "EnrollRequest", "dumps", "loads", "chain_genesis",
 ]
 
 MAX_BATCH_BYTES = 8 << 20
@@ -54,7 +57,7 @@ def dumps(obj: Any) -> bytes:
 def loads(body: bytes) -> dict[str, Any]:
     """A JSON object from a body; VaultProtocolError when it is not one."""
     try:
-        obj = json.loads(body)
+        obj = orjson.loads(body)  # strict JSON (no NaN, integers within 64 bits); a batch's body parses 5x faster
     except (ValueError, UnicodeDecodeError) as e:
         raise VaultProtocolError("the body is not JSON") from e
     if not isinstance(obj, dict):
@@ -103,9 +106,8 @@ def chain_path(chain: str, suffix: str, machine_id: str | None = None) -> str:
 
 # -- the index -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class IndexEntry:
-    """What the vault may read about one frame."""
+class IndexEntry(NamedTuple):
+    """What the vault may read about one frame (a tuple: a batch holds thousands)."""
 
     seq: int
     prev: str
@@ -130,6 +132,93 @@ class IndexEntry:
         return cls(seq, prev, digest, at)
 
 
+AT_NULL = -(1 << 63)
+"""``at`` of a frame without a ``captured_at`` in the vault's packed index."""
+
+
+@dataclass(frozen=True)
+class PackedIndex:
+    """A batch's index as the wire and the vault carry it: seqs implied (dense from
+    ``first_seq``), every ``prev`` and ``hash`` as 32 raw bytes one after another, and
+    the ``at`` values. Linkage inside the batch is one comparison: the prevs from the
+    second on are the hashes up to the last but one."""
+
+    first_seq: int
+    prevs: bytes
+    hashes: bytes
+    ats: tuple[int | None, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.ats)
+        if n == 0 or len(self.prevs) != 32 * n or len(self.hashes) != 32 * n:
+            raise VaultProtocolError("the index holds no frame, or its prevs, hashes and ats differ in number")
+
+    def __len__(self) -> int:
+        return len(self.ats)
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.ats) - 1
+
+    def prev(self, i: int) -> str:
+        return self.prevs[32 * i : 32 * i + 32].hex()
+
+    def hash(self, i: int) -> str:
+        return self.hashes[32 * i : 32 * i + 32].hex()
+
+    def entries(self) -> list[IndexEntry]:
+        return [IndexEntry(self.first_seq + i, self.prev(i), self.hash(i), at) for i, at in enumerate(self.ats)]
+
+    @classmethod
+    def of(cls, entries: list[IndexEntry]) -> PackedIndex:
+        """Pack dense ``entries``; VaultProtocolError when their seqs are not."""
+        if not entries or any(e.seq != entries[0].seq + i for i, e in enumerate(entries)):
+            raise VaultProtocolError("an index's seqs are dense and it holds a frame")
+        return cls(entries[0].seq, bytes.fromhex("".join(e.prev for e in entries)),
+                   bytes.fromhex("".join(e.hash for e in entries)), tuple(e.at for e in entries))
+
+    def linkage_error(self) -> tuple[int, str] | None:
+        """The first frame after the first whose ``prev`` is not the hash before it: (its seq, why)."""
+        if self.prevs[32:] == self.hashes[:-32]:
+            return None
+        for i in range(1, len(self.ats)):
+            if self.prevs[32 * i : 32 * i + 32] != self.hashes[32 * i - 32 : 32 * i]:
+                return self.first_seq + i, f"frame {self.first_seq + i} does not link to the frame before it"
+        return None  # pragma: no cover (the comparison above said they differ)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prev": b64e(self.prevs), "hash": b64e(self.hashes), "at": list(self.ats)}
+
+    @classmethod
+    def from_json(cls, d: Any, first_seq: int) -> PackedIndex:
+        if not isinstance(d, dict):
+            raise VaultProtocolError("index is an object {prev, hash, at}")
+        prevs, hashes = b64d(_str(d, "prev", 1 << 30)), b64d(_str(d, "hash", 1 << 30))
+        ats = d.get("at")
+        if not isinstance(ats, list) or not all(
+                a is None or (type(a) is int and AT_NULL < a < 1 << 63) for a in ats):
+            raise VaultProtocolError("index.at is a list of integers (64-bit) or nulls")
+        return cls(first_seq, prevs, hashes, tuple(ats))
+
+    def pack(self) -> bytes:
+        """The vault's stored form: prevs, hashes, then each ``at`` as a little-endian int64."""
+        ats = array("q", [AT_NULL if a is None else a for a in self.ats])
+        if sys.byteorder == "big":  # pragma: no cover
+            ats.byteswap()
+        return self.prevs + self.hashes + ats.tobytes()
+
+    @classmethod
+    def unpack(cls, first_seq: int, blob: bytes) -> PackedIndex:
+        n = len(blob) // 72
+        if n == 0 or len(blob) != 72 * n:
+            raise VaultProtocolError("a stored index is 72 bytes a frame")
+        ats = array("q")
+        ats.frombytes(blob[64 * n :])
+        if sys.byteorder == "big":  # pragma: no cover
+            ats.byteswap()
+        return cls(first_seq, blob[: 32 * n], blob[32 * n : 64 * n], tuple(None if a == AT_NULL else a for a in ats))
+
+
 def iter_frames(data: bytes) -> Iterator[tuple[int, int]]:
     """(start, end) of each line of ``data`` (end just after its newline); a last
     line without its newline (a torn tail) is an error."""
@@ -145,24 +234,43 @@ def iter_frames(data: bytes) -> Iterator[tuple[int, int]]:
 def index_entries(data: bytes) -> list[IndexEntry]:
     """The index of whole frame lines (frames and purged frames). A frame's hash is
     checked against its bytes; a purged frame's is taken as given."""
-    from hashlib import sha256
-
-    from agentlog.log.frame import FrameError, event_bytes, parse_any
-
-    out: list[IndexEntry] = []
-    for start, end in iter_frames(data):
-        line = data[start:end]
-        try:
-            seq, prev, digest, purged = parse_any(line, sha256)
-        except FrameError as e:
-            raise VaultProtocolError(f"not a frame at byte {start}: {e}") from None
-        out.append(IndexEntry(seq, prev, digest, None if purged else _captured_at(event_bytes(line))))
-    return out
+    return [index_entry_at(data, start, end) for start, end in iter_frames(data)]
 
 
-def _captured_at(event: bytes) -> int | None:
+def index_entry_at(buf: bytes, start: int, end: int) -> IndexEntry:
+    """The index entry of the frame line ``buf[start:end]`` (``end`` just after its
+    newline), read in place: a frame's hash is checked against its bytes, a purged
+    frame's taken as given. VaultProtocolError when it is neither."""
+    from agentlog.log.frame import FrameError, check_frame_at, parse_purged
+
     try:
-        value = orjson.loads(event).get("captured_at")  # 4x the standard library's here
+        seq, prev, digest, ev_start, ev_end = check_frame_at(buf, start, end, sha256)
+    except FrameError as e:
+        try:
+            seq_, prev_, digest_ = parse_purged(buf[start:end])
+        except FrameError:
+            raise VaultProtocolError(f"not a frame at byte {start}: {e}") from None
+        return IndexEntry(seq_, prev_, digest_, None)
+    return IndexEntry(seq, prev.decode("ascii"), digest.decode("ascii"), _captured_at(buf, ev_start, ev_end))
+
+
+_CAPTURED_AT = b'"captured_at":'
+_JSON_INT = re.compile(rb"(-?(?:0|[1-9][0-9]{0,17}))[,}]")  # within 64 bits, as orjson reads them
+
+
+def _captured_at(buf: bytes, start: int, end: int) -> int | None:
+    """The top-level ``captured_at`` of the event ``buf[start:end]`` when it is an
+    integer, else None. Read in place when only scalars precede the one member of
+    that name (how every event is written: no nested object or list can hold it,
+    and JSON escapes quotes inside strings); parsed (orjson) otherwise."""
+    i = buf.find(_CAPTURED_AT, start, end)
+    if i > start and buf[start] == 0x7B and buf.find(b"{", start + 1, i) < 0 and buf.find(b"[", start + 1, i) < 0 \
+            and buf.find(_CAPTURED_AT, i + len(_CAPTURED_AT), end) < 0:
+        m = _JSON_INT.match(buf, i + len(_CAPTURED_AT), end)
+        if m is not None:
+            return int(m[1])
+    try:
+        value = orjson.loads(memoryview(buf)[start:end]).get("captured_at")
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -246,15 +354,14 @@ class FramesRequest:
 
     first_seq: int
     last_seq: int
-    index: tuple[IndexEntry, ...]
+    index: PackedIndex
     nonce: bytes
     ciphertext: bytes
     wraps: dict[str, str] | None = None
     genesis: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"first_seq": self.first_seq, "last_seq": self.last_seq,
-                             "index": [e.to_json() for e in self.index]}
+        d: dict[str, Any] = {"first_seq": self.first_seq, "last_seq": self.last_seq, "index": self.index.to_json()}
         if self.wraps is not None:
             d["wraps"] = dict(self.wraps)
         if self.genesis is not None:
@@ -267,11 +374,8 @@ class FramesRequest:
     def from_json(cls, d: dict[str, Any]) -> FramesRequest:
         """Parse and check the request's own consistency (index matches the range)."""
         first, last = _int(d, "first_seq"), _int(d, "last_seq")
-        raw = d.get("index")
-        if not isinstance(raw, list) or not raw:
-            raise VaultProtocolError("index is a non-empty list")
-        index = tuple(IndexEntry.from_json(e) for e in raw)
-        if index[0].seq != first or index[-1].seq != last or last - first + 1 != len(index):
+        index = PackedIndex.from_json(d.get("index"), first)
+        if index.last_seq != last:
             raise VaultProtocolError("first_seq/last_seq do not match the index")
         wraps = d.get("wraps")
         if wraps is not None:

@@ -40,7 +40,7 @@ from agentlog.log.layout import head_path, log_path
 from agentlog.log.writer import Tip, format_head
 from agentlog.vault import VaultCryptoError, VaultError, VaultProtocolError
 from agentlog.vault.admin import Admin, batch_pages, chains, machines
-from agentlog.vault.protocol import IndexEntry, b64d, chain_genesis, iter_frames, split_chain
+from agentlog.vault.protocol import IndexEntry, PackedIndex, b64d, chain_genesis, iter_frames, split_chain
 
 
 @dataclass
@@ -159,7 +159,7 @@ class _ChainPull:
                 self.res.unreadable += 1
                 return
             try:
-                index = [IndexEntry.from_json(e) for e in b["index"]]
+                index = PackedIndex.from_json(b["index"], first).entries()
                 aad = batch_aad(self.mid, self.chain, str(self.state["host"]), first, last)
                 data = open_batch(key, b64d(b["nonce"]), b64d(b["ciphertext"]), aad)
             except (VaultCryptoError, VaultProtocolError, KeyError, TypeError) as e:

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from agentlog.vault import VaultProtocolError
 from agentlog.vault.protocol import (
-    EnrollRequest, FramesRequest, IndexEntry, b64d, chain_genesis, check_chain, linkage_error, loads,
+    EnrollRequest, FramesRequest, b64d, chain_genesis, check_chain, loads,
 )
 from agentlog.vault import server_admin as admin
 from agentlog.vault.server_common import (
@@ -145,10 +145,10 @@ def _accept(ctx: Ctx, machine_id: str, chain: str, req: FramesRequest, now: int)
     expect_seq, expect_prev = (0, chain_genesis(chain)) if h is None else (h.seq + 1, h.hash)
     if req.first_seq != expect_seq:
         raise Reply(409, {"error": f"expected seq {expect_seq}", **_expect(h, chain)})
-    if req.index[0].prev != expect_prev or (h is None and req.genesis not in (None, expect_prev)):
+    if req.index.prev(0) != expect_prev or (h is None and req.genesis not in (None, expect_prev)):
         raise Reply(409, {"error": f"frame {expect_seq} does not continue the chain", **_expect(h, chain)})
     epoch, wraps = _wraps(ctx, req, h, chain)
-    bad = linkage_error(list(req.index[1:]), req.first_seq + 1, req.index[0].hash)
+    bad = req.index.linkage_error()
     if bad is not None:
         raise Reply(422, {"seq": bad[0], "error": bad[1]})
     if not storage.store_batch(machine_id, chain, req.index, epoch, req.nonce, req.ciphertext, wraps, now, h):
@@ -180,13 +180,13 @@ def _replay(ctx: Ctx, machine_id: str, chain: str, req: FramesRequest, h: Head, 
     """A batch starting at or before the head: a replay if its index matches what the
     vault holds, a divergence (409 + security event) if not."""
     upto = min(req.last_seq, h.seq)
-    held = {r[0]: r for r in ctx.storage.stored_index(machine_id, chain, req.first_seq, upto)}
-    for e in req.index:
+    held = {e.seq: e for e in ctx.storage.stored_index(machine_id, chain, req.first_seq, upto)}
+    for e in req.index.entries():
         if e.seq > upto:
             break
         row = held.get(e.seq)
-        if row is None or IndexEntry(*row) != e:
-            vault_hash = row[2] if row is not None else None
+        if row is None or row != e:
+            vault_hash = row.hash if row is not None else None
             ctx.storage.add_event(now, "divergence", machine_id, chain, e.seq, vault_hash, e.hash,
                                   "a shipped frame was sent again with a different index entry")
             log.warning("security event: divergence %s %s at seq %d", machine_id, chain, e.seq)

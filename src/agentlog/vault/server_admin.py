@@ -158,11 +158,8 @@ def batches(ctx: Ctx, request: Request, body: bytes) -> dict[str, Any]:
     page, more = storage.batches(machine_id, chain, after, ctx.page_bytes)
     out = []
     for b in page:
-        index = storage.query("SELECT seq, prev, hash, at FROM frames WHERE machine_id = ? AND chain = ? AND "
-                              "batch_id = ? ORDER BY seq", (machine_id, chain, b.id))
         out.append({
-            "first_seq": b.first_seq, "last_seq": b.last_seq,
-            "index": [{"seq": r[0], "prev": r[1], "hash": r[2], "at": r[3]} for r in index],
+            "first_seq": b.first_seq, "last_seq": b.last_seq, "index": b.index().to_json(),
             "nonce": b64e(b.nonce), "ciphertext": b64e(storage.blobs.get(b.blob_key)),
             "wrap": storage.wrap(machine_id, chain, b.epoch, who), "epoch": b.epoch, "received_at": b.received_at,
         })

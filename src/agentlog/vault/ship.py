@@ -32,14 +32,15 @@ import fcntl
 import os
 import shutil
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from agentlog.log.layout import head_path, sealed_dir
 from agentlog.vault import VaultError
-from agentlog.vault.chains import ChainState, Diverged, Entry, Shipped, frame_bytes, local_chains, pending, read_head
-from agentlog.vault.client import Client, VaultUnreachable, error_text
-from agentlog.vault.protocol import MAX_BATCH_BYTES, b64e, chain_genesis, chain_path
+from agentlog.vault.chains import Batch, ChainState, Diverged, Shipped, local_chains, pending, pending_batches, read_head
+from agentlog.vault.client import Client, Reply, VaultUnreachable, error_text
+from agentlog.vault.protocol import PackedIndex, b64e, chain_genesis, chain_path
 from agentlog.vault.machine import Machine, load
 
 @dataclass
@@ -71,23 +72,6 @@ class PassResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "message": self.message, "chains": [asdict(c) for c in self.chains]}
-
-
-def batches(entries: list[Entry], limit: int = MAX_BATCH_BYTES) -> list[list[Entry]]:
-    """``entries`` cut at frame boundaries into runs of at most ``limit`` bytes (what
-    ``protocol.split_batches`` does to bytes, over frames not read yet)."""
-    out: list[list[Entry]] = []
-    cur: list[Entry] = []
-    size = 0
-    for e in entries:
-        if cur and size + e.length > limit:
-            out.append(cur)
-            cur, size = [], 0
-        cur.append(e)
-        size += e.length
-    if cur:
-        out.append(cur)
-    return out
 
 
 def run_once(root: str, *, prune_after: float | None = None, progress: Callable[[str], None] | None = None,
@@ -138,12 +122,14 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
         seq = stopped.get("seq")
         return ChainResult(chain, "stopped", shipped_seq=shipped.seq if shipped else None,
                            message=str(stopped.get("reason", "")), seq=seq if isinstance(seq, int) else None)
+    upto = head[0] if head else None
     try:
-        entries = pending(log, st, shipped, head[0] if head else None)
+        first = next(pending_batches(log, st, shipped, upto), None)
     except Diverged as e:
         return _stop(st, shipped, str(e), e.seq)
-    if not entries:
+    if first is None:
         return ChainResult(chain, "up to date", shipped_seq=shipped.seq if shipped else None)
+    del first  # read again by the shipper, which streams from where the vault is
     key = st.chain_key()
     if key is None and shipped is not None:
         return ChainResult(chain, "kept", shipped_seq=shipped.seq,
@@ -153,7 +139,7 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
         from agentlog.vault.crypto import new_chain_key
 
         key = st.new_chain_key(new_chain_key(), version)
-    return _Shipper(m, c, chain, log, st, key, progress).run(entries, shipped)
+    return _Shipper(m, c, chain, log, st, key, progress).run(shipped, upto)
 
 
 def _stop(st: ChainState, shipped: Shipped | None, reason: str, seq: int | None) -> ChainResult:
@@ -162,93 +148,162 @@ def _stop(st: ChainState, shipped: Shipped | None, reason: str, seq: int | None)
                        message=f"{st.chain}: {reason}; shipping this session stopped (never resolved automatically)", seq=seq)
 
 
+@dataclass
+class _Sent:
+    """A batch on its way: what was sent, whether it carried the key's wraps, the answer."""
+
+    batch: Batch
+    wrapped: bool
+    reply: Future[Reply]
+
+
 class _Shipper:
+    """Ships one chain's batches in order, one request at a time, while the next batch
+    is read, checked and sealed (zstd and the AEAD let go of the GIL, and so does the
+    wait for the vault): a pipeline of depth two that never has two requests out."""
+
     def __init__(self, m: Machine, c: Client, chain: str, log: str, st: ChainState, key: bytes,
                  progress: Callable[[str], None] | None) -> None:
         self.m, self.c, self.chain, self.log, self.st, self.key = m, c, chain, log, st, key
         self.progress = progress
         self.path = chain_path(chain, "frames")
-        self.pending_key = st.key_pending()
-        self.wrapped = False
 
-    def run(self, entries: list[Entry], shipped: Shipped | None) -> ChainResult:
+    def run(self, shipped: Shipped | None, upto: int | None) -> ChainResult:
         res = ChainResult(self.chain, "shipped", shipped_seq=shipped.seq if shipped else None)
         recovered = False
-        todo = entries
-        while todo:
-            batch = batches(todo)[0]
-            try:
-                reply = self._send(batch)
-            except VaultUnreachable as e:
-                return self._unreachable(res, str(e))
-            except Diverged as e:
-                return _stop(self.st, shipped, str(e), e.seq)
-            d = reply.json() if reply.status in (200, 409, 422) else None
-            d = d if isinstance(d, dict) else {}
-            if reply.status == 200:
-                if self.wrapped and not d.get("replay"):
-                    self.st.key_acknowledged()  # the vault holds this key's wraps now
-                    self.pending_key = False
-                    res.rekeyed = res.rekeyed or batch[0].seq > 0
-                acked = d.get("acked_seq")
-                done = [e for e in batch if not isinstance(acked, int) or e.seq <= acked]
-                if not done:
-                    return self._unreachable(res, f"the vault acknowledged seq {acked}, before this batch")
-                shipped = self.st.record_shipped(done)
-                res.frames += len(done)
-                res.bytes += sum(e.length for e in done)
-                res.shipped_seq = shipped.seq
-                todo = [e for e in todo if e.seq > shipped.seq]
-                if self.progress:
-                    self.progress(f"{self.chain}: shipped through seq {shipped.seq}")
-                continue
-            if reply.status == 409:
-                expected, head_hash = d.get("expected_seq"), d.get("head_hash")
-                mine = {e.seq: e for e in entries}
-                at = expected - 1 if isinstance(expected, int) else None
-                base = shipped.seq if shipped else -1
-                if "diverges_at" not in d and not recovered and at is not None and at > base and at in mine \
-                        and mine[at].hash == head_hash:
-                    recovered = True  # a lost acknowledgement: the vault holds what this machine sent
-                    shipped = self.st.record_shipped([e for e in entries if base < e.seq <= at])
-                    res.shipped_seq = shipped.seq
-                    todo = [e for e in entries if e.seq > at]
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-ship") as pool:
+            while True:
+                try:
+                    refused, shipped = self._stream(pool, shipped, upto, res)
+                except VaultUnreachable as e:
+                    return self._unreachable(res, str(e))
+                except Diverged as e:
+                    return _stop(self.st, shipped, str(e), e.seq)
+                except _Again as again:
+                    shipped = again.shipped
                     continue
-                if d.get("missing_wraps"):
-                    return self._unreachable(res, "the vault's admins changed during this pass; the next pass retries")
-                seq = d.get("diverges_at", expected)
-                seq = seq if isinstance(seq, int) else batch[0].seq
-                local = mine[seq].hash if seq in mine else "nothing"
-                vault = head_hash if "diverges_at" not in d else "another frame"
-                return _stop(self.st, shipped, f"the chain diverges at seq {seq}: the vault holds {vault}, this machine has {local}", seq)
-            if reply.status == 422:
-                seq = d.get("seq")
-                return _stop(self.st, shipped, f"the vault refused the batch at seq {seq}: {d.get('error', reply.short())}",
-                             seq if isinstance(seq, int) else None)
-            return self._unreachable(res, error_text(reply))
-        return res
+                if refused is None:
+                    return res
+                reply, batch = refused.reply.result(), refused.batch
+                d = reply.json() if reply.status in (409, 422) else None
+                d = d if isinstance(d, dict) else {}
+                if reply.status == 409:
+                    expected, head_hash = d.get("expected_seq"), d.get("head_hash")
+                    at = expected - 1 if isinstance(expected, int) else None
+                    base = shipped.seq if shipped else -1
+                    if "diverges_at" not in d and not recovered and at is not None and at > base \
+                            and (upto is None or at <= upto):
+                        recovered = True  # a lost acknowledgement, if the vault holds what this machine has
+                        try:
+                            held = pending(self.log, self.st, shipped, at)
+                        except Diverged as e:
+                            return _stop(self.st, shipped, str(e), e.seq)
+                        if held and held[-1].seq == at and held[-1].hash == head_hash:
+                            shipped = self.st.record_shipped(held)
+                            res.shipped_seq = shipped.seq
+                            continue
+                    if d.get("missing_wraps"):
+                        return self._unreachable(res, "the vault's admins changed during this pass; the next pass retries")
+                    seq = d.get("diverges_at", expected)
+                    seq = seq if isinstance(seq, int) else batch.first
+                    local = next((e.hash for e in batch.entries if e.seq == seq), None)
+                    if local is None and isinstance(seq, int) and seq >= 0 and (upto is None or seq <= upto):
+                        local = self._local_hash(shipped, seq)
+                    vault = head_hash if "diverges_at" not in d else "another frame"
+                    return _stop(self.st, shipped, f"the chain diverges at seq {seq}: the vault holds {vault}, "
+                                 f"this machine has {local or 'nothing'}", seq)
+                if reply.status == 422:
+                    seq = d.get("seq")
+                    return _stop(self.st, shipped, f"the vault refused the batch at seq {seq}: {d.get('error', reply.short())}",
+                                 seq if isinstance(seq, int) else None)
+                return self._unreachable(res, error_text(reply))
+
+    def _stream(self, pool: ThreadPoolExecutor, shipped: Shipped | None, upto: int | None,
+                res: ChainResult) -> tuple[_Sent | None, Shipped | None]:
+        """Send every pending batch after ``shipped``; (None, shipped) when all are stored,
+        else (the batch the vault did not store, shipped). Raises _Again when the vault
+        stored only part of a batch (the stream starts over from what it holds)."""
+        wraps_due = self.st.key_pending()
+        out: _Sent | None = None
+        for batch in pending_batches(self.log, self.st, shipped, upto):
+            wrapped = batch.first == 0 or wraps_due
+            body = self._body(batch, wrapped)
+            wraps_due = wraps_due and not wrapped  # the batch before carries them; a refusal ends the stream
+            if out is not None:
+                shipped = self._settle(out, shipped, res)
+                if shipped is None or shipped.seq != out.batch.last:
+                    return out, shipped
+            out = _Sent(batch, wrapped, pool.submit(self.c.request, "POST", self.path, body))
+        if out is not None:
+            shipped = self._settle(out, shipped, res)
+            if shipped is None or shipped.seq != out.batch.last:
+                return out, shipped
+        return None, shipped
+
+    def _settle(self, sent: _Sent, shipped: Shipped | None, res: ChainResult) -> Shipped | None:
+        """Wait for ``sent``'s answer; on 200 record what the vault acknowledged and
+        return the new shipped state (anything else leaves it as it was)."""
+        reply = sent.reply.result()  # VaultUnreachable comes out here
+        if reply.status != 200:
+            return shipped
+        d = reply.json()
+        d = d if isinstance(d, dict) else {}
+        if sent.wrapped and not d.get("replay"):
+            self.st.key_acknowledged()  # the vault holds this key's wraps now
+            res.rekeyed = res.rekeyed or sent.batch.first > 0
+        acked = d.get("acked_seq")
+        done = [e for e in sent.batch.entries if not isinstance(acked, int) or e.seq <= acked]
+        if not done:
+            raise VaultUnreachable(f"the vault acknowledged seq {acked}, before this batch")
+        shipped = self.st.record_shipped(done)
+        res.frames += len(done)
+        res.bytes += sum(e.length for e in done)
+        res.shipped_seq = shipped.seq
+        if self.progress:
+            self.progress(f"{self.chain}: shipped through seq {shipped.seq}")
+        if len(done) < len(sent.batch.entries):
+            raise _Again(shipped)
+        return shipped
+
+    def _local_hash(self, shipped: Shipped | None, seq: int) -> str | None:
+        """This machine's hash of frame ``seq`` (a pending one), for the message of a divergence."""
+        if shipped is not None and seq <= shipped.seq:
+            return self.st.shipped_hash(seq)
+        try:
+            held = pending(self.log, self.st, shipped, seq)
+        except Diverged:
+            return None
+        return held[-1].hash if held and held[-1].seq == seq else None
 
     def _unreachable(self, res: ChainResult, why: str) -> ChainResult:
         res.message = f"{self.chain}: {why}; the next pass tries again"
         res.status = "unreachable"
         return res
 
-    def _send(self, batch: list[Entry]) -> Any:
+    def _body(self, batch: Batch, wrapped: bool) -> dict[str, Any]:
+        """The batch's request: its index, sealed bytes and (starting a key epoch: the
+        chain's first batch, or a new key, docs/vault.md rekey) the key's wraps."""
         from agentlog.vault.crypto import admin_fingerprint, batch_aad, seal_batch, wrap_chain_key
 
-        first, last = batch[0].seq, batch[-1].seq
-        data = b"".join(frame_bytes(self.log, batch))
-        nonce, ct = seal_batch(self.key, data, batch_aad(self.m.machine_id, self.chain, self.m.host, first, last))
+        first, last = batch.first, batch.last
+        nonce, ct = seal_batch(self.key, batch.data, batch_aad(self.m.machine_id, self.chain, self.m.host, first, last))
         body: dict[str, Any] = {
-            "first_seq": first, "last_seq": last, "index": [e.index() for e in batch],
+            "first_seq": first, "last_seq": last, "index": PackedIndex.of([e.entry for e in batch.entries]).to_json(),
             "nonce": b64e(nonce), "ciphertext": b64e(ct),
         }
-        self.wrapped = first == 0 or self.pending_key
-        if self.wrapped:  # a key epoch starts: the chain's first batch, or a new key (docs/vault.md, rekey)
+        if wrapped:
             body["wraps"] = {admin_fingerprint(a): wrap_chain_key(self.key, a) for a in self.m.recipients.set.admins}
         if first == 0:
             body["genesis"] = chain_genesis(self.chain)
-        return self.c.request("POST", self.path, body)
+        return body
+
+
+class _Again(Exception):
+    """The vault acknowledged part of a batch: stream again from ``shipped``."""
+
+    def __init__(self, shipped: Shipped) -> None:
+        super().__init__("partial acknowledgement")
+        self.shipped = shipped
 
 
 def prune(root: str, chain: str, log: str, after: float, now: float) -> bool:

@@ -3,7 +3,9 @@
 ``DIR/vault.db`` holds machines, enrolment and bootstrap tokens (a BLAKE3 hash of
 the secret only), signed recipient sets, chains and their heads, one row per
 batch and per index entry, chain-key wraps per (chain, epoch, admin), security
-events and receipts. Each batch's ciphertext is a file under ``DIR/blobs``
+events and receipts. A batch's index is one packed column of its row
+(``protocol.PackedIndex``: 72 bytes a frame), not a row a frame: one insert per
+batch, and a tenth of the bytes. Each batch's ciphertext is a file under ``DIR/blobs``
 (0600, directories 0700) reached only through :class:`BatchBlobs` — put, get,
 delete by key — so object storage can replace the files later.
 
@@ -26,7 +28,8 @@ import blake3
 
 from agentlog.core.fileio import unlink_if_present, write_atomic
 from agentlog.core.paths import FILE_MODE, ensure_dir
-from agentlog.vault.protocol import IndexEntry
+from agentlog.vault import VaultProtocolError
+from agentlog.vault.protocol import IndexEntry, PackedIndex
 
 __all__ = ["BatchBlobs", "FileBlobs", "Storage", "Head", "StoredBatch", "secret_hash", "blob_key"]
 
@@ -47,12 +50,8 @@ CREATE TABLE IF NOT EXISTS chains (
 CREATE TABLE IF NOT EXISTS batches (
   id INTEGER PRIMARY KEY, machine_id TEXT NOT NULL, chain TEXT NOT NULL, first_seq INTEGER NOT NULL,
   last_seq INTEGER NOT NULL, epoch INTEGER NOT NULL, nonce BLOB NOT NULL, blob_key TEXT NOT NULL,
-  size INTEGER NOT NULL, received_at INTEGER NOT NULL,
+  size INTEGER NOT NULL, received_at INTEGER NOT NULL, idx BLOB,
   UNIQUE (machine_id, chain, first_seq));
-CREATE TABLE IF NOT EXISTS frames (
-  machine_id TEXT NOT NULL, chain TEXT NOT NULL, seq INTEGER NOT NULL, prev TEXT NOT NULL,
-  hash TEXT NOT NULL, at INTEGER, batch_id INTEGER NOT NULL,
-  PRIMARY KEY (machine_id, chain, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS wraps (
   machine_id TEXT NOT NULL, chain TEXT NOT NULL, epoch INTEGER NOT NULL, admin_fp TEXT NOT NULL,
   wrap TEXT NOT NULL, PRIMARY KEY (machine_id, chain, epoch, admin_fp)) WITHOUT ROWID;
@@ -143,12 +142,15 @@ class Head:
 
 
 class StoredBatch:
-    __slots__ = ("id", "first_seq", "last_seq", "epoch", "nonce", "blob_key", "received_at")
+    __slots__ = ("id", "first_seq", "last_seq", "epoch", "nonce", "blob_key", "received_at", "idx")
 
     def __init__(self, id: int, first_seq: int, last_seq: int, epoch: int, nonce: bytes, blob_key: str,
-                 received_at: int) -> None:
+                 received_at: int, idx: bytes) -> None:
         self.id, self.first_seq, self.last_seq, self.epoch = id, first_seq, last_seq, epoch
-        self.nonce, self.blob_key, self.received_at = nonce, blob_key, received_at
+        self.nonce, self.blob_key, self.received_at, self.idx = nonce, blob_key, received_at, idx
+
+    def index(self) -> PackedIndex:
+        return PackedIndex.unpack(self.first_seq, self.idx)
 
 
 class Storage:
@@ -168,7 +170,25 @@ class Storage:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)
-        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', '1')")
+        self._migrate()
+        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', '2')")
+
+    def _migrate(self) -> None:
+        """Schema 1 (stop 43) kept a row per frame in ``frames``: pack each batch's rows into
+        its ``idx`` and drop the table, in one transaction."""
+        with self.transaction() as db:
+            if "idx" not in {str(r[1]) for r in db.execute("PRAGMA table_info(batches)")}:
+                db.execute("ALTER TABLE batches ADD COLUMN idx BLOB")
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'frames'").fetchone() is None:
+                return
+            for bid, first in db.execute("SELECT id, first_seq FROM batches WHERE idx IS NULL").fetchall():
+                rows = db.execute("SELECT seq, prev, hash, at FROM frames WHERE batch_id = ? ORDER BY seq", (bid,))
+                packed = PackedIndex.of([IndexEntry(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows])
+                if packed.first_seq != first:
+                    raise VaultProtocolError(f"batch {bid}: its index does not start at its first seq")
+                db.execute("UPDATE batches SET idx = ? WHERE id = ?", (packed.pack(), bid))
+            db.execute("DROP TABLE frames")
+            db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
 
     def close(self) -> None:
         with self.lock:
@@ -234,16 +254,19 @@ class Storage:
                           (machine_id, chain))
         return Head(int(rows[0][0]), str(rows[0][1]), int(rows[0][2])) if rows else None
 
-    def stored_index(self, machine_id: str, chain: str, first: int, last: int) -> list[tuple[int, str, str, int | None]]:
-        return [(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in self.query(
-            "SELECT seq, prev, hash, at FROM frames WHERE machine_id = ? AND chain = ? AND seq BETWEEN ? AND ? "
-            "ORDER BY seq", (machine_id, chain, first, last))]
+    def stored_index(self, machine_id: str, chain: str, first: int, last: int) -> list[IndexEntry]:
+        """The index entries the vault holds for seqs ``first``..``last``."""
+        out: list[IndexEntry] = []
+        for start, idx in self.query("SELECT first_seq, idx FROM batches WHERE machine_id = ? AND chain = ? AND "
+                                     "last_seq >= ? AND first_seq <= ? ORDER BY first_seq", (machine_id, chain, first, last)):
+            out.extend(e for e in PackedIndex.unpack(int(start), bytes(idx)).entries() if first <= e.seq <= last)
+        return out
 
-    def store_batch(self, machine_id: str, chain: str, index: tuple[IndexEntry, ...], epoch: int, nonce: bytes,
+    def store_batch(self, machine_id: str, chain: str, index: PackedIndex, epoch: int, nonce: bytes,
                     ciphertext: bytes, wraps: dict[str, str] | None, now: int, expect: Head | None) -> bool:
-        """Write the blob, then in one transaction the batch, its index, its wraps and the
+        """Write the blob, then in one transaction the batch with its index, its wraps and the
         new head — only if the head is still ``expect`` (False otherwise, nothing recorded)."""
-        first, last = index[0].seq, index[-1].seq
+        first, last = index.first_seq, index.last_seq
         key = blob_key(machine_id, chain, first, last, nonce, ciphertext)
         self.blobs.put(key, ciphertext)
         with self.transaction() as db:
@@ -255,25 +278,22 @@ class Storage:
                 if db.execute("SELECT 1 FROM batches WHERE blob_key = ?", (key,)).fetchone() is None:
                     self.blobs.delete(key)
                 return False
-            cur = db.execute("INSERT INTO batches (machine_id, chain, first_seq, last_seq, epoch, nonce, blob_key, "
-                             "size, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (machine_id, chain, first, last, epoch, nonce, key, len(ciphertext), now))
-            batch_id = cur.lastrowid
-            db.executemany("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [(machine_id, chain, e.seq, e.prev, e.hash, e.at, batch_id) for e in index])
+            db.execute("INSERT INTO batches (machine_id, chain, first_seq, last_seq, epoch, nonce, blob_key, "
+                       "size, received_at, idx) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (machine_id, chain, first, last, epoch, nonce, key, len(ciphertext), now, index.pack()))
             if wraps:
                 db.executemany("INSERT OR REPLACE INTO wraps VALUES (?, ?, ?, ?, ?)",
                                [(machine_id, chain, epoch, fp, w) for fp, w in wraps.items()])
             db.execute("INSERT INTO chains VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (machine_id, chain) DO UPDATE SET "
                        "head_seq = excluded.head_seq, head_hash = excluded.head_hash, epoch = excluded.epoch, "
                        "bytes = chains.bytes + excluded.bytes, last_receipt = excluded.last_receipt",
-                       (machine_id, chain, last, index[-1].hash, epoch, len(ciphertext), now))
+                       (machine_id, chain, last, index.hash(len(index) - 1), epoch, len(ciphertext), now))
         return True
 
     def batches(self, machine_id: str, chain: str, after: int, max_bytes: int) -> tuple[list[StoredBatch], bool]:
         """Batches whose first seq is after ``after``, up to ``max_bytes`` of ciphertext
         (at least one); and whether more follow."""
-        rows = self.query("SELECT id, first_seq, last_seq, epoch, nonce, blob_key, received_at, size FROM batches "
+        rows = self.query("SELECT id, first_seq, last_seq, epoch, nonce, blob_key, received_at, size, idx FROM batches "
                           "WHERE machine_id = ? AND chain = ? AND first_seq > ? ORDER BY first_seq",
                           (machine_id, chain, after))
         out: list[StoredBatch] = []
@@ -281,7 +301,8 @@ class Storage:
         for r in rows:
             if out and total + int(r[7]) > max_bytes:
                 return out, True
-            out.append(StoredBatch(int(r[0]), int(r[1]), int(r[2]), int(r[3]), bytes(r[4]), str(r[5]), int(r[6])))
+            out.append(StoredBatch(int(r[0]), int(r[1]), int(r[2]), int(r[3]), bytes(r[4]), str(r[5]), int(r[6]),
+                                   bytes(r[8])))
             total += int(r[7])
         return out, False
 
