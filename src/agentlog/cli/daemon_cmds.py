@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 def daemon() -> None:
     """Run the background ingester (ingests within about a second of a hook, compacts hourly).
 
-    `daemon install` makes it a login service (systemd --user / launchd).
+    When this data root is enrolled with a vault, it also runs `agentlog ship`
+    every `ship_minutes` (setting; 0: never), in a child process at the lowest
+    priority. `daemon install` makes it a login service (systemd --user / launchd).
     """
 
 

@@ -467,13 +467,18 @@ def _show_health(health: list[AgentHealth]) -> None:
 
 
 def _show_vault() -> None:
-    """One line on the vault this machine ships to (nothing when it is not enrolled)."""
+    """A line on the vault this machine ships to and one on the daemon's last ship pass
+    (nothing when it is not enrolled)."""
+    from agentlog.operations.ship_schedule import last_ship
     from agentlog.vault.machine import enrolled, reachability
 
     root = data_root()
     if enrolled(root):
         ok, detail = reachability(root)
         _err(f"vault: {detail}" + ("" if ok else "; `agentlog ship` retries on its next pass"))
+        last = last_ship(root)
+        _err(f"vault: the daemon last shipped at {last.get('at')}: {last.get('summary')}" if last is not None else
+             "vault: the daemon has not shipped yet (it ships every `ship_minutes` while it runs)")
 
 
 @click.command(name="doctor")

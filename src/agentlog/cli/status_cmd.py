@@ -20,6 +20,7 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
     another ingest running answers from what is committed). Exit 1 when a log
     has a break that stopped its ingest.
     """
+    from agentlog.operations.ship_schedule import last_ship
     from agentlog.store.status import status
 
     root = data_root()
@@ -32,9 +33,11 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
         st.verify = differential_verify(root).to_dict()
         memory_check = verify_memory(root)
     vault = _vault_state(root)
+    shipped_last = last_ship(root)
     if as_json:
         print_json(st.to_dict() | ({"memory_verify": memory_check} if memory_check is not None else {})
-                   | ({"vault": vault} if vault is not None else {}))
+                   | ({"vault": vault} if vault is not None else {})
+                   | ({"last_ship": shipped_last} if shipped_last is not None else {}))
     else:
         rows: list[dict[str, object]] = [
             {"what": "sessions (logs)", "value": f"{st.sessions:,}"
@@ -54,6 +57,8 @@ def status_cmd(no_ingest: bool, verify: bool, as_json: bool) -> None:
                 counts[str(c["state"])] = counts.get(str(c["state"]), 0) + 1
             rows.append({"what": "vault (agentlog ship)",
                          "value": ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items())) or "no sessions"})
+        if shipped_last is not None:
+            rows.append({"what": "last ship (the daemon)", "value": f"{shipped_last.get('at')}: {shipped_last.get('summary')}"})
         for comp, size in st.bytes_by_component.items():
             rows.append({"what": comp, "value": f"{fmt_bytes(size)} in {st.files_by_component[comp]:,} files"})
         print_table(rows, ["what", "value"], title=st.data_root)

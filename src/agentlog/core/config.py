@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "retention_days": 0,
     "transcript_sync": True,
     "checkpoint_minutes": 5,
+    "ship_minutes": 5,
+    "ship_prune_after_days": 0,
     "capture_server": True,
     "hook_client": "native",
 }
@@ -44,6 +46,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "seal_idle_hours": (0, 24 * 365),
     "retention_days": (0, 36500),
     "checkpoint_minutes": (0, 1440),
+    "ship_minutes": (0, 1440),
+    "ship_prune_after_days": (0, 36500),
 }
 DESCRIPTIONS: dict[str, str] = {
     "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
@@ -53,6 +57,10 @@ DESCRIPTIONS: dict[str, str] = {
     "retention_days": "purge events older than this many days (content removed, hashes kept; `agentlog purge`); 0 keeps everything",
     "transcript_sync": "when a turn ends, import the agent's transcript in the background where its hooks lack outcomes (Codex: exit codes, failed patches)",
     "checkpoint_minutes": "the daemon signs a checkpoint of the Merkle tree this often while frames arrive (`agentlog checkpoint`); 0: never",
+    "ship_minutes": "when this data root is enrolled with a vault (`agentlog enroll`), the daemon runs `agentlog ship` this often, "
+                    "the first time soon after it starts; 0: never (fractions allowed)",
+    "ship_prune_after_days": "the daemon's ship passes remove the local files of sessions the vault has fully acknowledged "
+                             "and idle this many days (`agentlog ship --prune-after`); 0: never",
     "capture_server": "the daemon records the native hook's payloads sent over <data root>/run/hook.sock (without it the native hook falls back to the Python one)",
     "hook_client": "native: `agentlog install` builds the C hook client where there is a compiler and writes it into the agents' configs; python: always the Python hook (as `install --python-hook`)",
 }

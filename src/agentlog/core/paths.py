@@ -12,6 +12,10 @@ import sys
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+VAULT_DIR_NAME = "vault"
+"""``<data root>/vault/``: this machine's enrolment with a vault (``vault/machine.py``)."""
+VAULT_KEY_NAME = "machine.key"
+"""The enrolment's machine key, written last: an enrolment is complete when it is there."""
 
 
 def data_root(environ: dict[str, str] | None = None) -> str:
@@ -39,6 +43,16 @@ def config_file(root: str) -> str:
 def state_dir(root: str) -> str:
     """Small bookkeeping files (caches, install ledger, unrecognised shapes)."""
     return os.path.join(root, "state")
+
+
+def vault_dir(root: str) -> str:
+    return os.path.join(root, VAULT_DIR_NAME)
+
+
+def vault_enrolled(root: str) -> bool:
+    """Whether this data root is enrolled with a vault, by path only (the daemon asks
+    before it ships; it does not import the vault package)."""
+    return os.path.exists(os.path.join(vault_dir(root), VAULT_KEY_NAME))
 
 
 def diagnostics_log(root: str) -> str:

@@ -26,6 +26,14 @@ inherits the niceness of the thread that starts it).
 A server that cannot start (an unsafe run directory, say) is logged, and the daemon
 goes on without it: the native hook then falls back to the Python one.
 
+When the data root is enrolled with a vault (``agentlog enroll``) it ships: every
+``ship_minutes`` (the setting, 5 by default; 0: never), the first time soon after it
+starts, it runs ``agentlog ship --json`` as a child process at the lowest priority,
+never waiting for it and never two at once (``operations/ship_schedule.py`` says why
+a process); each outcome is a line of its log and ``state/ship-last.json``. On
+SIGTERM a running pass gets a few seconds, then is killed (the next pass resumes it).
+Hooks never ship.
+
 ``daemon install|uninstall`` (``store/service.py``) runs it as a login
 service (systemd --user / launchd). Not built yet: a file-system watcher
 (inotify/FSEvents) instead of polling.
@@ -54,6 +62,7 @@ from agentlog.store.ingest import ingest, load_positions, log_id
 if TYPE_CHECKING:
     from agentlog.capture.serve import CaptureProcess
     from agentlog.operations.checkpoints import Periodic
+    from agentlog.operations.ship_schedule import ShipSchedule
 
 T = TypeVar("T")
 
@@ -199,6 +208,23 @@ def _keep_capture_server(root: str, server: CaptureProcess) -> None:
         _log(root, f"capture server process ended; started again: {'answering, pid ' + str(server.pid) if again else 'not answering (its reason is above)'}")
 
 
+def ship_schedule(root: str) -> ShipSchedule:
+    """The daemon's ship passes, from the ``ship_minutes`` and ``ship_prune_after_days``
+    settings (a bad config.toml is logged and the defaults used, as for checkpoints)."""
+    from agentlog.core.paths import vault_enrolled
+    from agentlog.operations.ship_schedule import DEFAULT_EVERY_S, ShipSchedule, settings
+
+    try:
+        every, prune_after = settings(root)
+    except AgentlogError as e:
+        every, prune_after = DEFAULT_EVERY_S, None
+        _log(root, f"ship settings unusable ({e}); when enrolled, a ship pass every {every / 60:g} minutes, no pruning")
+    if every > 0 and vault_enrolled(root):
+        _log(root, f"ship: enrolled with a vault; a pass every {every / 60:g} minutes"
+                   + (f", pruning sessions idle {prune_after / 86400:g} days" if prune_after else ""))
+    return ShipSchedule(root, every, prune_after_s=prune_after, log=lambda line: _log(root, line))
+
+
 class Settling:
     """When to ingest what the logs gained: once they have been still for ``settle`` seconds,
     or ``max_lag`` seconds after the change was first seen, whichever comes first.
@@ -269,6 +295,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         every = DEFAULT_EVERY_S
         _log(root, f"checkpoint_minutes unusable ({e}); a checkpoint every {every / 60:g} minutes")
     periodic = Periodic(every)
+    ship = ship_schedule(root)
     started = last_compact = time.monotonic()
     seen: tuple[tuple[str, int, int], ...] | None = None
     settling = Settling(settle, max_lag)
@@ -298,6 +325,9 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     if report.tree_leaves:
                         periodic.grew()
             work(_checkpoint, root, periodic)
+            ship.poll()
+            if ship.due(time.monotonic()):
+                work(ship.start)  # from the worker thread: the pass inherits its lowest priority
             if time.monotonic() - last_compact >= compact_every and (compactor is None or not compactor.is_alive()):
                 # beside ingest, not in it: sealing and compaction have their own locks
                 compactor = threading.Thread(target=maintain, args=(root,), name="agentlog-compact", daemon=True)
@@ -306,6 +336,9 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
             time.sleep(interval)
+        if ship.running:
+            _log(root, "stopping the ship pass in progress")
+            ship.stop()
         if server is not None:  # before the last ingest, so that it holds every frame acknowledged
             server.stop()
             _log(root, "capture server stopped")
@@ -316,6 +349,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
             _log(root, "waiting for the compaction in progress")
             compactor.join()
     finally:
+        ship.stop()
         bg.shutdown(wait=True)
         if server is not None:
             server.stop()

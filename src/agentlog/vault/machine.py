@@ -26,21 +26,17 @@ from typing import Any
 
 from agentlog.core.fileio import unlink_if_present, write_atomic
 from agentlog.core.jsonio import dumps
-from agentlog.core.paths import ensure_dir
+from agentlog.core.paths import VAULT_KEY_NAME, ensure_dir, vault_dir, vault_enrolled
 from agentlog.vault import VaultError
 from agentlog.vault.client import Client, error_text
 from agentlog.vault.protocol import b64e, check_url
 
-KEY_FILE = "machine.key"
+KEY_FILE = VAULT_KEY_NAME
 ID_FILE = "machine.id"
 SERVER_FILE = "server"
 HOST_FILE = "host"
 RECIPIENTS_FILE = "recipients.json"
 CA_FILE = "ca.pem"
-
-
-def vault_dir(root: str) -> str:
-    return os.path.join(root, "vault")
 
 
 def chains_dir(root: str) -> str:
@@ -80,7 +76,7 @@ class Machine:
 
 
 def enrolled(root: str) -> bool:
-    return os.path.exists(os.path.join(vault_dir(root), KEY_FILE))
+    return vault_enrolled(root)
 
 
 def load(root: str) -> Machine:
