@@ -14,6 +14,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -333,6 +334,71 @@ def test_a_local_rewrite_after_shipping_stops_the_session(vault: Vault, tmp_path
     assert vault_batches(vault, chain_of("rw")) == before
     r = ship(home)  # stays stopped: never resolved automatically
     assert r["by_chain"][chain_of("rw")]["status"] == "stopped" and r["rc"] == 1
+
+
+def _ship_in_process(home: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int) -> Any:
+    """One pass in this process with small batches, so that the pipeline holds many."""
+    import agentlog.vault.ship as ship_mod
+
+    monkeypatch.setattr(ship_mod, "BATCH_BYTES", batch_bytes)
+    return ship_mod.run_once(str(home))
+
+
+def test_a_pass_of_many_batches_ships_each_once_in_order(vault: Vault, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "m"
+    log = make_log(home, "many", 41, pad=900)
+    vault.enroll(home)
+    res = _ship_in_process(home, monkeypatch, 4000)  # ~4 frames a batch
+    assert res.status == "ok" and [(c.status, c.frames, c.shipped_seq) for c in res.chains] == [("shipped", 41, 40)]
+    got = [(b[2], b[3]) for b in vault_batches(vault, chain_of("many"))]
+    assert len(got) >= 10 and got[0][0] == 0 and got[-1][1] == 40
+    assert all(b[0] == a[1] + 1 for a, b in zip(got, got[1:]))  # dense, no batch twice
+    log.append([event(41 + i, pad=900) for i in range(9)])
+    res = _ship_in_process(home, monkeypatch, 4000)
+    assert [(c.frames, c.shipped_seq) for c in res.chains] == [(9, 49)]
+    pulled = tmp_path / "pulled"
+    vault.admin("pull", "--into", str(pulled))
+    assert (pulled / "logs" / PROVIDER / "many.jsonl").read_bytes() == Path(log.path).read_bytes()
+
+
+def test_a_frame_failing_its_check_mid_pass_ships_the_batches_before_it(vault: Vault, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline has batches out when a later frame fails: they are answered and
+    recorded, the chain stops at that frame's seq, and nothing after it is sent."""
+    home = tmp_path / "m"
+    log = make_log(home, "mid", 40, pad=900)
+    vault.enroll(home)
+    _rewrite(log.path, b"frame 29 ", b"frame Z ")
+    res = _ship_in_process(home, monkeypatch, 4000)
+    (c,) = res.chains
+    assert c.status == "stopped" and c.seq == 29, c
+    got = [(b[2], b[3]) for b in vault_batches(vault, chain_of("mid"))]
+    last = got[-1][1]
+    assert got[0][0] == 0 and last < 29 and all(b[0] == a[1] + 1 for a, b in zip(got, got[1:]))
+    st = ChainState(str(home), chain_of("mid"))
+    shipped = st.shipped()
+    assert shipped is not None and shipped.seq == last  # what the vault holds is recorded as shipped
+    assert _ship_in_process(home, monkeypatch, 4000).chains[0].status == "stopped"
+
+
+def test_a_lost_acknowledgement_mid_stream_is_recovered(vault: Vault, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine forgets that the vault holds seqs 0-20 (a crash after the vault stored them):
+    the next pass sends from 0 with batches cut elsewhere, is told where the vault is, and goes on."""
+    home = tmp_path / "m"
+    log = make_log(home, "lostmid", 21, pad=900)
+    vault.enroll(home)
+    assert _ship_in_process(home, monkeypatch, 1 << 20).chains[0].shipped_seq == 20
+    st = ChainState(str(home), chain_of("lostmid"))
+    for name in ("shipped", "hashes"):
+        os.unlink(os.path.join(st.dir, name))
+    log.append([event(21 + i, pad=900) for i in range(12)])
+    res = _ship_in_process(home, monkeypatch, 4000)
+    (c,) = res.chains
+    assert c.status == "shipped" and c.shipped_seq == 32, c
+    got = [(b[2], b[3]) for b in vault_batches(vault, chain_of("lostmid"))]
+    assert got[0] == (0, 20) and got[-1][1] == 32 and all(b[0] == a[1] + 1 for a, b in zip(got, got[1:]))
 
 
 def test_a_recipient_set_signed_by_a_stranger_stops_shipping(vault: Vault, tmp_path: Path) -> None:

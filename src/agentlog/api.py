@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from agentlog.vault.machine import load as load_vault_machine
     from agentlog.vault.protocol import MAX_BATCH_BYTES as VAULT_MAX_BATCH_BYTES
     from agentlog.vault.protocol import chain_path as vault_chain_path
+    from agentlog.vault.protocol import PackedIndex as VaultPackedIndex
     from agentlog.vault.protocol import index_entries as vault_index_entries
     from agentlog.vault.ship import run_once as ship_once
 
@@ -174,6 +175,7 @@ _LAZY: dict[str, str] = {
     "load_vault_machine": "agentlog.vault.machine:load",
     "vault_chain_path": "agentlog.vault.protocol:chain_path",
     "vault_index_entries": "agentlog.vault.protocol:index_entries",
+    "VaultPackedIndex": "agentlog.vault.protocol:PackedIndex",
     "VAULT_MAX_BATCH_BYTES": "agentlog.vault.protocol:MAX_BATCH_BYTES",
     "vault_seal_batch": "agentlog.vault.crypto:seal_batch",
     "vault_open_batch": "agentlog.vault.crypto:open_batch",
@@ -256,6 +258,7 @@ __all__ = [
     "load_vault_machine",
     "vault_chain_path",
     "vault_index_entries",
+    "VaultPackedIndex",
     "VAULT_MAX_BATCH_BYTES",
     "vault_seal_batch",
     "vault_open_batch",

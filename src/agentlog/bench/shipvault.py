@@ -186,7 +186,9 @@ def request_worker(root: str, session_id: str, kind: str, n: int, start_at: floa
     continuing the chain (``kind`` 'post'; the bodies are built and sealed before the clock
     starts). Waits until ``start_at`` (time.time()) so parallel workers start together.
     Returns the per-request latencies (ms) and the wall window."""
-    from agentlog.api import load_vault_machine, vault_batch_aad, vault_chain_path, vault_index_entries, vault_seal_batch
+    from agentlog.api import (
+        VaultPackedIndex, load_vault_machine, vault_batch_aad, vault_chain_path, vault_index_entries, vault_seal_batch,
+    )
 
     m = load_vault_machine(root)
     chain = chain_of(session_id)
@@ -209,7 +211,7 @@ def request_worker(root: str, session_id: str, kind: str, n: int, start_at: floa
                 raise RuntimeError(f"{session_id}: {len(lines)} unshipped frames, {n} wanted")
             frames_path = vault_chain_path(chain, "frames")
             for seq, line in enumerate(lines, first):
-                index = [e.to_json() for e in vault_index_entries(line)]
+                index = VaultPackedIndex.of(vault_index_entries(line)).to_json()
                 nonce, ct = vault_seal_batch(key, line, vault_batch_aad(m.machine_id, chain, m.host, seq, seq))
                 body = {"first_seq": seq, "last_seq": seq, "index": index,
                         "nonce": base64.b64encode(nonce).decode(), "ciphertext": base64.b64encode(ct).decode()}

@@ -29,19 +29,25 @@
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import shutil
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from agentlog.log.layout import head_path, sealed_dir
 from agentlog.vault import VaultError
 from agentlog.vault.chains import Batch, ChainState, Diverged, Shipped, local_chains, pending, pending_batches, read_head
 from agentlog.vault.client import Client, Reply, VaultUnreachable, error_text
-from agentlog.vault.protocol import PackedIndex, b64e, chain_genesis, chain_path
+from agentlog.vault.protocol import MAX_BATCH_BYTES, PackedIndex, b64e, chain_genesis, chain_path
 from agentlog.vault.machine import Machine, load
+
+BATCH_BYTES = MAX_BATCH_BYTES
+"""Frame bytes a batch holds at most (a larger frame is a batch of its own)."""
+
 
 @dataclass
 class ChainResult:
@@ -123,13 +129,13 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
         return ChainResult(chain, "stopped", shipped_seq=shipped.seq if shipped else None,
                            message=str(stopped.get("reason", "")), seq=seq if isinstance(seq, int) else None)
     upto = head[0] if head else None
+    stream = pending_batches(log, st, shipped, upto, BATCH_BYTES)
     try:
-        first = next(pending_batches(log, st, shipped, upto), None)
+        first = next(stream, None)
     except Diverged as e:
         return _stop(st, shipped, str(e), e.seq)
     if first is None:
         return ChainResult(chain, "up to date", shipped_seq=shipped.seq if shipped else None)
-    del first  # read again by the shipper, which streams from where the vault is
     key = st.chain_key()
     if key is None and shipped is not None:
         return ChainResult(chain, "kept", shipped_seq=shipped.seq,
@@ -139,7 +145,7 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
         from agentlog.vault.crypto import new_chain_key
 
         key = st.new_chain_key(new_chain_key(), version)
-    return _Shipper(m, c, chain, log, st, key, progress).run(shipped, upto)
+    return _Shipper(m, c, chain, log, st, key, progress).run(shipped, upto, itertools.chain([first], stream))
 
 
 def _stop(st: ChainState, shipped: Shipped | None, reason: str, seq: int | None) -> ChainResult:
@@ -168,19 +174,23 @@ class _Shipper:
         self.progress = progress
         self.path = chain_path(chain, "frames")
 
-    def run(self, shipped: Shipped | None, upto: int | None) -> ChainResult:
+    def run(self, shipped: Shipped | None, upto: int | None, stream: Iterator[Batch]) -> ChainResult:
+        """Ship ``stream`` (the pending batches after ``shipped``), then whatever a
+        recovery or a partial acknowledgement leaves to send."""
         res = ChainResult(self.chain, "shipped", shipped_seq=shipped.seq if shipped else None)
         recovered = False
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-ship") as pool:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-seal") as sealer, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-send") as sender:
             while True:
                 try:
-                    refused, shipped = self._stream(pool, shipped, upto, res)
+                    refused, shipped = self._stream(sealer, sender, stream, shipped, res)
                 except VaultUnreachable as e:
                     return self._unreachable(res, str(e))
                 except Diverged as e:
-                    return _stop(self.st, shipped, str(e), e.seq)
+                    return _stop(self.st, self.st.shipped(), str(e), e.seq)
                 except _Again as again:
                     shipped = again.shipped
+                    stream = pending_batches(self.log, self.st, shipped, upto, BATCH_BYTES)
                     continue
                 if refused is None:
                     return res
@@ -201,6 +211,7 @@ class _Shipper:
                         if held and held[-1].seq == at and held[-1].hash == head_hash:
                             shipped = self.st.record_shipped(held)
                             res.shipped_seq = shipped.seq
+                            stream = pending_batches(self.log, self.st, shipped, upto, BATCH_BYTES)
                             continue
                     if d.get("missing_wraps"):
                         return self._unreachable(res, "the vault's admins changed during this pass; the next pass retries")
@@ -218,22 +229,46 @@ class _Shipper:
                                  seq if isinstance(seq, int) else None)
                 return self._unreachable(res, error_text(reply))
 
-    def _stream(self, pool: ThreadPoolExecutor, shipped: Shipped | None, upto: int | None,
-                res: ChainResult) -> tuple[_Sent | None, Shipped | None]:
-        """Send every pending batch after ``shipped``; (None, shipped) when all are stored,
-        else (the batch the vault did not store, shipped). Raises _Again when the vault
-        stored only part of a batch (the stream starts over from what it holds)."""
+    def _stream(self, sealer: ThreadPoolExecutor, sender: ThreadPoolExecutor, stream: Iterator[Batch],
+                shipped: Shipped | None, res: ChainResult) -> tuple[_Sent | None, Shipped | None]:
+        """Send every batch of ``stream`` in order; (None, shipped) when all are stored,
+        else (the batch the vault did not store, shipped). Three stages run at once:
+        this thread reads and checks a batch, ``sealer`` seals the one before (zstd and
+        the AEAD let go of the GIL), ``sender`` has the one before that out at the vault;
+        one request at a time. Raises _Again when the vault stored only part of a batch.
+        A frame that fails its check (Diverged) ends the stream once the batch out at the
+        vault is answered and recorded: every batch before it ships."""
         wraps_due = self.st.key_pending()
+        sealing: deque[tuple[Batch, bool, Future[dict[str, Any]]]] = deque()
         out: _Sent | None = None
-        for batch in pending_batches(self.log, self.st, shipped, upto):
-            wrapped = batch.first == 0 or wraps_due
-            body = self._body(batch, wrapped)
-            wraps_due = wraps_due and not wrapped  # the batch before carries them; a refusal ends the stream
-            if out is not None:
-                shipped = self._settle(out, shipped, res)
-                if shipped is None or shipped.seq != out.batch.last:
-                    return out, shipped
-            out = _Sent(batch, wrapped, pool.submit(self.c.request, "POST", self.path, body))
+        batches: Iterator[Batch | None] = itertools.chain(stream, [None])
+        while True:
+            try:
+                batch = next(batches)
+            except Diverged:
+                if out is not None:
+                    try:
+                        self._settle(out, shipped, res)
+                    except (VaultUnreachable, _Again):
+                        pass
+                raise
+            if batch is not None:
+                wrapped = batch.first == 0 or wraps_due
+                wraps_due = wraps_due and not wrapped  # the batch before carries them; a refusal ends the stream
+                sealing.append((batch, wrapped, sealer.submit(self._body, batch, wrapped)))
+                if len(sealing) < 2:
+                    continue
+            while sealing:
+                sealed, wrapped, body = sealing.popleft()
+                if out is not None:
+                    shipped = self._settle(out, shipped, res)
+                    if shipped is None or shipped.seq != out.batch.last:
+                        return out, shipped
+                out = _Sent(sealed, wrapped, sender.submit(self.c.request, "POST", self.path, body.result()))
+                if batch is not None:
+                    break
+            if batch is None:
+                break
         if out is not None:
             shipped = self._settle(out, shipped, res)
             if shipped is None or shipped.seq != out.batch.last:
