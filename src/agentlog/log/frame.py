@@ -67,7 +67,6 @@ HASH_MARK = b',"hash":"'
 SUFFIX = b'"}\n'
 # bytes from the start of HASH_MARK to the end of the line (newline included)
 TRAILER = len(HASH_MARK) + HASH_HEX + len(SUFFIX)
-_HEX = frozenset(b"0123456789abcdef")
 
 
 def genesis(provider: str, session_key: str) -> str:
@@ -142,22 +141,35 @@ def _envelope(buf: bytes, start: int, end: int, body_mark: bytes) -> tuple[int, 
     """The shape every frame line ``buf[start:end]`` shares — prefix, prev,
     seq, ``body_mark`` (``,"event":`` or ``,"purged":``), hash, suffix —
     checked without copying the line. Returns (seq, prev, hash, where the
-    body starts, where ``,"hash":"`` starts). Raises FrameError('not_a_frame')."""
-    if end - start < PREV_END + TRAILER + 16 or not buf.startswith(PREFIX, start) or not buf.startswith(SUFFIX, end - 3):
+    body starts, where ``,"hash":"`` starts). Raises FrameError('not_a_frame').
+
+    Two compiled patterns, one at each end of the line: the seq has at most as
+    many digits as fit before ``body_mark`` within 21 bytes of its start."""
+    if end - start < PREV_END + TRAILER + 16:
         raise FrameError("not_a_frame")
+    head, tail = _PATTERNS.get(body_mark) or _compile(body_mark)
+    h = head.match(buf, start, end)
     mark = end - TRAILER
-    if not buf.startswith(HASH_MARK, mark) or not buf.startswith(SEQ_MARK, start + PREV_END):
+    t = tail.fullmatch(buf, mark, end)
+    if h is None or t is None:
         raise FrameError("not_a_frame")
-    seq_start = start + PREV_END + len(SEQ_MARK)
-    seq_end = buf.find(body_mark, seq_start, seq_start + 21)
-    if seq_end < 0:
-        raise FrameError("not_a_frame")
-    digits = buf[seq_start:seq_end]
-    claimed = buf[mark + len(HASH_MARK) : end - len(SUFFIX)]
-    prev = buf[start + PREV_START : start + PREV_END]
-    if not digits.isdigit() or not _HEX.issuperset(claimed) or not _HEX.issuperset(prev):
-        raise FrameError("not_a_frame")
-    return int(digits), prev, claimed, seq_end + len(body_mark), mark
+    return int(h[2]), h[1], t[1], h.end(), mark
+
+
+_PATTERNS: dict[bytes, tuple[Any, Any]] = {}
+
+
+def _compile(body_mark: bytes) -> tuple[Any, Any]:
+    """The patterns of :func:`_envelope`, compiled on first use (``re`` is not
+    imported on the hook's path, which only writes frames)."""
+    import re
+
+    digits = 21 - len(body_mark)
+    head = re.compile(re.escape(PREFIX) + b"([0-9a-f]{64})" + re.escape(SEQ_MARK) + b"([0-9]{1,%d})" % digits
+                      + re.escape(body_mark))
+    tail = re.compile(re.escape(HASH_MARK) + b"([0-9a-f]{64})" + re.escape(SUFFIX))
+    _PATTERNS[body_mark] = (head, tail)
+    return head, tail
 
 
 def is_purged(line: bytes) -> bool:

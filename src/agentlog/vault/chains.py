@@ -25,6 +25,7 @@ takes the shared lock only for an instant per chunk.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import json
 import os
@@ -40,7 +41,7 @@ from agentlog.log.segments import line_ending_at, lines_from, read_from
 from agentlog.log.writer import parse_head
 from agentlog.vault import VaultError, VaultProtocolError
 from agentlog.vault.machine import chains_dir
-from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, chain_id, index_entry_at
+from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, PackedIndex, chain_id, frame_index_at
 
 
 
@@ -132,15 +133,26 @@ class ChainState:
 
     def record_shipped(self, entries: list[Entry]) -> Shipped:
         """The vault holds ``entries`` (dense, in order): keep their hashes, then move ``shipped``."""
+        last = entries[-1]
+        return self.record(entries[0].seq, b"".join(bytes.fromhex(e.hash) for e in entries), last.offset + last.length)
+
+    def record_batch(self, batch: Batch, count: int) -> Shipped:
+        """The vault holds the first ``count`` frames of ``batch``."""
+        end = batch.offsets[count] if count < len(batch.offsets) else batch.end
+        return self.record(batch.first, batch.index.hashes[: 32 * count], end)
+
+    def record(self, first_seq: int, hashes: bytes, end: int) -> Shipped:
+        """The vault holds the frames from ``first_seq`` whose SHA-256s are ``hashes`` (32
+        bytes each), the last ending at logical offset ``end``: keep the hashes (fsynced),
+        then move ``shipped``."""
         ensure_dir(self.dir)
         fd = os.open(self._path("hashes"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.pwrite(fd, b"".join(bytes.fromhex(e.hash) for e in entries), entries[0].seq * 32)
+            os.pwrite(fd, hashes, first_seq * 32)
             os.fsync(fd)
         finally:
             os.close(fd)
-        last = entries[-1]
-        s = Shipped(last.seq, last.hash, last.offset + last.length)
+        s = Shipped(first_seq + len(hashes) // 32 - 1, hashes[-32:].hex(), end)
         self._write("shipped", s.line())
         return s
 
@@ -236,19 +248,45 @@ def _resume(log_file: str, state: ChainState, shipped: Shipped | None) -> tuple[
 
 @dataclass(frozen=True)
 class Batch:
-    """Consecutive pending frames: their index entries and their bytes, exactly the
-    bytes that were checked (nothing is read twice)."""
+    """Consecutive pending frames: their packed index, where each starts in the log
+    (logical offsets, and where the last ends), and their bytes, exactly the bytes
+    that were checked (nothing is read twice)."""
 
-    entries: list[Entry]
+    index: PackedIndex
+    offsets: list[int]
+    end: int
     data: bytes
 
     @property
     def first(self) -> int:
-        return self.entries[0].seq
+        return self.index.first_seq
 
     @property
     def last(self) -> int:
-        return self.entries[-1].seq
+        return self.index.last_seq
+
+    @property
+    def entries(self) -> list[Entry]:
+        ends = self.offsets[1:] + [self.end]
+        return [Entry(e, off, stop - off) for e, off, stop in zip(self.index.entries(), self.offsets, ends)]
+
+
+class _BatchBuilder:
+    """The frames of the batch being read: their hashes (hex, as the lines hold them),
+    ``at`` values and offsets; the bytes as runs of the read buffers."""
+
+    def __init__(self, first_prev: bytes) -> None:
+        self.first_prev = first_prev
+        self.hashes: list[bytes] = []
+        self.ats: list[int | None] = []
+        self.offsets: list[int] = []
+        self.pieces: list[bytes] = []
+        self.size = 0
+
+    def take(self, first_seq: int, end: int) -> Batch:
+        hashes = binascii.unhexlify(b"".join(self.hashes))
+        prevs = binascii.unhexlify(self.first_prev) + hashes[:-32]  # each prev was checked to be the hash before it
+        return Batch(PackedIndex(first_seq, prevs, hashes, tuple(self.ats)), self.offsets, end, b"".join(self.pieces))
 
 
 def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None,
@@ -260,12 +298,12 @@ def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, u
     first continuing what the vault holds. Raises Diverged at the first frame that
     fails, naming its seq (a local rewrite after shipping); the batches before it
     have been yielded. Never writes anything."""
-    start, prev, expect = _resume(log_file, state, shipped)
+    start, prev_hex, expect = _resume(log_file, state, shipped)
     if upto is not None and upto < expect:
         return
-    entries: list[Entry] = []
-    pieces: list[bytes] = []
-    size = 0
+    prev = prev_hex.encode("ascii")
+    cur = _BatchBuilder(prev)
+    first = expect
     carry = b""
     base = start
     for off, data in read_from(log_file, start):
@@ -279,30 +317,32 @@ def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, u
                 break
             end = nl + 1
             try:
-                entry = index_entry_at(buf, pos, end)
+                seq, p, digest, at = frame_index_at(buf, pos, end)
             except VaultProtocolError as e:
                 raise Diverged(expect, f"not a valid frame ({e})") from None
-            if entry.seq != expect:
-                raise Diverged(expect, f"expected seq {expect}, found {entry.seq}")
-            if entry.prev != prev:
-                raise Diverged(entry.seq, "its prev is not the hash of the frame before it")
-            if entries and size + (end - pos) > limit:
-                pieces.append(buf[run:pos])
-                yield Batch(entries, b"".join(pieces))
-                entries, pieces, size, run = [], [], 0, pos
-            entries.append(Entry(entry, base + pos, end - pos))
-            size += end - pos
-            prev, expect, pos = entry.hash, expect + 1, end
-            if upto is not None and entry.seq >= upto:
-                pieces.append(buf[run:pos])
-                yield Batch(entries, b"".join(pieces))
+            if seq != expect:
+                raise Diverged(expect, f"expected seq {expect}, found {seq}")
+            if p != prev:
+                raise Diverged(seq, "its prev is not the hash of the frame before it")
+            if cur.hashes and cur.size + (end - pos) > limit:
+                cur.pieces.append(buf[run:pos])
+                yield cur.take(first, base + pos)
+                cur, first, run = _BatchBuilder(prev), seq, pos
+            cur.hashes.append(digest)
+            cur.ats.append(at)
+            cur.offsets.append(base + pos)
+            cur.size += end - pos
+            prev, expect, pos = digest, expect + 1, end
+            if upto is not None and seq >= upto:
+                cur.pieces.append(buf[run:pos])
+                yield cur.take(first, base + pos)
                 return
-        if entries and run < pos:
-            pieces.append(buf[run:pos])
+        if cur.hashes and run < pos:
+            cur.pieces.append(buf[run:pos])
         carry = buf[pos:]
         base += pos
-    if entries:
-        yield Batch(entries, b"".join(pieces))
+    if cur.hashes:
+        yield cur.take(first, base)
 
 
 def pending(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None) -> list[Entry]:

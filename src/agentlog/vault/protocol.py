@@ -26,7 +26,7 @@ from agentlog.vault import VaultError, VaultProtocolError
 
 __all__ = [
     "MAX_BATCH_BYTES", "b64e", "b64d", "chain_id", "split_chain", "check_chain", "chain_path", "IndexEntry",
-    "index_entries", "index_entry_at", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
+    "index_entries", "index_entry_at", "frame_index_at", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
     "FramesRequest", "PackedIndex", "AT_NULL", "EnrollRequest", "dumps", "loads", "chain_genesis",
 ]
 
@@ -241,6 +241,13 @@ def index_entry_at(buf: bytes, start: int, end: int) -> IndexEntry:
     """The index entry of the frame line ``buf[start:end]`` (``end`` just after its
     newline), read in place: a frame's hash is checked against its bytes, a purged
     frame's taken as given. VaultProtocolError when it is neither."""
+    seq, prev, digest, at = frame_index_at(buf, start, end)
+    return IndexEntry(seq, prev.decode("ascii"), digest.decode("ascii"), at)
+
+
+def frame_index_at(buf: bytes, start: int, end: int) -> tuple[int, bytes, bytes, int | None]:
+    """:func:`index_entry_at` with ``prev`` and ``hash`` left as the line's hex bytes (the
+    ship pass reads a few thousand frames a batch this way)."""
     from agentlog.log.frame import FrameError, check_frame_at, parse_purged
 
     try:
@@ -250,8 +257,8 @@ def index_entry_at(buf: bytes, start: int, end: int) -> IndexEntry:
             seq_, prev_, digest_ = parse_purged(buf[start:end])
         except FrameError:
             raise VaultProtocolError(f"not a frame at byte {start}: {e}") from None
-        return IndexEntry(seq_, prev_, digest_, None)
-    return IndexEntry(seq, prev.decode("ascii"), digest.decode("ascii"), _captured_at(buf, ev_start, ev_end))
+        return seq_, prev_.encode("ascii"), digest_.encode("ascii"), None
+    return seq, prev, digest, _captured_at(buf, ev_start, ev_end)
 
 
 _CAPTURED_AT = b'"captured_at":'

@@ -42,7 +42,7 @@ from agentlog.log.layout import head_path, sealed_dir
 from agentlog.vault import VaultError
 from agentlog.vault.chains import Batch, ChainState, Diverged, Shipped, local_chains, pending, pending_batches, read_head
 from agentlog.vault.client import Client, Reply, VaultUnreachable, error_text
-from agentlog.vault.protocol import MAX_BATCH_BYTES, PackedIndex, b64e, chain_genesis, chain_path
+from agentlog.vault.protocol import MAX_BATCH_BYTES, b64e, chain_genesis, chain_path
 from agentlog.vault.machine import Machine, load
 
 BATCH_BYTES = MAX_BATCH_BYTES
@@ -287,16 +287,18 @@ class _Shipper:
             self.st.key_acknowledged()  # the vault holds this key's wraps now
             res.rekeyed = res.rekeyed or sent.batch.first > 0
         acked = d.get("acked_seq")
-        done = [e for e in sent.batch.entries if not isinstance(acked, int) or e.seq <= acked]
-        if not done:
+        batch = sent.batch
+        count = len(batch.index) if not isinstance(acked, int) else min(len(batch.index), acked - batch.first + 1)
+        if count <= 0:
             raise VaultUnreachable(f"the vault acknowledged seq {acked}, before this batch")
-        shipped = self.st.record_shipped(done)
-        res.frames += len(done)
-        res.bytes += sum(e.length for e in done)
+        before = shipped.offset if shipped is not None else batch.offsets[0]
+        shipped = self.st.record_batch(batch, count)
+        res.frames += count
+        res.bytes += shipped.offset - before
         res.shipped_seq = shipped.seq
         if self.progress:
             self.progress(f"{self.chain}: shipped through seq {shipped.seq}")
-        if len(done) < len(sent.batch.entries):
+        if count < len(batch.index):
             raise _Again(shipped)
         return shipped
 
@@ -323,7 +325,7 @@ class _Shipper:
         first, last = batch.first, batch.last
         nonce, ct = seal_batch(self.key, batch.data, batch_aad(self.m.machine_id, self.chain, self.m.host, first, last))
         body: dict[str, Any] = {
-            "first_seq": first, "last_seq": last, "index": PackedIndex.of([e.entry for e in batch.entries]).to_json(),
+            "first_seq": first, "last_seq": last, "index": batch.index.to_json(),
             "nonce": b64e(nonce), "ciphertext": b64e(ct),
         }
         if wrapped:
