@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
-from agentlog.core.fileio import unlink_if_present, write_atomic
+from agentlog.core.fileio import read_small, unlink_if_present, write_atomic
 from agentlog.core.paths import ensure_dir
 from agentlog.log.frame import FrameError, genesis, parse_any
 from agentlog.log.layout import head_path, iter_logs, split_log_path
@@ -68,8 +68,10 @@ def local_chains(root: str) -> list[tuple[str, str]]:
 def read_head(log_file: str) -> tuple[int, str] | None:
     """(seq, hash) the log's head file names, None when there is none (or it is unreadable)."""
     try:
-        with open(head_path(log_file), "rb") as f:
-            tip = parse_head(f.read())
+        data = read_small(head_path(log_file), 4096)
+        if data is None:
+            return None
+        tip = parse_head(data)
     except (OSError, ValueError):
         return None
     return tip.seq, tip.hash
@@ -111,12 +113,8 @@ class ChainState:
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
 
-    def _read(self, name: str) -> bytes | None:
-        try:
-            with open(self._path(name), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
+    def _read(self, name: str, limit: int = 4096) -> bytes | None:
+        return read_small(self._path(name), limit)  # a line or a key (the stop reason may be longer)
 
     def _write(self, name: str, data: bytes) -> None:
         ensure_dir(self.dir)
@@ -199,7 +197,7 @@ class ChainState:
             unlink_if_present(self._path(name))
 
     def stopped(self) -> dict[str, object] | None:
-        data = self._read("stopped")
+        data = self._read("stopped", 1 << 20)
         if data is None:
             return None
         try:
