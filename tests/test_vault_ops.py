@@ -196,5 +196,5 @@ def test_ten_machines_ship_concurrently_and_one_pull_verifies_all(vault: Vault, 
     for i, h in enumerate(homes):
         for log in logs[h]:
             s = side[(f"ten-{i}", f"test~{log.key}")]
-            assert (Path(s["root"]) / "logs" / "test" / f"{log.key}.jsonl").read_bytes() == Path(log.path).read_bytes()
+            assert (into / s["root"] / "logs" / "test" / f"{log.key}.jsonl").read_bytes() == Path(log.path).read_bytes()
     assert agentlog(into, "verify").returncode == 0

@@ -486,7 +486,8 @@ def test_two_machines_ship_concurrently_and_one_pull_verifies_both(vault: Vault,
         host = (h / "vault" / "host").read_text().strip()
         for log in hl:
             s = side[(host, chain_of(log.key))]
-            got = Path(s["root"]) / "logs" / PROVIDER / f"{log.key}.jsonl"
+            assert not os.path.isabs(s["root"])  # relative: the pulled directory can move
+            got = into / s["root"] / "logs" / PROVIDER / f"{log.key}.jsonl"
             assert got.read_bytes() == Path(log.path).read_bytes()
     assert agentlog(into, "verify").returncode == 0
 

@@ -10,7 +10,7 @@ format) writes session logs as usual and, beside them, ``DIR/vault-pull/``:
 
 A session id seen on two machines cannot share one log file: the second
 machine's copy goes to the data root ``DIR/vault-pull/machines/<machine id>/``
-(``root`` in chains.jsonl). This reader finds the sidecar from either root —
+(``root`` in chains.jsonl, relative to ``DIR``: ``.`` or ``vault-pull/machines/<id>``). This reader finds the sidecar from either root —
 ``DIR`` or a ``machines/<id>`` root under it — and answers only for the logs
 that live in the root asked about (told apart by the shape of ``root``, so a
 pulled directory that was moved still reads).
@@ -94,6 +94,14 @@ def _lines(path: str) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(d, dict):
                 yield d
+
+
+def relative_root(row: dict[str, Any]) -> str:
+    """Where, relative to the pulled directory, a chains.jsonl row's log lives: ``.`` or a
+    second machine's ``vault-pull/machines/<id>`` (read from the row's ``root``, which
+    older pulls wrote as an absolute path)."""
+    mid = _second_root_of(row)
+    return "." if mid is None else os.path.join(PULL_DIR, MACHINES, mid)
 
 
 def _second_root_of(row: dict[str, Any]) -> str | None:

@@ -7,13 +7,13 @@ with its head, so ingest, timeline, search, SQL and verify work over it. Which
 machine a log came from is kept beside it, in ``DIR/vault-pull/``:
 
     chains.jsonl   one JSON object per pulled chain: {"log": "<provider>/<key>",
-                   "machine_id", "host", "chain", "seq", "hash"} (the last pulled frame)
+                   "machine_id", "host", "chain", "root", "seq", "hash"} (the last pulled frame)
     report.jsonl   one object per problem found: {"machine_id", "chain", "seq", "problem"}
 
 A session id seen on two machines (the same ``<provider>/<key>``) cannot share
 one file (the genesis binds the chain to its name): the second machine's copy
 goes to the data root ``DIR/vault-pull/machines/<machine id>/`` and
-chains.jsonl says so in ``root``.
+chains.jsonl says so in ``root`` (relative to ``DIR``, so the directory can move).
 
 Each batch is opened with this admin's wrap of the chain key (a batch the admin
 has no wrap for is counted, not an error); then every frame's bytes are checked
@@ -37,6 +37,7 @@ from agentlog.core.fileio import write_atomic
 from agentlog.core.paths import FILE_MODE, ensure_dir, logs_dir
 from agentlog.log.frame import FrameError, parse_any
 from agentlog.log.layout import head_path, log_path
+from agentlog.log.pulled import CHAINS, MACHINES, PULL_DIR, REPORT, relative_root
 from agentlog.log.writer import Tip, format_head
 from agentlog.vault import VaultCryptoError, VaultError, VaultProtocolError
 from agentlog.vault.admin import Admin, batch_pages, chains, machines
@@ -76,15 +77,16 @@ class PullResult:
 
 
 def pull_dir(into: str) -> str:
-    return os.path.join(into, "vault-pull")
+    return os.path.join(into, PULL_DIR)
 
 
 def _load_sidecar(into: str) -> dict[tuple[str, str], dict[str, Any]]:
     out: dict[tuple[str, str], dict[str, Any]] = {}
     try:
-        with open(os.path.join(pull_dir(into), "chains.jsonl"), "rb") as f:
+        with open(os.path.join(pull_dir(into), CHAINS), "rb") as f:
             for line in f:
                 d = json.loads(line)
+                d["root"] = relative_root(d)  # older pulls wrote it absolute
                 out[(d["machine_id"], d["chain"])] = d
     except FileNotFoundError:
         pass
@@ -93,7 +95,7 @@ def _load_sidecar(into: str) -> dict[tuple[str, str], dict[str, Any]]:
 
 def _save_sidecar(into: str, rows: dict[tuple[str, str], dict[str, Any]]) -> None:
     data = b"".join(json.dumps(r, sort_keys=True).encode() + b"\n" for _k, r in sorted(rows.items()))
-    write_atomic(os.path.join(pull_dir(into), "chains.jsonl"), data)
+    write_atomic(os.path.join(pull_dir(into), CHAINS), data)
 
 
 def pull(admin: Admin, into: str, progress: Callable[[str], None] | None = None) -> PullResult:
@@ -115,9 +117,9 @@ def pull(admin: Admin, into: str, progress: Callable[[str], None] | None = None)
                 continue
             state = rows.get((mid, chain))
             if state is None:
-                root = into
-                if (into, f"{provider}/{key}") in taken:
-                    root = os.path.join(pull_dir(into), "machines", mid)
+                root = "."
+                if (root, f"{provider}/{key}") in taken:
+                    root = os.path.join(PULL_DIR, MACHINES, mid)
                 state = {"machine_id": mid, "chain": chain, "host": hosts.get(mid, ""), "log": f"{provider}/{key}",
                          "root": root, "seq": -1, "hash": chain_genesis(chain)}
                 taken[(root, state["log"])] = (mid, chain)
@@ -125,7 +127,7 @@ def pull(admin: Admin, into: str, progress: Callable[[str], None] | None = None)
             rows[(mid, chain)] = state
             res.chains += 1
     _save_sidecar(into, rows)
-    with open(os.path.join(pull_dir(into), "report.jsonl"), "ab") as f:
+    with open(os.path.join(pull_dir(into), REPORT), "ab") as f:
         os.fchmod(f.fileno(), FILE_MODE)
         for p in res.problems:
             f.write(json.dumps(asdict(p)).encode() + b"\n")
@@ -138,7 +140,7 @@ class _ChainPull:
         self.admin, self.c, self.state, self.res, self.progress = admin, c, state, res, progress
         self.mid, self.chain = str(state["machine_id"]), str(state["chain"])
         provider, key = split_chain(self.chain)
-        self.log = log_path(str(state["root"]), provider, key)
+        self.log = log_path(os.path.join(res.into, str(state["root"])), provider, key)
         self.keys: dict[int, bytes] = {}
 
     def problem(self, seq: int | None, text: str, fatal: bool = True) -> None:
