@@ -12,7 +12,7 @@ process, as a user (or cron) runs it. Per round, interleaved:
   another, so parallel shipping *is* several processes (several machines, or several
   data roots on one), and it is the vault's concurrent intake that this row tests;
 - **seal floors**, in this process over the same bytes in the same 8 MiB batches:
-  zstd level 3 alone, XChaCha20-Poly1305 alone (over the raw bytes), both as a batch
+  zstd alone (the vault's level), XChaCha20-Poly1305 alone (over the raw bytes), both as a batch
   is sealed, and a batch opened (AEAD + unzstd: the pull's floor);
 - **admin pull**: ``agentlog vault admin pull --into DIR`` (incremental: the round's
   five new sessions), decrypting and checking every frame.
@@ -234,11 +234,14 @@ def _mbps(nbytes: float, secs: float) -> float:
 
 def _tables(tp: dict[str, Any], stored: dict[str, int], shipped: int, rq: dict[str, Any], idle: dict[str, Any],
             sessions_idle: int, rounds: int) -> list[dict[str, Any]]:
+    from agentlog.api import VAULT_ZSTD_LEVEL
+
     secs, size = tp["seconds"], tp["bytes"]
     rows = []
     labels = [("one", "one", "ship, 1 session (1 process)"), ("four", "four", "ship, 4 sessions (4 processes, 4 data roots)"),
               ("pull", "pull", "admin pull (1 process, the round's 5 sessions)"),
-              ("zstd", "floor", "zstd level 3 alone (in process)"), ("aead", "floor", "XChaCha20-Poly1305 alone (in process)"),
+              ("zstd", "floor", f"zstd level {VAULT_ZSTD_LEVEL} alone (in process)"),
+              ("aead", "floor", "XChaCha20-Poly1305 alone (in process)"),
               ("seal", "floor", "seal = zstd + AEAD (in process)"), ("open", "floor", "open = AEAD + unzstd (in process)")]
     for key, sk, label in labels:
         d, nbytes = describe(secs[key]), sum(size[sk]) / max(1, len(size[sk]))
