@@ -155,6 +155,29 @@ def test_sql_by_machine_and_the_byte_checks_view(team: Team) -> None:
     assert bc["rows"] == [[b, "tamper-sess", team.tampered_seq, True, True]]
 
 
+def test_search_by_machine(team: Team) -> None:
+    """``--machine`` (and ``machine:`` in the query) keeps the sessions pulled from that
+    machine, by its id, its host or a prefix; a machine that pulled nothing here finds nothing."""
+    psid = {r["session_id"]: k for k, r in _by_psid(_json(team.into, "sessions", "--all-projects")).items()}
+
+    def sessions_found(*args: str) -> set[str]:
+        r = agentlog(team.into, "search", *args, "--json", "--limit", "100")
+        assert r.returncode == 0, r.stderr
+        return {psid[h["session_id"]] for h in json.loads(r.stdout)}
+
+    every = sessions_found("make")
+    assert {"sess-a", "sess-b", "tamper-sess"} <= every
+    assert sessions_found("make", "--machine", "alpha") == every & {"sess-a", "shared-sess"}
+    assert sessions_found("make", "--machine", team.machine["b"]) == every - {"sess-a"} - (
+        {"shared-sess"} if _machine_of_shared(team) == team.machine["a"] else set())
+    assert sessions_found(f"make machine:{team.machine['a'][:6]}") >= {"sess-a"}
+    assert sessions_found("make", "--machine", "no-such-host") == set()
+
+
+def _machine_of_shared(team: Team) -> str:
+    return str(_by_psid(_json(team.into, "sessions", "--all-projects"))["shared-sess"]["machine"])
+
+
 def test_timeline_shows_machine_and_failed_byte_check(team: Team) -> None:
     r = agentlog(team.into, "timeline", "--all-projects", "--limit", "10")
     assert r.returncode == 0, r.stderr

@@ -17,6 +17,8 @@ from agentlog.cli.output import print_json, stderr, stdout, terminal_safe
 @click.option("--project", multiple=True, help="Only this project (its name).")
 @click.option("--session", multiple=True,
               help="Only this session: its ses_ id as hits show it (or a prefix), or the agent's own id (or a prefix).")
+@click.option("--machine", multiple=True,
+              help="Only sessions a vault pull brought from this machine (its id or host name, or a prefix).")
 @click.option("--since", default=None, help="Only from this time on (RFC 3339, a date, -2h, yesterday …).")
 @click.option("--until", default=None, help="Only before this time.")
 @click.option("--outcome", type=click.Choice(["failed", "succeeded", "superseded"]), default=None,
@@ -27,7 +29,7 @@ from agentlog.cli.output import print_json, stderr, stdout, terminal_safe
 @click.option("--check", "check_only", is_flag=True, help="Compare the index with the store and exit (1 if they differ).")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON array.")
 def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], project: tuple[str, ...],
-               session: tuple[str, ...], since: str | None, until: str | None, outcome: str | None, limit: int,
+               session: tuple[str, ...], machine: tuple[str, ...], since: str | None, until: str | None, outcome: str | None, limit: int,
                offset: int, rebuild: bool, check_only: bool, as_json: bool) -> None:
     """Full-text search of every prompt, command, tool input and output, message,
     error and path recorded, and every memory — ranked by relevance, newest first
@@ -36,7 +38,7 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
 
     QUERY: words (all must match), "exact phrase", -excluded, a OR b, prefix*, and
     the filters tool:Bash kind:prompt_submitted path:src/*.rs project:NAME
-    session:ID since:-2d until:DATE (at most 2,000 characters). parse_config, ParseConfig and parse-config
+    session:ID machine:HOST since:-2d until:DATE (at most 2,000 characters). parse_config, ParseConfig and parse-config
     find each other. The index (state/search/) follows the store: it is
     brought up to date first (the daemon keeps it current).
     """
@@ -62,7 +64,8 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
             return
         raise click.UsageError("give a QUERY (or --rebuild / --check)")
     filters: dict[str, list[str]] = {}
-    for name, values in (("kind", kind), ("tool", tool), ("project", project), ("session", session)):
+    for name, values in (("kind", kind), ("tool", tool), ("project", project), ("session", session),
+                         ("machine", machine)):
         if values:
             filters[name] = list(values)
     for name, value in (("since", since), ("until", until)):

@@ -79,13 +79,14 @@ def _glob(pattern: str) -> str:
     return "(.*/)?" + out
 
 
-def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = None
-                  ) -> tuple[Any, bool, Checker | None]:
+def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = None,
+                  machines: dict[str, list[str]] | None = None) -> tuple[Any, bool, Checker | None]:
     """``q`` as a tantivy query built from its parts (no text of it is parsed by tantivy),
     whether it ranks (False: filters only, newest first), and the check its candidates must pass
     when it has phrases or compounds (the index keeps no positions: their order is checked on
     the event's text). ``sessions``: per ``session:`` value, the provider sessions it names by
-    our id (:func:`_sessions`)."""
+    our id (:func:`_sessions`); ``machines``: per ``machine:`` value, the logs pulled from the
+    machines it names (:func:`_machine_logs`)."""
     import tantivy
 
     from agentlog.query.timeexpr import TimeError, resolve
@@ -149,6 +150,8 @@ def _engine_query(q: Query, sessions: dict[str, list[tuple[str, str]]] | None = 
                 conds += [Q.boolean_query([(Occur.Must, Q.term_query(sc, "session", sid)),
                                            (Occur.Must, Q.term_query(sc, "provider", provider))])
                           for provider, sid in (sessions or {}).get(v, [])]
+            elif name == "machine":  # sessions a vault pull brought from that machine (none: no hit)
+                conds += [Q.term_query(sc, "log", log) for log in (machines or {}).get(v, [])] or [Q.empty_query()]
             elif name == "path":
                 conds.append(regex("paths", _glob(v), "path", v))
             elif name in ("since", "until"):
@@ -357,7 +360,8 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
     searcher = _searcher(root)
     if searcher is None:
         return [], False, None
-    query, ranked, check = _engine_query(q, _sessions(eng, q.filters.get("session", [])))
+    query, ranked, check = _engine_query(q, _sessions(eng, q.filters.get("session", [])),
+                                         _machine_logs(root, q.filters.get("machine", [])))
 
     def candidates(n: int, skip: int) -> list[tuple[float, Any]]:
         try:
@@ -398,6 +402,18 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
     page = matched[offset:offset + limit + 1]
     hits = _hits(root, page, places, q.terms, frames)
     return hits[:limit], len(hits) > limit, note
+
+
+def _machine_logs(root: str, values: list[str]) -> dict[str, list[str]]:
+    """Per ``machine:`` value, the logs (``provider/key``) of this data root that a vault pull
+    brought from the machine it names: its id or host name, or a prefix of either."""
+    if not values:
+        return {}
+    from agentlog.log.pulled import pulled_logs
+
+    logs = pulled_logs(root)
+    return {v: [f"{p.provider}/{p.key}" for p in logs if p.machine_id.startswith(v) or p.host.startswith(v)]
+            for v in values}
 
 
 def _rows(root: str, searcher: Any, top: list[tuple[float, Any]], frames: dict[tuple[str, int], dict[str, Any]],

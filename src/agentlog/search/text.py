@@ -18,7 +18,8 @@ identifier adds, once, what the tokens lack — its camelCase parts
 **Queries** (:func:`parse_query`): words (all must match), ``"exact
 phrase"``, ``-excluded``, ``OR`` between two terms, a ``prefix*``, and the
 filters ``tool:``, ``kind:``, ``path:`` (a glob), ``project:``, ``session:``,
-``since:`` and ``until:``. Every word is reduced to its tokens by the same
+``machine:`` (sessions a vault pull brought from that machine: its id or host,
+or a prefix), ``since:`` and ``until:``. Every word is reduced to its tokens by the same
 rules as the text; the engine's query is built from those terms
 (:mod:`.service`), so nothing a person types — quotes, parentheses,
 ``NEAR``, ``*``, field names — is engine syntax unless the grammar above
@@ -133,7 +134,7 @@ def _expansion(compound: str) -> str:
 
 # -- queries ---------------------------------------------------------------------------------------
 
-FILTERS: Final = ("tool", "kind", "path", "project", "session", "since", "until", "provider")
+FILTERS: Final = ("tool", "kind", "path", "project", "session", "since", "until", "provider", "machine")
 
 
 class SearchSyntaxError(UsageError, ValueError):

@@ -335,7 +335,7 @@ class _Shipper:
         return body
 
 
-class _Again(Exception):
+class _Again(VaultError):
     """The vault acknowledged part of a batch: stream again from ``shipped``."""
 
     def __init__(self, shipped: Shipped) -> None:
