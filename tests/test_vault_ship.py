@@ -174,6 +174,51 @@ def test_prune_keeps_partly_shipped_and_stopped_and_removes_complete_idle(tmp_pa
     assert [c for c, _ in local_chains(root)] == [chain_of("part"), chain_of("stop")]
 
 
+def test_an_append_waiting_on_prune_goes_to_a_new_log_not_the_removed_one(tmp_path: Path) -> None:
+    """A hook that opened the log just before prune took its lock waits, then finds the file
+    gone from its path: its frame goes to a log begun again there (seq 0), never to the
+    removed file (where nothing would ever read it)."""
+    import fcntl
+    import threading
+
+    root = str(tmp_path)
+    log = make_log(tmp_path, "race", 4)
+    st = ChainState(root, chain_of("race"))
+    st.record_shipped(pending(log.path, st, None, None))
+    st.new_chain_key(b"k" * 32)
+    fd = os.open(log.path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # prune's lock, held while the hook arrives
+    done: list[object] = []
+    hook = threading.Thread(target=lambda: done.append(make_log(tmp_path, "race", 0).append([event(99)])))
+    hook.start()
+    time.sleep(0.3)
+    assert not done  # waiting for the lock
+    os.unlink(log.path)  # what prune does under the lock
+    os.unlink(log.head_file)
+    st.drop_chain_key()
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    hook.join(10)
+    assert done and done[0].seqs == [0]  # type: ignore[attr-defined]
+    lines = Path(log.path).read_bytes().splitlines()
+    assert len(lines) == 1 and b"frame 99 " in lines[0]
+    assert read_head(log.path) is not None and read_head(log.path)[0] == 0  # type: ignore[index]
+
+
+def test_a_session_written_again_after_prune_is_kept_not_stopped(vault: Vault, tmp_path: Path) -> None:
+    home = tmp_path / "m"
+    log = make_log(home, "again", 5)
+    vault.enroll(home)
+    assert ship(home)["rc"] == 0
+    assert prune(str(home), chain_of("again"), log.path, 60, time.time() + 3600)
+    make_log(home, "again", 3, start=50)  # the session resumed: its log begins again at seq 0
+    r = ship(home)
+    c = r["by_chain"][chain_of("again")]
+    assert r["rc"] == 0 and c["status"] == "kept" and c["shipped_seq"] == 4, r
+    assert "stay on this machine" in c["message"]
+    assert ChainState(str(home), chain_of("again")).stopped() is None
+
+
 def test_not_enrolled_is_one_clear_error(tmp_path: Path) -> None:
     from agentlog.vault.machine import load
 

@@ -197,10 +197,9 @@ class SessionLog:
             if b"\n" in ev:
                 raise ValueError("an event's serialised form must not contain a raw newline")
         result = AppendResult(self.path)
-        fd = self._open()
+        fd = self._open_locked()
         head_fd = -1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             head_fd = self._open_head()
             if head_fd < 0:
                 head_fd = self._create_empty_head(fd)
@@ -283,6 +282,28 @@ class SessionLog:
             os.close(fd)
             raise
         return fd
+
+    def _open_locked(self) -> int:
+        """The log open and exclusively locked, and still the file at its path: a log removed
+        while this waited for its lock (``ship --prune-after`` takes the lock to remove a
+        shipped, idle session) is let go and the path opened again, so no frame goes to a
+        file nobody will read."""
+        for _ in range(100):
+            fd = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                st = os.fstat(fd)
+                try:
+                    now = os.stat(self.path, follow_symlinks=False)
+                except FileNotFoundError:
+                    now = None
+            except BaseException:
+                os.close(fd)
+                raise
+            if now is not None and (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):
+                return fd
+            os.close(fd)
+        raise OSError(f"{self.path}: removed again each time it was opened")
 
     def _open_head(self) -> int:
         """The head file open for reading and rewriting; -1 when there is none."""

@@ -128,6 +128,10 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
         seq = stopped.get("seq")
         return ChainResult(chain, "stopped", shipped_seq=shipped.seq if shipped else None,
                            message=str(stopped.get("reason", "")), seq=seq if isinstance(seq, int) else None)
+    key = st.chain_key()
+    if key is None and shipped is not None:  # pruned (only prune drops a key): a log begun again since stays here
+        return ChainResult(chain, "kept", shipped_seq=shipped.seq,
+                           message="frames written after this session was pruned stay on this machine")
     upto = head[0] if head else None
     stream = pending_batches(log, st, shipped, upto, BATCH_BYTES)
     try:
@@ -136,10 +140,6 @@ def ship_chain(m: Machine, c: Client, chain: str, log: str, progress: Callable[[
         return _stop(st, shipped, str(e), e.seq)
     if first is None:
         return ChainResult(chain, "up to date", shipped_seq=shipped.seq if shipped else None)
-    key = st.chain_key()
-    if key is None and shipped is not None:
-        return ChainResult(chain, "kept", shipped_seq=shipped.seq,
-                           message="frames after the chain's key was dropped (pruned) stay on this machine")
     version = m.recipients.set.version
     if key is None or st.key_version() < version:  # a new chain, or the admins changed: a new key epoch
         from agentlog.vault.crypto import new_chain_key
