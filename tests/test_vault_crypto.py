@@ -362,3 +362,53 @@ def test_an_index_entry_reads_captured_at_as_a_json_parser_does(members: list[tu
         want = None
     want = want if isinstance(want, int) and not isinstance(want, bool) else None
     assert _captured_at(pre + body + b"}\n", len(pre), len(pre) + len(body)) == want
+
+
+def _step_by_step(buf: bytes) -> list[object]:
+    """What ``scan_index`` must give: each complete line through ``frame_index_at``, up to the
+    first that fails (its error, as text)."""
+    out: list[object] = []
+    pos = 0
+    while (nl := buf.find(b"\n", pos)) >= 0:
+        try:
+            out.append((pos, nl + 1, *p.frame_index_at(buf, pos, nl + 1)))
+        except VaultProtocolError as e:
+            out.append(str(e))
+            break
+        pos = nl + 1
+    return out
+
+
+def _scanned(buf: bytes) -> list[object]:
+    out: list[object] = []
+    try:
+        for item in p.scan_index(buf, 0):
+            out.append(item)
+    except VaultProtocolError as e:
+        out.append(str(e))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 5), st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(
+    [b"", b"x", b"0", b"\n", b'"', b"}", b',"hash":"', b'"captured_at":7,', b"{"])), max_size=3), st.integers(0, 40))
+def test_scan_index_reads_every_line_as_the_step_by_step_path_does(purge: int, edits: list[tuple[int, bytes]],
+                                                                    cut: int) -> None:
+    """The one-pattern fast path and the step-by-step check agree on frames, purged frames,
+    damaged lines and a torn tail: the same entries, the same first error."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _, data = _log(Path(tmp), 6)
+    lines = data.splitlines(keepends=True)
+    if purge < len(lines):
+        idx = p.index_entries(lines[purge])[0]
+        stub = purged_line(idx.seq, idx.prev, idx.hash, [b'{"purge_id":"p1"}'], len(lines[purge]))
+        assert stub is not None
+        lines[purge] = stub
+    buf = b"".join(lines)
+    for at, text in edits:
+        at %= len(buf) + 1
+        buf = buf[:at] + text + buf[at + len(text):]
+    buf = buf[: len(buf) - cut]  # a torn tail, or a whole last line gone
+    assert _scanned(buf) == _step_by_step(buf)
