@@ -82,10 +82,12 @@ def ship_cmd(every: float | None, prune_after: float | None, as_json: bool, show
     from agentlog.vault.ship import PassResult, loop, run_once
 
     root = data_root()
-    err = stderr()
+    consoles: list[Any] = []  # made when first needed: --json never needs one (30 ms of a pass's start)
 
     def progress(line: str) -> None:
-        err.print(line, markup=False, highlight=False)
+        if not consoles:
+            consoles.append(stderr())
+        consoles[0].print(line, markup=False, highlight=False)
 
     def report(res: PassResult) -> None:
         if as_json:
