@@ -41,7 +41,7 @@ from agentlog.log.segments import line_ending_at, lines_from, read_from
 from agentlog.log.writer import parse_head
 from agentlog.vault import VaultError, VaultProtocolError
 from agentlog.vault.machine import chains_dir
-from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, PackedIndex, chain_id, scan_index
+from agentlog.vault.protocol import MAX_BATCH_BYTES, IndexEntry, PackedIndex, chain_id, iter_frames, scan_index
 
 
 
@@ -136,7 +136,7 @@ class ChainState:
 
     def record_batch(self, batch: Batch, count: int) -> Shipped:
         """The vault holds the first ``count`` frames of ``batch``."""
-        end = batch.offsets[count] if count < len(batch.offsets) else batch.end
+        end = batch.offsets()[count] if count < len(batch.index) else batch.end
         return self.record(batch.first, batch.index.hashes[: 32 * count], end)
 
     def record(self, first_seq: int, hashes: bytes, end: int) -> Shipped:
@@ -246,13 +246,12 @@ def _resume(log_file: str, state: ChainState, shipped: Shipped | None) -> tuple[
 
 @dataclass(frozen=True)
 class Batch:
-    """Consecutive pending frames: their packed index, where each starts in the log
-    (logical offsets, and where the last ends), and their bytes, exactly the bytes
-    that were checked (nothing is read twice)."""
+    """Consecutive pending frames: their packed index, where the first starts in the log
+    (its logical offset), and their bytes, exactly the bytes that were checked (nothing is
+    read twice)."""
 
     index: PackedIndex
-    offsets: list[int]
-    end: int
+    start: int
     data: bytes
 
     @property
@@ -264,27 +263,36 @@ class Batch:
         return self.index.last_seq
 
     @property
+    def end(self) -> int:
+        return self.start + len(self.data)
+
+    def offsets(self) -> list[int]:
+        """Where each frame starts (logical offsets), found again in the batch's bytes."""
+        return [self.start + s for s, _e in iter_frames(self.data)]
+
+    @property
     def entries(self) -> list[Entry]:
-        ends = self.offsets[1:] + [self.end]
-        return [Entry(e, off, stop - off) for e, off, stop in zip(self.index.entries(), self.offsets, ends)]
+        offsets = self.offsets()
+        ends = offsets[1:] + [self.end]
+        return [Entry(e, off, stop - off) for e, off, stop in zip(self.index.entries(), offsets, ends)]
 
 
 class _BatchBuilder:
-    """The frames of the batch being read: their hashes (hex, as the lines hold them),
-    ``at`` values and offsets; the bytes as runs of the read buffers."""
+    """The frames of the batch being read: their hashes (hex, as the lines hold them) and
+    ``at`` values; the bytes as runs of the read buffers."""
 
-    def __init__(self, first_prev: bytes) -> None:
+    def __init__(self, first_prev: bytes, start: int) -> None:
         self.first_prev = first_prev
+        self.start = start
         self.hashes: list[bytes] = []
         self.ats: list[int | None] = []
-        self.offsets: list[int] = []
         self.pieces: list[bytes] = []
         self.size = 0
 
-    def take(self, first_seq: int, end: int) -> Batch:
+    def take(self, first_seq: int) -> Batch:
         hashes = binascii.unhexlify(b"".join(self.hashes))
         prevs = binascii.unhexlify(self.first_prev) + hashes[:-32]  # each prev was checked to be the hash before it
-        return Batch(PackedIndex(first_seq, prevs, hashes, tuple(self.ats)), self.offsets, end, b"".join(self.pieces))
+        return Batch(PackedIndex(first_seq, prevs, hashes, tuple(self.ats)), self.start, b"".join(self.pieces))
 
 
 def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None,
@@ -300,7 +308,7 @@ def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, u
     if upto is not None and upto < expect:
         return
     prev = prev_hex.encode("ascii")
-    cur = _BatchBuilder(prev)
+    cur = _BatchBuilder(prev, start)
     first = expect
     carry = b""
     base = start
@@ -309,37 +317,34 @@ def pending_batches(log_file: str, state: ChainState, shipped: Shipped | None, u
         if not carry:
             base = off
         pos = run = 0  # run: where this buffer's part of the current batch starts
-        lines = scan_index(buf, 0)
-        while True:
-            try:
-                _, end, seq, p, digest, at = next(lines)
-            except StopIteration:
-                break
-            except VaultProtocolError as e:
-                raise Diverged(expect, f"not a valid frame ({e})") from None
-            if seq != expect:
-                raise Diverged(expect, f"expected seq {expect}, found {seq}")
-            if p != prev:
-                raise Diverged(seq, "its prev is not the hash of the frame before it")
-            if cur.hashes and cur.size + (end - pos) > limit:
-                cur.pieces.append(buf[run:pos])
-                yield cur.take(first, base + pos)
-                cur, first, run = _BatchBuilder(prev), seq, pos
-            cur.hashes.append(digest)
-            cur.ats.append(at)
-            cur.offsets.append(base + pos)
-            cur.size += end - pos
-            prev, expect, pos = digest, expect + 1, end
-            if upto is not None and seq >= upto:
-                cur.pieces.append(buf[run:pos])
-                yield cur.take(first, base + pos)
-                return
-        if cur.hashes and run < pos:
+        hashes, ats = cur.hashes, cur.ats
+        try:
+            for _, end, seq, p, digest, at in scan_index(buf, 0):
+                if seq != expect:
+                    raise Diverged(expect, f"expected seq {expect}, found {seq}")
+                if p != prev:
+                    raise Diverged(seq, "its prev is not the hash of the frame before it")
+                if cur.size + (end - pos) > limit and hashes:
+                    cur.pieces.append(buf[run:pos])
+                    yield cur.take(first)
+                    cur, first, run = _BatchBuilder(prev, base + pos), seq, pos
+                    hashes, ats = cur.hashes, cur.ats
+                hashes.append(digest)
+                ats.append(at)
+                cur.size += end - pos
+                prev, expect, pos = digest, expect + 1, end
+                if upto is not None and seq >= upto:
+                    cur.pieces.append(buf[run:pos])
+                    yield cur.take(first)
+                    return
+        except VaultProtocolError as e:
+            raise Diverged(expect, f"not a valid frame ({e})") from None
+        if hashes and run < pos:
             cur.pieces.append(buf[run:pos])
         carry = buf[pos:]
         base += pos
     if cur.hashes:
-        yield cur.take(first, base)
+        yield cur.take(first)
 
 
 def pending(log_file: str, state: ChainState, shipped: Shipped | None, upto: int | None) -> list[Entry]:

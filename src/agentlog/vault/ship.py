@@ -291,7 +291,7 @@ class _Shipper:
         count = len(batch.index) if not isinstance(acked, int) else min(len(batch.index), acked - batch.first + 1)
         if count <= 0:
             raise VaultUnreachable(f"the vault acknowledged seq {acked}, before this batch")
-        before = shipped.offset if shipped is not None else batch.offsets[0]
+        before = shipped.offset if shipped is not None else batch.start
         shipped = self.st.record_batch(batch, count)
         res.frames += count
         res.bytes += shipped.offset - before
