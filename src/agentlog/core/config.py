@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "ship_prune_after_days": 0,
     "capture_server": True,
     "hook_client": "native",
+    "team_url": "",
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
@@ -40,6 +41,10 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "transcript_sync": (True, False),
     "capture_server": (True, False),
     "hook_client": ("native", "python"),
+}
+# free text settings: their longest length
+TEXTS: dict[str, int] = {
+    "team_url": 2048,
 }
 # numeric settings: (least, most), ints or floats
 RANGES: dict[str, tuple[float, float]] = {
@@ -62,6 +67,9 @@ DESCRIPTIONS: dict[str, str] = {
     "ship_prune_after_days": "the daemon's ship passes remove the local files of sessions the vault has fully acknowledged "
                              "and idle this many days (`agentlog ship --prune-after`); 0: never",
     "capture_server": "the daemon records the native hook's payloads sent over <data root>/run/hook.sock (without it the native hook falls back to the Python one)",
+    "team_url": "where `agentlog team publish` and `team query` find the team's tables: s3://bucket/prefix "
+                "(credentials from the AWS environment and config; AWS_ENDPOINT_URL for MinIO, R2, …) or file:///path; "
+                "empty: none",
     "hook_client": "native: `agentlog install` builds the C hook client where there is a compiler and writes it into the agents' configs; python: always the Python hook (as `install --python-hook`)",
 }
 
@@ -76,6 +84,11 @@ def validate(values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key not in DEFAULTS:
             raise ConfigError(f"unknown setting {key!r} (known: {', '.join(DEFAULTS)})")
+        if key in TEXTS:
+            if not isinstance(value, str) or len(value) > TEXTS[key] or any(c in value for c in "\n\r\0"):
+                raise ConfigError(f"{key} must be one line of text of at most {TEXTS[key]} characters")
+            out[key] = value
+            continue
         if key in RANGES:
             low, high = RANGES[key]
             if type(value) not in (int, float) or not low <= value <= high:

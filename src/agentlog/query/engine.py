@@ -360,6 +360,14 @@ class Engine:
         for name in sorted(names):
             self._create(name)
 
+    def arrow(self, sql: str, params: list[Any] | None = None) -> Any:
+        """The whole answer of a statement agentlog wrote itself (never a user's text) as an
+        Arrow table, the views it names created first: no check, no row cap, no watchdog
+        (``team publish`` reads whole views with it)."""
+        self._prepare(sql)
+        rel = self._con.sql(sql, params=params) if params else self._con.sql(sql)
+        return rel.to_arrow_table()
+
     def close(self) -> None:
         self._con.close()
 
