@@ -368,6 +368,12 @@ class Engine:
         rel = self._con.sql(sql, params=params) if params else self._con.sql(sql)
         return rel.to_arrow_table()
 
+    def arrow_reader(self, sql: str, params: list[Any] | None, batch_rows: int) -> Any:
+        """:meth:`arrow` as a stream of record batches of at most ``batch_rows`` rows."""
+        self._prepare(sql)
+        rel = self._con.sql(sql, params=params) if params else self._con.sql(sql)
+        return rel.to_arrow_reader(batch_rows)
+
     def close(self) -> None:
         self._con.close()
 

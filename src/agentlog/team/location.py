@@ -110,23 +110,27 @@ class Location:
 
 def describe_error(e: BaseException, where: str) -> str:
     """A storage error as one line: what failed and the store's reason, without the
-    long chain of retries delta-rs prints (and never a credential: those are not in it)."""
-    text = " ".join(str(e).split())
-    for marker in ("Error performing", "HTTP error", "error sending request"):
-        i = text.find(marker)
-        if i > 0:
-            text = text[:i].rstrip(" ↳-:") + " (" + text[i:i + 200].rstrip() + ")"
-            break
+    colours and the chain of retries delta-rs prints (and never a credential: those are
+    not in it)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    text = " ".join(text.replace("↳", " ").split())
     lowered = text.lower()
     if "403" in text or "accessdenied" in lowered or "forbidden" in lowered:
         why = "access denied (check the credentials and the bucket's permissions)"
-    elif "nosuchbucket" in lowered or "bucket" in lowered and "not" in lowered and "exist" in lowered:
-        why = "no such bucket"
-    elif "timed out" in lowered or "connection refused" in lowered or "error sending request" in lowered \
-            or "dns error" in lowered or "connect" in lowered and "error" in lowered:
-        why = "the endpoint is unreachable"
     elif "invalidaccesskeyid" in lowered or "signaturedoesnotmatch" in lowered:
         why = "the credentials are not accepted"
+    elif "nosuchbucket" in lowered or "bucket does not exist" in lowered:
+        why = "no such bucket"
+    elif any(w in lowered for w in ("timed out", "connection refused", "error sending request", "dns error",
+                                    "tcp connect", "http error")):
+        why = "the endpoint is unreachable"
     else:
         why = ""
-    return f"{where}: {why + ' — ' if why else ''}{text[:400]}"
+    for marker in ("Error performing", "error sending request"):
+        i = text.find(marker)
+        if i > 0:
+            text = text[:i].rstrip(" -:(") + " (" + text[i:i + 240].rstrip() + ")"
+            break
+    return f"{where}: {why + ' — ' if why else ''}{text[:500]}"
