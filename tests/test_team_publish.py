@@ -264,3 +264,37 @@ def test_a_table_with_a_newer_column_still_takes_this_publishers_rows(tmp_path: 
     assert "from_the_future" in sessions.column_names
     assert sorted(sessions.column("publisher").to_pylist()) == sorted(
         [json.loads(first.stdout)["publisher"], json.loads(r.stdout)["publisher"], "m-future"])
+
+
+def test_the_vault_admin_publishes_what_it_pulled_under_each_machine(tmp_path: Path) -> None:
+    """Two machines ship to a vault; the admin pulls and publishes metadata only: every
+    event under the machine that recorded it, no content."""
+    from vault_support import agentlog, start_vault
+
+    v = start_vault(tmp_path)
+    try:
+        homes = [tmp_path / "a" / "home", tmp_path / "b" / "home"]
+        for k, home in enumerate(homes):
+            session(home, f"v{k}", k * 100, n=3)
+            v.enroll(home, f"host-{k}")
+            r = agentlog(home, "ship")
+            assert r.returncode == 0, r.stderr
+        url = f"file://{tmp_path / 'team'}"
+        r = v.admin("publish", "--into", str(tmp_path / "pulled"), "--to", url, "--metadata-only", "--json")
+        out = json.loads(r.stdout)
+        machines = {m["machine_id"]: m["host"] for m in json.loads(v.admin("machines", "--json").stdout)}
+        events = team_rows(url, "events", {})
+        assert events.num_rows == sum(len(local_event_ids(h)) for h in homes) == out["published"][0]["events"]
+        assert set(events.column("machine").to_pylist()) == set(machines)
+        assert {m: h for m, h in zip(events.column("machine").to_pylist(), events.column("host").to_pylist())} == machines
+        assert "event" not in events.column_names
+        sessions = team_rows(url, "sessions", {})
+        assert sorted(sessions.column("machine").to_pylist()) == sorted(machines)
+        again = json.loads(v.admin("publish", "--into", str(tmp_path / "pulled"), "--to", url, "--metadata-only",
+                                   "--json").stdout)
+        assert again["published"][0]["events"] == 0
+        full = v.admin("publish", "--into", str(tmp_path / "pulled"), "--to", url, check=False)
+        assert full.returncode != 0 and "holds metadata-only rows" in full.stderr and "Traceback" not in full.stderr
+        assert "event" not in team_rows(url, "events", {}).column_names
+    finally:
+        v.stop()

@@ -212,3 +212,45 @@ def admin_pull(into: str, admin_dir: str | None, as_json: bool) -> None:
                    + (f"; {res.unreadable} chains without a key for this admin" if res.unreadable else ""))
     if res.failed:
         sys.exit(1)
+
+
+@admin_group.command(name="publish")
+@click.option("--into", "into", metavar="DIR", required=True, help="The pulled data root (pulled into first).")
+@click.option("--to", "url", default=None, metavar="URL",
+              help="The team's tables: s3://bucket/prefix or file:///path (default: the team_url setting).")
+@click.option("--metadata-only", is_flag=True, help="Publish no content (see `agentlog team publish`).")
+@_DIR
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def admin_publish(into: str, url: str | None, metadata_only: bool, admin_dir: str | None, as_json: bool) -> None:
+    """Pull every chain this admin can read into DIR, then publish what was pulled to the
+    team's tables, each row under the machine that recorded it — so a team can keep
+    content end to end encrypted on the vault and still query (with --metadata-only)
+    who ran what, where and how it went.
+
+    Example: agentlog vault admin publish --into ~/team-sessions --to s3://acme/team --metadata-only
+    """
+    import os
+
+    from agentlog.cli.team_cmds import team_url
+    from agentlog.log.pulled import MACHINES, PULL_DIR
+    from agentlog.team.publish import publish
+    from agentlog.vault.admin import load
+    from agentlog.vault.pull import check_into, pull
+
+    check_into(into)
+    target = team_url(url)
+    res = pull(load(admin_dir), into, None if as_json else _progress)
+    second = os.path.join(os.path.abspath(into), PULL_DIR, MACHINES)
+    roots = [os.path.abspath(into)] + sorted(os.path.join(second, d) for d in
+                                               (os.listdir(second) if os.path.isdir(second) else []))
+    published = [publish(r, target, metadata_only=metadata_only).to_dict() for r in roots]
+    if as_json:
+        print_json({"pull": res.to_dict(), "published": published})
+    else:
+        for p in res.problems:
+            click.echo(("FAILED " if p.fatal else "note ") + p.line(), err=True)
+        events = sum(int(p["events"]) for p in published)
+        click.echo(f"pulled {res.frames} new frames from {res.chains} chains; published {events} events from "
+                   f"{len(roots)} data root{'s' if len(roots) != 1 else ''} to {published[0]['url']}")
+    if res.failed:
+        sys.exit(1)

@@ -189,6 +189,22 @@ def _table(uri: str, opts: dict[str, str]) -> Any:
         raise TeamError(describe_error(e, uri)) from None
 
 
+def _description(metadata_only: bool) -> str:
+    return f"agentlog team table; content: {'metadata-only' if metadata_only else 'full'}"
+
+
+def check_mode(dt: Any, uri: str, metadata_only: bool) -> None:
+    """Refuse to write content into a metadata-only table (or the other way round): which
+    one a team's tables are is set when each is created (its description)."""
+    if dt is None:
+        return
+    got = str(dt.metadata().description or "")
+    if got.startswith("agentlog team table; content: ") and got != _description(metadata_only):
+        held = got.rpartition(": ")[2]
+        raise TeamError(f"{uri} holds {held} rows: publish {'with' if held == 'metadata-only' else 'without'} "
+                        "--metadata-only, or to another URL")
+
+
 def _commit(write: Callable[[], None], uri: str) -> None:
     """Run one deltalake write, again when it lost a race with another publisher's commit."""
     from deltalake.exceptions import CommitFailedError, DeltaError
@@ -229,6 +245,7 @@ class _Events:
 
     def _remote_version(self) -> int | None:
         dt = _table(self.uri, self.opts)
+        check_mode(dt, self.uri, self.metadata_only)
         return None if dt is None else dt.transaction_version(self.app)
 
     def _reconcile(self) -> None:
@@ -285,7 +302,8 @@ class _Events:
         props = CommitProperties(app_transactions=[Transaction(app_id=self.app, version=st.n + 1)],
                                  custom_metadata={"agentlog.publisher": pub, "agentlog.rows": str(rows.num_rows)})
         _commit(lambda: write_deltalake(self.uri, rows, mode="append", partition_by=PARTITION_BY, schema_mode="merge",
-                                        storage_options=self.opts, commit_properties=props), self.uri)
+                                        storage_options=self.opts, commit_properties=props, name="events",
+                                        description=_description(self.metadata_only)), self.uri)
         st.n, st.logs, st.pending = st.n + 1, logs, None
         st.save()
         self.res.events += rows.num_rows
@@ -348,9 +366,12 @@ def _replace(loc: Location, name: str, got: Any, res: PublishResult, metadata_on
     uri, opts = loc.table_uri(name), loc.storage_options()
     props = CommitProperties(custom_metadata={"agentlog.publisher": res.publisher, "agentlog.rows": str(rows.num_rows)})
     predicate = f"publisher = '{res.publisher}'"  # an id of [a-z0-9-] (identity()): nothing to escape
-    if _table(uri, opts) is None:
+    dt = _table(uri, opts)
+    check_mode(dt, uri, metadata_only)
+    if dt is None:
         _commit(lambda: write_deltalake(uri, rows, mode="append", partition_by=PARTITION_BY, schema_mode="merge",
-                                        storage_options=opts, commit_properties=props), uri)
+                                        storage_options=opts, commit_properties=props, name=name,
+                                        description=_description(metadata_only)), uri)
     else:
         _commit(lambda: write_deltalake(uri, rows, mode="overwrite", predicate=predicate, partition_by=PARTITION_BY,
                                         schema_mode="merge", storage_options=opts, commit_properties=props), uri)
