@@ -298,3 +298,34 @@ def test_the_vault_admin_publishes_what_it_pulled_under_each_machine(tmp_path: P
         assert "event" not in team_rows(url, "events", {}).column_names
     finally:
         v.stop()
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    """Every file of the data root but publish's own state and lock."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "team" not in p.relative_to(root).parts and p.name != "team-id"}
+
+
+def test_wrong_credentials_and_a_bucket_without_write_access(tmp_path: Path) -> None:
+    """moto checking keys and IAM policies as S3 does: a wrong key and a read-only user each
+    get a clear error, nothing is published, nothing local changes; the writer succeeds."""
+    from team_support import s3_users, start_moto
+
+    with start_moto(tmp_path, free_requests=8) as server:
+        users = s3_users(server, "guarded")
+        root = tmp_path / "g" / "home"
+        session(root, "g1", 0)
+        subprocess.run([sys.executable, "-m", "agentlog", "sql", "select count(*) from attempts"],
+                       env={**os.environ, "AGENTLOG_HOME": str(root)}, capture_output=True, timeout=120)
+        # caught up (ingested and projected): publish then finds nothing local to do
+        before = _snapshot(root)
+        url = "s3://guarded/team"
+        wrong = {**server.env, "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONG", "AWS_SECRET_ACCESS_KEY": "nope"}
+        for env in (wrong, users["reader"]):
+            r = publish_py(root, url, env=env)
+            assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+            assert "access denied" in r.stderr or "privileges" in r.stderr, r.stderr
+            assert _snapshot(root) == before
+        r = publish_py(root, url, env=users["writer"])
+        assert r.returncode == 0, r.stderr
+        assert team_rows(url, "events", users["writer"]).num_rows == json.loads(r.stdout)["events"] > 0
