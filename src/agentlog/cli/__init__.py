@@ -184,6 +184,7 @@ LAZY_COMMANDS = {
     "vault": ".vault_cmds:vault",
     "enroll": ".ship_cmds:enroll_cmd",
     "ship": ".ship_cmds:ship_cmd",
+    "team": ".team_cmds:team",
 }
 
 

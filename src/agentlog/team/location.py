@@ -111,13 +111,16 @@ class Location:
 def describe_error(e: BaseException, where: str) -> str:
     """A storage error as one line: what failed and the store's reason, without the
     long chain of retries delta-rs prints (and never a credential: those are not in it)."""
-    text = " ".join(str(e).split())
+    import re
+
+    # delta-rs writes its chain of causes with ANSI colours and arrows: the words are the reason
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m|↳", " ", str(e)).split())
+    lowered = text.lower()
     for marker in ("Error performing", "HTTP error", "error sending request"):
         i = text.find(marker)
         if i > 0:
             text = text[:i].rstrip(" ↳-:") + " (" + text[i:i + 200].rstrip() + ")"
             break
-    lowered = text.lower()
     if "403" in text or "accessdenied" in lowered or "forbidden" in lowered:
         why = "access denied (check the credentials and the bucket's permissions)"
     elif "nosuchbucket" in lowered or "bucket" in lowered and "not" in lowered and "exist" in lowered:
