@@ -1,4 +1,11 @@
-"""Test support for the team tables: moto's S3 server as a real subprocess on a loopback port."""
+"""Team tables for tests (issue 31): a real S3 API (moto's server in a subprocess on a
+loopback port) and team tables built from data roots.
+
+:func:`start_moto` starts the server and a bucket and points the AWS environment of
+this process (and so of every CLI it starts) at it; :meth:`Moto.stop` ends it and puts
+the environment back. :func:`build_team_tables` publishes a data root as a named machine;
+:func:`s3_users` makes a writer and a read-only user on a server that checks keys.
+"""
 
 from __future__ import annotations
 
@@ -7,72 +14,112 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
-from vault_support import stop_process
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass
-class MotoServer:
-    url: str
+class Moto:
     proc: subprocess.Popen[bytes]
+    port: int
+    bucket: str
+    saved: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def env(self) -> dict[str, str]:
-        """What a process needs to reach it as it would reach S3."""
-        return {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": self.url}
+        """What a process needs to reach the server as it would reach S3."""
+        return {**AWS_ENV, "AWS_ENDPOINT_URL": self.endpoint}
+
+    def url(self, prefix: str) -> str:
+        return f"s3://{self.bucket}/{prefix}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
-@contextmanager
-def start_moto(tmp: Path, *, free_requests: int | None = None) -> Iterator[MotoServer]:
-    """``python -m moto.server`` on a free loopback port (its log in ``tmp``: a pipe nobody
-    reads would stop it), stopped on exit. ``free_requests``: moto checks credentials and
-    IAM policies after that many requests (the set-up's), as S3 does."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    log = open(tmp / "moto.log", "wb")
+def start_moto(bucket: str = "team", *, free_requests: int | None = None) -> Moto:
+    """moto's S3 server on a free loopback port, a bucket, and this process's AWS environment
+    pointing at it (credentials ``test``; AWS_ENDPOINT_URL the server). ``free_requests``:
+    moto checks keys and IAM policies, as S3 does, after that many requests (the bucket's
+    creation is the first; :func:`s3_users` takes seven more)."""
+    import boto3
+
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **({} if free_requests is None else
                                                   {"INITIAL_NO_AUTH_ACTION_COUNT": str(free_requests)})})
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
+    env = {**AWS_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    moto = Moto(proc, port, bucket, {k: os.environ.get(k) for k in [*env, "AWS_PROFILE", "AWS_SESSION_TOKEN"]})
+    os.environ.update(env)
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto's server did not start: {(tmp / 'moto.log').read_text()[-800:]}")
-                time.sleep(0.1)
-        yield MotoServer(f"http://127.0.0.1:{port}", proc)
-    finally:
-        stop_process(proc)
-        log.close()
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                moto.stop()
+                raise RuntimeError("moto's server did not start")
+            time.sleep(0.1)
+    boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    return moto
 
 
-def s3_users(server: MotoServer, bucket: str) -> dict[str, dict[str, str]]:
-    """On a server started with ``free_requests=8``: ``bucket``, a user who may do anything
-    in S3 and one who may only read; each one's environment (their keys)."""
+def build_team_tables(root: str, url: str, machine: str, host: str) -> dict[str, int]:
+    """Publish the data root to the team tables at ``url`` as ``machine`` (its team id set to
+    that name first; ``host`` is the machine's own name, kept for the callers' symmetry):
+    rows written per table."""
+    from agentlog.core.paths import ensure_dir, state_dir
+    from agentlog.team.publish import publish
+
+    ensure_dir(state_dir(root))
+    with open(os.path.join(state_dir(root), "team-id"), "w", encoding="ascii") as f:
+        f.write(machine + "\n")
+    res = publish(root, url)
+    del host
+    return {"events": res.events, **res.tables}
+
+
+def s3_users(moto: Moto) -> dict[str, dict[str, str]]:
+    """On a server started with ``free_requests=8``: a user who may do anything in S3 and one
+    who may only read; each one's environment (their keys)."""
     import json
 
     import boto3
 
-    kw = {"endpoint_url": server.url, "region_name": "us-east-1", "aws_access_key_id": "setup",
+    kw = {"endpoint_url": moto.endpoint, "region_name": "us-east-1", "aws_access_key_id": "setup",
           "aws_secret_access_key": "setup"}
     iam = boto3.client("iam", **kw)
-    boto3.client("s3", **kw).create_bucket(Bucket=bucket)
     out: dict[str, dict[str, str]] = {}
     for user, actions in (("writer", "s3:*"), ("reader", ["s3:GetObject", "s3:ListBucket"])):
         iam.create_user(UserName=user)
         iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(
             {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}))
         key = iam.create_access_key(UserName=user)["AccessKey"]
-        out[user] = {**server.env, "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        out[user] = {**moto.env, "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
     return out

@@ -86,11 +86,14 @@ def local_event_ids(root: Path) -> set[str]:
 # -- S3 -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def s3() -> Iterator[dict[str, str]]:
     from team_support import start_moto
 
-    with start_moto(tmp_path_factory.mktemp("moto")) as server:
+    server = start_moto("publish-tests")
+    try:
         yield server.env
+    finally:
+        server.stop()
 
 
 def bucket(s3: dict[str, str], name: str) -> str:
@@ -311,8 +314,9 @@ def test_wrong_credentials_and_a_bucket_without_write_access(tmp_path: Path) -> 
     get a clear error, nothing is published, nothing local changes; the writer succeeds."""
     from team_support import s3_users, start_moto
 
-    with start_moto(tmp_path, free_requests=8) as server:
-        users = s3_users(server, "guarded")
+    server = start_moto("guarded", free_requests=8)
+    try:
+        users = s3_users(server)
         root = tmp_path / "g" / "home"
         session(root, "g1", 0)
         subprocess.run([sys.executable, "-m", "agentlog", "sql", "select count(*) from attempts"],
@@ -329,3 +333,5 @@ def test_wrong_credentials_and_a_bucket_without_write_access(tmp_path: Path) -> 
         r = publish_py(root, url, env=users["writer"])
         assert r.returncode == 0, r.stderr
         assert team_rows(url, "events", users["writer"]).num_rows == json.loads(r.stdout)["events"] > 0
+    finally:
+        server.stop()

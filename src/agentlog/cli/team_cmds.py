@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from agentlog.cli.output import print_json, stderr
+from agentlog.cli.output import print_json, print_table, stderr
 from agentlog.core.paths import data_root
 
 
@@ -15,16 +15,15 @@ def team() -> None:
     events and derived tables, query everyone's.
 
     Example: agentlog team publish --to s3://acme-agentlog/team
+    Example: agentlog team query "select machine, count(*) from sessions group by 1" --from s3://acme-agentlog/team
     """
 
 
 def team_url(given: str | None) -> str:
     """``given``, else the ``team_url`` setting."""
-    if given:
-        return given
-    from agentlog.core.config import load
+    from agentlog.team.query import from_url
 
-    return str(load(data_root()).get("team_url") or "")
+    return from_url(given).url
 
 
 @team.command(name="publish")
@@ -57,3 +56,58 @@ def publish_cmd(url: str | None, metadata_only: bool, batch_rows: int | None, as
     replaced = ", ".join(f"{k} {v:,}" for k, v in res.tables.items()) or "none"
     err.print(f"{res.url}: {res.events:,} events published in {res.commits} commits ({res.seconds:.1f} s); "
               f"replaced: {replaced}; unchanged: {', '.join(res.unchanged) or 'none'}", markup=False, highlight=False)
+
+
+@team.command(name="query")
+@click.argument("statement", metavar="SQL_OR_STATEMENT")
+@click.option("--engine", type=click.Choice(["duckdb", "daft"]), default=None,
+              help="duckdb (default; in this process) or daft (Daft's engine; with --ray, on a Ray cluster).")
+@click.option("--ray", "ray", metavar="auto|ADDRESS",
+              help="Run the daft engine on this Ray cluster (auto: the cluster this machine belongs to).")
+@click.option("--from", "url", metavar="URL", help="The team's tables: s3://bucket/prefix or file:///path "
+                                                   "(default: the team_url setting).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: SQL, one object (columns, types, rows, truncated); "
+                                                      "a statement, an array of objects.")
+@click.option("--timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
+              help="Stop waiting for a statement after this many seconds.")
+@click.option("--max-rows", type=click.IntRange(1), default=10_000, show_default=True,
+              help="Return at most this many rows (the answer says when it was cut).")
+def team_query_cmd(statement: str, engine: str | None, ray: str | None, url: str | None, as_json: bool,
+                   timeout: float, max_rows: int) -> None:
+    """Answer one read-only SQL statement, or one statement of the statement language
+    (SHOW FAILED ATTEMPTS, WHY …), over every machine's published tables.
+
+    Tables: events, sessions, turns, tool_calls, attempts, usage, memories — the local
+    views' columns plus machine, host and day. The duckdb engine reads them through
+    deltalake into DuckDB, locked down as `agentlog sql` is; the daft engine runs the
+    statement with Daft, locally or on a Ray cluster (--ray; needs the team extra).
+
+    Example: agentlog team query "SHOW FAILED ATTEMPTS SINCE -7d" --engine daft --ray auto
+
+    Exit 0 with an answer, 1 when the statement fails, times out or a table cannot be
+    read, 2 when it is refused or does not parse.
+    """
+    from agentlog.cli.query_cmds import _errors, _fail, _print_result
+    from agentlog.query.engine import QueryResult
+    from agentlog.team import TeamExtraMissing
+    from agentlog.team.query import ask, from_url
+
+    if engine is None:
+        engine = "daft" if ray else "duckdb"
+    if ray is not None and engine != "daft":
+        raise click.UsageError("--ray runs the daft engine: use --engine daft (or leave --engine out)")
+    loc = from_url(url)
+    try:
+        with _errors(statement):
+            result = ask(loc, statement, engine=engine, ray=ray, timeout=timeout, max_rows=max_rows)
+    except TeamExtraMissing as e:
+        _fail(str(e), 2)
+    if not isinstance(result, QueryResult):
+        _print_result(result, as_json=as_json, as_csv=False)
+        return
+    if as_json:
+        print_json(result.to_dict())
+        return
+    print_table([dict(zip(result.columns, r)) for r in result.rows], result.columns)
+    more = f" (cut at --max-rows {max_rows})" if result.truncated else ""
+    stderr().print(f"{len(result.rows)} rows{more} in {result.seconds * 1000:.0f} ms ({engine})")

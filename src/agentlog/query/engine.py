@@ -32,9 +32,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any, Callable, Final
+from typing import TYPE_CHECKING, Any, Callable, Final, Self
 
 from agentlog.core import AgentlogError
+
+if TYPE_CHECKING:
+    import duckdb
 
 ALLOWED: Final = frozenset({"SELECT", "EXPLAIN"})
 DEFAULT_TIMEOUT_S: Final = 30.0
@@ -185,7 +188,7 @@ class QueryResult:
         return out
 
 
-def _sanitize(message: str, statement: str) -> str:
+def sanitize(message: str, statement: str) -> str:
     """DuckDB's message with quoted text not taken from the statement replaced by '…'."""
     out: list[str] = []
     i = 0
@@ -215,17 +218,46 @@ def _private_temp_dir(root: str) -> str | None:
     return path + os.sep
 
 
-def _check_allowed(con: Any, root: str) -> None:
-    """Every directory DuckDB may read is under the data root (asserted, not assumed: DuckDB
-    adds its temp directory to the list on its own)."""
+def check_allowed(con: Any, bases: list[str], what: str = "the data root") -> None:
+    """Every directory DuckDB may read is under one of ``bases`` (asserted, not assumed: DuckDB
+    adds its temp directory to the list on its own); none at all with no ``bases``."""
     value = con.execute("SELECT current_setting('allowed_directories')").fetchall()[0][0]
     entries = value if isinstance(value, list) else []
-    base = os.path.abspath(root).rstrip(os.sep) + os.sep
-    outside = [d for d in entries if not (os.path.abspath(str(d)) + os.sep).startswith(base)]
+    prefixes = [os.path.abspath(b).rstrip(os.sep) + os.sep for b in bases]
+    outside = [d for d in entries if not any((os.path.abspath(str(d)) + os.sep).startswith(p) for p in prefixes)]
     if outside:
         con.close()
-        raise QueryError(f"the SQL engine would be allowed to read outside the data root: {', '.join(map(str, outside))}",
+        raise QueryError(f"the SQL engine would be allowed to read outside {what}: {', '.join(map(str, outside))}",
                          "error")
+
+
+def lock_down(con: Any, allowed: list[str]) -> None:
+    """Make ``con`` read-only at the engine: only ``allowed`` directories readable (none when
+    empty), the memory limit, UTC, external access off and the configuration locked (nothing
+    can switch any of it back). Views and registered Arrow objects made before or after stay
+    readable: they are not files."""
+    if allowed:
+        con.execute(f"SET allowed_directories = {sql_list(allowed)}")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def check_statement(con: Any, sql: str) -> None:
+    """Refuse anything but exactly one SELECT or EXPLAIN (DuckDB's parser on ``con`` decides)."""
+    import duckdb
+
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as e:
+        raise QueryError(sanitize(str(e), sql), "error") from None
+    if len(statements) != 1:
+        raise QueryError(f"one statement per call, got {len(statements)}", "refused")
+    kind = statements[0].type.name
+    if kind not in ALLOWED:
+        raise QueryError(f"{kind} statements are not allowed: the engine is read-only (SELECT or EXPLAIN)",
+                         "refused")
 
 
 def sql_string(value: str) -> str:
@@ -252,88 +284,16 @@ def _store_files(root: str) -> list[str]:
     return [unquote(u[len("file://"):]) if u.startswith("file://") else u for u in DeltaTable(path).file_uris()]
 
 
-class Engine:
-    """One DuckDB connection over the store's current snapshot, locked down."""
+class LockedEngine:
+    """A locked-down DuckDB connection (:func:`lock_down`) whose views are made when a
+    statement first names them (``_views``: name → (make it, the views it reads)), and
+    runs one checked statement at a time with a timeout and a row cap. :class:`Engine`
+    is the store's; ``agentlog.team`` has one over a team's tables."""
 
-    def __init__(self, root: str, *, projection: bool = True) -> None:
-        """Open a connection; the views are created when a statement first names them
-        (a statement over ``attempts`` never lists the store's files)."""
-        import duckdb
-
-        self.manifest: Any = None
-        """The projection manifest the views read (None: no projection yet)."""
-
-        from agentlog.store.schema import EVENTS_SCHEMA, events_path
-
-        self._con = duckdb.connect(":memory:")
-        # DuckDB allows its temp directory (default: .tmp in the working directory) besides
-        # allowed_directories: point it at a private one under the data root, or nowhere.
-        private_tmp = _private_temp_dir(root)
-        self._con.execute("SET temp_directory = " + sql_string(private_tmp or ""))
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
         self._views: dict[str, tuple[Callable[[], object], tuple[str, ...]]] = {}
         self._created: set[str] = set()
-        allowed: list[str] = []
-        store = events_path(root)
-        if os.path.isdir(os.path.join(store, "_delta_log")):
-            self._views["_events"] = (lambda: self._events_view(root), ())
-            allowed.append(os.path.abspath(store) + os.sep)
-        else:
-            self._con.register("_events", EVENTS_SCHEMA.empty_table())
-        from agentlog.query.pulled import events_view, register
-
-        pulled = register(self._con, root)
-        self._views["events"] = (partial(self._con.execute, events_view(pulled)), ("_events",))
-        from agentlog.query.usage import USAGE_VIEW, prices_table
-
-        self._views["_prices"] = (lambda: self._con.register("_prices", prices_table(root)), ())
-        self._views["usage"] = (partial(self._con.execute, USAGE_VIEW), ("events", "_prices"))
-        if projection:
-            from agentlog.projection.persist import load_manifest, projection_dir, sources, stored_schema
-
-            import pyarrow as pa  # type: ignore[import-untyped]
-
-            self.manifest = load_manifest(root)
-            stale_parts: list[int] = []
-            stale_keys: list[str] = []
-            numbered = 0
-            for name, source in sources(root, self.manifest).items():
-                schema = stored_schema(name)
-                if source.files:
-                    first = numbered
-                    for _, stale in source.files:
-                        if stale:
-                            stale_parts.extend([numbered] * len(stale))
-                            stale_keys.extend(stale)
-                            numbered += 1
-                    sql = f"CREATE VIEW _{name} AS {_parts_sql(', '.join(schema.names), source, first)}"
-                    self._views[f"_{name}"] = (partial(self._con.execute, sql), ("_stale",))
-                else:
-                    self._con.register(f"_{name}", schema.empty_table())
-            self._con.register("_stale", pa.table({"part": pa.array(stale_parts, pa.int32()),
-                                                   "key": pa.array(stale_keys, pa.string())}))
-            allowed.append(os.path.abspath(projection_dir(root)) + os.sep)
-            for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0, pulled).items():
-                self._views[view] = (partial(self._con.execute, sql), deps)
-        if allowed:
-            self._con.execute(f"SET allowed_directories = {sql_list(allowed)}")
-        self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        self._con.execute("SET TimeZone = 'UTC'")
-        self._con.execute("SET enable_external_access = false")
-        self._con.execute("SET lock_configuration = true")
-        _check_allowed(self._con, root)
-
-    def _events_view(self, root: str) -> None:
-        from agentlog.store.schema import EVENTS_SCHEMA
-
-        files = _store_files(root)
-        if not files:
-            self._con.register("_events", EVENTS_SCHEMA.empty_table())
-            return
-        # DuckDB's own Parquet reader (twice as fast as scanning a pyarrow dataset);
-        # external access is off, so only the allowed directories are readable.
-        columns = ", ".join(f.name for f in EVENTS_SCHEMA)
-        self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({sql_list(files)}, "
-                          "hive_partitioning = true, hive_types = {'observed_date': DATE})")
 
     def _create(self, name: str) -> None:
         if name in self._created or name not in self._views:
@@ -377,7 +337,7 @@ class Engine:
     def close(self) -> None:
         self._con.close()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -385,18 +345,7 @@ class Engine:
 
     def check(self, sql: str) -> None:
         """Refuse anything but exactly one SELECT or EXPLAIN (DuckDB's parser decides)."""
-        import duckdb
-
-        try:
-            statements = self._con.extract_statements(sql)
-        except duckdb.Error as e:
-            raise QueryError(_sanitize(str(e), sql), "error") from None
-        if len(statements) != 1:
-            raise QueryError(f"one statement per call, got {len(statements)}", "refused")
-        kind = statements[0].type.name
-        if kind not in ALLOWED:
-            raise QueryError(f"{kind} statements are not allowed: the engine is read-only (SELECT or EXPLAIN)",
-                             "refused")
+        check_statement(self._con, sql)
 
     def internal(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Rows of a statement agentlog wrote itself (never a user's text): no check, no view
@@ -482,8 +431,84 @@ class Engine:
         if failed is not None:
             if timed_out:
                 raise QueryError(f"the statement ran longer than {timeout:g} s and was stopped", "timeout") from None
-            raise QueryError(_sanitize(str(failed), sql), "error") from None
+            raise QueryError(sanitize(str(failed), sql), "error") from None
         truncated = len(rows) > max_rows
         return QueryResult(columns, types, [tuple(r) for r in rows[:max_rows]], truncated,
                            time.perf_counter() - started)
 
+
+class Engine(LockedEngine):
+    """One DuckDB connection over the store's current snapshot, locked down."""
+
+    def __init__(self, root: str, *, projection: bool = True) -> None:
+        """Open a connection; the views are created when a statement first names them
+        (a statement over ``attempts`` never lists the store's files)."""
+        import duckdb
+
+        self.manifest: Any = None
+        """The projection manifest the views read (None: no projection yet)."""
+
+        from agentlog.store.schema import EVENTS_SCHEMA, events_path
+
+        super().__init__(duckdb.connect(":memory:"))
+        # DuckDB allows its temp directory (default: .tmp in the working directory) besides
+        # allowed_directories: point it at a private one under the data root, or nowhere.
+        private_tmp = _private_temp_dir(root)
+        self._con.execute("SET temp_directory = " + sql_string(private_tmp or ""))
+        allowed: list[str] = []
+        store = events_path(root)
+        if os.path.isdir(os.path.join(store, "_delta_log")):
+            self._views["_events"] = (lambda: self._events_view(root), ())
+            allowed.append(os.path.abspath(store) + os.sep)
+        else:
+            self._con.register("_events", EVENTS_SCHEMA.empty_table())
+        from agentlog.query.pulled import events_view, register
+
+        pulled = register(self._con, root)
+        self._views["events"] = (partial(self._con.execute, events_view(pulled)), ("_events",))
+        from agentlog.query.usage import USAGE_VIEW, prices_table
+
+        self._views["_prices"] = (lambda: self._con.register("_prices", prices_table(root)), ())
+        self._views["usage"] = (partial(self._con.execute, USAGE_VIEW), ("events", "_prices"))
+        if projection:
+            from agentlog.projection.persist import load_manifest, projection_dir, sources, stored_schema
+
+            import pyarrow as pa  # type: ignore[import-untyped]
+
+            self.manifest = load_manifest(root)
+            stale_parts: list[int] = []
+            stale_keys: list[str] = []
+            numbered = 0
+            for name, source in sources(root, self.manifest).items():
+                schema = stored_schema(name)
+                if source.files:
+                    first = numbered
+                    for _, stale in source.files:
+                        if stale:
+                            stale_parts.extend([numbered] * len(stale))
+                            stale_keys.extend(stale)
+                            numbered += 1
+                    sql = f"CREATE VIEW _{name} AS {_parts_sql(', '.join(schema.names), source, first)}"
+                    self._views[f"_{name}"] = (partial(self._con.execute, sql), ("_stale",))
+                else:
+                    self._con.register(f"_{name}", schema.empty_table())
+            self._con.register("_stale", pa.table({"part": pa.array(stale_parts, pa.int32()),
+                                                   "key": pa.array(stale_keys, pa.string())}))
+            allowed.append(os.path.abspath(projection_dir(root)) + os.sep)
+            for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0, pulled).items():
+                self._views[view] = (partial(self._con.execute, sql), deps)
+        lock_down(self._con, allowed)
+        check_allowed(self._con, [root])
+
+    def _events_view(self, root: str) -> None:
+        from agentlog.store.schema import EVENTS_SCHEMA
+
+        files = _store_files(root)
+        if not files:
+            self._con.register("_events", EVENTS_SCHEMA.empty_table())
+            return
+        # DuckDB's own Parquet reader (twice as fast as scanning a pyarrow dataset);
+        # external access is off, so only the allowed directories are readable.
+        columns = ", ".join(f.name for f in EVENTS_SCHEMA)
+        self._con.execute(f"CREATE VIEW _events AS SELECT {columns} FROM read_parquet({sql_list(files)}, "
+                          "hive_partitioning = true, hive_types = {'observed_date': DATE})")
