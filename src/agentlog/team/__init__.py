@@ -4,11 +4,15 @@ on a Ray cluster). See docs/team.md."""
 
 from __future__ import annotations
 
-from agentlog.core import AgentlogError
+from agentlog.core import AgentlogError, UsageError
 
 
 class TeamError(AgentlogError):
     """A team table cannot be reached, read or written (the message says which and why)."""
+
+
+class TeamUsageError(TeamError, UsageError):
+    """A team URL or endpoint setting that cannot be used (exit 2)."""
 
 
 class TeamExtraMissing(TeamError):
@@ -23,4 +27,4 @@ def need(module: str, what: str) -> None:
         raise TeamExtraMissing(f"{what} needs the team extra: pip install 'agentlog[team]' ({module} is not installed)")
 
 
-__all__ = ["TeamError", "TeamExtraMissing", "need"]
+__all__ = ["TeamError", "TeamExtraMissing", "TeamUsageError", "need"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from agentlog.team import TeamError
+from agentlog.team import TeamUsageError
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 # object_store's client settings (delta-rs passes them through)
@@ -40,23 +40,23 @@ class Location:
         """A team URL checked: ``s3://bucket[/prefix]`` or ``file:///absolute/path``."""
         text = (url or "").strip()
         if not text:
-            raise TeamError("no team URL: give --to/--from, or set one with `agentlog config set team_url s3://bucket/prefix`")
+            raise TeamUsageError("no team URL: give --to/--from, or set one with `agentlog config set team_url s3://bucket/prefix`")
         parts = urlsplit(text)
         if parts.query or parts.fragment:
-            raise TeamError(f"not a team URL (no ?query or #fragment): {text}")
+            raise TeamUsageError(f"not a team URL (no ?query or #fragment): {text}")
         if parts.scheme == "s3":
             if not parts.netloc or "@" in parts.netloc or ":" in parts.netloc:
-                raise TeamError(f"not an S3 URL (want s3://bucket/prefix): {text}")
+                raise TeamUsageError(f"not an S3 URL (want s3://bucket/prefix): {text}")
             prefix = parts.path.strip("/")
             return cls(f"s3://{parts.netloc}" + (f"/{prefix}" if prefix else ""), "s3", parts.netloc, prefix)
         if parts.scheme == "file":
             if parts.netloc not in ("", "localhost"):
-                raise TeamError(f"a file URL names a local directory (file:///path), not {text}")
+                raise TeamUsageError(f"a file URL names a local directory (file:///path), not {text}")
             path = os.path.abspath(unquote(parts.path))
             if not parts.path.startswith("/"):
-                raise TeamError(f"a file URL needs an absolute path (file:///path): {text}")
+                raise TeamUsageError(f"a file URL needs an absolute path (file:///path): {text}")
             return cls("file://" + path, "file", "", path.rstrip("/") or "/")
-        raise TeamError(f"a team URL is s3://bucket/prefix or file:///path, not {text}")
+        raise TeamUsageError(f"a team URL is s3://bucket/prefix or file:///path, not {text}")
 
     def table_uri(self, name: str) -> str:
         """Where table ``name`` lives, as deltalake and Daft take it."""
@@ -73,9 +73,9 @@ class Location:
             return None
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TeamError(f"AWS_ENDPOINT_URL is not an http(s) URL: {url}")
+            raise TeamUsageError(f"AWS_ENDPOINT_URL is not an http(s) URL: {url}")
         if parts.scheme == "http" and parts.hostname not in LOOPBACK:
-            raise TeamError(f"AWS_ENDPOINT_URL: plain http only to 127.0.0.1, localhost or ::1; use https:// ({url})")
+            raise TeamUsageError(f"AWS_ENDPOINT_URL: plain http only to 127.0.0.1, localhost or ::1; use https:// ({url})")
         return url.rstrip("/")
 
     def storage_options(self) -> dict[str, str]:
