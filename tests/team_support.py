@@ -123,3 +123,64 @@ def s3_users(moto: Moto) -> dict[str, dict[str, str]]:
         key = iam.create_access_key(UserName=user)["AccessKey"]
         out[user] = {**moto.env, "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
     return out
+
+
+HOSTILE: str = '<script>alert("team")</script>'
+"""Stored text the team pages must show as text (a model's name, a project's directory)."""
+
+
+def usage_transcript(projects: str, session: str, cwd: str, day: str, model: str, tokens: int) -> None:
+    """A Claude Code transcript under ``projects`` with one priced response of ``model``."""
+    import json
+
+    record = {"type": "assistant", "sessionId": session, "uuid": f"{session}-u1", "timestamp": f"{day}T10:00:00Z",
+              "cwd": cwd, "message": {"id": f"{session}-m1", "model": model, "role": "assistant",
+                                      "content": [{"type": "text", "text": "ok"}],
+                                      "usage": {"input_tokens": tokens, "output_tokens": tokens // 10,
+                                                "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}}
+    path = os.path.join(projects, "-w", f"{session}.jsonl")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def publish_two_machines(tmp: Any, url: str) -> dict[str, str]:
+    """Two data roots recording the reference scenario through the hook path (the second with its
+    own session ids), each with imported token usage (machine-b's in a project whose directory
+    and model are :data:`HOSTILE`), published to ``url`` as machine-a and machine-b: their roots."""
+    from agentlog.importers.run import import_paths
+    from scenario import Scenario, _claude, _codex, build_reference, make_repo
+
+    a, b = str(tmp / "a"), str(tmp / "b")
+    build_reference(a, str(tmp / "work-a"))
+    sc = Scenario(root=b, repo=make_repo(str(tmp / "work-b")), claude_session="claude-b-session",
+                  codex_session="codex-b-session")
+    _claude(sc)
+    _codex(sc)
+    usage_transcript(str(tmp / "ta"), "usage-a", str(tmp / "alpha"), "2026-11-01", "claude-sonnet-4-5-20250929", 1000)
+    usage_transcript(str(tmp / "tb"), "usage-b", str(tmp / HOSTILE.replace("/", "")), "2026-11-03", HOSTILE, 500)
+    import_paths(a, ["claude-code"], [str(tmp / "ta")])
+    import_paths(b, ["claude-code"], [str(tmp / "tb")])
+    build_team_tables(a, url, "machine-a", "host-a")
+    build_team_tables(b, url, "machine-b", "host-b")
+    return {"machine-a": a, "machine-b": b}
+
+
+def set_team_url(root: str, url: str) -> None:
+    """The data root's ``team_url`` setting (as `agentlog config set team_url URL` writes it)."""
+    from agentlog.core.paths import config_file, ensure_dir
+
+    ensure_dir(root)
+    with open(config_file(root), "a", encoding="utf-8") as f:
+        f.write(f'team_url = "{url}"\n')
+
+
+def dashboard_team(tmp: Any) -> dict[str, Any]:
+    """:func:`publish_two_machines` to ``file://<tmp>/tables``, with machine-a's data root's
+    ``team_url`` set to them: the URL, its Location and both roots."""
+    from agentlog.team.location import Location
+
+    url = "file://" + str(tmp / "tables")
+    roots = publish_two_machines(tmp, url)
+    set_team_url(roots["machine-a"], url)
+    return {"url": url, "loc": Location.parse(url), "roots": roots}

@@ -17,7 +17,7 @@ from agentlog.memory import service as S
 from agentlog.memory.proposals import list_proposals
 
 READ_ONLY = ("status", "timeline", "failures", "why", "trace", "state_at", "evidence", "search", "query", "schema",
-             "handoff_brief", "memory_search", "memory_get", "prove")
+             "handoff_brief", "memory_search", "memory_get", "prove", "team_query")
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@
 stdio by default (what an agent launches); ``--http`` serves streamable HTTP on
 loopback. Every tool but ``memory_propose`` is annotated read-only; that one
 only opens a proposal, which a person approves in the dashboard or the CLI.
+``team_query`` reads the team's tables at the data root's ``team_url`` setting
+(docs/team.md) through the team engines, read-only at the engine.
 A tool that fails (a bad argument, an unknown id) answers ``isError`` with
 the reason, never by crashing the server.
 """
@@ -47,6 +49,11 @@ _DESCRIPTIONS: Final = {
              "proof and the Ed25519-signed checkpoint of the tree, which anyone can check with `agentlog "
              "verify-proof` or a standalone script, without agentlog. A purged event is proven without its content. "
              "Example: {\"ident\": \"ses_0193a7c2\"}",
+    "team_query": "Read-only SQL (one SELECT) or a statement such as SHOW FAILED ATTEMPTS SINCE -7d over every "
+                  "machine's published team tables (events, sessions, turns, tool_calls, attempts, usage, memories: "
+                  "each with machine, host and day), at the team_url a person set (an error when none is set). "
+                  "engine: duckdb (default) or daft. Example: {\"query\": \"SELECT machine, count(*) AS n FROM "
+                  "sessions GROUP BY machine\"}",
     "memory_propose": "Propose a new memory in short form {kind, title, statement or content, evidence: "
                       "[\"attempt:att_…\", \"file:path\"]} or changes {title, changes: [{op: create|edit|confirm|"
                       "contradict|add_evidence|link|unlink|archive|delete, …}]}; nothing changes until a person "
@@ -151,6 +158,12 @@ def build(root: str) -> Any:
                                                           "structured content), 200–200000")] = T.MAX_CHARS,
               ) -> CallToolResult:
         return answer(T.prove, ident=ident, max_chars=max_chars)
+
+    @tool("team_query", ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                        open_world_hint=True))
+    def team_query(query: str, engine: str = "duckdb", max_rows: int = T.MAX_ROWS,
+                   max_chars: int = T.MAX_CHARS) -> CallToolResult:
+        return answer(T.team_query, query=query, engine=engine, max_rows=max_rows, max_chars=max_chars)
 
     @tool("memory_propose", ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                             open_world_hint=False))

@@ -123,15 +123,19 @@ def _ask(root: str, statement: str, max_rows: int) -> Answer:
     return _engine_call(root, run)  # type: ignore[no-any-return]
 
 
-def _answered(answer: Answer, max_rows: int, max_chars: int) -> tuple[str, dict[str, Any]]:
+def _answered(answer: Answer, max_rows: int, max_chars: int, *, display: bool = False) -> tuple[str, dict[str, Any]]:
     """An answer as the tools give it: AttemptQL's with its statement and notes, SQL's rows
-    with JSON-ready cells."""
+    with JSON-ready cells; with ``display``, AttemptQL's rows as ``agentlog query --json``
+    gives them (display ids, lists kept)."""
+    from agentlog.query.views import plain
+
     if answer.language == "sql":
         records = [dict(zip(answer.columns, r)) for r in answer.cells()]
         return _fit(f"{UNTRUSTED}\n" + _lines(records, tuple(answer.columns)), max_chars), {
             "columns": answer.columns, "rows": records, "truncated": answer.truncated}
     every = answer.records()  # a statement such as STATE answers every row: the budget applies here too
-    records = [{k: (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in r.items()}
+    records = [plain(r) if display else
+               {k: (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in r.items()}
                for r in every[:max_rows]]
     text = "\n".join([*(answer.notes or []), _lines(records, tuple(answer.columns))])
     return _fit(f"{UNTRUSTED}\n{answer.statement}\n{text}", max_chars), {
@@ -438,6 +442,40 @@ def memory_propose(root: str, *, changes: list[dict[str, Any]] | None = None, ti
             f"`agentlog memory review {p.id}` or in the dashboard"), p.to_dict()
 
 
+def team_query(root: str, *, query: str, engine: str = "duckdb", max_rows: int | None = None,
+               max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
+    """Read-only SQL, or a statement of the query language, over every machine's published team
+    tables (docs/team.md) at this data root's ``team_url`` setting — never at a URL of the
+    caller's: a tool argument cannot point it anywhere else."""
+    from agentlog.core.config import load
+    from agentlog.query.ask import Answer
+    from agentlog.query.engine import QueryResult
+    from agentlog.team.location import Location
+    from agentlog.team.query import ENGINES, ask
+
+    rows, chars = _budget(max_rows, max_chars)
+    if not isinstance(query, str) or not query.strip():
+        raise ToolError("query is SQL (one SELECT) or a statement such as SHOW FAILED ATTEMPTS SINCE -7d, over the "
+                        "team tables: events, sessions, turns, tool_calls, attempts, usage, memories")
+    if engine not in ENGINES:
+        raise ToolError(f"engine is {' or '.join(ENGINES)}, not {engine!r}")
+    url = str(load(root).get("team_url") or "").strip()
+    if not url:
+        raise ToolError("no team tables: this data root's team_url setting is not set (a person sets it with "
+                        "`agentlog config set team_url s3://bucket/prefix`)")
+    text = query.strip()
+    try:
+        result = ask(Location.parse(url), text, engine=engine, timeout=30.0, max_rows=rows)
+    except ValueError as e:  # the statement language's errors (SQL's are QueryErrors: said as they are)
+        raise ToolError(str(e)) from None
+    if isinstance(result, QueryResult):
+        answer = Answer("sql", text, result.columns, result.rows, result.truncated)
+    else:
+        answer = Answer("attemptql", text, result.columns, result.rows, result.truncated, result.notes)
+    out_text, data = _answered(answer, rows, chars, display=True)
+    return out_text, {**data, "engine": engine}
+
+
 _PROVE_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")
 
 
@@ -460,6 +498,7 @@ TOOLS: Final[dict[str, Callable[..., tuple[str, dict[str, Any]]]]] = {
     "status": status, "timeline": timeline, "failures": failures, "why": why, "trace": trace, "state_at": state_at,
     "evidence": evidence, "search": search, "query": query, "schema": schema, "handoff_brief": handoff_brief,
     "memory_search": memory_search, "memory_get": memory_get, "memory_propose": memory_propose, "prove": prove,
+    "team_query": team_query,
 }
 
 __all__ = ["MAX_CHARS", "MAX_ROWS", "TOOLS", "ToolError", "UNTRUSTED"]

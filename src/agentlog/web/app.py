@@ -9,7 +9,10 @@ JSON: ``/api/now``, ``/api/timeline``, ``/api/sessions/{id}``, ``/api/attempts/{
 ``/api/failures``, ``/api/search``, ``/api/memory``, ``/api/memory/{id}``,
 ``/api/proposals``, ``/api/sql``, ``/api/usage``, ``/api/integrity`` and the live
 stream ``/api/stream`` (server-sent events, :mod:`.live`); errors there are
-RFC 9457 problem documents. Every list takes ``?page=N``.
+RFC 9457 problem documents. Every list takes ``?page=N``. While the data root's
+``team_url`` setting is set, the team pages ``/team``, ``/team/sessions``,
+``/team/failures`` and ``/team/cost`` (and their twins under ``/api/team``) read every
+machine's published tables (:mod:`.routes.team`); otherwise they are 404.
 
 Every stored string reaches HTML through Jinja2's autoescaping (captured
 content is untrusted); the one script (``static/app.js``) only follows the
@@ -33,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentlog.operations.reader import Source
 from agentlog.web.live import Feed
-from agentlog.web.routes import memory, pages
+from agentlog.web.routes import memory, pages, team
 from agentlog.web.routes.common import NAV, AppState, Producer, environment, not_found, server_error, twins
 from agentlog.web.routes.stream import stream
 from agentlog.web.security import Guard, GuardMiddleware
@@ -91,6 +94,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         Route("/integrity/verify", pages.verify_action, methods=["POST"]),
         Route("/api/integrity/verify", pages.verify_action, methods=["POST"]),
         Route("/api/stream", stream),
+        *team.routes(),
         Mount("/static", StaticFiles(directory=os.path.join(os.path.dirname(__file__), "static")), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={404: not_found, 500: server_error})

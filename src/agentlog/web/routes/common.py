@@ -9,7 +9,7 @@ returns it as JSON; an unknown id is 404, a bad id or query 400 (:func:`guarded`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Final
 
 import orjson
@@ -23,11 +23,14 @@ from agentlog.core.timefmt import display_us
 from agentlog.operations.reader import Source
 from agentlog.web import data
 from agentlog.web.live import Feed
+from agentlog.web.team_data import TIMEOUT, TeamCache, team_url
 from agentlog.web.security import problem
 
 NAV: Final = (("/", "Now"), ("/timeline", "Timeline"), ("/failures", "Failures"), ("/search", "Search"),
               ("/memory", "Memory"), ("/proposals", "Proposals"), ("/sql", "SQL"), ("/usage", "Usage"),
               ("/integrity", "Integrity"))
+TEAM_NAV: Final = ("/team", "Team")
+"""Shown after the others while the data root's ``team_url`` setting is set (:mod:`.team`)."""
 
 Producer = Callable[[Request], Awaitable[Any]]
 """What a page shows, from its request (awaited: the reading runs in a thread)."""
@@ -43,6 +46,10 @@ class AppState:
     env: Environment
     live: bool = True
     """Whether the app's lifespan starts the live feed."""
+    team_cache: TeamCache = field(default_factory=TeamCache)
+    """The team pages' answers, remembered for a short while (:mod:`agentlog.web.team_data`)."""
+    team_timeout: float = TIMEOUT
+    """Seconds a team page waits for the team's tables."""
 
 
 def state(request: Request) -> AppState:
@@ -70,10 +77,15 @@ def environment() -> Environment:
     return env
 
 
+def nav(root: str) -> tuple[tuple[str, str], ...]:
+    """The navigation: every page, and Team while ``team_url`` is set."""
+    return (*NAV, TEAM_NAV) if team_url(root) else NAV
+
+
 def page(request: Request, name: str, **ctx: Any) -> HTMLResponse:
     """The template ``name`` rendered with the navigation, the CSRF token and the feed's last id."""
     st = state(request)
-    html = st.env.get_template(name).render(nav=NAV, path=request.url.path, csrf=request.state.csrf,
+    html = st.env.get_template(name).render(nav=nav(st.root), path=request.url.path, csrf=request.state.csrf,
                                             live_id=st.feed.last_id, **ctx)
     return HTMLResponse(html)
 
@@ -127,7 +139,7 @@ def error(request: Request, status: int, title: str, detail: str) -> Response:
         return HTMLResponse(f"<!doctype html><title>{escape(title)}</title><h1>{escape(title)}</h1>"
                             f"<p>{escape(detail)}</p>", status_code=status)
     st = state(request)
-    return HTMLResponse(st.env.get_template("error.html").render(nav=NAV, path=request.url.path,
+    return HTMLResponse(st.env.get_template("error.html").render(nav=nav(st.root), path=request.url.path,
                                                                  csrf=request.state.csrf, live_id=st.feed.last_id,
                                                                  title=title, detail=detail), status_code=status)
 
@@ -153,5 +165,5 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return error(request, 500, "Internal error", f"{type(exc).__name__} (see the server's output)")
 
 
-__all__ = ["JSON", "NAV", "AppState", "Producer", "environment", "error", "guarded", "key_of", "not_found", "page",
+__all__ = ["JSON", "NAV", "TEAM_NAV", "AppState", "Producer", "environment", "error", "guarded", "key_of", "nav", "not_found", "page",
            "page_no", "read", "server_error", "state", "twins"]
