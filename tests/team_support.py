@@ -10,48 +10,28 @@ the environment back. :func:`build_team_tables` publishes a data root as a named
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
-from typing import Any
+
+from agentlog.bench.teamserve import S3Server, free_port
 
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["AWS_ENV", "Moto", "build_team_tables", "free_port", "s3_users", "start_moto"]
 
 
 @dataclass
-class Moto:
-    proc: subprocess.Popen[bytes]
-    port: int
-    bucket: str
-    saved: dict[str, str | None] = field(default_factory=dict)
+class Moto(S3Server):
+    """The bench's S3 server (:class:`agentlog.bench.teamserve.S3Server`) with the tests' keys,
+    and this process's AWS environment as it was before, put back by :meth:`stop`."""
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    saved: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def env(self) -> dict[str, str]:
         """What a process needs to reach the server as it would reach S3."""
         return {**AWS_ENV, "AWS_ENDPOINT_URL": self.endpoint}
 
-    def url(self, prefix: str) -> str:
-        return f"s3://{self.bucket}/{prefix}"
-
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        super().stop()
         for k, v in self.saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -64,29 +44,13 @@ def start_moto(bucket: str = "team", *, free_requests: int | None = None) -> Mot
     pointing at it (credentials ``test``; AWS_ENDPOINT_URL the server). ``free_requests``:
     moto checks keys and IAM policies, as S3 does, after that many requests (the bucket's
     creation is the first; :func:`s3_users` takes seven more)."""
-    import boto3
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **({} if free_requests is None else
-                                                  {"INITIAL_NO_AUTH_ACTION_COUNT": str(free_requests)})})
-    env = {**AWS_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    moto = Moto(proc, port, bucket, {k: os.environ.get(k) for k in [*env, "AWS_PROFILE", "AWS_SESSION_TOKEN"]})
+    server = S3Server.start(None, bucket, {} if free_requests is None else
+                            {"INITIAL_NO_AUTH_ACTION_COUNT": str(free_requests)})
+    env = {**AWS_ENV, "AWS_ENDPOINT_URL": server.endpoint}
+    moto = Moto(server.proc, server.port, bucket, {k: os.environ.get(k) for k in [*env, "AWS_PROFILE", "AWS_SESSION_TOKEN"]})
     os.environ.update(env)
     os.environ.pop("AWS_PROFILE", None)
     os.environ.pop("AWS_SESSION_TOKEN", None)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                moto.stop()
-                raise RuntimeError("moto's server did not start")
-            time.sleep(0.1)
-    boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
     return moto
 
 

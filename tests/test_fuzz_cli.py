@@ -48,6 +48,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "sample"): "generates --events synthetic events: a huge count is work asked for, not a hang",
     ("bench", "classify"): "a timed benchmark over generated data: minutes of work by design",
     ("bench", "proofs"): "the proofs step of bench run: loads --events synthetic events and ingests them four times",
+    ("bench", "team"): "starts moto's S3 server and a Ray cluster, publishes --events synthetic events, queries for minutes",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
     ("bench", "ship"): "a timed benchmark: a vault server, enrolments and --mb MiB sessions shipped by the round",

@@ -25,7 +25,9 @@ Groups, by what a caller wants:
 - capture: the hook's own event building, for tools that replay payloads;
 - memory: the memory service's operations, proposals, export and restore;
 - vault: one ship pass, the machine's enrolment, chain paths and the index,
-  and the sealed batch format (zstd + XChaCha20-Poly1305), for `bench ship`.
+  and the sealed batch format (zstd + XChaCha20-Poly1305), for `bench ship`;
+- team: a team location, its tables' names and partitioning, publish and ask,
+  for `bench team`.
 """
 
 from __future__ import annotations
@@ -92,6 +94,12 @@ if TYPE_CHECKING:
     from agentlog.vault.protocol import PackedIndex as VaultPackedIndex
     from agentlog.vault.protocol import index_entries as vault_index_entries
     from agentlog.vault.ship import run_once as ship_once
+    from agentlog.team.location import Location as TeamLocation
+    from agentlog.team.publish import BATCH_ROWS as TEAM_PUBLISH_BATCH_ROWS
+    from agentlog.team.publish import publish as team_publish
+    from agentlog.team.query import ask as team_ask
+    from agentlog.team.tables import PARTITION_BY as TEAM_PARTITION_BY
+    from agentlog.team.tables import TEAM_TABLES
 
 _LAZY: dict[str, str] = {
     # read
@@ -181,6 +189,13 @@ _LAZY: dict[str, str] = {
     "vault_open_batch": "agentlog.vault.crypto:open_batch",
     "vault_batch_aad": "agentlog.vault.crypto:batch_aad",
     "VAULT_ZSTD_LEVEL": "agentlog.vault.crypto:ZSTD_LEVEL",
+    # team tables (`bench team`)
+    "TeamLocation": "agentlog.team.location:Location",
+    "TEAM_TABLES": "agentlog.team.tables:TEAM_TABLES",
+    "TEAM_PARTITION_BY": "agentlog.team.tables:PARTITION_BY",
+    "TEAM_PUBLISH_BATCH_ROWS": "agentlog.team.publish:BATCH_ROWS",
+    "team_publish": "agentlog.team.publish:publish",
+    "team_ask": "agentlog.team.query:ask",
 }
 
 __all__ = [
@@ -264,6 +279,12 @@ __all__ = [
     "vault_open_batch",
     "vault_batch_aad",
     "VAULT_ZSTD_LEVEL",
+    "TeamLocation",
+    "TEAM_TABLES",
+    "TEAM_PARTITION_BY",
+    "TEAM_PUBLISH_BATCH_ROWS",
+    "team_publish",
+    "team_ask",
 ]
 
 

@@ -8,7 +8,7 @@ the public API, ``agentlog.core`` and ``agentlog.operations``, never a surface.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -232,15 +232,27 @@ def bench_run(
         print_json(results)
 
 
+def one_step_options(out: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The options of a command that runs one step of `bench run` alone (`bench proofs`, `bench team`):
+    --seed, --out, --cache-dir, --json, and the click context (to invoke `bench run`)."""
+    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
+        for option in reversed((
+            click.option("--seed", type=int, default=20261130, show_default=True, help="Seed of the workload generator."),
+            click.option("--out", default=out, show_default=True, help="Directory for results.json and results.md."),
+            click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+                         help="Keep the loaded logs and built stores here and reuse them in later runs (same size and seed)."),
+            click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout at the end."),
+            click.pass_context,
+        )):
+            fn = option(fn)
+        return fn
+    return wrap
+
+
 @bench.command(name="proofs")
 @click.option("--events", type=click.IntRange(1), default=1_450_000, show_default=True,
               help="Frames in the tree (the workload's events, loaded into logs first).")
-@click.option("--seed", type=int, default=20261130, show_default=True, help="Seed of the workload generator.")
-@click.option("--out", default="bench-results/proofs", show_default=True, help="Directory for results.json and results.md.")
-@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-              help="Keep the loaded logs here and reuse them in later runs (same size and seed).")
-@click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout at the end.")
-@click.pass_context
+@one_step_options("bench-results/proofs")
 def bench_proofs(ctx: click.Context, events: int, seed: int, out: str, cache_dir: str | None, as_json: bool) -> None:
     """The Merkle tree (issue 28): ingest with it against without, bytes per frame, inclusion
     and consistency proof times and sizes, checkpoint signing, and whole-process prove and
@@ -250,6 +262,39 @@ def bench_proofs(ctx: click.Context, events: int, seed: int, out: str, cache_dir
     """
     ctx.invoke(bench_run, events=events, seed=seed, only="proofs", skip=None, out=out, time_cap_secs=3600.0,
                rss_cap_gb=None, steps_module=None, cache_dir=cache_dir, list_steps=False, as_json=as_json)
+
+
+@bench.command(name="team")
+@click.option("--events", type=click.IntRange(1), default=1_450_000, show_default=True,
+              help="Events of the generated workload published as the 1x tables.")
+@click.option("--scale", type=click.IntRange(2, 64), default=4, show_default=True,
+              help="Machines' worth in the larger tables (copies of the 1x tables as further machines).")
+@click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Interleaved rounds of every query, engine and size (median and p95 reported).")
+@one_step_options("bench-results/team")
+def bench_team(ctx: click.Context, events: int, scale: int, rounds: int, seed: int, out: str, cache_dir: str | None,
+               as_json: bool) -> None:
+    """Team tables (issue 31): `team publish` to a local S3 server (events/s, MB/s; and to file://),
+    then five org queries at 1x and --scale times that, each a whole `team query` process on duckdb,
+    daft locally and daft on a two-worker Ray cluster on loopback: wall time, peak memory, growth.
+
+    Starts moto's S3 server and the Ray cluster itself and stops them at the end; needs
+    `pip install 'agentlog[team,test]'` (daft, ray, boto3, moto[server]).
+
+    Example: agentlog bench team --events 200000 --scale 4 --rounds 3
+    """
+    import importlib.util
+    import os
+
+    from agentlog.bench.team_steps import ROUNDS_ENV, SCALE_ENV
+
+    missing = [m for m in ("daft", "ray", "boto3", "moto") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise click.ClickException(f"bench team needs {', '.join(missing)}: pip install 'agentlog[team,test]'")
+    os.environ[SCALE_ENV], os.environ[ROUNDS_ENV] = str(scale), str(rounds)  # the step's process inherits them
+    ctx.invoke(bench_run, events=events, seed=seed, only="team", skip=None, out=out, time_cap_secs=7200.0,
+               rss_cap_gb=None, steps_module="agentlog.bench.team_steps", cache_dir=cache_dir, list_steps=False,
+               as_json=as_json)
 
 
 @bench.command(name="step")

@@ -235,13 +235,20 @@ class _Events:
         self._reconcile()
         machines = _machines(self.root)
         marks = [{"p": k.partition("/")[0], "k": k.partition("/")[2], "s": v} for k, v in self.state.logs.items()]
-        sql = ("SELECT e.* FROM _events e LEFT JOIN (SELECT unnest(?::STRUCT(p VARCHAR, k VARCHAR, s BIGINT)[], "
-               "recursive := true)) w ON w.p = e.log_provider AND w.k = e.log_key "
-               "WHERE w.s IS NULL OR e.seq > w.s ORDER BY e.log_provider, e.log_key, e.seq")
-        reader = self.eng.arrow_reader(sql, [marks], self.batch_rows)
-        for batch in reader:
-            if batch.num_rows:
-                self._append(batch, machines)
+        new = ("FROM _events e LEFT JOIN (SELECT unnest($1::STRUCT(p VARCHAR, k VARCHAR, s BIGINT)[], "
+               "recursive := true)) w ON w.p = e.log_provider AND w.k = e.log_key WHERE (w.s IS NULL OR e.seq > w.s)")
+        order = " ORDER BY e.log_provider, e.log_key, e.seq"
+        # Two passes, so that no sort holds the events' JSON (a whole store's does not fit in the
+        # engine's memory): the new events' keys in log and seq order cut into batches, then each
+        # batch's rows read by its key range (plain column ranges, which the Parquet scan prunes by).
+        keys = self.eng.arrow(f"SELECT e.log_provider, e.log_key, e.seq {new}{order}", [marks])
+        for start in range(0, keys.num_rows, self.batch_rows):
+            end = min(start + self.batch_rows, keys.num_rows) - 1
+            lo = [keys.column(c)[start].as_py() for c in ("log_provider", "log_key", "seq")]
+            hi = [keys.column(c)[end].as_py() for c in ("log_provider", "log_key", "seq")]
+            rows = self.eng.arrow(f"SELECT e.* {new} AND {_key_range(lo, hi)}{order}", [marks, *lo, *hi])
+            if rows.num_rows:
+                self._append(rows, machines)
 
     def _remote_version(self) -> int | None:
         dt = _table(self.uri, self.opts)
@@ -281,11 +288,9 @@ class _Events:
                                                       grouped.column("log_key").to_pylist(),
                                                       pc.cast(grouped.column("seq_max"), "int64").to_pylist())}
 
-    def _append(self, batch: Any, machines: dict[str, tuple[str, str]]) -> None:
-        import pyarrow as pa
+    def _append(self, table: Any, machines: dict[str, tuple[str, str]]) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        table = pa.Table.from_batches([batch])
         keys = [f"{p}/{k}" for p, k in zip(table.column("log_provider").to_pylist(), table.column("log_key").to_pylist())]
         seqs = table.column("seq").to_pylist()
         logs = dict(self.state.logs)
@@ -309,6 +314,17 @@ class _Events:
         self.res.events += rows.num_rows
         self.res.commits += 1
         self.say(f"events: {self.res.events:,} published")
+
+
+def _key_range(lo: list[Any], hi: list[Any]) -> str:
+    """SQL for ``lo <= (log_provider, log_key, seq) <= hi`` in that order, over parameters $2..$7
+    (lo's three, then hi's); led by the plain ranges a Parquet scan can prune row groups by."""
+    plain = "e.log_provider BETWEEN $2 AND $5"
+    if lo[0] == hi[0]:
+        plain += " AND e.log_key BETWEEN $3 AND $6"
+    above = "(e.log_provider > $2 OR (e.log_provider = $2 AND (e.log_key > $3 OR (e.log_key = $3 AND e.seq >= $4))))"
+    below = "(e.log_provider < $5 OR (e.log_provider = $5 AND (e.log_key < $6 OR (e.log_key = $6 AND e.seq <= $7))))"
+    return f"{plain} AND {above} AND {below}"
 
 
 def _fingerprint(what: Any, metadata_only: bool) -> str:
