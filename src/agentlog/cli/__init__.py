@@ -185,6 +185,7 @@ LAZY_COMMANDS = {
     "enroll": ".ship_cmds:enroll_cmd",
     "ship": ".ship_cmds:ship_cmd",
     "team": ".team_cmds:team",
+    "otel": ".otel_cmds:otel",
 }
 
 
