@@ -102,3 +102,57 @@ def logs_request(records: list[dict[str, Any]], session: str | None = "s-1", ser
             else:
                 item.value.string_value = str(v)
     return req.SerializeToString()
+
+
+SESSION = "0b3c9a52-join-test"
+PROMPT = "prompt-7f"
+
+
+def _hook(cwd: Path, **payload: object) -> None:
+    from conftest import run_hook
+
+    body = {"session_id": SESSION, "transcript_path": str(cwd / "none.jsonl"), "cwd": str(cwd), **payload}
+    r = run_hook(json.dumps(body).encode(), cwd=str(cwd))
+    assert r.returncode == 0, r.stderr
+
+
+def record_scenario(home: Path, tmp: Path) -> None:
+    """One Claude Code session through the real hook (a prompt, a failing Bash call, a Read call),
+    a transcript's usage row for it, and its telemetry through a real receiver: the SDK's records
+    (keyed by prompt id and tool_use_id) and a Read tool_result without a tool_use_id."""
+    from agentlog.core.jsonio import dumps
+    from agentlog.log.writer import open_session_log
+
+    work = tmp / "proj"
+    work.mkdir()
+    _hook(work, hook_event_name="SessionStart", source="startup")
+    _hook(work, hook_event_name="UserPromptSubmit", prompt_id=PROMPT, prompt="make the file")
+    bash_in = {"command": "exit 3"}
+    _hook(work, hook_event_name="PreToolUse", prompt_id=PROMPT, tool_name="Bash", tool_input=bash_in,
+          tool_use_id="toolu_01")
+    _hook(work, hook_event_name="PostToolUseFailure", prompt_id=PROMPT, tool_name="Bash", tool_input=bash_in,
+          tool_use_id="toolu_01", error="Exit code 3")
+    read_in = {"file_path": str(work / "a.txt")}
+    _hook(work, hook_event_name="PreToolUse", prompt_id=PROMPT, tool_name="Read", tool_input=read_in,
+          tool_use_id="toolu_02")
+    read_at = time.time_ns() // 1000
+    _hook(work, hook_event_name="PostToolUse", prompt_id=PROMPT, tool_name="Read", tool_input=read_in,
+          tool_use_id="toolu_02", tool_response={"type": "text", "file": {"content": "x"}})
+    _hook(work, hook_event_name="Stop", prompt_id=PROMPT, stop_hook_active=False)
+    # a transcript's usage for the same session, as `agentlog import` writes it: telemetry replaces it
+    log = open_session_log(str(home), "claude_code", SESSION)
+    log.append([dumps({"event_id": "01900000-0000-7000-8000-00000000abcd", "schema_version": 1, "kind": "usage",
+                       "provider": "claude_code", "provider_event_name": "transcript:usage",
+                       "observed_at": read_at, "captured_at": read_at, "capture_mode": "full",
+                       "agentlog_version": "0", "provider_session_id": SESSION,
+                       "attrs": {"model": "claude-sonnet-4-5", "message_id": "msg_1", "input_tokens": 100,
+                                 "output_tokens": 20, "cache_read_tokens": 1000, "cache_write_tokens": 50}})])
+    receiver = Receiver(home)
+    try:
+        send_sdk(receiver.url, "protobuf", SESSION, PROMPT, "toolu_01", count=2)
+        status, _ = post(receiver.url + "/v1/logs", logs_request(
+            [{"_body": "claude_code.tool_result", "event.name": "tool_result", "tool_name": "Read",
+              "success": "true", "duration_ms": 3, "_time": read_at}], session=SESSION))
+        assert status == 200
+    finally:
+        receiver.stop()

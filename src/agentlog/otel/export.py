@@ -60,7 +60,7 @@ def session_rows(engine: Any, s: dict[str, Any], include_content: bool) -> list[
     turns = _rows(engine, "SELECT turn_id, turn_index, status, failure_class, objective, "
                           f"{_us('started_at')}, {_us('ended_at')} FROM turns WHERE session_id = ? "
                           "ORDER BY turn_index", [sid])
-    calls = _rows(engine, "SELECT tool_call_id, turn_id, agent_id, tool_name, tool_category, provider_call_id, "
+    calls = _rows(engine, "SELECT tool_call_id, turn_id, provider_agent_id, tool_name, tool_category, provider_call_id, "
                           "outcome_status, outcome_class, exit_code, start_event_id, end_event_id, "
                           f"{_us('started_at')}, {_us('finished_at')} FROM tool_calls WHERE session_id = ? "
                           "ORDER BY started_at, tool_call_id", [sid])

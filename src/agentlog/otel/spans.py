@@ -104,25 +104,24 @@ def session_plans(session: dict[str, Any], turns: list[dict[str, Any]], calls: l
                           (t.get("failure_class") or "turn_failed") if failed else None))
     sub_span: dict[tuple[str | None, str], int] = {}
     for c in calls:
-        aid = c.get("agent_id")
+        aid = c.get("provider_agent_id")  # a subagent's (the main agent has none)
         if not aid:
             continue
         key = (c.get("turn_id"), aid)
         if key in sub_span:
             continue
         sub_span[key] = span_id("subagent", f"{sid}/{key[0]}/{aid}")
-        mine = [x for x in calls if (x.get("turn_id"), x.get("agent_id")) == key]
+        mine = [x for x in calls if (x.get("turn_id"), x.get("provider_agent_id")) == key]
         a_start = min(x["started_us"] for x in mine)
         a_end = max(x.get("finished_us") or x["started_us"] for x in mine)
         parent = turn_span.get(key[0] or "", root)
-        plans.append(Plan(f"invoke_agent {c.get('agent_type') or 'subagent'}", trace, sub_span[key], parent,
-                          a_start * 1000, a_end * 1000,
+        plans.append(Plan("invoke_agent subagent", trace, sub_span[key], parent, a_start * 1000, a_end * 1000,
                           _clean({**base, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": aid,
-                                  "gen_ai.agent.name": c.get("agent_type") or "subagent",
+                                  "gen_ai.agent.name": "subagent",
                                   "openinference.span.kind": "AGENT", "agentlog.kind": "subagent"})))
     for c in calls:
         cid = c["tool_call_id"]
-        aid = c.get("agent_id")
+        aid = c.get("provider_agent_id")
         parent = sub_span.get((c.get("turn_id"), aid), 0) if aid else 0
         parent = parent or turn_span.get(c.get("turn_id") or "", root)
         status = c.get("outcome_status")
