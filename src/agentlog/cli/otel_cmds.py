@@ -37,7 +37,7 @@ def serve_cmd(port: int, max_body: int) -> None:
 
     require()
     server = make_server(data_root(), port=port, max_body=max_body)
-    host, bound = server.server_address[:2]
+    host, bound = str(server.server_address[0]), int(server.server_address[1])
     stderr().print(f"agentlog otel: listening on http://{host}:{bound} (/v1/logs, /v1/metrics, /v1/traces)",
                    markup=False, highlight=False)
     try:

@@ -41,7 +41,8 @@ def _us(col: str, alias: str | None = None) -> str:
 
 def select_sessions(engine: Any, session: str | None, since_us: int | None) -> list[dict[str, Any]]:
     """The sessions to export (``session``: an id or the agent's own id)."""
-    where, params = "TRUE", []
+    where: str = "TRUE"
+    params: list[Any] = []
     if session is not None:
         where, params = "(session_id = ? OR provider_session_id = ?)", [session, session]
     elif since_us is not None:
@@ -136,7 +137,7 @@ def send(spans: list[Any], endpoint: str, headers: dict[str, str] | None = None,
             if exporter.export(spans[i:i + BATCH]) is not SpanExportResult.SUCCESS:
                 raise OtelError(f"{url} did not accept the spans (is an OTLP/HTTP receiver listening there?)")
     finally:
-        exporter.shutdown()
+        exporter.shutdown()  # type: ignore[no-untyped-call]
 
 
 def export_sessions(engine: Any, endpoint: str, *, session: str | None = None, since_us: int | None = None,
