@@ -92,6 +92,7 @@ def logs_body(sender: int, request: int, records: int, sessions: int) -> bytes:
 def metrics_body(sender: int, request: int, points: int, sessions: int) -> bytes:
     """An ExportMetricsServiceRequest of one counter with ``points`` data points."""
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
     req = ExportMetricsServiceRequest()
     rm = req.resource_metrics.add()
@@ -100,7 +101,7 @@ def metrics_body(sender: int, request: int, points: int, sessions: int) -> bytes
     metric.name = "claude_code.token.usage"
     metric.unit = "tokens"
     metric.sum.is_monotonic = True
-    metric.sum.aggregation_temporality = 1
+    metric.sum.aggregation_temporality = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
     now = time.time_ns()
     for i in range(points):
         dp = metric.sum.data_points.add()

@@ -36,7 +36,7 @@ from agentlog.install.hook_client import HookChoice, choose_hook
 from agentlog.install.installer import InstallResult, install, uninstall
 
 _TESTED_OUTCOMES = ("installed", "updated", "already_current")
-_CHANGING_OUTCOMES = ("installed", "updated", "registered", "removed")
+_CHANGING_OUTCOMES = ("installed", "updated", "registered", "configured", "removed")
 
 
 def _interactive() -> bool:
@@ -180,6 +180,9 @@ def _python_hook_option(f: Any) -> Any:
               help="How far back --backfill goes (by file modification time).")
 @click.option("--mcp", "mcp", is_flag=True,
               help="Register `agentlog mcp` with each detected agent (its MCP config) instead of installing hooks.")
+@click.option("--otel", "otel", is_flag=True,
+              help="Point each detected agent's OpenTelemetry at `agentlog otel serve` (127.0.0.1:4318) instead "
+                   "of installing hooks.")
 @click.option("--trust-codex-hooks", "trust_codex", is_flag=True,
               help="Also write Codex's trust records for agentlog's own hooks (what /hooks in Codex does), "
                    "so that `codex exec` runs them.")
@@ -190,8 +193,8 @@ def _python_hook_option(f: Any) -> Any:
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, yes: bool, python_hook: bool,
-    json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, otel: bool, trust_codex: bool, yes: bool,
+    python_hook: bool, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -209,6 +212,10 @@ def install_cmd(
     With --mcp, registers the MCP server instead, in each agent's own format
     (Claude Code ~/.claude.json, Codex ~/.codex/config.toml, Cursor
     ~/.cursor/mcp.json, Gemini CLI ~/.gemini/settings.json); other entries kept.
+    With --otel, points each agent's OpenTelemetry at `agentlog otel serve`
+    instead (Claude Code's settings env, Codex's [otel], Gemini CLI's
+    telemetry; docs/otel.md); a setting already there with another value is
+    left untouched and reported.
 
     Before writing, it shows each agent's config and the change (a diff) and
     asks; --yes applies without asking. When standard input is not a terminal
@@ -226,6 +233,11 @@ def install_cmd(
     """
     if mcp:
         _mcp(agents, dry_run, json_, remove=False, yes=yes)
+        return
+    if otel:
+        from agentlog.cli.otel_cmds import configure_agents
+
+        configure_agents(agents, dry_run, json_, remove=False, yes=yes)
         return
     resolved = _resolve_scope(scope, project_dir)
     wanted = True if python_hook else None  # None: the setting hook_client decides
@@ -383,18 +395,25 @@ def _backfill(agents: list[str], days: int) -> dict[str, object]:
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
 @_scope_options
 @click.option("--mcp", "mcp", is_flag=True, help="Remove the `agentlog mcp` registration instead of the hooks.")
+@click.option("--otel", "otel", is_flag=True, help="Remove the telemetry settings `install --otel` wrote instead.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, mcp: bool,
-                  json_: bool) -> None:
+                  otel: bool, json_: bool) -> None:
     """Remove agentlog's hooks from coding agents' configs.
 
     If a config is exactly as agentlog left it, the file from before the
     install is restored byte for byte (or removed if agentlog created it);
     otherwise only agentlog's entries are taken out. With --mcp, removes the
-    MCP server's entry instead.
+    MCP server's entry instead; with --otel, the telemetry settings whose
+    values are still the ones `install --otel` wrote.
     """
     if mcp:
         _mcp(agents, dry_run, json_, remove=True)
+        return
+    if otel:
+        from agentlog.cli.otel_cmds import configure_agents
+
+        configure_agents(agents, dry_run, json_, remove=True)
         return
     resolved = _resolve_scope(scope, project_dir)
     try:
@@ -524,6 +543,11 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
     health = diagnose(scope=resolved, project_dir=project_dir)
     if json_:
         items = [h.to_dict() for h in health]
+        from agentlog.cli.otel_cmds import telemetry_states
+
+        states = telemetry_states([str(item["agent"]) for item in items])
+        for item in items:
+            item["telemetry"] = states.get(str(item["agent"]))
         if fixed is not None:
             by_agent = {r.agent: r.to_dict() for r in fixed.results}
             for item in items:
@@ -532,6 +556,9 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
     else:
         _show_health(health)
         _show_vault()
+        from agentlog.cli.otel_cmds import show_telemetry
+
+        show_telemetry([h.agent for h in health])
     stale = [h.agent for h in health if h.state == "stale"]
     failed = fixed is not None and any(r.outcome == "failed" for r in fixed.results)
     if stale:

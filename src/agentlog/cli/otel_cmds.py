@@ -102,3 +102,71 @@ def export_cmd(endpoint: str, session: str | None, since: str | None, include_co
         return
     stderr().print(f"exported {res.sessions:,} sessions as {res.spans:,} spans to {res.url} "
                    f"({res.seconds:.2f} s)", markup=False, highlight=False)
+
+
+# -- install --otel, uninstall --otel and doctor (called from install_cmds) -------------------------
+
+def configure_agents(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True) -> None:
+    """``install --otel`` / ``uninstall --otel``: show the plan, ask (unless --yes), apply."""
+    from agentlog.cli.install_cmds import _approved, _echo_json, _err
+    from agentlog.install.agents import AGENTS
+    from agentlog.install.otel_register import configure
+
+    names = list(agents) or list(AGENTS)
+    if not dry_run and not yes:
+        plan = configure(names, dry_run=True, remove=remove)
+
+        def show() -> None:
+            if json_:
+                _echo_json([r.to_dict() for r in plan])
+                return
+            for r in plan:
+                if r.outcome in ("configured", "removed"):
+                    _err(f"{r.agent}: would be {r.outcome} in {r.path}")
+                    if r.diff:
+                        _err(r.diff)
+
+        if not _approved(plan, yes, json_, show):
+            raise click.exceptions.Exit(1)
+    results = configure(names, dry_run=dry_run, remove=remove)
+    if json_:
+        _echo_json([r.to_dict() for r in results])
+    else:
+        for r in results:
+            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in ('configured', 'removed') else ''}"
+                 f" {r.path}{': ' + r.reason if r.reason else ''}")
+            if dry_run and r.diff:
+                _err(r.diff)
+        if not remove and any(r.outcome in ("configured", "unchanged") for r in results):
+            _err("telemetry goes to 127.0.0.1:4318: run `agentlog otel serve` (agents read it when they start)")
+    if any(r.outcome == "failed" for r in results):
+        raise click.exceptions.Exit(1)
+
+
+def telemetry_states(agents: list[str]) -> dict[str, dict[str, object]]:
+    """Per agent: whether its config points telemetry at us, and what arrived (doctor --json)."""
+    from agentlog.core.timefmt import format_us
+    from agentlog.install.agents import get_agent
+    from agentlog.install.otel_register import EDITS, arrivals, configured
+
+    got = arrivals(data_root())
+    out: dict[str, dict[str, object]] = {}
+    for agent in agents:
+        seen = got.get(get_agent(agent).provider) or {}
+        last = seen.get("last_at") if isinstance(seen, dict) else None
+        out[agent] = {"supported": agent in EDITS, "configured": configured(agent),
+                      "records": seen.get("records", 0) if isinstance(seen, dict) else 0,
+                      "last_at": format_us(last) if isinstance(last, int) else None}
+    return out
+
+
+def show_telemetry(agents: list[str]) -> None:
+    """Doctor's telemetry lines: configured or not, and whether records arrived."""
+    err = stderr()
+    for agent, st in telemetry_states(agents).items():
+        if not st["supported"]:
+            continue
+        where = "points at agentlog" if st["configured"] else "not pointed at agentlog (`agentlog install --otel`)"
+        arrived = (f"{st['records']:,} records received, the last at {st['last_at']}" if st["last_at"]
+                   else "nothing received yet (is `agentlog otel serve` running?)")
+        err.print(f"telemetry: {agent}: {where}; {arrived}", markup=False, highlight=False)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import threading
 import time
 import zlib
@@ -29,8 +28,6 @@ from agentlog.otel import OtelError
 TELEMETRY_LOG: Final = "otel-telemetry"
 #: the largest body accepted, after inflating (bytes)
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
-#: where the receiver notes what arrived (for `agentlog doctor`)
-RECEIPTS: Final = "otel-receipts.json"
 SIGNALS: Final = ("logs", "metrics", "traces")
 PROTOBUF: Final = "application/x-protobuf"
 JSON: Final = "application/json"
@@ -225,23 +222,11 @@ class Receiver:
 def write_receipts(root: str, counts: Counts, now_us: int) -> None:
     """Note what arrived, per agent, for ``agentlog doctor`` (0600, replaced atomically)."""
     from agentlog.core.fileio import write_atomic
-    from agentlog.core.paths import ensure_dir, state_dir
+    from agentlog.core.paths import ensure_dir, otel_receipts, state_dir
 
     ensure_dir(state_dir(root))
-    path = os.path.join(state_dir(root), RECEIPTS)
+    path = otel_receipts(root)
     data = {"updated_at": now_us, "records": counts.records, "requests": counts.requests,
             "rejected": counts.rejected,
             "agents": {p: {"records": n, "last_at": counts.last_at.get(p)} for p, n in sorted(counts.by_provider.items())}}
     write_atomic(path, json.dumps(data, indent=1).encode(), durable=False)
-
-
-def read_receipts(root: str) -> dict[str, Any] | None:
-    """What the last receiver noted, or ``None`` when none ran."""
-    from agentlog.core.paths import state_dir
-
-    try:
-        with open(os.path.join(state_dir(root), RECEIPTS), "rb") as fh:
-            data = json.loads(fh.read())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
