@@ -151,3 +151,52 @@ def test_a_flood_of_10000_requests_from_four_senders_is_all_recorded_in_bounded_
     assert len(events) == 1 + per_sender * senders
     assert len({ev["event_id"] for ev in events}) == len(events)
     assert peak - before < 100 * 1024, f"RSS grew by {(peak - before) // 1024} MiB under the flood"
+
+
+def test_metadata_only_writes_no_content_and_no_raw_payload(agentlog_home: Path) -> None:
+    (agentlog_home / "config.toml").write_text('capture_mode = "metadata_only"\n')
+    receiver = Receiver(agentlog_home)
+    try:
+        body = logs_request([{"_body": "claude_code.user_prompt", "event.name": "user_prompt",
+                              "prompt": "the secret plan", "prompt_length": 15}])
+        assert post(receiver.url + "/v1/logs", body)[0] == 200
+    finally:
+        receiver.stop()
+    ((_, ev),) = list(log_events(agentlog_home))
+    assert ev["capture_mode"] == "metadata_only" and "content" not in ev and "raw" not in ev
+    assert ev["attrs"]["prompt_length"] == 15 and "secret plan" not in json.dumps(ev)
+
+
+def test_the_daemon_runs_the_receiver_when_the_setting_says_so(agentlog_home: Path) -> None:
+    import socket
+    import time
+
+    from agentlog.operations.daemon import start, stop
+    from agentlog.store.status import status
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (agentlog_home / "config.toml").write_text(f"otel_receiver = true\notel_port = {port}\n")
+    start(str(agentlog_home))
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status_code, _ = post(url + "/v1/logs", logs_request([{"tool_name": "Read"}], session="daemon-s"))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the daemon's receiver never answered"
+                time.sleep(0.2)
+        assert status_code == 200
+        deadline = time.monotonic() + 30
+        while status(str(agentlog_home), catch_up=False).events < 1:  # the daemon ingests it too
+            assert time.monotonic() < deadline, "not ingested"
+            time.sleep(0.1)
+    finally:
+        stop(str(agentlog_home))
+    log = (agentlog_home / "state" / "daemon.log").read_text()
+    assert f"OTLP receiver on 127.0.0.1:{port}" in log and "OTLP receiver stopped" in log
+    with pytest.raises(OSError):
+        post(f"http://127.0.0.1:{port}/v1/logs", b"")

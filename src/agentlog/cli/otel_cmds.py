@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from agentlog.cli.output import print_json, stderr
@@ -36,6 +38,12 @@ def serve_cmd(port: int, max_body: int) -> None:
     from agentlog.otel.server import make_server
 
     require()
+    parent = os.environ.get("AGENTLOG_OTEL_PARENT", "")
+    if parent.isdigit():  # started by the daemon: die with it
+        from agentlog.capture.serve import die_with_parent
+
+        if not die_with_parent(int(parent)):
+            raise click.ClickException("the daemon that started this receiver is gone")
     server = make_server(data_root(), port=port, max_body=max_body)
     host, bound = str(server.server_address[0]), int(server.server_address[1])
     stderr().print(f"agentlog otel: listening on http://{host}:{bound} (/v1/logs, /v1/metrics, /v1/traces)",

@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "capture_server": True,
     "hook_client": "native",
     "team_url": "",
+    "otel_receiver": False,
+    "otel_port": 4318,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
@@ -41,6 +43,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "transcript_sync": (True, False),
     "capture_server": (True, False),
     "hook_client": ("native", "python"),
+    "otel_receiver": (False, True),
 }
 # free text settings: their longest length
 TEXTS: dict[str, int] = {
@@ -53,6 +56,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "checkpoint_minutes": (0, 1440),
     "ship_minutes": (0, 1440),
     "ship_prune_after_days": (0, 36500),
+    "otel_port": (1, 65535),
 }
 DESCRIPTIONS: dict[str, str] = {
     "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
@@ -70,6 +74,9 @@ DESCRIPTIONS: dict[str, str] = {
     "team_url": "where `agentlog team publish` and `team query` find the team's tables: s3://bucket/prefix "
                 "(credentials from the AWS environment and config; AWS_ENDPOINT_URL for MinIO, R2, …) or file:///path; "
                 "empty: none",
+    "otel_receiver": "the daemon runs the OTLP/HTTP receiver of `agentlog otel serve` on 127.0.0.1:<otel_port> "
+                     "(the agents' telemetry into their session logs; docs/otel.md)",
+    "otel_port": "the port of the daemon's OTLP/HTTP receiver (otel_receiver)",
     "hook_client": "native: `agentlog install` builds the C hook client where there is a compiler and writes it into the agents' configs; python: always the Python hook (as `install --python-hook`)",
 }
 

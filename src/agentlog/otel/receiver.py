@@ -160,8 +160,12 @@ class Receiver:
 
     def __init__(self, root: str, max_body: int = DEFAULT_MAX_BODY,
                  on_write: Callable[[int], None] | None = None) -> None:
+        from agentlog.core.config import load
+
         self.root = root
         self.max_body = max_body
+        self.capture_mode = str(load(root).get("capture_mode", "full"))
+        """``metadata_only`` (the setting): no content and no raw payload is written."""
         self.counts = Counts()
         self._lock = threading.Lock()
         self._receipts_at = 0.0
@@ -191,6 +195,11 @@ class Receiver:
         with self._lock:
             self.counts.requests += 1
             if events:
+                if self.capture_mode == "metadata_only":
+                    for ev in events:
+                        ev["capture_mode"] = "metadata_only"
+                        ev.pop("content", None)
+                        ev.pop("raw", None)
                 blobs = redact_serialized(events)
                 groups: dict[tuple[str, str], list[bytes]] = {}
                 for ev, blob in zip(events, blobs, strict=True):
@@ -200,7 +209,7 @@ class Receiver:
                     self.counts.last_at[ev["provider"]] = now
                 for (provider, session), lines in groups.items():
                     log = open_session_log(self.root, provider, session, durability="relaxed",
-                                           hasher=hashlib.sha256)
+                                           capture_mode=self.capture_mode, hasher=hashlib.sha256)
                     log.append(lines)
                 self.counts.records += len(events)
             self._note_receipts(now)
