@@ -106,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
             "output_tokens": 20, "cache_read_tokens": 1000, "cache_creation_tokens": 50, "cost_usd": 0.0123,
             "duration_ms": 1500, "request_id": f"req_{i:04d}"})
     logger.emit(body="claude_code.tool_decision", attributes={
-        **common, "event.name": "tool_decision", "tool_name": "Bash", "decision": "accept", "source": "config",
+        **common, "event.name": "tool_decision", "tool_name": "Bash", "decision": "accept", "source": "user_temporary",
         "tool_use_id": tool_use_id})
     logger.emit(body="claude_code.tool_result", attributes={
         **common, "event.name": "tool_result", "tool_name": "Bash", "success": "false", "duration_ms": 40,

@@ -130,6 +130,7 @@ def record_scenario(home: Path, tmp: Path) -> None:
     bash_in = {"command": "exit 3"}
     _hook(work, hook_event_name="PreToolUse", prompt_id=PROMPT, tool_name="Bash", tool_input=bash_in,
           tool_use_id="toolu_01")
+    _hook(work, hook_event_name="PermissionRequest", prompt_id=PROMPT, tool_name="Bash", tool_input=bash_in)
     _hook(work, hook_event_name="PostToolUseFailure", prompt_id=PROMPT, tool_name="Bash", tool_input=bash_in,
           tool_use_id="toolu_01", error="Exit code 3")
     read_in = {"file_path": str(work / "a.txt")}

@@ -43,6 +43,10 @@ def test_telemetry_joins_turns_and_tool_calls_and_usage_counts_once(agentlog_hom
     (error,) = [r for r in rows if r["record"] == "api_error"]
     assert error["turn_id"] == turn["turn_id"] and error["turn_join"] == "prompt_id"
 
+    (lat,) = _rows(agentlog_home, "select * from turn_latency where turn_index = 1")
+    assert lat["model_ms"] == 1500 + 1500 + 300 and lat["model_requests"] == 3 and lat["tool_calls"] == 2
+    assert lat["permission_ms"] is not None and lat["permission_ms"] >= 0 and lat["wall_ms"] >= lat["tool_ms"]
+
     usage = _rows(agentlog_home, "select source, cost_source, input_tokens, output_tokens, cost_usd from usage")
     assert [u["source"] for u in usage] == ["telemetry", "telemetry"]  # the transcript's row is not counted too
     assert sum(u["input_tokens"] for u in usage) == 100 + 101 and sum(u["output_tokens"] for u in usage) == 40

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from agentlog.query.telemetry import COLUMNS as TELEMETRY_COLUMNS
+from agentlog.query.telemetry import COLUMNS as TELEMETRY_COLUMNS, LATENCY_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,16 @@ _PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] =
                     "count(*) filter (where joined_by = 'time') as by_time from telemetry"),
             Example("API errors and rejected tool calls", "select count(*) filter (where record = 'api_error') as "
                     "api_errors, count(*) filter (where decision = 'reject') as rejected_tools from telemetry"),
+        ),
+    ),
+    "turn_latency": (
+        "One row per turn: where its time went — the model (the agent's telemetry), tools, waiting for permission, "
+        "waiting for the user.",
+        LATENCY_COLUMNS,
+        (
+            Example("Where did the time go?", "select sum(wall_ms) as wall, sum(model_ms) as model, "
+                    "sum(tool_ms) as tools, sum(permission_ms) as permission, sum(user_wait_ms) as user_wait "
+                    "from turn_latency"),
         ),
     ),
     "sessions": (

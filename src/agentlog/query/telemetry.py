@@ -123,3 +123,55 @@ COLUMNS: Final = {
     "turn_join": "how the turn was found: prompt_id (exact), tool_call (the exactly joined call's turn) or time",
     "joined_by": "the strongest join of the row: tool_use_id, prompt_id, time or none",
 }
+
+
+#: the ``turn_latency`` view: where each turn's wall time went
+TURN_LATENCY_VIEW: Final = """CREATE VIEW turn_latency AS
+WITH model AS (
+  SELECT turn_id, sum(duration_ms) AS model_ms, count(*) AS model_requests FROM telemetry
+  WHERE record IN ('api_request', 'api_error', 'api_response') AND turn_id IS NOT NULL GROUP BY 1
+), tools AS (
+  SELECT turn_id, sum(coalesce(duration_ms, epoch_ms(finished_at) - epoch_ms(started_at))) AS tool_ms,
+         count(*) AS tool_calls
+  FROM tool_calls WHERE turn_id IS NOT NULL GROUP BY 1
+), asked AS (
+  SELECT p.event_id, p.observed_at, p.tool_name, s.session_id FROM events p
+  JOIN sessions s ON s.provider = p.provider AND s.provider_session_id = p.provider_session_id
+  WHERE p.kind = 'permission_requested'
+), waited AS (
+  SELECT a.event_id, a.session_id, a.observed_at,
+         epoch_ms(d.observed_at) - epoch_ms(a.observed_at) AS wait_ms FROM asked a
+  JOIN telemetry d ON d.session_id = a.session_id AND d.record = 'tool_decision' AND d.tool_name = a.tool_name
+   AND d.observed_at >= a.observed_at AND d.decision_source LIKE 'user%'
+  QUALIFY row_number() OVER (PARTITION BY a.event_id ORDER BY d.observed_at) = 1
+), permission AS (
+  SELECT u.turn_id, sum(w.wait_ms) AS permission_ms FROM waited w
+  JOIN turns u ON u.session_id = w.session_id AND w.observed_at >= u.started_at
+   AND (u.ended_at IS NULL OR w.observed_at <= u.ended_at)
+  GROUP BY 1
+)
+SELECT t.turn_id, t.session_id, t.turn_index, t.started_at, t.ended_at,
+       epoch_ms(t.ended_at) - epoch_ms(t.started_at) AS wall_ms,
+       m.model_ms, coalesce(m.model_requests, 0) AS model_requests,
+       coalesce(c.tool_ms, 0) AS tool_ms, coalesce(c.tool_calls, 0) AS tool_calls, p.permission_ms,
+       epoch_ms(t.started_at) - epoch_ms(lag(t.ended_at) OVER (PARTITION BY t.session_id ORDER BY t.turn_index))
+         AS user_wait_ms
+FROM turns t
+LEFT JOIN model m USING (turn_id) LEFT JOIN tools c USING (turn_id) LEFT JOIN permission p USING (turn_id)"""
+
+LATENCY_COLUMNS: Final = {
+    "turn_id": "the turn",
+    "session_id": "its session",
+    "turn_index": "its place in the session",
+    "started_at": "when the prompt was submitted (UTC)",
+    "ended_at": "when the turn stopped (null: not seen)",
+    "wall_ms": "ended_at − started_at",
+    "model_ms": "time in model requests: the durations the agent's telemetry reported for the turn's API requests "
+                "(null: no telemetry for the turn)",
+    "model_requests": "API requests (and errors) the telemetry attached to the turn",
+    "tool_ms": "time in tool calls (their durations, else finish − start)",
+    "tool_calls": "tool calls of the turn",
+    "permission_ms": "waiting for permission: from each permission request (hook) to the person's decision "
+                     "(telemetry tool_decision from a user source, same tool); null when neither was seen",
+    "user_wait_ms": "waiting for the user: from the previous turn's end to this prompt (null for the first turn)",
+}
