@@ -38,6 +38,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("mcp",): "serves MCP on stdio (or HTTP) until its client goes away (blocks)",
     ("daemon", "run"): "runs the daemon's loop in the foreground until stopped (blocks)",
     ("vault", "serve"): "serves the vault over HTTP until stopped (blocks)",
+    ("otel", "serve"): "serves OTLP over HTTP until stopped (blocks)",
     ("daemon", "start"): "starts a background daemon process that outlives the test",
     ("daemon", "install"): "writes a login service and runs systemctl --user / launchctl on the machine",
     ("daemon", "uninstall"): "runs systemctl --user / launchctl on the machine",
@@ -51,6 +52,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "team"): "starts moto's S3 server and a Ray cluster, publishes --events synthetic events, queries for minutes",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
+    ("bench", "otel"): "a timed benchmark: receiver processes flooded with requests, an export of --export-events",
     ("bench", "ship"): "a timed benchmark: a vault server, enrolments and --mb MiB sessions shipped by the round",
     ("demo",): "replays every shared hook capture through a hook process (~30 s a call); its --home is a data "
                "root, fuzzed as AGENTLOG_HOME by test_fuzz_data_root",

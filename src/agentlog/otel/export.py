@@ -123,6 +123,27 @@ def to_sdk(plans: list[Plan]) -> list[Any]:
     return out
 
 
+def reachable(url: str, timeout: float = 3.0) -> None:
+    """Raise :class:`OtelError` at once when nothing accepts a connection at ``url``'s host and
+    port (the exporter would retry for its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as e:
+        raise OtelError(f"--endpoint {url!r} is not a usable URL ({e})") from None
+    if not parts.hostname:
+        raise OtelError(f"--endpoint {url!r} names no host")
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            pass
+    except (OSError, UnicodeError) as e:
+        raise OtelError(f"nothing answers at {parts.hostname}:{port} ({e}); is an OTLP/HTTP receiver running?") \
+            from None
+
+
 def send(spans: list[Any], endpoint: str, headers: dict[str, str] | None = None, timeout: float = 10.0) -> None:
     """POST spans to ``endpoint``/v1/traces with the SDK's OTLP/HTTP exporter."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -131,6 +152,7 @@ def send(spans: list[Any], endpoint: str, headers: dict[str, str] | None = None,
     url = endpoint.rstrip("/")
     if not url.endswith("/v1/traces"):
         url += "/v1/traces"
+    reachable(url)
     exporter = OTLPSpanExporter(endpoint=url, headers=headers or None, timeout=timeout)
     try:
         for i in range(0, len(spans), BATCH):
@@ -146,6 +168,12 @@ def export_sessions(engine: Any, endpoint: str, *, session: str | None = None, s
     if not endpoint.startswith(("http://", "https://")):
         raise OtelError(f"--endpoint must be an http:// or https:// URL, not {endpoint!r}")
     t0 = time.perf_counter()
+    from urllib.parse import urlsplit
+
+    try:
+        urlsplit(endpoint).port
+    except ValueError as e:
+        raise OtelError(f"--endpoint {endpoint!r} is not a usable URL ({e})") from None
     chosen = select_sessions(engine, session, since_us)
     spans: list[Any] = []
     for s in chosen:
