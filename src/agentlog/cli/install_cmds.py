@@ -340,12 +340,20 @@ def _trust_codex(results: list[Any]) -> None:
 
 
 def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True) -> None:
-    from agentlog.install.agents import AGENTS
     from agentlog.install.mcp_register import register
+
+    apply_configs(register, agents, dry_run, json_, remove=remove, yes=yes)
+
+
+def apply_configs(run: Any, agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True,
+                  hint: str = "") -> None:
+    """``install``/``uninstall`` ``--mcp`` or ``--otel``: ``run(names, dry_run=, remove=)`` edits each agent's
+    config (a ConfigResult each); shown as a plan and asked first unless --yes; ``hint`` is said after."""
+    from agentlog.install.agents import AGENTS
 
     names = list(agents) or list(AGENTS)
     if not dry_run and not yes:
-        plan = register(names, dry_run=True, remove=remove)
+        plan = run(names, dry_run=True, remove=remove)
 
         def show() -> None:
             if json_:
@@ -359,15 +367,17 @@ def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bo
 
         if not _approved(plan, yes, json_, show):
             raise click.exceptions.Exit(1)
-    results = register(names, dry_run=dry_run, remove=remove)
+    results = run(names, dry_run=dry_run, remove=remove)
     if json_:
         _echo_json([r.to_dict() for r in results])
     else:
         for r in results:
-            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in ('registered', 'removed') else ''}"
+            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in _CHANGING_OUTCOMES else ''}"
                  f" {r.path}{': ' + r.reason if r.reason else ''}")
             if dry_run and r.diff:
                 _err(r.diff)
+        if hint and not remove and any(r.outcome not in ("failed", "skipped") for r in results):
+            _err(hint)
     if any(r.outcome == "failed" for r in results):
         raise click.exceptions.Exit(1)
 

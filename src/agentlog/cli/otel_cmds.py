@@ -82,20 +82,12 @@ def export_cmd(endpoint: str, session: str | None, since: str | None, include_co
 
     Example: agentlog otel export --endpoint http://127.0.0.1:6006 --session ses_0a1b2c
     """
-    import time
-
     from agentlog.otel import require
     from agentlog.otel.export import export_sessions
-    from agentlog.query.timeexpr import resolve
-    from agentlog.cli.scope_opts import current_engine
+    from agentlog.cli.scope_opts import current_engine, parse_time
 
     require()
-    since_us = None
-    if since is not None:
-        try:
-            since_us = resolve(since, time.time_ns() // 1000)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--since") from None
+    since_us = parse_time(since, "--since")
     extra: dict[str, str] = {}
     for h in headers:
         k, sep, v = h.partition("=")
@@ -116,39 +108,12 @@ def export_cmd(endpoint: str, session: str | None, since: str | None, include_co
 
 def configure_agents(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True) -> None:
     """``install --otel`` / ``uninstall --otel``: show the plan, ask (unless --yes), apply."""
-    from agentlog.cli.install_cmds import _approved, _echo_json, _err
-    from agentlog.install.agents import AGENTS
+    from agentlog.cli.install_cmds import apply_configs
     from agentlog.install.otel_register import configure
 
-    names = list(agents) or list(AGENTS)
-    if not dry_run and not yes:
-        plan = configure(names, dry_run=True, remove=remove)
-
-        def show() -> None:
-            if json_:
-                _echo_json([r.to_dict() for r in plan])
-                return
-            for r in plan:
-                if r.outcome in ("configured", "removed"):
-                    _err(f"{r.agent}: would be {r.outcome} in {r.path}")
-                    if r.diff:
-                        _err(r.diff)
-
-        if not _approved(plan, yes, json_, show):
-            raise click.exceptions.Exit(1)
-    results = configure(names, dry_run=dry_run, remove=remove)
-    if json_:
-        _echo_json([r.to_dict() for r in results])
-    else:
-        for r in results:
-            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in ('configured', 'removed') else ''}"
-                 f" {r.path}{': ' + r.reason if r.reason else ''}")
-            if dry_run and r.diff:
-                _err(r.diff)
-        if not remove and any(r.outcome in ("configured", "unchanged") for r in results):
-            _err("telemetry goes to 127.0.0.1:4318: run `agentlog otel serve` (agents read it when they start)")
-    if any(r.outcome == "failed" for r in results):
-        raise click.exceptions.Exit(1)
+    apply_configs(configure, agents, dry_run, json_, remove=remove, yes=yes,
+                  hint="telemetry goes to 127.0.0.1:4318: run `agentlog otel serve` or set otel_receiver "
+                       "(agents read it when they start)")
 
 
 def telemetry_states(agents: list[str]) -> dict[str, dict[str, object]]:

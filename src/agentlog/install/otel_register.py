@@ -16,31 +16,21 @@ the settings whose values are still ours.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
+from agentlog.install.config_edit import ConfigResult, apply_edit
 from agentlog.install.errors import InstallError
-from agentlog.install.files import atomic_write, backup, file_mode, locked, read_bytes
-from agentlog.install.jsonedit import parse_config, serialise, unified_diff
+from agentlog.install.files import read_bytes
+from agentlog.install.jsonedit import parse_config, serialise
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 AGENTS = ("claude-code", "codex", "gemini-cli")
 
 
-@dataclass
-class OtelResult:
-    agent: str
-    path: str
-    outcome: str
-    """configured, unchanged, removed, absent, skipped (not detected, or sends no telemetry), failed."""
-    reason: str = ""
-    diff: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent, "path": self.path, "outcome": self.outcome, "reason": self.reason}
+#: what configuring did, per agent (configured, unchanged, removed, absent, skipped, failed)
+OtelResult = ConfigResult
 
 
 def claude_env(endpoint: str) -> dict[str, str]:
@@ -156,11 +146,6 @@ EDITS: dict[str, Callable[[bytes | None, Path, str, bool], bytes | None]] = {
 }
 
 
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
 def configure(agents: list[str], *, endpoint: str = DEFAULT_ENDPOINT, home: Path | None = None,
               environ: Mapping[str, str] | None = None, dry_run: bool = False,
               remove: bool = False) -> list[OtelResult]:
@@ -172,30 +157,17 @@ def configure(agents: list[str], *, endpoint: str = DEFAULT_ENDPOINT, home: Path
     out: list[OtelResult] = []
     for agent in agents:
         if agent not in EDITS:
-            out.append(OtelResult(agent, "", "skipped", "it sends no OpenTelemetry"))
+            out.append(ConfigResult(agent, "", "skipped", "it sends no OpenTelemetry"))
             continue
         path = config_file(agent, home_dir, env)
         if not remove and not detect(get_agent(agent), home_dir, env).detected:
-            out.append(OtelResult(agent, str(path), "skipped", "not detected"))
+            out.append(ConfigResult(agent, str(path), "skipped", "not detected"))
             continue
-        try:
-            if not dry_run:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            with locked(path) if path.parent.is_dir() else _nothing():
-                raw = read_bytes(path)
-                new = EDITS[agent](raw, path, endpoint.rstrip("/"), remove)
-                if new == raw or new is None:
-                    out.append(OtelResult(agent, str(path), "absent" if remove else "unchanged"))
-                    continue
-                diff = unified_diff(raw, new, path)
-                if not dry_run:
-                    mode = file_mode(path)
-                    if raw is not None:
-                        backup(path, raw, mode)
-                    atomic_write(path, new, mode if mode is not None else 0o600)
-                out.append(OtelResult(agent, str(path), "removed" if remove else "configured", diff=diff))
-        except InstallError as e:
-            out.append(OtelResult(agent, str(path), "failed", str(e)))
+
+        def edit(raw: bytes | None, path: Path = path, agent: str = agent) -> bytes | None:
+            return EDITS[agent](raw, path, endpoint.rstrip("/"), remove)
+
+        out.append(apply_edit(agent, path, edit, dry_run=dry_run, remove=remove, changed="configured"))
     return out
 
 
