@@ -183,6 +183,8 @@ def _python_hook_option(f: Any) -> Any:
 @click.option("--otel", "otel", is_flag=True,
               help="Point each detected agent's OpenTelemetry at `agentlog otel serve` (127.0.0.1:4318) instead "
                    "of installing hooks.")
+@click.option("--otel-endpoint", default="http://127.0.0.1:4318", show_default=True, metavar="URL",
+              help="With --otel: where the agents send their telemetry (the receiver's base URL).")
 @click.option("--trust-codex-hooks", "trust_codex", is_flag=True,
               help="Also write Codex's trust records for agentlog's own hooks (what /hooks in Codex does), "
                    "so that `codex exec` runs them.")
@@ -193,8 +195,8 @@ def _python_hook_option(f: Any) -> Any:
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, mcp: bool, otel: bool, trust_codex: bool, yes: bool,
-    python_hook: bool, json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, otel: bool, otel_endpoint: str, trust_codex: bool,
+    yes: bool, python_hook: bool, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -237,7 +239,7 @@ def install_cmd(
     if otel:
         from agentlog.cli.otel_cmds import configure_agents
 
-        configure_agents(agents, dry_run, json_, remove=False, yes=yes)
+        configure_agents(agents, dry_run, json_, remove=False, yes=yes, endpoint=otel_endpoint)
         return
     resolved = _resolve_scope(scope, project_dir)
     wanted = True if python_hook else None  # None: the setting hook_client decides

@@ -106,13 +106,19 @@ def export_cmd(endpoint: str, session: str | None, since: str | None, include_co
 
 # -- install --otel, uninstall --otel and doctor (called from install_cmds) -------------------------
 
-def configure_agents(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True) -> None:
+def configure_agents(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True,
+                     endpoint: str | None = None) -> None:
     """``install --otel`` / ``uninstall --otel``: show the plan, ask (unless --yes), apply."""
-    from agentlog.cli.install_cmds import apply_configs
-    from agentlog.install.otel_register import configure
+    from functools import partial
 
-    apply_configs(configure, agents, dry_run, json_, remove=remove, yes=yes,
-                  hint="telemetry goes to 127.0.0.1:4318: run `agentlog otel serve` or set otel_receiver "
+    from agentlog.cli.install_cmds import apply_configs
+    from agentlog.install.otel_register import DEFAULT_ENDPOINT, configure
+
+    url = endpoint or DEFAULT_ENDPOINT
+    if not url.startswith(("http://", "https://")):
+        raise click.BadParameter(f"{url!r} is not an http:// or https:// URL", param_hint="--otel-endpoint")
+    apply_configs(partial(configure, endpoint=url), agents, dry_run, json_, remove=remove, yes=yes,
+                  hint=f"telemetry goes to {url}: run `agentlog otel serve` or set otel_receiver "
                        "(agents read it when they start)")
 
 

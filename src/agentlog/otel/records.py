@@ -46,7 +46,8 @@ INPUT_KEYS: Final = ("input_tokens", "input_token_count", "gen_ai.usage.input_to
 OUTPUT_KEYS: Final = ("output_tokens", "output_token_count", "gen_ai.usage.output_tokens")
 CACHE_READ_KEYS: Final = ("cache_read_tokens", "cached_token_count", "cached_content_token_count",
                           "gen_ai.usage.cache_read.input_tokens")
-CACHE_WRITE_KEYS: Final = ("cache_creation_tokens", "gen_ai.usage.cache_creation.input_tokens")
+CACHE_WRITE_KEYS: Final = ("cache_creation_tokens", "cache_write_token_count",
+                           "gen_ai.usage.cache_creation.input_tokens")
 #: texts an agent may send, kept as content (never in attrs)
 CONTENT_KEYS: Final = ("prompt", "tool_parameters", "tool_input", "arguments", "output", "error", "error.message",
                        "bash_command", "full_command", "response_text", "gen_ai.input.messages",
@@ -255,7 +256,9 @@ def log_events(req: Any, received_us: int) -> Iterator[dict[str, Any]]:
             for lr in sl.log_records:
                 record = attributes(lr.attributes)
                 body = any_value(lr.body) if lr.HasField("body") else None
-                name = (getattr(lr, "event_name", "") or record.get("event.name")
+                # the event.name attribute first: Codex fills the record's event_name field with its
+                # tracing call site ("event otel/src/events/session_telemetry.rs:837")
+                name = (record.get("event.name") or getattr(lr, "event_name", "")
                         or (body if isinstance(body, str) and len(body) < 200 else "") or "log")
                 if isinstance(name, str) and "." not in name and isinstance(body, str) and body.endswith("." + name):
                     name = body  # Claude Code: body claude_code.api_request, event.name api_request

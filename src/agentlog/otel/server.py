@@ -63,21 +63,28 @@ class _Handler(BaseHTTPRequestHandler):
         if signal is None:
             self._error(404, f"no OTLP endpoint at {self.path[:100]!r}", close=True)
             return
-        if length_text is None:
-            self._error(411, "Content-Length is required", close=True)
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body_or_error = _read_chunked(self.rfile, receiver.max_body)  # Node's OTLP exporters send chunks
+            if isinstance(body_or_error, tuple):
+                self._error(*body_or_error, close=True)
+                return
+            body = body_or_error
+        elif length_text is None:
+            self._error(411, "Content-Length (or chunked transfer encoding) is required", close=True)
             return
-        try:
-            length = int(length_text)
-        except ValueError:
-            self._error(400, "Content-Length is not a number", close=True)
-            return
-        if length < 0 or length > receiver.max_body:
-            self._error(413, f"body of {length} bytes is over the cap of {receiver.max_body}", close=True)
-            return
-        body = self.rfile.read(length)
-        if len(body) != length:
-            self.close_connection = True
-            return
+        else:
+            try:
+                length = int(length_text)
+            except ValueError:
+                self._error(400, "Content-Length is not a number", close=True)
+                return
+            if length < 0 or length > receiver.max_body:
+                self._error(413, f"body of {length} bytes is over the cap of {receiver.max_body}", close=True)
+                return
+            body = self.rfile.read(length)
+            if len(body) != length:
+                self.close_connection = True
+                return
         content_type = self.headers.get("Content-Type")
         try:
             receiver.take(signal, content_type, self.headers.get("Content-Encoding"), body)
@@ -90,6 +97,31 @@ class _Handler(BaseHTTPRequestHandler):
             return
         out, kind = response_body(signal, content_type)
         self._answer(200, out, kind)
+
+
+def _read_chunked(rfile: Any, cap: int) -> bytes | tuple[int, str]:
+    """A chunked body, or (status, message) when it is malformed or over ``cap`` bytes."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        line = rfile.readline(1026)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            return 400, "malformed chunked body"
+        if size < 0:
+            return 400, "malformed chunked body"
+        if size == 0:
+            while rfile.readline(1026) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return b"".join(parts)
+        total += size
+        if total > cap:
+            return 413, f"chunked body over the cap of {cap} bytes"
+        chunk = rfile.read(size)
+        if len(chunk) != size or rfile.readline(3) not in (b"\r\n", b"\n"):
+            return 400, "malformed chunked body"
+        parts.append(chunk)
 
 
 class OtlpServer(ThreadingHTTPServer):
