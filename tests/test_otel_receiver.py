@@ -200,3 +200,19 @@ def test_the_daemon_runs_the_receiver_when_the_setting_says_so(agentlog_home: Pa
     assert f"OTLP receiver on 127.0.0.1:{port}" in log and "OTLP receiver stopped" in log
     with pytest.raises(OSError):
         post(f"http://127.0.0.1:{port}/v1/logs", b"")
+
+
+def test_chunked_bodies_as_node_exporters_send_them(agentlog_home: Path) -> None:
+    receiver = Receiver(agentlog_home, "--max-body", "65536")
+    try:
+        body = logs_request([{"tool_name": "Read"}, {"tool_name": "Bash"}])
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7]) for i in range(0, len(body), 7))
+        head = (b"POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        assert _raw(receiver.port, head + chunks + b"0\r\n\r\n").startswith(b"HTTP/1.1 200")
+        big = b"".join(b"%x\r\n%s\r\n" % (4096, b"\x0a" * 4096) for _ in range(20))  # 80 KiB > the cap
+        assert _raw(receiver.port, head + big + b"0\r\n\r\n").startswith(b"HTTP/1.1 413")
+        assert _raw(receiver.port, head + b"zz\r\nab\r\n0\r\n\r\n").startswith(b"HTTP/1.1 400")
+    finally:
+        receiver.stop()
+    assert len(list(log_events(agentlog_home))) == 2
