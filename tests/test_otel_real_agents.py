@@ -32,11 +32,25 @@ def _rows(root: Path, sql: str) -> list[dict]:
     return [dict(zip(res.columns, r)) for r in res.rows]
 
 
+#: tool records an agent release does not send (every other fact still checked)
+UNDELIVERED: dict[tuple[str, str], str] = {
+    ("claude-code", "edit_missing_file"): "Claude Code 2.1.332 sends no tool_result or tool_decision for a call "
+                                          "that fails its input validation (Edit of a missing file)",
+}
+#: time joins that cannot tell two calls apart: the same tool twice at once, and no call id sent
+AMBIGUOUS: dict[tuple[str, str], str] = {
+    ("gemini-cli", "parallel_calls"): "two run_shell_command calls in one reply, at the same moment: Gemini CLI's "
+                                      "tool_call records carry no call id, so both may join the same call",
+}
+SCENARIOS = ("success", "nonzero_exit", "parallel_calls", "subagent", "edit_missing_file")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
-def test_real_agent_telemetry_joins_the_hooks_record(agent: str, tmp_path: Path,
+def test_real_agent_telemetry_joins_the_hooks_record(agent: str, scenario: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     release = CURRENT[agent]
-    run = run_scenario(release, load_all()["success"], tmp_path / "run", otel=True)
+    run = run_scenario(release, load_all()[scenario], tmp_path / "run", otel=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "rejected" in run.extra["otel"] and "(0 rejected)" in run.extra["otel"], run.extra["otel"]
     monkeypatch.setenv("AGENTLOG_HOME", str(run.data_root))
@@ -52,7 +66,7 @@ def test_real_agent_telemetry_joins_the_hooks_record(agent: str, tmp_path: Path,
     by_id = {c["provider_call_id"]: c for c in calls}
     record, with_ids = TOOL_RECORDS[agent]
     tool_rows = [r for r in rows if r["record"] == record and r["signal"] == "logs"]
-    assert len(tool_rows) == len(issued)
+    assert len(tool_rows) == (0 if (agent, scenario) in UNDELIVERED else len(issued))
     for r in tool_rows:
         assert r["tool_call_id"] is not None and r["turn_id"] is not None, r
         if with_ids:
@@ -62,7 +76,8 @@ def test_real_agent_telemetry_joins_the_hooks_record(agent: str, tmp_path: Path,
             assert r["call_join"] == "time"
             call = next(c for c in calls if c["tool_call_id"] == r["tool_call_id"])
             assert call["tool_name"] == r["tool_name"]
-    assert len({r["tool_call_id"] for r in tool_rows}) == len(tool_rows)  # each call once
+    if (agent, scenario) not in AMBIGUOUS:
+        assert len({r["tool_call_id"] for r in tool_rows}) == len(tool_rows)  # each call once
 
     usage = _rows(root, "select source, input_tokens, output_tokens from usage")
     assert usage and {u["source"] for u in usage} == {"telemetry"}

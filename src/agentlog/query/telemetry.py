@@ -7,8 +7,8 @@ its tool call and its turn:
 - tool call by exact key: the record's ``tool_use_id`` equals the call's
   ``provider_call_id`` in the same session (``call_join = 'tool_use_id'``);
   else, for a record naming a tool, by time: the call of that tool in the same
-  session whose span (±2 s) holds the record's time, the nearest start first
-  (``call_join = 'time'``);
+  session whose span (±2 s) holds the record's time, the one whose end (whose
+  start, for a tool decision) is nearest (``call_join = 'time'``);
 - turn by exact key: the record's prompt id equals the ``provider_turn_id`` of
   the turn's prompt event (``turn_join = 'prompt_id'``); else the exactly
   joined tool call's turn (``'tool_call'``); else by time: the turn of the same
@@ -60,7 +60,9 @@ WITH t AS (
                                     AND epoch_us(coalesce(c.finished_at, c.started_at)) + {SLACK_US}
   WHERE ts.event_id NOT IN (SELECT event_id FROM call_exact)
   QUALIFY row_number() OVER (PARTITION BY ts.event_id
-                             ORDER BY abs(epoch_us(ts.observed_at) - epoch_us(c.started_at)), c.tool_call_id) = 1
+                             ORDER BY abs(epoch_us(ts.observed_at) - epoch_us(CASE WHEN ts.record = 'tool_decision'
+                                      THEN c.started_at ELSE coalesce(c.finished_at, c.started_at) END)),
+                                      c.tool_call_id) = 1
 ), turn_exact AS (
   SELECT ts.event_id, u.turn_id FROM ts
   JOIN events p ON p.provider = ts.provider AND p.provider_session_id = ts.provider_session_id
