@@ -189,3 +189,32 @@ def test_export_into_a_real_phoenix_server(agentlog_home: Path, tmp_path: Path, 
     time.sleep(3)
     after = _phoenix_spans(phoenix)
     assert sorted(s["context"]["span_id"] for s in after) == sorted(by_id)
+
+
+@pytest.mark.slow
+def test_the_daemon_streams_sessions_to_an_endpoint(agentlog_home: Path, tmp_path: Path) -> None:
+    from agentlog.operations.daemon import start, stop
+
+    record_scenario(agentlog_home, tmp_path)
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    receiver = Receiver(sink)
+    try:
+        (agentlog_home / "config.toml").write_text(
+            f'otel_export_endpoint = "{receiver.url}"\notel_export_seconds = 1\n')
+        start(str(agentlog_home))
+        try:
+            deadline = time.monotonic() + 60
+            while len({ev["attrs"]["span_id"] for _, ev in log_events(sink, "otel")}) < 7:
+                assert time.monotonic() < deadline, "the daemon sent no spans"
+                time.sleep(0.3)
+            time.sleep(2.5)  # more passes: the same spans again
+        finally:
+            stop(str(agentlog_home))
+    finally:
+        receiver.stop()
+    spans = [ev for _, ev in log_events(sink, "otel")]
+    want = _expected(agentlog_home)
+    assert len({ev["attrs"]["span_id"] for ev in spans}) == 1 + want["turns"] + 2 + want["chats"]
+    log = (agentlog_home / "state" / "daemon.log").read_text()
+    assert f"streaming sessions to {receiver.url}" in log and "otel export pass ended with exit 0" in log
