@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agentlog.cli.config_apply import CHANGING_OUTCOMES, apply_configs, approved, echo_json, err
 from agentlog.core.paths import data_root
 from agentlog.install.agents import AGENT_NAMES, Scope
 from agentlog.install.doctor import AgentHealth, CaptureTestResult, capture_test, diagnose
@@ -36,28 +37,8 @@ from agentlog.install.hook_client import HookChoice, choose_hook
 from agentlog.install.installer import InstallResult, install, uninstall
 
 _TESTED_OUTCOMES = ("installed", "updated", "already_current")
-_CHANGING_OUTCOMES = ("installed", "updated", "registered", "configured", "removed")
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def _approved(plan: Sequence[Any], yes: bool, json_: bool, show: Any) -> bool:
-    """Whether to apply ``plan`` (results of a dry run): yes when nothing changes, when
-    ``--yes`` was given, or when the person at the terminal says so. Without a terminal
-    the plan is printed (``show``) and nothing is applied."""
-    if yes or not any(r.outcome in _CHANGING_OUTCOMES for r in plan):
-        return True
-    if _interactive() and not json_:
-        show()
-        if click.confirm("Apply these changes?", default=False, err=True):
-            return True
-        _err("nothing changed")
-        return False
-    show()
-    _err("nothing changed: not a terminal, so nothing was asked; run again with --yes to apply this plan")
-    return False
+_CHANGING_OUTCOMES = CHANGING_OUTCOMES
+_approved = approved
 
 
 def _validate_agents(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str]:
@@ -81,12 +62,8 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-def _err(message: str) -> None:
-    click.echo(f"agentlog: {message}", err=True)
-
-
-def _echo_json(items: Sequence[dict[str, object]]) -> None:
-    click.echo(json.dumps(list(items), indent=2, ensure_ascii=False))
+_err = err
+_echo_json = echo_json
 
 
 def _changes(result: InstallResult) -> str:
@@ -237,7 +214,7 @@ def install_cmd(
         _mcp(agents, dry_run, json_, remove=False, yes=yes)
         return
     if otel:
-        from agentlog.cli.otel_cmds import configure_agents
+        from agentlog.cli.otel_install import configure_agents
 
         configure_agents(agents, dry_run, json_, remove=False, yes=yes, endpoint=otel_endpoint)
         return
@@ -347,43 +324,6 @@ def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bo
     apply_configs(register, agents, dry_run, json_, remove=remove, yes=yes)
 
 
-def apply_configs(run: Any, agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True,
-                  hint: str = "") -> None:
-    """``install``/``uninstall`` ``--mcp`` or ``--otel``: ``run(names, dry_run=, remove=)`` edits each agent's
-    config (a ConfigResult each); shown as a plan and asked first unless --yes; ``hint`` is said after."""
-    from agentlog.install.agents import AGENTS
-
-    names = list(agents) or list(AGENTS)
-    if not dry_run and not yes:
-        plan = run(names, dry_run=True, remove=remove)
-
-        def show() -> None:
-            if json_:
-                _echo_json([r.to_dict() for r in plan])
-                return
-            for r in plan:
-                if r.outcome in _CHANGING_OUTCOMES:
-                    _err(f"{r.agent}: would be {r.outcome} in {r.path}")
-                    if r.diff:
-                        _err(r.diff)
-
-        if not _approved(plan, yes, json_, show):
-            raise click.exceptions.Exit(1)
-    results = run(names, dry_run=dry_run, remove=remove)
-    if json_:
-        _echo_json([r.to_dict() for r in results])
-    else:
-        for r in results:
-            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in _CHANGING_OUTCOMES else ''}"
-                 f" {r.path}{': ' + r.reason if r.reason else ''}")
-            if dry_run and r.diff:
-                _err(r.diff)
-        if hint and not remove and any(r.outcome not in ("failed", "skipped") for r in results):
-            _err(hint)
-    if any(r.outcome == "failed" for r in results):
-        raise click.exceptions.Exit(1)
-
-
 def _backfill(agents: list[str], days: int) -> dict[str, object]:
     """Import the transcripts of ``agents`` modified in the last ``days`` days; a summary per agent."""
     import time
@@ -423,7 +363,7 @@ def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None
         _mcp(agents, dry_run, json_, remove=True)
         return
     if otel:
-        from agentlog.cli.otel_cmds import configure_agents
+        from agentlog.cli.otel_install import configure_agents
 
         configure_agents(agents, dry_run, json_, remove=True)
         return
@@ -555,7 +495,7 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
     health = diagnose(scope=resolved, project_dir=project_dir)
     if json_:
         items = [h.to_dict() for h in health]
-        from agentlog.cli.otel_cmds import telemetry_states
+        from agentlog.cli.otel_install import telemetry_states
 
         states = telemetry_states([str(item["agent"]) for item in items])
         for item in items:
@@ -568,7 +508,7 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
     else:
         _show_health(health)
         _show_vault()
-        from agentlog.cli.otel_cmds import show_telemetry
+        from agentlog.cli.otel_install import show_telemetry
 
         show_telemetry([h.agent for h in health])
     stale = [h.agent for h in health if h.state == "stale"]
