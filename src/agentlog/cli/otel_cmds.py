@@ -16,6 +16,7 @@ def otel() -> None:
     and every recorded session exported as a trace of GenAI spans (docs/otel.md).
 
     Example: agentlog otel serve
+
     Example: agentlog otel export --endpoint http://127.0.0.1:6006 --since -1d
     """
 
