@@ -13,6 +13,7 @@ import pytest
 
 from agentlog.bench.agents import npm
 from agentlog.bench.agents.drivers import RELEASES, import_transcripts, run_scenario
+from agentlog.bench.agents.npm import Release
 from agentlog.bench.agents.scenarios import load_all
 
 pytestmark = [
@@ -45,11 +46,15 @@ AMBIGUOUS: dict[tuple[str, str], str] = {
 SCENARIOS = ("success", "nonzero_exit", "parallel_calls", "subagent", "edit_missing_file")
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
-def test_real_agent_telemetry_joins_the_hooks_record(agent: str, scenario: str, tmp_path: Path,
+CASES = [pytest.param(CURRENT[a], s, id=f"{CURRENT[a].label}-{s}") for a in ("claude-code", "codex", "gemini-cli")
+         for s in SCENARIOS]
+CASES += [pytest.param(r, "success", id=f"{r.label}-success") for r in RELEASES if CURRENT[r.agent] is not r]
+
+
+@pytest.mark.parametrize(("release", "scenario"), CASES)
+def test_real_agent_telemetry_joins_the_hooks_record(release: Release, scenario: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    release = CURRENT[agent]
+    agent = release.agent
     run = run_scenario(release, load_all()[scenario], tmp_path / "run", otel=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "rejected" in run.extra["otel"] and "(0 rejected)" in run.extra["otel"], run.extra["otel"]
