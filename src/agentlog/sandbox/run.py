@@ -1,0 +1,233 @@
+"""``agentlog run``: the agent under the floor, its broker beside it, nothing left behind.
+
+This process stays unconfined: it is the broker (threads on the run's socket), the agent's
+parent and a child subreaper (``PR_SET_CHILD_SUBREAPER``), so whatever the agent or a command
+daemonises is re-parented here and killed when the agent exits. The agent gets the floor
+(:func:`agentlog.sandbox.policy.build` with ``live=False``) between fork and exec.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from agentlog.core import UsageError
+from agentlog.sandbox import landlock as L
+from agentlog.sandbox import runs
+from agentlog.sandbox.broker import Broker
+from agentlog.sandbox.exec_client import client_argv
+from agentlog.sandbox.policy import Policy, build, floor_policy
+
+PR_SET_CHILD_SUBREAPER = 36
+ROUTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "route.py")
+
+NOTE = (
+    "You run under agentlog's Linux sandbox (Landlock). Your shell commands go through `agentlog exec`, which "
+    "records them and runs them under the run's policy: the project, the temp directory and your own state "
+    "directory are writable, the rest of the filesystem is read-only, ~/.ssh, ~/.aws and similar secrets are "
+    "unreadable, and outbound TCP is limited to the run's ports (443 by default). A 'Permission denied' or "
+    "'Operation not permitted' outside those places comes from agentlog's policy, not from your permission "
+    "settings: do not work around it; tell the user, who can run `agentlog allow PATH` so that the next command "
+    "may write there. Your own file-editing tools only ever see the fixed policy.")
+
+
+def agent_kind(program: str) -> str | None:
+    """``claude``, ``codex`` or ``gemini`` by the resolved program's file name (installs are symlink chains)."""
+    exe = shutil.which(program)
+    names = {os.path.basename(program)}
+    if exe:
+        names.add(os.path.basename(os.path.realpath(exe)))
+    for name in names:
+        for kind in ("claude", "codex", "gemini"):
+            if name == kind or name.startswith(kind + "-") or name.startswith(kind + "."):
+                return kind
+    return None
+
+
+def agent_argv(argv: list[str], kind: str | None) -> list[str]:
+    """The agent's argv with its own sandbox off and the note given (nested sandboxes fail)."""
+    if kind == "claude":
+        settings = {"sandbox": {"enabled": False}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": f"{shlex.quote(sys.executable)} -I -S {shlex.quote(ROUTE_SCRIPT)}",
+             "timeout": 30}]}]}}
+        return [argv[0], "--settings", json.dumps(settings), "--append-system-prompt", NOTE, *argv[1:]]
+    if kind == "codex":
+        at = 2 if len(argv) > 1 and argv[1] in ("exec", "e", "resume") else 1
+        note = "developer_instructions=" + json.dumps(NOTE)
+        return [*argv[:at], "-s", "danger-full-access", "-c", note, *argv[at:]]
+    return list(argv)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    exit_code: int
+    commands: int
+    refused: int
+    killed_after: list[int] = field(default_factory=list)
+    floor_ms: float = 0.0
+    floor_rules: int = 0
+
+
+def _subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as fh:
+                out += [int(x) for x in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    todo = _children(pid)
+    while todo and len(out) < 100_000:
+        p = todo.pop()
+        out.append(p)
+        todo += _children(p)
+    return out
+
+
+def kill_descendants(rounds: int = 200) -> list[int]:
+    """SIGKILL every process below this one and reap them; the pids killed."""
+    killed: list[int] = []
+    for _ in range(rounds):
+        pids = descendants(os.getpid())
+        if not pids:
+            break
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed.append(p)
+            except OSError:
+                pass
+        _reap(None)
+        time.sleep(0.01)
+    return sorted(set(killed))
+
+
+def _reap(keep: set[int] | None) -> None:
+    """Reap exited children; with ``keep``, not those (their owners wait for them)."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None:
+            return
+        if keep is not None and info.si_pid in keep:
+            return
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:
+            return
+
+
+def prepare(root: str, argv: list[str], *, project: str, net: str, ports: list[int], allow: list[str],
+            home: str | None = None) -> tuple[Policy, str | None, int]:
+    """The run's policy (its directory made), the agent kind and the Landlock ABI."""
+    if not argv:
+        raise UsageError("agentlog run needs the agent to start, e.g. `agentlog run claude`")
+    if shutil.which(argv[0]) is None:
+        raise UsageError(f"{argv[0]}: no such program on PATH")
+    abi = L.require_abi()
+    kind = agent_kind(argv[0])
+    for a in allow:
+        if not os.path.isdir(a):
+            raise UsageError(f"--allow {a}: not a directory")
+    policy = floor_policy(str(os.getpid()), project, root, agent=kind, net=net, ports=ports, allow=allow, home=home)
+    for d in policy.state:
+        if os.path.basename(d) in (".claude", ".codex", ".gemini"):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+    runs.create(root, policy, argv)
+    return policy, kind, abi
+
+
+def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: list[int] | None = None,
+        allow: list[str] | None = None, timeout: float | None = None, home: str | None = None,
+        announce: bool = True) -> RunResult:
+    """Start ``argv`` under the floor with its broker; return when it exited and nothing of it is left."""
+    policy, kind, abi = prepare(root, argv, project=project, net=net, ports=ports or [], allow=allow or [], home=home)
+    run_id = policy.run_id
+    broker = Broker(root, run_id, abi)
+    try:
+        exec_prefix = " ".join(shlex.quote(a) for a in client_argv(root))  # built before the walk sees bin/
+        sock = broker.listen()
+        floor = build(policy, abi, live=False)
+        env = dict(os.environ)
+        env.update({"AGENTLOG_RUN": run_id, "AGENTLOG_RUN_SOCKET": sock, "AGENTLOG_RUN_EXEC": exec_prefix})
+        _subreaper()
+        if announce:
+            sys.stderr.write(f"agentlog run: run {run_id} under agentlog's policy (Landlock ABI {abi}, "
+                             f"{floor.paths} rules in {floor.build_ms:.1f} ms, net {policy.net}); "
+                             f"widen with `agentlog allow PATH --run {run_id}`\n")
+            sys.stderr.flush()
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the agent's
+        try:
+            with broker._lock:
+                proc = subprocess.Popen(agent_argv(argv, kind), env=env, preexec_fn=_restore_int(floor), cwd=project)
+                broker.agent_pid = proc.pid
+            floor.ruleset.close()
+            forward = _forwarder(proc)
+            old_term = signal.signal(signal.SIGTERM, forward)
+            old_hup = signal.signal(signal.SIGHUP, forward)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            code: int | None = None
+            while code is None:
+                try:
+                    code = proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    with broker._lock:
+                        _reap(set(broker.groups) | {proc.pid})
+                    if deadline is not None and time.monotonic() > deadline:
+                        proc.kill()
+            signal.signal(signal.SIGTERM, old_term)
+            signal.signal(signal.SIGHUP, old_hup)
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+        broker.stop()
+        killed = kill_descendants()
+        return RunResult(run_id, code, broker.commands, broker.refused, killed, floor.build_ms, floor.paths)
+    finally:
+        broker.stop()
+        kill_descendants()
+        runs.remove(root, run_id)
+
+
+class _restore_int:
+    """preexec for the agent: SIGINT back to default, then the floor."""
+
+    def __init__(self, floor: object) -> None:
+        self._apply = floor.ruleset.preexec()  # type: ignore[attr-defined]
+
+    def __call__(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        self._apply()
+
+
+def _forwarder(proc: subprocess.Popen[bytes]) -> object:
+    def forward(sig: int, _frame: object) -> None:
+        try:
+            proc.send_signal(sig)
+        except OSError:
+            pass
+    return forward
