@@ -43,6 +43,8 @@ DRAIN_S = 0.2
 RULESET_TTL_S = 2.0
 """A built ruleset is reused for this long while the policy's version is unchanged (the walk is a snapshot)."""
 DENIAL_MARKS = (b"Permission denied", b"Operation not permitted")
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+"""Forwarded signals after which nothing of the command's group may outlive its leader."""
 SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 
 
@@ -151,6 +153,7 @@ class Broker:
             if problem is not None:
                 self.refused += 1
                 conn.sendall(b"E" + problem.encode())
+                _drain(conn)
                 return
             msg, fds, _flags, _addr = socket.recv_fds(conn, 7, 3)
             if len(msg) < 7 or msg[:3] != MAGIC or len(fds) != 3:
@@ -243,6 +246,7 @@ class Broker:
             poller.register(conn.fileno(), select.POLLIN)
             poller.register(pidfd, select.POLLIN)
             client_gone = False
+            interrupted = False
             while True:
                 events = poller.poll()
                 if any(fd == pidfd for fd, _ in events):
@@ -259,8 +263,9 @@ class Broker:
                 for i in range(0, len(data) - 1, 2):
                     if data[i:i + 1] == b"S":
                         _killpg(proc.pid, data[i + 1])
+                        interrupted = interrupted or data[i + 1] in STOPPING
             code = proc.wait()
-            if client_gone:
+            if client_gone or interrupted:  # what ignored the signal (a shell's background jobs) goes too
                 _killpg(proc.pid, signal.SIGKILL)
             return code
         finally:
@@ -312,6 +317,20 @@ class _Relay(threading.Thread):
         finally:
             _close(self.src)
             _close(self.dst)
+
+
+def _drain(conn: socket.socket, limit: int = MAX_REQUEST + 64, seconds: float = 2.0) -> None:
+    """Read what a refused client still sends (so it reads the refusal, not EPIPE), within bounds."""
+    conn.settimeout(seconds)
+    got = 0
+    try:
+        while got < limit:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                return
+            got += len(chunk)
+    except OSError:
+        return
 
 
 def _recv_exact(conn: socket.socket, size: int) -> bytes:

@@ -193,9 +193,18 @@ class Ruleset:
         return _Apply(self.fd)
 
 
+_signal = _libc.signal
+_signal.restype = ctypes.c_void_p
+_signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+DEFAULT_SIGNALS = (2, 3, 15, 1)
+"""SIGINT, SIGQUIT, SIGTERM, SIGHUP: back to their default in the child (``agentlog run`` ignores
+SIGINT, and an ignored signal stays ignored across exec)."""
+
+
 class _Apply:
-    """Confine the calling process: no_new_privs, then landlock_restrict_self. Made in the parent;
-    called in the child between fork and exec, where it does two system calls and nothing else."""
+    """Confine the calling process: default signal dispositions, no_new_privs, then
+    landlock_restrict_self. Made in the parent; called in the child between fork and exec (in
+    any thread: libc's ``signal``, not Python's), where it does system calls and nothing else."""
 
     def __init__(self, fd: int) -> None:
         self._args = (ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0))
@@ -203,6 +212,8 @@ class _Apply:
                      ctypes.c_ulong(0))
 
     def __call__(self) -> None:
+        for sig in DEFAULT_SIGNALS:
+            _signal(sig, None)
         if _prctl(*self._nnp) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if _syscall(*self._args) != 0:

@@ -107,7 +107,8 @@ def temp_dirs() -> list[str]:
 
 
 def floor_policy(run_id: str, project: str, data_root: str, *, agent: str | None, net: str = "https",
-                 ports: list[int] | None = None, allow: list[str] | None = None, home: str | None = None) -> Policy:
+                 ports: list[int] | None = None, allow: list[str] | None = None, home: str | None = None,
+                 tmp: list[str] | None = None) -> Policy:
     """The floor of a run in ``project``: read all but the secrets, write the project, temp and the
     agent's state, never agentlog's data root or the agents' settings files."""
     if net not in NET_MODES:
@@ -116,7 +117,8 @@ def floor_policy(run_id: str, project: str, data_root: str, *, agent: str | None
     root = canonical(data_root)
     state_names = AGENT_STATE.get(agent or "", ())
     return Policy(
-        run_id=run_id, project=canonical(project), home=home, data_root=root, tmp=temp_dirs(),
+        run_id=run_id, project=canonical(project), home=home, data_root=root,
+        tmp=[canonical(t) for t in tmp] if tmp is not None else temp_dirs(),
         state=[os.path.join(home, n) for n in state_names],
         state_files=[os.path.join(home, n) for n in AGENT_STATE_FILES] if agent == "claude" else [],
         read_deny=[os.path.join(home, n) for n in READ_DENIED_HOME] + [os.path.join(root, "keys"),
@@ -132,9 +134,12 @@ def under(path: str, parent: str) -> bool:
 
 def check_grantable(path: str, policy: Policy) -> None:
     """Refuse a grant under agentlog's data root or a protected or read-denied path."""
-    for p in [policy.data_root, *policy.protected, *policy.read_deny]:
-        if under(path, p) or (under(p, path) and p == policy.data_root):
-            raise UsageError(f"{path} is (or holds) {p}, which no agentlog run may write; not granted")
+    if under(path, policy.data_root) or under(policy.data_root, path):
+        raise UsageError(f"{path} is in (or holds) agentlog's data root {policy.data_root}, which no run may "
+                         "write; not granted")
+    for p in [*policy.protected, *policy.read_deny]:
+        if under(path, p):
+            raise UsageError(f"{path} is under {p}, which no agentlog run may write; not granted")
 
 
 # -- rules ---------------------------------------------------------------------------------

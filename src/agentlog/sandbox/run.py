@@ -143,7 +143,7 @@ def _reap(keep: set[int] | None) -> None:
 
 
 def prepare(root: str, argv: list[str], *, project: str, net: str, ports: list[int], allow: list[str],
-            home: str | None = None) -> tuple[Policy, str | None, int]:
+            home: str | None = None, tmp: list[str] | None = None) -> tuple[Policy, str | None, int]:
     """The run's policy (its directory made), the agent kind and the Landlock ABI."""
     if not argv:
         raise UsageError("agentlog run needs the agent to start, e.g. `agentlog run claude`")
@@ -154,7 +154,8 @@ def prepare(root: str, argv: list[str], *, project: str, net: str, ports: list[i
     for a in allow:
         if not os.path.isdir(a):
             raise UsageError(f"--allow {a}: not a directory")
-    policy = floor_policy(str(os.getpid()), project, root, agent=kind, net=net, ports=ports, allow=allow, home=home)
+    policy = floor_policy(str(os.getpid()), project, root, agent=kind, net=net, ports=ports, allow=allow, home=home,
+                          tmp=tmp)
     for d in policy.state:
         if os.path.basename(d) in (".claude", ".codex", ".gemini"):
             os.makedirs(d, mode=0o700, exist_ok=True)
@@ -164,9 +165,10 @@ def prepare(root: str, argv: list[str], *, project: str, net: str, ports: list[i
 
 def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: list[int] | None = None,
         allow: list[str] | None = None, timeout: float | None = None, home: str | None = None,
-        announce: bool = True) -> RunResult:
+        tmp: list[str] | None = None, announce: bool = True) -> RunResult:
     """Start ``argv`` under the floor with its broker; return when it exited and nothing of it is left."""
-    policy, kind, abi = prepare(root, argv, project=project, net=net, ports=ports or [], allow=allow or [], home=home)
+    policy, kind, abi = prepare(root, argv, project=project, net=net, ports=ports or [], allow=allow or [], home=home,
+                                  tmp=tmp)
     run_id = policy.run_id
     broker = Broker(root, run_id, abi)
     try:
@@ -184,7 +186,7 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the agent's
         try:
             with broker._lock:
-                proc = subprocess.Popen(agent_argv(argv, kind), env=env, preexec_fn=_restore_int(floor), cwd=project)
+                proc = subprocess.Popen(agent_argv(argv, kind), env=env, preexec_fn=floor.ruleset.preexec(), cwd=project)
                 broker.agent_pid = proc.pid
             floor.ruleset.close()
             forward = _forwarder(proc)
@@ -211,17 +213,6 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
         broker.stop()
         kill_descendants()
         runs.remove(root, run_id)
-
-
-class _restore_int:
-    """preexec for the agent: SIGINT back to default, then the floor."""
-
-    def __init__(self, floor: object) -> None:
-        self._apply = floor.ruleset.preexec()  # type: ignore[attr-defined]
-
-    def __call__(self) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        self._apply()
 
 
 def _forwarder(proc: subprocess.Popen[bytes]) -> object:

@@ -165,8 +165,6 @@ def grant(root: str, path: str, run_id: str | None) -> tuple[RunInfo, str]:
     target = canonical(path)
     run = pick_run(root, run_id)
     check_grantable(target, run.policy)
-    if under(target, canonical(root)) or under(canonical(root), target):
-        raise UsageError(f"{target} is (or holds) agentlog's data root; not granted")
 
     def change(p: Policy) -> str | None:
         was_denied = target in p.denies
