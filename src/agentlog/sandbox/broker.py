@@ -40,7 +40,7 @@ MAGIC = b"AX1"
 MAX_REQUEST = 4 << 20
 DRAIN_S = 0.2
 """After the command's leader exits, how long output from what it left running may keep the reply waiting."""
-RULESET_TTL_S = 2.0
+RULESET_TTL_S = 10.0
 """A built ruleset is reused for this long while the policy's version is unchanged (the walk is a snapshot)."""
 DENIAL_MARKS = (b"Permission denied", b"Operation not permitted")
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
