@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from agentlog.bench.common import describe
+from agentlog.core import AgentlogError
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_agent.py")
 
@@ -32,12 +33,14 @@ def run_sandbox_bench(runs: int = 200, size_mb: int = 256, starts: int = 10) -> 
     try:
         root, project = os.path.join(base, "root"), os.path.join(base, "proj")
         os.makedirs(project)
-        env = {**os.environ, "AGENTLOG_HOME": root}
+        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "AGENTLOG_HOME": root, "PYTHONPATH": path}
         cli = [sys.executable, "-m", "agentlog", "run", "--net", "all"]
         r = subprocess.run([*cli, sys.executable, AGENT, str(runs), str(size_mb << 20)], cwd=project, env=env,
                            capture_output=True, text=True, timeout=3600)
         if r.returncode != 0:
-            raise RuntimeError(f"the benchmark run failed: {r.stderr.strip()[-800:]}")
+            raise AgentlogError(f"the benchmark run failed: {r.stderr.strip()[-800:]}")
         inner = json.loads(r.stdout.strip().splitlines()[-1])
         direct, brokered = describe(inner["direct_ms"]), describe(inner["brokered_ms"])
         floor_ms, rules = api.sandbox_floor_cost(root, project, max(5, runs // 10))

@@ -190,10 +190,10 @@ class Broker:
         child_ends: list[int] = []
         for i, fd in enumerate((fds[1], fds[2])):
             if not os.isatty(fd):
-                r, w = os.pipe2(os.O_CLOEXEC)
-                relays.append(_Relay(r, fd, scan=i == 1))
-                out_fds[i] = w
-                child_ends.append(w)
+                rd, wr = os.pipe2(os.O_CLOEXEC)
+                relays.append(_Relay(rd, fd, scan=i == 1))
+                out_fds[i] = wr
+                child_ends.append(wr)
         try:
             with self._lock:
                 proc = subprocess.Popen(

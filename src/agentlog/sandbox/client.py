@@ -48,8 +48,8 @@ def run(command: str, socket_path: str | None = None) -> int:
         while True:
             for fd, _ev in poller.poll():
                 if fd == rfd:
-                    for sig in os.read(rfd, 64):
-                        s.sendall(b"S" + bytes([sig]))
+                    for signo in os.read(rfd, 64):
+                        s.sendall(b"S" + bytes([signo]))
                     continue
                 kind = s.recv(1)
                 if kind == b"X":
@@ -59,7 +59,7 @@ def run(command: str, socket_path: str | None = None) -> int:
                         if not more:
                             raise OSError("the broker went away")
                         data += more
-                    (status,) = struct.unpack(">i", data)
+                    status = int(struct.unpack(">i", data)[0])
                     if status >= 0:
                         return status & 0xFF
                     signal.signal(-status, signal.SIG_DFL)

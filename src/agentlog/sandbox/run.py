@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from agentlog.core import UsageError
 from agentlog.sandbox import landlock as L
@@ -215,8 +216,8 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
         runs.remove(root, run_id)
 
 
-def _forwarder(proc: subprocess.Popen[bytes]) -> object:
-    def forward(sig: int, _frame: object) -> None:
+def _forwarder(proc: subprocess.Popen[bytes]) -> Callable[[int, Any], None]:
+    def forward(sig: int, _frame: Any) -> None:
         try:
             proc.send_signal(sig)
         except OSError:
