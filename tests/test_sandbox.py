@@ -111,6 +111,12 @@ def test_brokered_command_policy_and_record(box: Box) -> None:
     assert text.count('"tool_call_started"') == 3
     assert '"policy_denied"' in text
     assert "echo brokered" in text
+    # failures tells "denied by policy" from an ordinary failure
+    r = subprocess.run([sys.executable, "-m", "agentlog", "failures", "--json"], env=box.env(), cwd=box.proj,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    classes = sorted(f["failure_class"] for f in json.loads(r.stdout))
+    assert "policy_denied" in classes, classes
 
 
 def test_allow_and_deny_from_the_next_command(box: Box) -> None:

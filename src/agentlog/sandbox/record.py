@@ -70,10 +70,25 @@ def events(rec: CommandRecord) -> list[dict[str, Any]]:
                               "capture_mode": "full", "agentlog_version": __version__,
                               "provider_session_id": session_id(rec.run_id), "tool": tool}
         ev.update(extra)
+        ev.update(extra_project)
         ev["attrs"] = attrs
         ev["content"] = content
         return ev
 
+    project = None
+    try:
+        from agentlog.capture.project import project_info
+        from agentlog.capture.redact import redact_project
+
+        project = project_info(rec.cwd)
+        if project is not None:
+            project = redact_project(project)
+    except (OSError, ValueError):
+        project = None
+    if project is not None:
+        extra_project: dict[str, Any] = {"project": project}
+    else:
+        extra_project = {}
     start = event("tool_call_started", "SandboxExec", start_us, {}, {"sandbox": sandbox},
                   {"tool_input": {"command": rec.command}})
     if rec.status == 0:

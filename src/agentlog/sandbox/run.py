@@ -173,7 +173,9 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
     run_id = policy.run_id
     broker = Broker(root, run_id, abi)
     try:
-        exec_prefix = " ".join(shlex.quote(a) for a in client_argv(root))  # built before the walk sees bin/
+        client = client_argv(root)  # built before the walk sees bin/
+        exec_prefix = " ".join(shlex.quote(a) for a in client)
+        broker.launcher = client[0] if len(client) == 1 else None
         sock = broker.listen()
         floor = build(policy, abi, live=False)
         env = dict(os.environ)

@@ -11,6 +11,12 @@
  * after re-raising the signal N that killed it; 126 when there is no broker
  * or it refused; 2 on a usage error.
  *
+ * `agentlog-exec --landlock-exec FD PROGRAM ARGS...` is the broker's side: it
+ * sets SIGINT, SIGQUIT, SIGTERM and SIGHUP to their defaults, no_new_privs,
+ * confines itself with the Landlock ruleset open on FD, closes FD and execs
+ * PROGRAM (so the broker starts commands with vfork+exec, never forking
+ * itself); exit 126 when any step fails. It can only ever narrow.
+ *
  * Protocol: agentlog/sandbox/broker.py. libc only.
  */
 #define _GNU_SOURCE
@@ -22,7 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -70,7 +78,26 @@ static int read_all(int fd, char *p, size_t n) {
     return 0;
 }
 
+static int landlock_exec(int argc, char **argv) {
+    if (argc < 4) return fail("usage: agentlog-exec --landlock-exec FD PROGRAM [ARGS...]");
+    char *end = NULL;
+    long fd = strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || fd < 0 || fd > 1 << 20) return fail("--landlock-exec: bad fd");
+    int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("prctl(PR_SET_NO_NEW_PRIVS) failed");
+    if (syscall(446 /* landlock_restrict_self */, (int)fd, 0U) != 0) {
+        fprintf(stderr, "agentlog exec: landlock_restrict_self: %s\n", strerror(errno));
+        return 126;
+    }
+    close((int)fd);
+    execv(argv[3], argv + 3);
+    fprintf(stderr, "agentlog exec: cannot run %s: %s\n", argv[3], strerror(errno));
+    return 126;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "--landlock-exec") == 0) return landlock_exec(argc, argv);
     if (argc != 3 || strcmp(argv[1], "-c") != 0) {
         fprintf(stderr, "usage: agentlog-exec -c COMMAND\n");
         return 2;
