@@ -71,6 +71,7 @@ def broker() -> dict[str, object]:
     inside = brokered("echo brokered", capture_output=True)
     outside = brokered(f"echo x > {shlex.quote(os.path.join(HOME, 'outside', 'b.txt'))}", capture_output=True)
     ssh = brokered(f"cat {shlex.quote(SSH_KEY)}", capture_output=True)
+    brokered("exit 3")  # an ordinary failure
     return {"inside": inside.returncode, "inside_out": inside.stdout.decode(), "outside": outside.returncode,
             "ssh": ssh.returncode}
 
