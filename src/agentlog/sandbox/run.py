@@ -55,15 +55,19 @@ def agent_kind(program: str) -> str | None:
 
 def agent_argv(argv: list[str], kind: str | None) -> list[str]:
     """The agent's argv with its own sandbox off and the note given (nested sandboxes fail)."""
+    route = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(ROUTE_SCRIPT)}"
     if kind == "claude":
         settings = {"sandbox": {"enabled": False}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-            {"type": "command", "command": f"{shlex.quote(sys.executable)} -I -S {shlex.quote(ROUTE_SCRIPT)}",
-             "timeout": 30}]}]}}
+            {"type": "command", "command": route, "timeout": 30}]}]}}
         return [argv[0], "--settings", json.dumps(settings), "--append-system-prompt", NOTE, *argv[1:]]
     if kind == "codex":
         at = 2 if len(argv) > 1 and argv[1] in ("exec", "e", "resume") else 1
         note = "developer_instructions=" + json.dumps(NOTE)
-        return [*argv[:at], "-s", "danger-full-access", "-c", note, *argv[at:]]
+        # the routing hook as a config override: merged with the hooks.json agentlog install writes
+        hook = ('hooks.PreToolUse=[{matcher="Bash", hooks=[{type="command", command=' + json.dumps(route) +
+                ', timeout=30}]}]')
+        trust = [] if "--dangerously-bypass-hook-trust" in argv else ["--dangerously-bypass-hook-trust"]
+        return [*argv[:at], "-s", "danger-full-access", *trust, "-c", hook, "-c", note, *argv[at:]]
     return list(argv)
 
 
