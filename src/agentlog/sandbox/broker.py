@@ -198,19 +198,7 @@ class Broker:
                 out_fds[i] = wr
                 child_ends.append(wr)
         try:
-            argv: list[str | bytes] = [self.shell, "-c", command]
-            preexec = None
-            pass_fds: tuple[int, ...] = ()
-            if self.launcher is not None:
-                argv = [self.launcher, "--landlock-exec", str(built.ruleset.fd), *argv]
-                pass_fds = (built.ruleset.fd,)
-            else:
-                preexec = built.ruleset.preexec()
-            with self._lock:
-                proc = subprocess.Popen(
-                    argv, cwd=cwd, env=env, stdin=fds[0], stdout=out_fds[0], stderr=out_fds[1], process_group=0,
-                    preexec_fn=preexec, pass_fds=pass_fds, close_fds=True, restore_signals=True)
-                self.groups.add(proc.pid)
+            child = self._spawn(built, cwd, command, env, (fds[0], out_fds[0], out_fds[1]))
         except OSError as e:
             for w in child_ends:
                 _close(w)
@@ -227,7 +215,7 @@ class Broker:
             _close(w)
         for r in relays:
             r.start()
-        status = self._supervise(conn, proc)
+        status = self._supervise(conn, child)
         deadline = time.monotonic() + DRAIN_S
         for r in relays:
             r.join(max(0.0, deadline - time.monotonic()))
@@ -242,14 +230,37 @@ class Broker:
             duration_ms=duration_ms, bytes_out=relays[0].bytes if relays and not relays[0].scan else None,
             bytes_err=next((r.bytes for r in relays if r.scan), None),
             denied=next((r.denials for r in relays if r.scan), None), policy_version=policy.version,
-            grants=list(policy.grants), denies=list(policy.denies), net=policy.net, pid=proc.pid,
+            grants=list(policy.grants), denies=list(policy.denies), net=policy.net, pid=child.pid,
             ruleset_ms=built.build_ms)
         try:
             record_command(self.root, rec)
         except (OSError, ValueError) as e:  # recording must not fail the command
             os.write(2, f"agentlog run: could not record a brokered command: {e}\n".encode())
 
-    def _supervise(self, conn: socket.socket, proc: subprocess.Popen[bytes]) -> int:
+    def _spawn(self, built: Built, cwd: str, command: bytes, env: dict[bytes, bytes],
+               stdio: tuple[int, int, int]) -> _Child:
+        """Start ``bash -c command`` confined by ``built``, in a new process group: posix_spawn of
+        the native launcher (vfork+exec), else a fork of this process with a Python preexec_fn."""
+        if self.launcher is not None:
+            fd = built.ruleset.fd
+            argv = [self.launcher.encode(), b"--landlock-exec", str(fd).encode(), os.fsencode(cwd),
+                    self.shell.encode(), b"-c", command]
+            actions = [(os.POSIX_SPAWN_DUP2, src, dst) for dst, src in enumerate(stdio)]
+            with self._lock:
+                os.set_inheritable(fd, True)  # the launcher closes it (and every other fd) before the exec
+                pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0,
+                                     setsigdef=(signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP,
+                                                signal.SIGPIPE))
+                self.groups.add(pid)
+            return _Child(pid)
+        with self._lock:
+            proc = subprocess.Popen(
+                [self.shell, "-c", command], cwd=cwd, env=env, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2],
+                process_group=0, preexec_fn=built.ruleset.preexec(), close_fds=True, restore_signals=True)
+            self.groups.add(proc.pid)
+        return _Child(proc.pid, proc)
+
+    def _supervise(self, conn: socket.socket, proc: _Child) -> int:
         """Forward signals until the command's leader exits; kill its group when the client goes."""
         pidfd = os.pidfd_open(proc.pid)
         try:
@@ -281,6 +292,24 @@ class Broker:
             return code
         finally:
             os.close(pidfd)
+
+
+class _Child:
+    """A started command: its pid (= its process group), waited for once."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self._popen = popen
+
+    def wait(self) -> int:
+        if self._popen is not None:
+            return self._popen.wait()
+        while True:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except InterruptedError:
+                continue
+            return os.waitstatus_to_exitcode(status)
 
 
 class _Relay(threading.Thread):

@@ -11,11 +11,12 @@
  * after re-raising the signal N that killed it; 126 when there is no broker
  * or it refused; 2 on a usage error.
  *
- * `agentlog-exec --landlock-exec FD PROGRAM ARGS...` is the broker's side: it
- * sets SIGINT, SIGQUIT, SIGTERM and SIGHUP to their defaults, no_new_privs,
- * confines itself with the Landlock ruleset open on FD, closes FD and execs
- * PROGRAM (so the broker starts commands with vfork+exec, never forking
- * itself); exit 126 when any step fails. It can only ever narrow.
+ * `agentlog-exec --landlock-exec FD CWD PROGRAM ARGS...` is the broker's
+ * side: it sets SIGINT, SIGQUIT, SIGTERM and SIGHUP to their defaults,
+ * no_new_privs, confines itself with the Landlock ruleset open on FD, closes
+ * every fd above 2, changes to CWD and execs PROGRAM (so the broker starts
+ * commands with posix_spawn, never forking itself); exit 126 when any step
+ * fails. It can only ever narrow.
  *
  * Protocol: agentlog/sandbox/broker.py. libc only.
  */
@@ -79,7 +80,7 @@ static int read_all(int fd, char *p, size_t n) {
 }
 
 static int landlock_exec(int argc, char **argv) {
-    if (argc < 4) return fail("usage: agentlog-exec --landlock-exec FD PROGRAM [ARGS...]");
+    if (argc < 5) return fail("usage: agentlog-exec --landlock-exec FD CWD PROGRAM [ARGS...]");
     char *end = NULL;
     long fd = strtol(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0' || fd < 0 || fd > 1 << 20) return fail("--landlock-exec: bad fd");
@@ -90,9 +91,15 @@ static int landlock_exec(int argc, char **argv) {
         fprintf(stderr, "agentlog exec: landlock_restrict_self: %s\n", strerror(errno));
         return 126;
     }
-    close((int)fd);
-    execv(argv[3], argv + 3);
-    fprintf(stderr, "agentlog exec: cannot run %s: %s\n", argv[3], strerror(errno));
+    /* everything but 0-2 goes: the ruleset, and whatever else the broker had open when it spawned */
+    if (syscall(436 /* close_range */, 3U, ~0U, 0U) != 0)
+        for (int i = 3; i < 4096; i++) close(i);
+    if (chdir(argv[3]) != 0) {
+        fprintf(stderr, "agentlog exec: cannot enter %s: %s\n", argv[3], strerror(errno));
+        return 126;
+    }
+    execv(argv[4], argv + 4);
+    fprintf(stderr, "agentlog exec: cannot run %s: %s\n", argv[4], strerror(errno));
     return 126;
 }
 
