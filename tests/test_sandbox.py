@@ -277,3 +277,15 @@ def test_exec_outside_a_run_and_usage() -> None:
     assert r.returncode == 126 and "not inside an agentlog run" in r.stderr
     r = subprocess.run([sys.executable, "-m", "agentlog", "run"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "name the agent" in r.stderr
+
+
+def test_bench_sandbox_reports(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    r = subprocess.run([sys.executable, "-m", "agentlog", "bench", "sandbox", "--runs", "5", "--size-mb", "2",
+                        "--out", str(tmp_path), "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["brokered_true_ms"]["n"] == res["direct_true_ms"]["n"] == 5
+    assert res["client"].startswith("agentlog-exec-")  # the native client, built on the way
+    assert res["brokered_mb_s"] > 0 and res["ruleset_rules"] > 0
+    assert "added by the broker" in (tmp_path / "sandbox.md").read_text()

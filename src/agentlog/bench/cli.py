@@ -548,17 +548,11 @@ def bench_sandbox(runs: int, size_mb: int, out: str, as_json: bool) -> None:
 
     Example: agentlog bench sandbox --runs 500 --size-mb 512
     """
-    import os
-
-    from agentlog.bench.sandboxbench import markdown, run_sandbox_bench
+    from agentlog.bench.common import write_results
+    from agentlog.bench.sandboxbench import run_sandbox_bench
 
     res = run_sandbox_bench(runs, size_mb)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "sandbox.json"), "w") as fh:
-        json.dump(res, fh, indent=2)
-    md = markdown(res)
-    with open(os.path.join(out, "sandbox.md"), "w") as fh:
-        fh.write(md)
+    md = write_results(res, out, "sandbox")
     if as_json:
         print_json(res)
     else:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Any
 
-from agentlog.bench.common import describe
+from agentlog.bench.common import describe, machine
 from agentlog.core import AgentlogError
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_agent.py")
@@ -53,8 +53,8 @@ def run_sandbox_bench(runs: int = 200, size_mb: int = 256, starts: int = 10) -> 
             t = time.perf_counter()
             subprocess.run([true], check=True)
             start_direct.append((time.perf_counter() - t) * 1000)
-        return {
-            "runs": runs, "client": os.path.basename(inner["client"]),
+        res: dict[str, Any] = {
+            "machine": machine(), "runs": runs, "client": os.path.basename(inner["client"]),
             "direct_true_ms": direct, "brokered_true_ms": brokered,
             "added_ms": {"median": brokered["median"] - direct["median"], "p95": brokered["p95"] - direct["p95"],
                          "p99": brokered["p99"] - direct["p99"]},
@@ -62,24 +62,24 @@ def run_sandbox_bench(runs: int = 200, size_mb: int = 256, starts: int = 10) -> 
             "io_mb": size_mb, "direct_mb_s": inner["direct_mb_s"], "brokered_mb_s": inner["brokered_mb_s"],
             "agentlog_run_true_ms": describe(start_run), "true_ms": describe(start_direct),
         }
+        res["tables"] = _tables(res)
+        return res
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def markdown(res: dict[str, Any]) -> str:
-    d, b, a = res["direct_true_ms"], res["brokered_true_ms"], res["added_ms"]
-    lines = [
-        "# agentlog bench sandbox", "",
-        f"client: {res['client']}, {res['runs']} runs each", "",
-        "| | median ms | p95 ms | p99 ms |", "|---|---|---|---|",
-        f"| direct `bash -c true` | {d['median']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} |",
-        f"| brokered `true` | {b['median']:.2f} | {b['p95']:.2f} | {b['p99']:.2f} |",
-        f"| added | {a['median']:.2f} | {a['p95']:.2f} | {a['p99']:.2f} |",
-        f"| ruleset build ({res['ruleset_rules']} rules) | {res['ruleset_build_ms']['median']:.2f} | "
-        f"{res['ruleset_build_ms']['p95']:.2f} | {res['ruleset_build_ms']['p99']:.2f} |",
-        f"| `agentlog run true` | {res['agentlog_run_true_ms']['median']:.1f} | {res['agentlog_run_true_ms']['p95']:.1f} | "
-        f"{res['agentlog_run_true_ms']['p99']:.1f} |",
-        f"| `true` | {res['true_ms']['median']:.2f} | {res['true_ms']['p95']:.2f} | {res['true_ms']['p99']:.2f} |", "",
-        f"output of {res['io_mb']} MB: direct {res['direct_mb_s']:.0f} MB/s, brokered {res['brokered_mb_s']:.0f} MB/s", "",
+def _tables(res: dict[str, Any]) -> list[dict[str, Any]]:
+    def row(name: str, d: dict[str, float]) -> list[Any]:
+        return [name, round(d["median"], 2), round(d["p95"], 2), round(d["p99"], 2)]
+
+    return [
+        {"title": f"Latency ({res['runs']} runs each, client {res['client']})",
+         "columns": ["what", "median ms", "p95 ms", "p99 ms"],
+         "rows": [row("direct `bash -c true`", res["direct_true_ms"]), row("brokered `true`", res["brokered_true_ms"]),
+                  row("added by the broker", res["added_ms"]),
+                  row(f"ruleset build ({res['ruleset_rules']} rules)", res["ruleset_build_ms"]),
+                  row("`agentlog run true`", res["agentlog_run_true_ms"]), row("`true`", res["true_ms"])],
+         "note": "Goal: added ≤ 3 ms at the median, ≤ 6 ms at p95."},
+        {"title": f"Output throughput ({res['io_mb']} MB)", "columns": ["way", "MB/s"],
+         "rows": [["direct", round(res["direct_mb_s"])], ["brokered", round(res["brokered_mb_s"])]]},
     ]
-    return "\n".join(lines)
