@@ -30,6 +30,7 @@ CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 RULE_NET_PORT = 2
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 
 # Filesystem access rights, by the ABI that brought them.
 FS_EXECUTE = 1 << 0
@@ -188,9 +189,10 @@ class Ruleset:
             os.close(self.fd)
             self.fd = -1
 
-    def preexec(self) -> _Apply:
-        """A callable for ``subprocess.Popen(preexec_fn=…)`` that confines the child with this ruleset."""
-        return _Apply(self.fd)
+    def preexec(self, parent_death_signal: int = 0) -> _Apply:
+        """A callable for ``subprocess.Popen(preexec_fn=…)`` that confines the child with this ruleset
+        (and, given a signal, has the kernel send it to the child when its parent dies)."""
+        return _Apply(self.fd, parent_death_signal)
 
 
 _signal = _libc.signal
@@ -206,7 +208,9 @@ class _Apply:
     landlock_restrict_self. Made in the parent; called in the child between fork and exec (in
     any thread: libc's ``signal``, not Python's), where it does system calls and nothing else."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, parent_death_signal: int = 0) -> None:
+        self._pdeath = (ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(parent_death_signal), ctypes.c_ulong(0),
+                        ctypes.c_ulong(0), ctypes.c_ulong(0)) if parent_death_signal else None
         self._args = (ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0))
         self._nnp = (ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                      ctypes.c_ulong(0))
@@ -214,6 +218,8 @@ class _Apply:
     def __call__(self) -> None:
         for sig in DEFAULT_SIGNALS:
             _signal(sig, None)
+        if self._pdeath is not None:
+            _prctl(*self._pdeath)
         if _prctl(*self._nnp) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if _syscall(*self._args) != 0:

@@ -82,6 +82,23 @@ class RunResult:
     floor_rules: int = 0
 
 
+def capture_server_answers(root: str) -> bool:
+    """Whether the daemon's capture server accepts a connection (then the native hook records through it)."""
+    import socket
+
+    from agentlog.capture.hook_socket import socket_path
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(0.5)
+    try:
+        s.connect(socket_path(root))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def _subreaper() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -189,11 +206,16 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
             sys.stderr.write(f"agentlog run: run {run_id} under agentlog's policy (Landlock ABI {abi}, "
                              f"{floor.paths} rules in {floor.build_ms:.1f} ms, net {policy.net}); "
                              f"widen with `agentlog allow PATH --run {run_id}`\n")
+            if not capture_server_answers(root):
+                sys.stderr.write("agentlog run: no capture daemon answers on this data root, and the floor keeps the "
+                                 "hooks from writing it: the agent's own hook events are lost (start `agentlog daemon "
+                                 "run`); brokered commands are recorded either way\n")
             sys.stderr.flush()
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the agent's
         try:
             with broker._lock:
-                proc = subprocess.Popen(agent_argv(argv, kind), env=env, preexec_fn=floor.ruleset.preexec(), cwd=project)
+                proc = subprocess.Popen(agent_argv(argv, kind), env=env, cwd=project,
+                                        preexec_fn=floor.ruleset.preexec(signal.SIGKILL))
                 broker.agent_pid = proc.pid
             floor.ruleset.close()
             forward = _forwarder(proc)
