@@ -42,7 +42,8 @@ def read(path: str) -> str:
 
 
 def brokered(cmd: str, **kw: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(os.environ["AGENTLOG_RUN_EXEC"] + " -c " + shlex.quote(cmd), shell=True, **kw)  # type: ignore[call-overload, no-any-return]
+    line = os.environ["AGENTLOG_RUN_EXEC"] + " -c " + shlex.quote(cmd)
+    return subprocess.run(line, shell=True, **kw)  # type: ignore[call-overload, no-any-return]
 
 
 def wait_for(path: str, limit: float = 30.0) -> None:

@@ -92,7 +92,8 @@ def exec_cmd(command: str) -> None:
 
 @click.command(name="allow")
 @click.argument("path", type=click.Path())
-@click.option("--run", "run_id", default=None, help="The run (see `agentlog run --list`); needed when several are live.")
+@click.option("--run", "run_id", default=None,
+              help="The run (see `agentlog run --list`); needed when several are live.")
 def allow_cmd(path: str, run_id: str | None) -> None:
     """Let a run's commands write under PATH, from the next brokered command.
 
@@ -111,7 +112,8 @@ def allow_cmd(path: str, run_id: str | None) -> None:
 
 @click.command(name="deny")
 @click.argument("path", type=click.Path())
-@click.option("--run", "run_id", default=None, help="The run (see `agentlog run --list`); needed when several are live.")
+@click.option("--run", "run_id", default=None,
+              help="The run (see `agentlog run --list`); needed when several are live.")
 def deny_cmd(path: str, run_id: str | None) -> None:
     """Take back a grant, or deny writes under PATH, from the next brokered command.
 
