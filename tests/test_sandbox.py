@@ -289,3 +289,15 @@ def test_bench_sandbox_reports(tmp_path: Path) -> None:
     assert res["client"].startswith("agentlog-exec-")  # the native client, built on the way
     assert res["brokered_mb_s"] > 0 and res["ruleset_rules"] > 0
     assert "added by the broker" in (tmp_path / "sandbox.md").read_text()
+
+
+def test_cli_run_timeout_kills_the_agent_and_its_tree(box: Box) -> None:
+    pidfile = box.proj / "bg.pid"
+    script = f"sleep 300 & echo $! > {pidfile}; wait"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run", "--timeout", "1", "sh", "-c", script],
+                       cwd=box.proj, env=box.env(), capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - t0 < 60
+    assert r.returncode == 137, r.stderr  # SIGKILL, told as the shell does
+    assert "ended (exit -9)" in r.stderr
+    assert not _alive(int(pidfile.read_text()))
