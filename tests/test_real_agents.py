@@ -183,9 +183,8 @@ SANDBOXED = {"name": "sandboxed", "about": "a write in the project, then one int
                          ids=lambda r: r.label)
 def test_under_agentlog_run(release: Release, scratch: Path) -> None:
     """The CLI finishes its scenario under ``agentlog run`` (the daemon recording its hooks): the
-    write into the project lands, the one into the data root is denied; Claude's and Codex's Bash
-    commands go through the broker, each recorded, the denied one as denied by policy. Gemini's
-    are not routed (docs/sandbox.md): its denial is the floor's."""
+    write into the project lands, the one into the data root is denied; every shell command goes
+    through the broker, each recorded, the denied one as denied by policy."""
     scenario = parse(SANDBOXED, "inline")
     run = run_scenario(release, scenario, scratch, cache=npm.cache_dir(), daemon=True, sandbox=True)
     assert not run.timed_out and run.returncode == 0, run.stderr[-800:]
@@ -194,11 +193,7 @@ def test_under_agentlog_run(release: Release, scratch: Path) -> None:
     assert not (run.data_root / "planted").exists()
     rec = record(str(run.data_root))
     assert len([c for c in rec["calls"] if c.get("provider") != "agentlog"]) >= scenario.action_count
-    brokered = list((run.data_root / "logs" / "agentlog").glob("sandbox-*.jsonl"))
-    if release.agent == "gemini-cli":
-        assert brokered == []
-        return
-    (log,) = brokered
+    (log,) = (run.data_root / "logs" / "agentlog").glob("sandbox-*.jsonl")
     events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
     ends = [e for e in events if e["kind"] in ("tool_call_finished", "tool_call_failed")]
     assert [e["content"]["tool_input"]["command"] for e in ends] == [a.arg for step in scenario.steps for a in step]

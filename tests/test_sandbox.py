@@ -257,6 +257,11 @@ def test_route_hook_rewrites_bash_only(tmp_path: Path) -> None:
     again = {**payload, "tool_input": {"command": hso["updatedInput"]["command"]}}  # type: ignore[index]
     assert reply(again, "/x/agentlog-exec") is None
     assert reply({**payload, "tool_name": "Write"}, "/x/agentlog-exec") is None
+    gemini = reply({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+                    "tool_input": {"command": "ls", "dir_path": "."}}, "/x/agentlog-exec")
+    assert gemini == {"hookSpecificOutput": {"hookEventName": "BeforeTool",
+                                             "tool_input": {"command": "/x/agentlog-exec -c ls", "dir_path": "."}}}
+    assert reply({"hook_event_name": "BeforeTool", "tool_name": "Bash", "tool_input": {"command": "ls"}}, "/x/e") is None
     assert reply(payload, "") is None
     # as the script Claude runs: outside a run it prints nothing
     script = SRC / "agentlog" / "sandbox" / "route.py"

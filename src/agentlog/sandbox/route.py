@@ -1,5 +1,6 @@
 """The PreToolUse hook of ``agentlog run``: Bash commands rewritten to go through the broker.
 
+Gemini CLI's BeforeTool of ``run_shell_command`` too (its reply: ``hookSpecificOutput.tool_input``).
 Claude Code runs it as ``python -I -S .../agentlog/sandbox/route.py`` (given in the run's
 ``--settings``). Outside a run (no ``AGENTLOG_RUN_EXEC``), for another event or tool, or for a
 command already rewritten, it prints nothing, and so on any failure: the command then runs
@@ -16,11 +17,17 @@ import shlex
 import sys
 
 
+SHELL_TOOLS = {"PreToolUse": "Bash", "BeforeTool": "run_shell_command"}
+"""The event and the shell tool's name: Claude Code and Codex (PreToolUse, Bash), Gemini CLI
+(BeforeTool, run_shell_command)."""
+
+
 def reply(payload: object, exec_prefix: str) -> dict[str, object] | None:
     """The hook's reply for ``payload``, or None when the call is left as it is."""
     if not exec_prefix or not isinstance(payload, dict):
         return None
-    if payload.get("hook_event_name") != "PreToolUse" or payload.get("tool_name") != "Bash":
+    event = payload.get("hook_event_name")
+    if not isinstance(event, str) or SHELL_TOOLS.get(event) != payload.get("tool_name"):
         return None
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict) or not isinstance(tool_input.get("command"), str):
@@ -30,6 +37,8 @@ def reply(payload: object, exec_prefix: str) -> dict[str, object] | None:
         return None  # already routed (the model may copy a rewritten command)
     updated = dict(tool_input)
     updated["command"] = f"{exec_prefix} -c {shlex.quote(command)}"
+    if event == "BeforeTool":  # Gemini: the input override, nothing else decided
+        return {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": updated}}
     return {"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": "allow",
         "permissionDecisionReason": "agentlog run: the command runs through agentlog's sandbox broker",

@@ -71,6 +71,64 @@ def agent_argv(argv: list[str], kind: str | None) -> list[str]:
     return list(argv)
 
 
+GEMINI_SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"
+
+
+def gemini_settings(run_directory: str, environ: dict[str, str]) -> str:
+    """A system settings file for Gemini CLI (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``): the one in force
+    plus the routing hook on ``run_shell_command``; its path. Gemini reads hooks only from settings
+    files, and the user's must not change (the floor protects them)."""
+    from agentlog.core.fileio import write_json_atomic
+
+    current = environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM_SETTINGS
+    settings: dict[str, Any] = {}
+    try:
+        with open(current, "rb") as fh:
+            loaded = json.loads(fh.read())
+        if isinstance(loaded, dict):
+            settings = loaded
+    except (OSError, ValueError):
+        pass
+    route = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(ROUTE_SCRIPT)}"
+    hooks = settings.setdefault("hooks", {}) if isinstance(settings.get("hooks", {}), dict) else {}
+    settings["hooks"] = hooks
+    before = hooks.get("BeforeTool") if isinstance(hooks.get("BeforeTool"), list) else []
+    before.append({"matcher": "run_shell_command", "hooks": [
+        {"type": "command", "command": route, "name": "agentlog-run-route", "timeout": 30000}]})
+    hooks["BeforeTool"] = before
+    tools = settings.setdefault("tools", {}) if isinstance(settings.get("tools", {}), dict) else {}
+    settings["tools"] = tools
+    tools["enableHooks"] = True
+    directory = run_directory if _owner_only_path(run_directory) else gemini_fallback_dir(os.path.basename(run_directory))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, "gemini-system-settings.json")
+    write_json_atomic(path, settings)
+    return path
+
+
+def gemini_fallback_dir(run_id: str) -> str:
+    """Where the run's Gemini settings go when the data root lies below a directory others may
+    write (Gemini skips such a settings file): under the user's own (passwd) home."""
+    from agentlog.sandbox.policy import passwd_home
+
+    return os.path.join(passwd_home(), ".cache", "agentlog", "gemini-runs", run_id)
+
+
+def _owner_only_path(path: str) -> bool:
+    """Whether no directory from ``path`` up to ``/`` is writable by group or others."""
+    p = os.path.realpath(path)
+    while True:
+        try:
+            if os.stat(p).st_mode & 0o022:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(p)
+        if parent == p:
+            return True
+        p = parent
+
+
 @dataclass
 class RunResult:
     run_id: str
@@ -201,6 +259,8 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
         floor = build(policy, abi, live=False)
         env = dict(os.environ)
         env.update({"AGENTLOG_RUN": run_id, "AGENTLOG_RUN_SOCKET": sock, "AGENTLOG_RUN_EXEC": exec_prefix})
+        if kind == "gemini":
+            env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = gemini_settings(runs.run_dir(root, run_id), env)
         _subreaper()
         if announce:
             sys.stderr.write(f"agentlog run: run {run_id} under agentlog's policy (Landlock ABI {abi}, "
@@ -242,6 +302,7 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
         broker.stop()
         kill_descendants()
         runs.remove(root, run_id)
+        shutil.rmtree(gemini_fallback_dir(run_id), ignore_errors=True)
 
 
 def _forwarder(proc: subprocess.Popen[bytes]) -> Callable[[int, Any], None]:
