@@ -92,7 +92,8 @@ def gemini_settings(run_directory: str, environ: dict[str, str]) -> str:
     route = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(ROUTE_SCRIPT)}"
     hooks = settings.setdefault("hooks", {}) if isinstance(settings.get("hooks", {}), dict) else {}
     settings["hooks"] = hooks
-    before = hooks.get("BeforeTool") if isinstance(hooks.get("BeforeTool"), list) else []
+    existing = hooks.get("BeforeTool")
+    before: list[Any] = existing if isinstance(existing, list) else []
     before.append({"matcher": "run_shell_command", "hooks": [
         {"type": "command", "command": route, "name": "agentlog-run-route", "timeout": 30000}]})
     hooks["BeforeTool"] = before
