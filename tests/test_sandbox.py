@@ -261,7 +261,8 @@ def test_route_hook_rewrites_bash_only(tmp_path: Path) -> None:
                     "tool_input": {"command": "ls", "dir_path": "."}}, "/x/agentlog-exec")
     assert gemini == {"hookSpecificOutput": {"hookEventName": "BeforeTool",
                                              "tool_input": {"command": "/x/agentlog-exec -c ls", "dir_path": "."}}}
-    assert reply({"hook_event_name": "BeforeTool", "tool_name": "Bash", "tool_input": {"command": "ls"}}, "/x/e") is None
+    wrong_tool = {"hook_event_name": "BeforeTool", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    assert reply(wrong_tool, "/x/e") is None
     assert reply(payload, "") is None
     # as the script Claude runs: outside a run it prints nothing
     script = SRC / "agentlog" / "sandbox" / "route.py"

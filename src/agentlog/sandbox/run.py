@@ -100,7 +100,9 @@ def gemini_settings(run_directory: str, environ: dict[str, str]) -> str:
     tools = settings.setdefault("tools", {}) if isinstance(settings.get("tools", {}), dict) else {}
     settings["tools"] = tools
     tools["enableHooks"] = True
-    directory = run_directory if _owner_only_path(run_directory) else gemini_fallback_dir(os.path.basename(run_directory))
+    directory = run_directory
+    if not _owner_only_path(run_directory):
+        directory = gemini_fallback_dir(os.path.basename(run_directory))
     os.makedirs(directory, mode=0o700, exist_ok=True)
     path = os.path.join(directory, "gemini-system-settings.json")
     write_json_atomic(path, settings)
