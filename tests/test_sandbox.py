@@ -307,3 +307,27 @@ def test_cli_run_timeout_kills_the_agent_and_its_tree(box: Box) -> None:
     assert r.returncode == 137, r.stderr  # SIGKILL, told as the shell does
     assert "ended (exit -9)" in r.stderr
     assert not _alive(int(pidfile.read_text()))
+
+
+def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: Box) -> None:
+    from agentlog.core import UsageError
+    from agentlog.sandbox.policy import build, check_grantable, floor_policy
+
+    (box.proj / "locked").mkdir()
+    (box.proj / "sub").mkdir()
+    policy = floor_policy("t", str(box.proj), str(box.root), agent="claude", home=str(box.home), tmp=[str(box.tmp)])
+    policy.denies = [str(box.proj / "locked")]
+    # (a new entry directly in the project is refused too once a tree below it is denied: the walk)
+    script = "echo x > locked/a; echo $?; echo x > sub/b; echo $?"
+    for live, expect in ((True, [False, True]), (False, [True, True])):  # the floor never sees live denials
+        built = build(policy, ABI, live=live)
+        try:
+            r = subprocess.run(["sh", "-c", script], cwd=box.proj, capture_output=True, text=True, timeout=30,
+                               preexec_fn=built.ruleset.preexec())
+        finally:
+            built.ruleset.close()
+        assert [code == "0" for code in r.stdout.split()] == expect, (live, r.stdout, r.stderr)
+    for path in (box.home / ".ssh", box.home / ".claude" / "settings.json", box.root / "logs", box.base):
+        with pytest.raises(UsageError):
+            check_grantable(str(path), policy)
+    check_grantable(str(box.home / "outside"), policy)
