@@ -196,7 +196,6 @@ _LAZY: dict[str, str] = {
     "TEAM_PUBLISH_BATCH_ROWS": "agentlog.team.publish:BATCH_ROWS",
     "team_publish": "agentlog.team.publish:publish",
     "team_ask": "agentlog.team.query:ask",
-    "sandbox_run": "agentlog.sandbox.run:run",
     "sandbox_floor_cost": "agentlog.sandbox.bench_probe:floor_cost",
 }
 
@@ -287,7 +286,6 @@ __all__ = [
     "TEAM_PUBLISH_BATCH_ROWS",
     "team_publish",
     "team_ask",
-    "sandbox_run",
     "sandbox_floor_cost",
 ]
 
