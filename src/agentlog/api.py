@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from agentlog.team.publish import BATCH_ROWS as TEAM_PUBLISH_BATCH_ROWS
     from agentlog.team.publish import publish as team_publish
     from agentlog.team.query import ask as team_ask
+    from agentlog.sandbox.bench_probe import floor_cost as sandbox_floor_cost
     from agentlog.team.tables import PARTITION_BY as TEAM_PARTITION_BY
     from agentlog.team.tables import TEAM_TABLES
 
