@@ -72,7 +72,8 @@ class Broker:
     """The native client, whose ``--landlock-exec`` mode confines and execs: commands then start
     with vfork+exec; without it, a fork of this process with a Python preexec_fn (~2-6 ms more)."""
     shell: str = SHELL
-    groups: set[int] = field(default_factory=set)
+    live: set[int] = field(default_factory=set)
+    """Leaders of the commands not yet reaped (their pid, and so their group id, cannot be reused)."""
     commands: int = 0
     refused: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -96,7 +97,8 @@ class Broker:
         return path
 
     def stop(self) -> None:
-        """Stop accepting, and kill every process group a command started."""
+        """Stop accepting, and kill the groups of the commands still running (what outlived its
+        leader is re-parented to ``agentlog run``, the subreaper, which kills it)."""
         self._stopping = True
         if self._sock is not None:
             try:
@@ -105,7 +107,7 @@ class Broker:
                 pass
             self._sock.close()
         with self._lock:
-            groups = list(self.groups)
+            groups = list(self.live)
         for pg in groups:
             _killpg(pg, signal.SIGKILL)
 
@@ -159,6 +161,8 @@ class Broker:
                 _drain(conn)
                 return
             msg, fds, _flags, _addr = socket.recv_fds(conn, 7, 3)
+            if 0 < len(msg) < 7:
+                msg += _recv_exact(conn, 7 - len(msg))
             if len(msg) < 7 or msg[:3] != MAGIC or len(fds) != 3:
                 conn.sendall(b"E" + b"malformed request")
                 return
@@ -251,13 +255,13 @@ class Broker:
                 pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0,
                                      setsigdef=(signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP,
                                                 signal.SIGPIPE))
-                self.groups.add(pid)
+                self.live.add(pid)
             return _Child(pid)
         with self._lock:
             proc = subprocess.Popen(
                 [self.shell, "-c", command], cwd=cwd, env=env, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2],
                 process_group=0, preexec_fn=built.ruleset.preexec(), close_fds=True, restore_signals=True)
-            self.groups.add(proc.pid)
+            self.live.add(proc.pid)
         return _Child(proc.pid, proc)
 
     def _supervise(self, conn: socket.socket, proc: _Child) -> int:
@@ -286,9 +290,12 @@ class Broker:
                     if data[i:i + 1] == b"S":
                         _killpg(proc.pid, data[i + 1])
                         interrupted = interrupted or data[i + 1] in STOPPING
-            code = proc.wait()
+            # the leader has exited but is not reaped: its pid, the group's id, is still ours
             if client_gone or interrupted:  # what ignored the signal (a shell's background jobs) goes too
                 _killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+            with self._lock:
+                self.live.discard(proc.pid)
             return code
         finally:
             os.close(pidfd)

@@ -291,7 +291,7 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
                     code = proc.wait(timeout=0.5)
                 except subprocess.TimeoutExpired:
                     with broker._lock:
-                        _reap(set(broker.groups) | {proc.pid})
+                        _reap(set(broker.live) | {proc.pid})
                     if deadline is not None and time.monotonic() > deadline:
                         proc.kill()
             signal.signal(signal.SIGTERM, old_term)
