@@ -532,3 +532,28 @@ def bench_agents(agents: tuple[str, ...], scenarios: tuple[str, ...], rounds: in
         print_json(result)
     else:
         click.echo(md)
+
+
+@bench.command(name="sandbox")
+@click.option("--runs", type=click.IntRange(5, 100000), default=200, show_default=True,
+              help="Timed `true` commands per variant (direct, brokered).")
+@click.option("--size-mb", type=click.IntRange(1, 4096), default=256, show_default=True,
+              help="MB of output relayed for the throughput figure.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for sandbox.json and sandbox.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_sandbox(runs: int, size_mb: int, out: str, as_json: bool) -> None:
+    """Brokered against direct `true` inside one `agentlog run`, ruleset build cost, brokered MB/s.
+
+    Needs Landlock (Linux 5.13+). Reports median, p95 and p99; never pass or fail.
+
+    Example: agentlog bench sandbox --runs 500 --size-mb 512
+    """
+    from agentlog.bench.common import write_results
+    from agentlog.bench.sandboxbench import run_sandbox_bench
+
+    res = run_sandbox_bench(runs, size_mb)
+    md = write_results(res, out, "sandbox")
+    if as_json:
+        print_json(res)
+    else:
+        click.echo(md)

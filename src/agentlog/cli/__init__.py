@@ -185,6 +185,10 @@ LAZY_COMMANDS = {
     "enroll": ".ship_cmds:enroll_cmd",
     "ship": ".ship_cmds:ship_cmd",
     "team": ".team_cmds:team",
+    "run": ".sandbox_cmds:run_cmd",
+    "exec": ".sandbox_cmds:exec_cmd",
+    "allow": ".sandbox_cmds:allow_cmd",
+    "deny": ".sandbox_cmds:deny_cmd",
 }
 
 
