@@ -13,6 +13,7 @@ import os
 from typing import Any, Final
 
 
+from agentlog.core import UsageError
 from agentlog.query.engine import Engine, QueryError
 from agentlog.query.scope import Scope
 from agentlog.query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
@@ -148,6 +149,19 @@ def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
     out["events"] = [plain(e) for e in events]
     out["diffs"] = diffs
     return out
+
+
+def share_file(root: str, ident: str, fmt: str, redact_paths: bool) -> Any:
+    """The session ``ident`` as a shared file (docs/share.md): ``share.export.Shared``."""
+    from agentlog.operations.proofs import prove_signed
+    from agentlog.share.export import export
+    from agentlog.share.view import target
+
+    what = target(root, ident)
+    if what.kind != "session":
+        raise UsageError(f"{ident!r} is not a session id")
+    bundle, signer = prove_signed(root, what.session_id, only="session")
+    return export(what, bundle, signer, fmt=fmt, redact_paths=redact_paths)
 
 
 def _diffs(ev: dict[str, Any]) -> list[dict[str, Any]]:
