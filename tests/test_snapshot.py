@@ -122,7 +122,7 @@ def test_a_damaged_snapshot_is_refused_naming_the_file(root: Path, tmp_path: Pat
         assert named in r.output, (named, r.output)
         into = tmp_path / "into"
         r = _run(root, "snapshot", "restore", str(bad), "--into", str(into), code=1)
-        assert named in r.output and list(into.iterdir()) == []
+        assert named in r.output and not into.exists()
         bad.unlink()
     truncated = tmp_path / "cut.tar.zst"
     truncated.write_bytes(snap.read_bytes()[: snap.stat().st_size // 2])

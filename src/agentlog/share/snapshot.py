@@ -271,14 +271,21 @@ def restore(path: str, root: str) -> dict[str, Any]:
     makes the derived data again."""
     if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
         raise UsageError(f"{root} is not an empty directory: restore only into an empty data root")
+    if not os.path.isfile(path):
+        raise UsageError(f"{path} is not a file")
+    made = not os.path.exists(root)
     os.makedirs(root, mode=0o700, exist_ok=True)
     stage = tempfile.mkdtemp(prefix=".restore-", dir=root)
     try:
         got = _walk(path, stage)
         for name in os.listdir(stage):
             os.replace(os.path.join(stage, name), os.path.join(root, name))
-    finally:
+    except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
+        if made:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    shutil.rmtree(stage, ignore_errors=True)
     return got | {"root": root}
 
 

@@ -219,7 +219,7 @@ def build(t: Target, bundle: dict[str, Any], clean: Sanitizer) -> tuple[dict[str
 
 def _meta(t: Target, clean: Sanitizer) -> list[tuple[str, str]]:
     s = t.session
-    from agentlog.query.views import display
+    from agentlog.projection.ids import display
 
     pairs = [("session", display("session", str(t.session_id))), ("agent", str(s.get("provider") or "")),
              ("project", str(s.get("project_name") or "")), ("started", _iso(_us(s.get("started_at")))),
@@ -258,7 +258,8 @@ def _item(ev: dict[str, Any], call: dict[str, Any] | None, labels: dict[str, str
           clean: Sanitizer) -> dict[str, Any] | None:
     """The view item of one event; None when it completes a tool call shown already (its start)."""
     kind = str(ev.get("kind") or "")
-    content = ev.get("content") if isinstance(ev.get("content"), dict) else {}
+    got = ev.get("content")
+    content: dict[str, Any] = got if isinstance(got, dict) else {}
     at = _iso(ev.get("observed_at"))
     if kind == "prompt_submitted":
         return {"type": "prompt", "at": at, "text": clean(_clip(text_of(content.get("prompt", content))))}
