@@ -40,8 +40,8 @@ from agentlog.integrity.bundle_fields import line as _line
 from agentlog.integrity.bundle_fields import obj as _obj
 from agentlog.integrity.bundle_fields import text as _text
 from agentlog.integrity.bundle_fields import verifier as _verifier
-from agentlog.integrity.bundle_witness import NO_WITNESS, WitnessCheck, check_witnessed, given_witnesses, \
-    parse_witnessed, required
+from agentlog.integrity.bundle_witness import NO_WITNESS, WitnessCheck, given_witnesses, parse_witnessed, \
+    witness_outcome
 from agentlog.integrity.checkpoint import CheckpointError, open_checkpoint
 from agentlog.integrity.note import NoteError, Signer, open_note, sign
 from agentlog.integrity.tree import leaf_data
@@ -186,14 +186,7 @@ def verify(data: bytes, *, key: str | None = None, witnesses: Iterable[str] | No
         report.error = f"checkpoint: {e}"
         return report
     report.size = cp.size
-    if witnessed is None:
-        report.error = required(given, require_witness)
-    else:
-        checked = check_witnessed(witnessed, bundled, origin, cp, given)
-        if isinstance(checked, str):
-            report.error = checked
-        else:
-            report.witness = checked
+    report.witness, report.error = witness_outcome(witnessed, bundled, origin, cp, given, require_witness)
     if report.error is not None:
         return report
     for log, seq, frame_hash, leaf, proof in entries:

@@ -142,9 +142,11 @@ def _clip(text: str) -> str:
     return text[:MAX_FIELD] + f"\n… (clipped: {len(text) - MAX_FIELD} more characters)"
 
 
-def _diffs(tool_input: Any) -> list[tuple[str, str]]:
+def edit_diffs(tool_input: Any, default_path: str = "file") -> list[tuple[str, str]]:
+    """(path, unified diff) of each change an edit tool's input makes (``old_string``/``new_string``,
+    a list of ``edits``, or a whole file's ``content``)."""
     inp: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
-    path = str(inp.get("file_path") or inp.get("path") or "file")
+    path = str(inp.get("file_path") or inp.get("path") or default_path)
     if isinstance(inp.get("edits"), list):
         pairs = [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in inp["edits"] if isinstance(e, dict)]
     elif "old_string" in inp or "new_string" in inp:
@@ -278,7 +280,7 @@ def _item(ev: dict[str, Any], call: dict[str, Any] | None, labels: dict[str, str
         if not item["input"] and "tool_input" in content:
             item["input"] = clean(_clip(text_of(content["tool_input"])))
             if tool_name in EDIT_TOOLS:
-                item["diffs"] = [{"path": clean(p), "diff": clean(_clip(d))} for p, d in _diffs(content["tool_input"])]
+                item["diffs"] = [{"path": clean(p), "diff": clean(_clip(d))} for p, d in edit_diffs(content["tool_input"])]
         if kind != "tool_call_started":
             out = content.get("tool_output", content.get("error", content.get("output")))
             item["output"] = clean(_clip(text_of(out)))
@@ -293,5 +295,6 @@ def _item(ev: dict[str, Any], call: dict[str, Any] | None, labels: dict[str, str
     return {"type": "event", "at": at, "kind": clean(kind), "text": clean(_clip(text_of(body) if body else ""))}
 
 
-__all__ = ["EDIT_TOOLS", "HIDDEN_KINDS", "MAX_FIELD", "NothingToShare", "Shown", "Target", "build", "frames_events",
+__all__ = ["EDIT_TOOLS", "HIDDEN_KINDS", "MAX_FIELD", "NothingToShare", "Shown", "Target", "build", "edit_diffs",
+           "frames_events",
            "target", "text_of"]
