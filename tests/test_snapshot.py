@@ -33,6 +33,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _run(home, "import", "claude-code", str(transcript), "--json")
     _run(home, "import", "codex", str(sorted((shared / "fixtures" / "codex").glob("*.jsonl"))[0]), "--json")
     _run(home, "memory", "add", "fact", "The API listens on 8080", "--content", "port 8080", "--tag", "api")
+    codex = json.loads(_run(home, "sql", "select provider_session_id from sessions where provider = 'codex'",
+                            "--json").stdout)["rows"][0][0]
+    _run(home, "seal", "--session", codex, "--idle-hours", "0", "--level", "3")  # a sealed segment to keep too
     _run(home, "checkpoint")
     return home
 
@@ -54,6 +57,7 @@ def test_restore_then_rebuild_gives_the_same_rows_in_every_table(root: Path, tmp
     assert made["files"] >= 4 and snap.stat().st_mode & 0o777 == 0o600
     names = _names(snap)
     assert names[0] == "MANIFEST.json" and any(n.startswith("state/tree/checkpoints/") for n in names)
+    assert any(".sealed/" in n and n.endswith(".jsonl.zst") for n in names)
     assert "logs/agentlog/memory.jsonl" in names and not any(n.startswith(("store/", "projection/")) for n in names)
     assert json.loads(_run(root, "snapshot", "verify", str(snap), "--json").stdout)["ok"] is True
     restored = tmp_path / "restored"

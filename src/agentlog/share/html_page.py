@@ -35,6 +35,7 @@ details.failed{border-color:#d33;background:#fff8f8}summary{cursor:pointer}
 .pill.failure,.pill.failed,.pill.error{background:#fdd}.pill.success,.pill.succeeded{background:#dfd}
 table{border-collapse:collapse}td,th{border:1px solid #dde;padding:.15rem .5rem;text-align:left}
 pre.diff .add{color:#1a7f37}pre.diff .del{color:#cf222e}
+code.brief{font-size:.8rem;color:#333;overflow-wrap:anywhere}
 footer{margin-top:2rem;border-top:2px solid #ccd;font-size:.9rem}
 """
 
@@ -66,6 +67,8 @@ def _item(item: dict[str, Any]) -> str:
         return f'<details class="item event"><summary>{_e(item["kind"])} {at}</summary>{body}</details>'
     failed = item["status"] not in ("", "success", "succeeded", "ok")
     bits = [f'<span class="who">{_e(item["name"])}</span>', _pill(item["status"])]
+    if item["brief"]:
+        bits.append(f'<code class="brief">{_e(item["brief"])}</code>')
     if item["outcome_class"]:
         bits.append(_e(item["outcome_class"]))
     if item["exit_code"]:

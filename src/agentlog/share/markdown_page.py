@@ -41,11 +41,13 @@ def _item(item: dict[str, Any]) -> str:
     bits = [escape(item["name"])] + [escape(str(x)) for x in (item["status"], item["outcome_class"]) if x]
     if item["exit_code"]:
         bits.append(f"exit {escape(item['exit_code'])}")
+    if item["brief"]:
+        bits.append(f"<code>{escape(item['brief'])}</code>")
     if item["attempt"]:
         bits.append(f"· {escape(item['attempt'])}")
     parts = [f"<details><summary>Tool {' '.join(bits)} {escape(item['at'])}</summary>\n"]
     if item["input"]:
-        parts.append(f"input:\n\n{fenced(item['input'], 'json')}\n")
+        parts.append(f"input:\n\n{fenced(item['input'], 'yaml')}\n")
     for d in item["diffs"]:
         parts.append(f"diff of {inline(d['path'])}:\n\n{fenced(d['diff'], 'diff')}\n")
     if item["output"]:

@@ -126,14 +126,48 @@ def _iso(us: Any) -> str:
 
 
 def text_of(value: Any) -> str:
-    """A content value as text: a string as it is, anything else as indented JSON."""
-    import orjson
-
+    """A content value as text for people: a string as it is; an object or list as indented
+    ``key: value`` lines, multi-line strings as indented blocks (not JSON with ``\\n`` escapes)."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    lines: list[str] = []
+    _readable(value, 0, lines)
+    return "\n".join(lines)
+
+
+def _readable(value: Any, depth: int, out: list[str], head: str = "") -> None:
+    pad = "  " * depth
+    if depth > 40:
+        out.append(f"{pad}{head}…")
+    elif isinstance(value, dict):
+        if head:
+            out.append(f"{pad}{head}" + ("" if value else " {}"))
+        for k, v in value.items():
+            _readable(v, depth + (1 if head else 0), out, f"{k}:")
+    elif isinstance(value, list):
+        if head:
+            out.append(f"{pad}{head}" + ("" if value else " []"))
+        for v in value:
+            _readable(v, depth + (1 if head else 0), out, "-")
+    elif isinstance(value, str) and "\n" in value:
+        out.append(f"{pad}{head} |")
+        out.extend(f"{pad}  {line}" for line in value.split("\n"))
+    else:
+        shown = value if isinstance(value, str) else "null" if value is None else str(value).lower() \
+            if isinstance(value, bool) else str(value)
+        out.append(f"{pad}{head} {shown}" if head else f"{pad}{shown}")
+
+
+def brief(tool_input: Any) -> str:
+    """One line saying what a tool call was given: its command, path, pattern or description."""
+    if isinstance(tool_input, dict):
+        for key in ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt"):
+            if isinstance(tool_input.get(key), str) and tool_input[key].strip():
+                first = tool_input[key].strip().split("\n", 1)[0]
+                return first[:117] + "…" if len(first) > 120 else first
+    return ""
 
 
 def _clip(text: str) -> str:
@@ -275,10 +309,11 @@ def _item(ev: dict[str, Any], call: dict[str, Any] | None, labels: dict[str, str
         if item is None:
             item = tools[key] = {"type": "tool", "at": at, "name": clean(str(tool_name or "?")),
                                  "attempt": labels.get(str(call.get("attempt_id"))) if call else None,
-                                 "status": "", "outcome_class": "", "exit_code": "", "duration_ms": "",
+                                 "status": "", "outcome_class": "", "exit_code": "", "duration_ms": "", "brief": "",
                                  "input": "", "output": "", "diffs": []}
         if not item["input"] and "tool_input" in content:
             item["input"] = clean(_clip(text_of(content["tool_input"])))
+            item["brief"] = clean(brief(content["tool_input"]))
             if tool_name in EDIT_TOOLS:
                 item["diffs"] = [{"path": clean(p), "diff": clean(_clip(d))} for p, d in edit_diffs(content["tool_input"])]
         if kind != "tool_call_started":
@@ -296,5 +331,5 @@ def _item(ev: dict[str, Any], call: dict[str, Any] | None, labels: dict[str, str
 
 
 __all__ = ["EDIT_TOOLS", "HIDDEN_KINDS", "MAX_FIELD", "NothingToShare", "Shown", "Target", "build", "edit_diffs",
-           "frames_events",
-           "target", "text_of"]
+           "brief",
+           "frames_events", "target", "text_of"]
