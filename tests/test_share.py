@@ -51,7 +51,7 @@ def _hostile_session(root: Path) -> None:
 def _fixture_users() -> set[str]:
     """Every user name in a home path of the fixtures the root imports."""
     found: set[str] = set()
-    for f in _fixture_files():
+    for f in _fixture_files() + _hook_fixtures():
         found |= set(re.findall(r"(?:/home/|/Users/)([A-Za-z0-9._-]+)", f.read_text(encoding="utf-8", errors="replace")))
     return {u for u in found if len(u) >= 3}
 
@@ -59,7 +59,15 @@ def _fixture_users() -> set[str]:
 def _fixture_files() -> list[Path]:
     assert SHARED is not None
     cc = sorted((SHARED / "fixtures" / "claude-code").glob("*.jsonl"), key=lambda p: p.stat().st_size)
-    return [cc[-1], cc[0], *sorted((SHARED / "fixtures" / "codex").glob("*.jsonl"))[:1]]
+    others = [f for agent in ("codex", "gemini-cli", "cursor") for f in sorted((SHARED / "fixtures" / agent).glob("*.jsonl"))[:1]]
+    return [cc[-1], cc[0], *others]
+
+
+def _hook_fixtures() -> list[Path]:
+    """The real hook payloads of one project (prompts, tool calls before and after)."""
+    assert SHARED is not None
+    hooks = SHARED / "fixtures" / "claude-code-hooks"
+    return [hooks / f"attio-mcp-server__logs-{name}.json" for name in ("user_prompt_submit", "pre_tool_use", "post_tool_use")]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +79,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         agent = f.parent.name
         _run(home, "import", agent, str(f), "--json")
     _hostile_session(home)
+    from agentlog.capture.hook import build, record
+
+    for f in _hook_fixtures():  # real hook payloads, recorded through the hook's own build and record
+        for payload in json.loads(f.read_text(encoding="utf-8"))[:25]:
+            record(build("claude-code", json.dumps(payload).encode(), 0, []), str(home), "relaxed")
     _run(home, "ingest")
     return home
 
