@@ -285,3 +285,29 @@ def test_the_session_page_has_a_share_button_that_downloads_a_checked_file(root:
         assert c.get("/sessions/ses_ffffffffffff/share").status_code == 404
         assert c.get(f"/sessions/{sid}/share", params={"format": "pdf"}).status_code == 400
     _run(root, "verify-proof", str(tmp_path / "web.md"))
+
+
+def test_the_standalone_verifier_checks_shared_files_too(root: Path, tmp_path: Path, nacl_python: str) -> None:
+    import subprocess
+
+    script = _run(root, "verify-proof", "--print-script").stdout
+    (tmp_path / "verify_bundle.py").write_text(script, encoding="utf-8")
+
+    def standalone(path: Path) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run([nacl_python, "-I", str(tmp_path / "verify_bundle.py"), str(path)], capture_output=True,
+                           text=True, timeout=60)
+        assert "Traceback" not in r.stdout + r.stderr, r.stderr
+        return r
+
+    for fmt in ("html", "markdown"):
+        path = tmp_path / f"s.{fmt}"
+        text = _share(root, _hostile_id(root), fmt, path)
+        ok = standalone(path)
+        assert ok.returncode == 0 and "verified: the shared file's content is unedited" in ok.stdout, ok.stdout
+        path.write_text(text.replace("What was removed", "What was rem0ved", 1), encoding="utf-8")
+        bad = standalone(path)
+        assert bad.returncode == 1 and "FAILED: the shown content was edited" in bad.stdout
+        block = text.rfind('"statement":"') + 30  # inside the statement's text: its signature fails
+        path.write_text(text[:block] + ("0" if text[block] != "0" else "1") + text[block + 1:], encoding="utf-8")
+        assert standalone(path).returncode == 1
+        assert _run(root, "verify-proof", str(path), code=1)

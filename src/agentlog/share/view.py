@@ -165,7 +165,7 @@ def brief(tool_input: Any) -> str:
     if isinstance(tool_input, dict):
         for key in ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt"):
             if isinstance(tool_input.get(key), str) and tool_input[key].strip():
-                first = tool_input[key].strip().split("\n", 1)[0]
+                first = str(tool_input[key]).strip().split("\n", 1)[0]
                 return first[:117] + "…" if len(first) > 120 else first
     return ""
 
