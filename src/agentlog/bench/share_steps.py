@@ -24,7 +24,12 @@ import time
 import uuid
 from typing import Any, Callable
 
+from agentlog.core import AgentlogError
 from agentlog.operations.fixtures import shared_dir
+
+
+class BenchFailed(AgentlogError):
+    """A process the benchmark runs failed (the message has its command and standard error)."""
 
 
 def _agentlog(root: str, *args: str) -> tuple[float, str]:
@@ -33,7 +38,7 @@ def _agentlog(root: str, *args: str) -> tuple[float, str]:
                        env={**os.environ, "AGENTLOG_HOME": root})
     secs = time.perf_counter() - t0
     if r.returncode != 0:
-        raise RuntimeError(f"agentlog {' '.join(args)} failed ({r.returncode}): {r.stderr[-2000:]}")
+        raise BenchFailed(f"agentlog {' '.join(args)} failed ({r.returncode}): {r.stderr[-2000:]}")
     return secs, r.stdout
 
 
@@ -174,4 +179,4 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["markdown", "run_share_bench", "synthetic_transcript"]
+__all__ = ["BenchFailed", "markdown", "run_share_bench", "synthetic_transcript"]
