@@ -75,6 +75,8 @@ def target(root: str, ident: str) -> Target:
     if ref.kind == "turn":
         t.only_turn = ref.id
     elif ref.kind == "attempt":
+        if ref.id not in t.attempts:
+            raise NothingToShare(f"{ref.display} was retracted; share its session instead")
         t.only_attempt = ref.id
         t.only_turn = str(t.attempts[ref.id]["turn_id"])
     return t
