@@ -55,6 +55,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
     ("bench", "ship"): "a timed benchmark: a vault server, enrolments and --mb MiB sessions shipped by the round",
+    ("bench", "share"): "a timed benchmark: imports a generated --events session and shares and snapshots it --runs times",
     ("demo",): "replays every shared hook capture through a hook process (~30 s a call); its --home is a data "
                "root, fuzzed as AGENTLOG_HOME by test_fuzz_data_root",
 }
