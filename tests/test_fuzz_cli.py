@@ -50,10 +50,14 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "classify"): "a timed benchmark over generated data: minutes of work by design",
     ("bench", "proofs"): "the proofs step of bench run: loads --events synthetic events and ingests them four times",
     ("bench", "team"): "starts moto's S3 server and a Ray cluster, publishes --events synthetic events, queries for minutes",
+    ("bench", "sandbox"): "a timed benchmark: a real agentlog run brokering --runs commands and --size-mb MB",
+    ("run",): "starts the named program under the sandbox and waits for it to exit",
+    ("exec",): "its exit status is the brokered command's (126 outside a run), not agentlog's 0/1/2",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
     ("bench", "otel"): "a timed benchmark: receiver processes flooded with requests, an export of --export-events",
     ("bench", "ship"): "a timed benchmark: a vault server, enrolments and --mb MiB sessions shipped by the round",
+    ("bench", "share"): "a timed benchmark: imports a generated --events session and shares and snapshots it --runs times",
     ("demo",): "replays every shared hook capture through a hook process (~30 s a call); its --home is a data "
                "root, fuzzed as AGENTLOG_HOME by test_fuzz_data_root",
 }

@@ -28,8 +28,9 @@ from agentlog.bench.agents import npm
 from agentlog.bench.agents.check import check
 from agentlog.bench.agents.drivers import RELEASES, run_scenario, wait_for_sync
 from agentlog.bench.agents.npm import Release
-from agentlog.bench.agents.scenarios import Scenario, load_all
-from agentlog.bench.agents.truth import record
+from agentlog.bench.agents.scenarios import Scenario, load_all, parse
+from agentlog.bench.agents.truth import real_calls, record
+from agentlog.sandbox.landlock import abi_version
 
 pytestmark = [
     pytest.mark.slow,
@@ -170,3 +171,31 @@ def test_codex_hook_trust_is_told_truly(release: Release, scratch: Path) -> None
     doctor = subprocess.run([sys.executable, "-m", "agentlog", "doctor", "--json"], env=run.env(),
                             capture_output=True, text=True, timeout=120)
     assert "have a matching trust record" in doctor.stdout
+
+
+SANDBOXED = {"name": "sandboxed", "about": "a write in the project, then one into agentlog's data root",
+             "prompt": "run the two commands", "final": "Done.",
+             "steps": [[{"shell": "echo inside > inside.txt"}], [{"shell": "echo planted > \"$AGENTLOG_HOME/planted\""}]]}
+
+
+@pytest.mark.skipif(abi_version() < 6, reason="the kernel's Landlock ABI is below 6: agentlog run refuses")
+@pytest.mark.parametrize("release", [r for r in RELEASES if r.version in ("2.1.332", "0.171.0", "0.61.0")],
+                         ids=lambda r: r.label)
+def test_under_agentlog_run(release: Release, scratch: Path) -> None:
+    """The CLI finishes its scenario under ``agentlog run`` (the daemon recording its hooks): the
+    write into the project lands, the one into the data root is denied; every shell command goes
+    through the broker, each recorded, the denied one as denied by policy."""
+    scenario = parse(SANDBOXED, "inline")
+    run = run_scenario(release, scenario, scratch, cache=npm.cache_dir(), daemon=True, sandbox=True)
+    assert not run.timed_out and run.returncode == 0, run.stderr[-800:]
+    assert len(real_calls(run)) == scenario.action_count
+    assert (scratch / "proj" / "inside.txt").read_text() == "inside\n"
+    assert not (run.data_root / "planted").exists()
+    rec = record(str(run.data_root))
+    assert len([c for c in rec["calls"] if c.get("provider") != "agentlog"]) >= scenario.action_count
+    (log,) = (run.data_root / "logs" / "agentlog").glob("sandbox-*.jsonl")
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
+    ends = [e for e in events if e["kind"] in ("tool_call_finished", "tool_call_failed")]
+    assert [e["content"]["tool_input"]["command"] for e in ends] == [a.arg for step in scenario.steps for a in step]
+    assert [e["outcome"]["status"] for e in ends] == ["success", "denied"]
+    assert ends[1]["outcome"]["class"] == "policy_denied"

@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from agentlog.team.publish import BATCH_ROWS as TEAM_PUBLISH_BATCH_ROWS
     from agentlog.team.publish import publish as team_publish
     from agentlog.team.query import ask as team_ask
+    from agentlog.sandbox.bench_probe import floor_cost as sandbox_floor_cost
     from agentlog.team.tables import PARTITION_BY as TEAM_PARTITION_BY
     from agentlog.team.tables import TEAM_TABLES
     from agentlog.otel.export import export_sessions as otel_export_sessions
@@ -199,6 +200,7 @@ _LAZY: dict[str, str] = {
     "TEAM_PUBLISH_BATCH_ROWS": "agentlog.team.publish:BATCH_ROWS",
     "team_publish": "agentlog.team.publish:publish",
     "team_ask": "agentlog.team.query:ask",
+    "sandbox_floor_cost": "agentlog.sandbox.bench_probe:floor_cost",
     # OpenTelemetry (docs/otel.md)
     "otel_export_sessions": "agentlog.otel.export:export_sessions",
     "otel_make_server": "agentlog.otel.server:make_server",
@@ -293,6 +295,7 @@ __all__ = [
     "TEAM_PUBLISH_BATCH_ROWS",
     "team_publish",
     "team_ask",
+    "sandbox_floor_cost",
 ]
 
 

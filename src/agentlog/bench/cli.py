@@ -462,6 +462,35 @@ def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allo
     )
 
 
+@bench.command(name="share")
+@click.option("--runs", type=click.IntRange(1, 1000), default=5, show_default=True, help="Runs of each process.")
+@click.option("--events", type=click.IntRange(100), default=10_000, show_default=True,
+              help="Events of the generated session.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for share.json and share.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_share(runs: int, events: int, out: str, as_json: bool) -> None:
+    """Export time of `agentlog share` (HTML and Markdown) for the largest fixture session and a
+    generated session of --events events, and `snapshot create`/`restore` MB/s of log bytes.
+
+    Example: agentlog bench share --runs 5
+    """
+    import os
+
+    from agentlog.bench.share_steps import markdown, run_share_bench
+    from agentlog.core.fileio import write_atomic
+
+    console = stderr()
+    result = run_share_bench(runs=runs, events=events, note=lambda text: console.print(text) if not as_json else None)
+    md = markdown(result)
+    os.makedirs(out, exist_ok=True)
+    write_atomic(os.path.join(out, "share.json"), (json.dumps(result, indent=1) + "\n").encode())
+    write_atomic(os.path.join(out, "share.md"), md.encode())
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)
+
+
 @bench.command(name="classify")
 @click.option("--size", type=click.IntRange(100, 10_000_000), default=30_000, show_default=True,
               help="Output size (bytes) of the cost measurement.")
@@ -530,6 +559,31 @@ def bench_agents(agents: tuple[str, ...], scenarios: tuple[str, ...], rounds: in
     md = write_results(result, out, "agents")
     if as_json:
         print_json(result)
+    else:
+        click.echo(md)
+
+
+@bench.command(name="sandbox")
+@click.option("--runs", type=click.IntRange(5, 100000), default=200, show_default=True,
+              help="Timed `true` commands per variant (direct, brokered).")
+@click.option("--size-mb", type=click.IntRange(1, 4096), default=256, show_default=True,
+              help="MB of output relayed for the throughput figure.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for sandbox.json and sandbox.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_sandbox(runs: int, size_mb: int, out: str, as_json: bool) -> None:
+    """Brokered against direct `true` inside one `agentlog run`, ruleset build cost, brokered MB/s.
+
+    Needs Landlock (Linux 5.13+). Reports median, p95 and p99; never pass or fail.
+
+    Example: agentlog bench sandbox --runs 500 --size-mb 512
+    """
+    from agentlog.bench.common import write_results
+    from agentlog.bench.sandboxbench import run_sandbox_bench
+
+    res = run_sandbox_bench(runs, size_mb)
+    md = write_results(res, out, "sandbox")
+    if as_json:
+        print_json(res)
     else:
         click.echo(md)
 

@@ -181,10 +181,16 @@ LAZY_COMMANDS = {
     "witness": ".keys_cmds:witness_group",
     "prove": ".prove_cmd:prove_cmd",
     "verify-proof": ".prove_cmd:verify_proof_cmd",
+    "share": ".share_cmd:share_cmd",
+    "snapshot": ".snapshot_cmds:snapshot",
     "vault": ".vault_cmds:vault",
     "enroll": ".ship_cmds:enroll_cmd",
     "ship": ".ship_cmds:ship_cmd",
     "team": ".team_cmds:team",
+    "run": ".sandbox_cmds:run_cmd",
+    "exec": ".sandbox_cmds:exec_cmd",
+    "allow": ".sandbox_cmds:allow_cmd",
+    "deny": ".sandbox_cmds:deny_cmd",
     "otel": ".otel_cmds:otel",
 }
 

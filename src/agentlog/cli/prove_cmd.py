@@ -72,7 +72,8 @@ def prove_cmd(ident: str | None, consistency: tuple[int, int] | None, out: str |
               help="Print the standalone verifier (Python's standard library and PyNaCl only) and exit.")
 def verify_proof_cmd(bundle: str | None, key: str | None, witnesses: tuple[str, ...], require_witness: bool,
                      as_json: bool, print_script: bool) -> None:
-    """Check a proof bundle made by `agentlog prove` (BUNDLE is a file, or - for standard input).
+    """Check a proof bundle made by `agentlog prove` (BUNDLE is a file, or - for standard input),
+    or a shared file made by `agentlog share` (its content unedited, its frames in the tree).
 
     Checks that the checkpoint's signature verifies with the key (the bundle's own, or --key,
     which it must be), that each frame's bytes hash to its frame hash, and that each frame's
@@ -111,8 +112,15 @@ def verify_proof_cmd(bundle: str | None, key: str | None, witnesses: tuple[str, 
     except OSError as e:
         raise UsageError(f"cannot read {bundle}: {e.strerror}") from None
     try:
-        report: Any = verify_document(load_document(data), key=key, witnesses=witnesses,
-                                      require_witness=require_witness)
+        from agentlog.share.seal import is_share
+
+        if is_share(data):  # a file `agentlog share` made (docs/share.md)
+            from agentlog.share.seal import verify as verify_share
+
+            report: Any = verify_share(data, key=key, witnesses=witnesses, require_witness=require_witness)
+        else:
+            report = verify_document(load_document(data), key=key, witnesses=witnesses,
+                                     require_witness=require_witness)
     except BundleError as e:
         if as_json:
             print_json({"ok": False, "error": f"not a bundle: {e}"})

@@ -35,8 +35,8 @@ from agentlog.integrity.bundle_fields import line as _line
 from agentlog.integrity.bundle_fields import obj as _object
 from agentlog.integrity.bundle_fields import text as _text
 from agentlog.integrity.bundle_fields import verifier as _verifier
-from agentlog.integrity.bundle_witness import NO_WITNESS, WitnessCheck, check_witnessed, given_witnesses, \
-    parse_witnessed, required
+from agentlog.integrity.bundle_witness import NO_WITNESS, WitnessCheck, given_witnesses, parse_witnessed, \
+    witness_outcome
 from agentlog.integrity.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from agentlog.integrity.note import NoteError, Verifier
 from agentlog.integrity.tree import FrameTree, leaf_data
@@ -249,14 +249,7 @@ def verify_bundle(bundle: object, *, key: str | None = None, witnesses: Iterable
         report.error = cp
         return report
     report.size, report.root = cp.size, cp.root.hex()
-    if witnessed is None:
-        report.error = required(given, require_witness)
-    else:
-        checked = check_witnessed(witnessed, verifier, origin, cp, given)
-        if isinstance(checked, str):
-            report.error = checked
-        else:
-            report.witness = checked
+    report.witness, report.error = witness_outcome(witnessed, verifier, origin, cp, given, require_witness)
     if report.error is not None:
         return report
     report.entries = [_check_entry(e, cp) for e in entries]

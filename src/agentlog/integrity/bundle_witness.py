@@ -147,5 +147,16 @@ def required(given: list[CosignatureVerifier], require: bool) -> str | None:
     return None
 
 
+def witness_outcome(witnessed: Witnessed | None, log_key: Verifier, origin: str, cp: Checkpoint,
+                    given: list[CosignatureVerifier], require: bool) -> tuple[WitnessCheck | None, str | None]:
+    """(the witnessed section that checked out, or None; why the whole bundle fails, or None): a
+    bundle's witnessed section checked against its checkpoint ``cp``, or its absence against
+    what the checker asked for."""
+    if witnessed is None:
+        return None, required(given, require)
+    checked = check_witnessed(witnessed, log_key, origin, cp, given)
+    return (None, checked) if isinstance(checked, str) else (checked, None)
+
+
 __all__ = ["NO_WITNESS", "WITNESSED_KEYS", "WitnessCheck", "Witnessed", "check_witnessed", "given_witnesses",
-           "parse_witnessed", "required"]
+           "parse_witnessed", "required", "witness_outcome"]

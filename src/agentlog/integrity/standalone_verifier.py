@@ -2,6 +2,7 @@
 """Check an agentlog proof bundle without agentlog: Python's standard library and PyNaCl only.
 
     python verify_bundle.py BUNDLE.json [--key KEYSTRING] [--witness KEYSTRING]... [--require-witness]
+    python verify_bundle.py SHARED.html|SHARED.md [--key KEYSTRING] ...   (a file `agentlog share` made)
 
 Prints one line per entry and a summary; exits 0 when everything verifies, 1 when anything does
 not (or the file is not a bundle), 2 on a usage error. ``--key`` is the log's verifier key as you
@@ -140,25 +141,25 @@ def parse_key(text: str, error: type[Exception], alg: int = LOG_KEY) -> tuple[st
     return parts[0], int(parts[1], 16), raw[1:]
 
 
-def open_checkpoint(note: str, key: tuple[str, int, bytes], origin: str) -> tuple[int, bytes]:
-    """(size, root) of the checkpoint ``note`` once the key's signature on it verifies."""
+def open_note(note: str, key: tuple[str, int, bytes], what: str = "checkpoint") -> str:
+    """The text of the signed note ``note`` once the key's signature on it verifies."""
     name, kid, public = key
     if NOTE_CONTROL.search(note):
-        raise Failed("checkpoint: malformed note: control character")
+        raise Failed(f"{what}: malformed note: control character")
     split = note.rfind("\n\n")
     if split < 0 or not note.endswith("\n"):
-        raise Failed("checkpoint: malformed note: no signature block")
+        raise Failed(f"{what}: malformed note: no signature block")
     text, lines = note[: split + 1], note[split + 2: -1].split("\n")
     if len(lines) > 100:
-        raise Failed("checkpoint: malformed note: more than 100 signatures")
+        raise Failed(f"{what}: malformed note: more than 100 signatures")
     found = False
     for line in lines:
         signer, sep, blob_text = line[2:].partition(" ") if line.startswith("\u2014 ") else ("", "", "")
         if not sep or not valid_name(signer):
-            raise Failed("checkpoint: malformed note: bad signature line")
-        blob = b64(blob_text, "checkpoint: signature")
+            raise Failed(f"{what}: malformed note: bad signature line")
+        blob = b64(blob_text, f"{what}: signature")
         if len(blob) < 5:
-            raise Failed("checkpoint: malformed note: signature too short")
+            raise Failed(f"{what}: malformed note: signature too short")
         if (signer, int.from_bytes(blob[:4], "big")) != (name, kid):
             continue  # another key's line (a witness's cosignature): not ours to check
         try:
@@ -166,10 +167,16 @@ def open_checkpoint(note: str, key: tuple[str, int, bytes], origin: str) -> tupl
                 raise BadSignatureError("length")
             VerifyKey(public).verify(text.encode("utf-8"), blob[4:])
         except (BadSignatureError, CryptoError, ValueError, TypeError):
-            raise Failed(f"checkpoint: invalid signature for key {name}+{kid:08x}") from None
+            raise Failed(f"{what}: invalid signature for key {name}+{kid:08x}") from None
         found = True
     if not found:
-        raise Failed("checkpoint: note has no verifiable signatures")
+        raise Failed(f"{what}: note has no verifiable signatures")
+    return text
+
+
+def open_checkpoint(note: str, key: tuple[str, int, bytes], origin: str) -> tuple[int, bytes]:
+    """(size, root) of the checkpoint ``note`` once the key's signature on it verifies."""
+    text = open_note(note, key)
     body = text[:-1].split("\n")
     if len(body) < 3 or not DECIMAL.fullmatch(body[1]) or int(body[1]) > MAX_SIZE or any(not x for x in body):
         raise Failed("checkpoint: malformed checkpoint body")
@@ -420,11 +427,72 @@ def verify_consistency_bundle(doc: dict[str, Any], key: str | None,
     return True, [], [f"verified: {origin} size {n} ({signed[1]}) extends size {m} ({signed[0]})"]
 
 
+SHARE_MARK = "agentlog-share-proof"
+
+
+def verify_share(data: bytes, key: str | None, witnesses: list[str], require_witness: bool) -> tuple[bool, list[str]]:
+    """(ok, lines) of a file `agentlog share` made: its frames' hashes in the signed tree, and the
+    share statement, signed by the same key, naming the SHA-256 of the file's bytes outside the
+    proof block and of the list of frames (docs/share.md in agentlog)."""
+    try:
+        whole = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Malformed("the file is not UTF-8 text") from None
+    at = whole.rfind(SHARE_MARK)
+    start = whole.find("{", at) if at >= 0 else -1
+    if start < 0 or start - at > 200:
+        raise Malformed(f"the file has no {SHARE_MARK} block")
+    try:
+        doc, end = json.JSONDecoder(object_pairs_hook=pairs).raw_decode(whole, start)
+    except (ValueError, RecursionError) as e:
+        raise Malformed(f"the {SHARE_MARK} block is not JSON ({e})") from None
+    digest = hashlib.sha256((whole[:start] + whole[end:]).encode("utf-8")).hexdigest()
+    if not isinstance(doc, dict) or doc.get("format") != "agentlog-share/v1":
+        raise Malformed("not an agentlog-share/v1 block")
+    obj(doc, "the proof block", {"format", "origin", "key", "checkpoint", "entries", "statement"} | ({"witnessed"} & set(doc)))
+    note, statement, raw = text(doc["checkpoint"], "checkpoint", line=False), text(doc["statement"], "statement", line=False), doc["entries"]
+    if not isinstance(raw, list) or not raw:
+        raise Malformed("entries is not a non-empty list")
+    witnessed = witnessed_section(doc["witnessed"]) if "witnessed" in doc else None
+    given = list(dict.fromkeys(k.strip() for k in witnesses))
+    origin, bundled = header(doc, key)
+    size, root = open_checkpoint(note, bundled, origin)
+    lines = [check_witnessed(witnessed, bundled, origin, size, root, given, require_witness)]
+    failed, listed = [], hashlib.sha256()
+    for i, r in enumerate(raw):
+        entry = obj(r, f"entries[{i}]", {"log", "seq", "frame_hash", "leaf_index", "inclusion"})
+        log, seq = text(entry["log"], f"entries[{i}].log"), count(entry["seq"], f"entries[{i}].seq")
+        index, h = count(entry["leaf_index"], f"entries[{i}].leaf_index", MAX_SIZE), entry["frame_hash"]
+        if not isinstance(h, str) or not HEX64.fullmatch(h):
+            raise Malformed(f"entries[{i}].frame_hash is not 64 lowercase hex digits")
+        leaf = hashlib.sha256(b"\x00agentlog/frame/v1\n" + log.encode("utf-8") + f"\n{seq}\n{h}\n".encode("ascii")).digest()
+        if not verify_inclusion(leaf, index, size, hashes(entry["inclusion"], f"entries[{i}].inclusion", 64), root):
+            failed.append(f"FAILED: {log} seq {seq} (leaf {index}): the inclusion proof does not verify")
+        listed.update(f"{log} {seq} {h}\n".encode("utf-8"))
+    try:
+        said = open_note(statement, bundled, "share statement").split("\n")
+    except Failed as e:
+        said = []
+        failed.append(f"FAILED: {e}")
+    if said and (len(said) != 5 or said[0] != "agentlog-share/v1" or said[1] != origin):
+        failed.append("FAILED: the share statement is not an agentlog-share/v1 statement of this origin")
+    elif said and said[3] != listed.hexdigest():
+        failed.append("FAILED: the frames listed are not the frames the share statement signs")
+    elif said and said[2] != digest:
+        failed.append("FAILED: the shown content was edited: its bytes do not hash to the signed digest")
+    if failed:
+        return False, failed + lines + [f"FAILED: the shared file does not verify against {origin} size {size}"]
+    return True, lines + [f"verified: the shared file's content is unedited, signed with {origin}, and its "
+                          f"{len(raw)} frames are in the tree of {origin} size {size}"]
+
+
+def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({k for k, _ in items}) != len(items):
+        raise Malformed("a key appears twice in one object")
+    return dict(items)
+
+
 def load(data: bytes) -> Any:
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({k for k, _ in items}) != len(items):
-            raise Malformed("a key appears twice in one object")
-        return dict(items)
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=pairs)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -462,8 +530,12 @@ def main(argv: list[str]) -> int:
         print(f"usage error: cannot read {args.bundle}: {e.strerror}", file=sys.stderr)
         return 2
     try:
-        ok, _statuses, lines = verify(load(data), None if args.key is None else args.key.strip(), args.witness,
-                                      args.require_witness)
+        if not data.lstrip().startswith(b"{") and SHARE_MARK.encode() in data:  # a file `agentlog share` made
+            ok, lines = verify_share(data, None if args.key is None else args.key.strip(), args.witness,
+                                     args.require_witness)
+        else:
+            ok, _statuses, lines = verify(load(data), None if args.key is None else args.key.strip(), args.witness,
+                                          args.require_witness)
     except (Malformed, Failed) as e:
         print(f"FAILED: {'not a bundle: ' if isinstance(e, Malformed) else ''}{e}")
         return 1

@@ -18,6 +18,7 @@ from agentlog.integrity import merkle
 from agentlog.integrity.bundle import CONSISTENCY_FORMAT, FORMAT, ProofUnavailable, build_entries, leaf_indexes, \
     purged_frames, read_lines
 from agentlog.integrity.leaf_ids import id_key
+from agentlog.integrity.note import Signer
 from agentlog.integrity.tree import FrameTree
 from agentlog.operations import checkpoints
 
@@ -206,6 +207,18 @@ def prove(root: str, ident: str, *, only: str | None = None) -> dict[str, Any]:
     return bundle
 
 
+def prove_signed(root: str, ident: str, *, only: str | None = None) -> tuple[dict[str, Any], Signer]:
+    """:func:`prove`, against a checkpoint signed by the data root's current key (one is signed
+    first when the newest covering one was signed by a retired key), and that key's signer: what
+    a shared file needs to sign its statement with the checkpoint's key (docs/share.md)."""
+    signer = checkpoints.signer(root)
+    bundle = prove(root, ident, only=only)
+    if bundle["key"] != signer.verifier_key_string():
+        checkpoints.checkpoint(root)
+        bundle = prove(root, ident, only=only)
+    return bundle, signer
+
+
 def _witnessed(root: str, tree: FrameTree, size: int, key: str) -> dict[str, Any] | None:
     """The bundle's ``witnessed`` section: the newest checkpoint signed with ``key`` that a
     registered witness cosigned (its cosigned note), those witnesses' keys, and the consistency
@@ -273,4 +286,4 @@ def summary(bundle: dict[str, Any]) -> str:
     return line + f", which extends the checkpoint of size {old.size} {by} witnessed"
 
 
-__all__ = ["MAX_FRAMES", "NothingToProve", "prove", "prove_consistency", "summary"]
+__all__ = ["MAX_FRAMES", "NothingToProve", "prove", "prove_consistency", "prove_signed", "summary"]

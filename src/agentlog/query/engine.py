@@ -271,7 +271,9 @@ def sql_list(values: list[str]) -> str:
 
 
 def _store_files(root: str) -> list[str]:
-    """The Parquet files of the events table's current snapshot (absolute paths)."""
+    """The Parquet files of the events table's current snapshot (absolute paths), by path: so
+    by day (the partition), and a scan in file order reads the days in order (``team
+    publish`` streams the store so, and its commits then touch a day or two each)."""
     from urllib.parse import unquote
 
     from deltalake import DeltaTable
@@ -281,7 +283,7 @@ def _store_files(root: str) -> list[str]:
     path = events_path(root)
     if not DeltaTable.is_deltatable(path):
         return []
-    return [unquote(u[len("file://"):]) if u.startswith("file://") else u for u in DeltaTable(path).file_uris()]
+    return sorted(unquote(u[len("file://"):]) if u.startswith("file://") else u for u in DeltaTable(path).file_uris())
 
 
 class LockedEngine:

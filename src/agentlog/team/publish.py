@@ -1,18 +1,17 @@
 """``agentlog team publish``: this data root's new events and its derived tables, appended
 to the team's shared Delta tables.
 
-**Events** are appended in batches, each one Delta commit carrying an *application
+**Events** are appended in commits of ``batch_rows``, each carrying an *application
 transaction* (the Delta protocol's ``txn`` action, ``agentlog/<publisher>/events`` at
-version *n*): the publisher's sequence number is committed atomically with the rows.
-Which events a batch holds is fixed before it is written: every event after this
-root's per-log watermark (the highest frame seq published from each session log), in
-log and seq order. The batch's watermarks are saved as *pending* (a 0600 file under
-``state/team/``) before the commit and made current after it; so after a crash the next
-run knows whether the commit happened (the table's transaction version is at least the
-pending one) and either keeps it or publishes the same rows again. Nothing is ever
-published twice, and a half-written commit is never visible (its Parquet files are
-written first and named by no commit until the log entry appears). A lost local state is
-rebuilt from the table itself (this publisher's highest seq per log).
+version *n*): the publisher's count of commits, committed atomically with the rows. A run
+publishes every event after this root's per-log watermarks (the highest frame seq
+published from each session log), streamed in the store's own order (one read, no sort),
+and moves the watermarks only when it has published them all. It marks itself *running*
+(``state/team/<digest>.json``, 0600) before its first commit; a run that finds the mark (the
+last one was killed midway), or a table whose commit count is not the state's (the state
+was lost), leaves out the events the table already holds by their ids. So nothing is
+published twice, nothing is skipped, and a half-written commit is never visible (its
+Parquet files are written first and named by no commit until the log entry appears).
 
 **Derived tables** (sessions, turns, tool calls, attempts, usage) and approved memories
 change as sessions go on, so each publish replaces this publisher's rows in one commit
@@ -90,7 +89,7 @@ def identity(root: str) -> tuple[str, str]:
 
 class _State:
     """``state/team/<url digest>.json``: the events published (version ``n`` and each log's
-    highest seq), a pending batch, the derived tables' version."""
+    highest seq), whether a run is midway, the derived tables' version."""
 
     def __init__(self, root: str, url: str) -> None:
         import hashlib
@@ -105,15 +104,15 @@ class _State:
         self.url = url
         self.n = int(doc.get("n", 0))
         self.logs: dict[str, int] = {str(k): int(v) for k, v in dict(doc.get("logs") or {}).items()}
-        pending = doc.get("pending")
-        self.pending: dict[str, Any] | None = pending if isinstance(pending, dict) else None
+        self.running = bool(doc.get("running")) or isinstance(doc.get("pending"), dict)
+        """A run began streaming and has not finished (``pending``: an older agentlog's word)."""
         replaced = doc.get("replaced")
         self.replaced: dict[str, str] = {str(k): str(v) for k, v in replaced.items()} if isinstance(replaced, dict) else {}
         """Table → the fingerprint of what was last published into it."""
 
     def save(self) -> None:
         ensure_dir(os.path.dirname(self.path))
-        write_atomic(self.path, dumps({"url": self.url, "n": self.n, "logs": self.logs, "pending": self.pending,
+        write_atomic(self.path, dumps({"url": self.url, "n": self.n, "logs": self.logs, "running": self.running,
                                        "replaced": self.replaced}), FILE_MODE)
 
 
@@ -232,99 +231,124 @@ class _Events:
         self.state = _State(root, loc.url)
 
     def run(self) -> None:
-        self._reconcile()
+        """Stream the new events in the store's own order (no sort: a whole store's JSON does not
+        fit a sort's memory, and one read is the cost of a publish), ``batch_rows`` a commit."""
+        recover = self._reconcile()
+        st = self.state
         machines = _machines(self.root)
-        marks = [{"p": k.partition("/")[0], "k": k.partition("/")[2], "s": v} for k, v in self.state.logs.items()]
+        marks = [{"p": k.partition("/")[0], "k": k.partition("/")[2], "s": v} for k, v in st.logs.items()]
         new = ("FROM _events e LEFT JOIN (SELECT unnest($1::STRUCT(p VARCHAR, k VARCHAR, s BIGINT)[], "
                "recursive := true)) w ON w.p = e.log_provider AND w.k = e.log_key WHERE (w.s IS NULL OR e.seq > w.s)")
-        order = " ORDER BY e.log_provider, e.log_key, e.seq"
-        # Two passes, so that no sort holds the events' JSON (a whole store's does not fit in the
-        # engine's memory): the new events' keys in log and seq order cut into batches, then each
-        # batch's rows read by its key range (plain column ranges, which the Parquet scan prunes by).
-        keys = self.eng.arrow(f"SELECT e.log_provider, e.log_key, e.seq {new}{order}", [marks])
-        for start in range(0, keys.num_rows, self.batch_rows):
-            end = min(start + self.batch_rows, keys.num_rows) - 1
-            lo = [keys.column(c)[start].as_py() for c in ("log_provider", "log_key", "seq")]
-            hi = [keys.column(c)[end].as_py() for c in ("log_provider", "log_key", "seq")]
-            rows = self.eng.arrow(f"SELECT e.* {new} AND {_key_range(lo, hi)}{order}", [marks, *lo, *hi])
-            if rows.num_rows:
-                self._append(rows, machines)
+        params: list[Any] = [marks]
+        if recover:  # the last run stopped midway: exactly once by event id
+            new += " AND e.event_id NOT IN (SELECT unnest($2::VARCHAR[]))"
+            params.append(self._published_ids())
+        # the watermarks once every event of this snapshot of the store is in the table
+        ends = self.eng.arrow("SELECT log_provider, log_key, max(seq) AS seq FROM _events GROUP BY ALL")
+        done = dict(st.logs)
+        for p, k, s in zip(*(ends.column(c).to_pylist() for c in ("log_provider", "log_key", "seq"))):
+            done[f"{p}/{k}"] = max(int(s), done.get(f"{p}/{k}", -1))
+        st.running = True
+        st.save()
+        reader = self.eng.arrow_reader(f"SELECT e.* {new}", params, min(self.batch_rows, _READ_ROWS))
+        first = _next(reader)
+        while first is not None:
+            held = [first]
+            rows = first.num_rows
+            while rows < self.batch_rows:
+                more = _next(reader)
+                if more is None:
+                    break
+                held.append(more)
+                rows += more.num_rows
+            first = _next(reader) if rows >= self.batch_rows else None
+            self._append(held, reader.schema, machines)
+        st.logs, st.running = done, False
+        st.save()
+
+    def _published_ids(self) -> list[str]:
+        """The ids of every event this publisher has in the table."""
+        import pyarrow.dataset as pds  # type: ignore[import-untyped]
+
+        dt = _table(self.uri, self.opts)
+        if dt is None:
+            return []
+        data = dt.to_pyarrow_dataset().to_table(columns=["event_id"], filter=pds.field("publisher") == self.res.publisher)
+        return [str(i) for i in data.column("event_id").to_pylist()]
 
     def _remote_version(self) -> int | None:
         dt = _table(self.uri, self.opts)
         check_mode(dt, self.uri, self.metadata_only)
         return None if dt is None else dt.transaction_version(self.app)
 
-    def _reconcile(self) -> None:
-        """Make the local state agree with the table: keep a pending batch the table holds,
-        drop one it does not, rebuild the watermarks when the table is ahead of them."""
+    def _reconcile(self) -> bool:
+        """Make the local state agree with the table; True when this run must leave out the
+        events the table already holds by their ids (a run stopped midway, or the state was
+        lost or is behind the table)."""
         st = self.state
         remote = self._remote_version() or 0
-        if st.pending is not None:
-            if remote >= int(st.pending["n"]):
-                st.n, st.logs = int(st.pending["n"]), {str(k): int(v) for k, v in st.pending["logs"].items()}
-                self.res.recovered = f"the last run's batch {st.n} was committed; kept"
-            else:
-                self.res.recovered = f"the last run's batch {st.pending['n']} was not committed; published again"
-            st.pending = None
-            st.save()
+        recover = False
+        if st.running:
+            recover = True
+            self.res.recovered = (f"the last run stopped after batch {remote}; its published events are kept, "
+                                  "the rest published now")
         if remote != st.n:
-            st.n, st.logs = remote, self._marks_from_table() if remote else {}
-            st.save()
-            self.res.recovered = self.res.recovered or f"local state rebuilt from the table (batch {remote})"
+            if not st.running:
+                st.logs = {}  # not this state's batches: trust only the table's event ids
+                self.res.recovered = f"local state rebuilt from the table (batch {remote})"
+            recover = True
+            st.n = remote
+        st.save()
+        return recover
 
-    def _marks_from_table(self) -> dict[str, int]:
-        """This publisher's highest seq per log, read from the events table."""
-        import pyarrow.compute as pc  # type: ignore[import-untyped]
-        import pyarrow.dataset as pds  # type: ignore[import-untyped]
-
-        dt = _table(self.uri, self.opts)
-        if dt is None:
-            return {}
-        data = dt.to_pyarrow_dataset().to_table(columns=["log_provider", "log_key", "seq"],
-                                                filter=pds.field("publisher") == self.res.publisher)
-        grouped = data.group_by(["log_provider", "log_key"]).aggregate([("seq", "max")])
-        return {f"{p}/{k}": int(s) for p, k, s in zip(grouped.column("log_provider").to_pylist(),
-                                                      grouped.column("log_key").to_pylist(),
-                                                      pc.cast(grouped.column("seq_max"), "int64").to_pylist())}
-
-    def _append(self, table: Any, machines: dict[str, tuple[str, str]]) -> None:
+    def _append(self, batches: list[Any], schema: Any, machines: dict[str, tuple[str, str]]) -> None:
+        import pyarrow as pa
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        keys = [f"{p}/{k}" for p, k in zip(table.column("log_provider").to_pylist(), table.column("log_key").to_pylist())]
-        seqs = table.column("seq").to_pylist()
-        logs = dict(self.state.logs)
-        for key, seq in zip(keys, seqs):
-            if seq > logs.get(key, -1):
-                logs[key] = seq
+        table = pa.Table.from_batches(batches, schema)
         pub, host = self.res.publisher, self.res.host
-        machine = [machines.get(k, (pub, host))[0] for k in keys]
-        hosts = [machines.get(k, (pub, host))[1] for k in keys]
+        if machines:  # a vault admin's root: each log's own machine
+            keys = [f"{p}/{k}" for p, k in zip(table.column("log_provider").to_pylist(),
+                                              table.column("log_key").to_pylist())]
+            machine: Any = [machines.get(k, (pub, host))[0] for k in keys]
+            hosts: Any = [machines.get(k, (pub, host))[1] for k in keys]
+        else:
+            machine, hosts = pub, host
         rows = with_team_columns(table, TABLES["events"], machine, hosts, pub, self.metadata_only)
         st = self.state
-        st.pending = {"n": st.n + 1, "logs": logs}
-        st.save()
         props = CommitProperties(app_transactions=[Transaction(app_id=self.app, version=st.n + 1)],
                                  custom_metadata={"agentlog.publisher": pub, "agentlog.rows": str(rows.num_rows)})
         _commit(lambda: write_deltalake(self.uri, rows, mode="append", partition_by=PARTITION_BY, schema_mode="merge",
                                         storage_options=self.opts, commit_properties=props, name="events",
-                                        description=_description(self.metadata_only)), self.uri)
-        st.n, st.logs, st.pending = st.n + 1, logs, None
+                                        description=_description(self.metadata_only),
+                                        writer_properties=writer_properties()), self.uri)
+        st.n += 1
         st.save()
         self.res.events += rows.num_rows
         self.res.commits += 1
         self.say(f"events: {self.res.events:,} published")
 
 
-def _key_range(lo: list[Any], hi: list[Any]) -> str:
-    """SQL for ``lo <= (log_provider, log_key, seq) <= hi`` in that order, over parameters $2..$7
-    (lo's three, then hi's); led by the plain ranges a Parquet scan can prune row groups by."""
-    plain = "e.log_provider BETWEEN $2 AND $5"
-    if lo[0] == hi[0]:
-        plain += " AND e.log_key BETWEEN $3 AND $6"
-    above = "(e.log_provider > $2 OR (e.log_provider = $2 AND (e.log_key > $3 OR (e.log_key = $3 AND e.seq >= $4))))"
-    below = "(e.log_provider < $5 OR (e.log_provider = $5 AND (e.log_key < $6 OR (e.log_key = $6 AND e.seq <= $7))))"
-    return f"{plain} AND {above} AND {below}"
+_READ_ROWS = 10_000
+"""Rows a read from the store hands over at a time."""
+
+
+def _next(reader: Any) -> Any:
+    try:
+        return reader.read_next_batch()
+    except StopIteration:
+        return None
+
+
+def writer_properties() -> Any:
+    """Parquet as the local store writes it: zstd, and no dictionary tried on the columns whose
+    values are all different (the event's JSON, its hash and id): a dictionary attempt there
+    costs time and is thrown away."""
+    from deltalake import ColumnProperties, WriterProperties
+
+    plain = ColumnProperties(dictionary_enabled=False)
+    return WriterProperties(compression="ZSTD", compression_level=1,
+                            column_properties={c: plain for c in ("event", "attrs", "frame_hash", "event_id")})
 
 
 def _fingerprint(what: Any, metadata_only: bool) -> str:

@@ -3,7 +3,7 @@
 Pages (``GET``): ``/`` Now, ``/timeline``, ``/sessions/{id}``, ``/attempts/{id}``,
 ``/failures``, ``/search``, ``/memory``, ``/memory/{id}``, ``/proposals``,
 ``/sql`` (``/sql.csv`` downloads), ``/usage``, ``/integrity``; ``/sessions/{id}/proof.json``
-downloads a session's proof bundle. Changes (``POST``,
+downloads a session's proof bundle, ``/sessions/{id}/share`` the session as a shared file (docs/share.md). Changes (``POST``,
 CSRF-checked): ``/proposals/{id}/approve|reject|undo``, ``/integrity/verify``.
 JSON: ``/api/now``, ``/api/timeline``, ``/api/sessions/{id}``, ``/api/attempts/{id}``,
 ``/api/failures``, ``/api/search``, ``/api/memory``, ``/api/memory/{id}``,
@@ -89,6 +89,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
     routes += [
         Route("/sql.csv", pages.sql_csv),
         Route("/sessions/{ident}/proof.json", pages.session_proof),
+        Route("/sessions/{ident}/share", pages.session_share),
         Route("/proposals/{pid}/{action}", memory.proposal_action, methods=["POST"]),
         Route("/api/proposals/{pid}/{action}", memory.proposal_action, methods=["POST"]),
         Route("/integrity/verify", pages.verify_action, methods=["POST"]),

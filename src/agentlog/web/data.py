@@ -8,11 +8,11 @@ JSON-ready dict (display ids, RFC 3339 times); the pages render them and
 
 from __future__ import annotations
 
-import difflib
 import os
 from typing import Any, Final
 
 
+from agentlog.core import UsageError
 from agentlog.query.engine import Engine, QueryError
 from agentlog.query.scope import Scope
 from agentlog.query.views import ATTEMPT_COLUMNS, partition_days, plain, resolve_id
@@ -150,25 +150,27 @@ def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
     return out
 
 
+def share_file(root: str, ident: str, fmt: str, redact_paths: bool) -> Any:
+    """The session ``ident`` as a shared file (docs/share.md): ``share.export.Shared``."""
+    from agentlog.operations.proofs import prove_signed
+    from agentlog.share.export import export
+    from agentlog.share.view import target
+
+    what = target(root, ident)
+    if what.kind != "session":
+        raise UsageError(f"{ident!r} is not a session id")
+    bundle, signer = prove_signed(root, what.session_id, only="session")
+    return export(what, bundle, signer, fmt=fmt, redact_paths=redact_paths)
+
+
 def _diffs(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    from agentlog.share.view import edit_diffs
+
     raw = ev.get("content")
     content: dict[str, Any] = raw if isinstance(raw, dict) else {}
     given = content.get("tool_input", content.get("input"))
     inp: dict[str, Any] = given if isinstance(given, dict) else content
-    path = str(inp.get("file_path") or inp.get("path") or (ev.get("paths") or ["?"])[0])
-    pairs: list[tuple[str, str]] = []
-    if isinstance(inp.get("edits"), list):
-        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in inp["edits"] if isinstance(e, dict)]
-    elif "old_string" in inp or "new_string" in inp:
-        pairs = [(str(inp.get("old_string", "")), str(inp.get("new_string", "")))]
-    elif "content" in inp:
-        pairs = [("", str(inp.get("content", "")))]
-    out = []
-    for old, new in pairs:
-        text = "\n".join(difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile=path, tofile=path, n=2,
-                                              lineterm=""))
-        out.append({"path": path, "diff": text[:20_000]})
-    return out
+    return [{"path": path, "diff": text[:20_000]} for path, text in edit_diffs(inp, str((ev.get("paths") or ["?"])[0]))]
 
 
 # -- failures, search, usage, integrity ---------------------------------------------------------

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,14 +247,15 @@ def install_hooks(scratch: Path, agent: str, *extra: str) -> subprocess.Complete
 
 def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: bool = True, timeout: float = 180.0,
                  cache: Path | None = None, install_args: tuple[str, ...] = (), bypass_trust: bool = True,
-                 daemon: bool = False, otel: bool = False) -> Run:
+                 daemon: bool = False, sandbox: bool = False, otel: bool = False) -> Run:
     """Run one scenario with one release in ``scratch`` (made empty first) and return what happened.
 
     ``install_args`` go to ``agentlog install``; ``bypass_trust=False`` runs Codex
     without ``--dangerously-bypass-hook-trust`` (its hooks then run only if trusted);
     ``daemon`` runs ``agentlog daemon run`` on the run's data root while the agent runs
-    (its capture server answers the native hook), stopped after; ``otel`` runs ``agentlog otel
-    serve`` on the run's data root and points the agent's telemetry at it (``install --otel``),
+    (its capture server answers the native hook), stopped after. ``sandbox`` starts the agent under
+    ``agentlog run --net loopback --port <the model's port>`` (docs/sandbox.md). ``otel`` runs ``agentlog
+    otel serve`` on the run's data root and points the agent's telemetry at it (``install --otel``),
     stopped once the agent has exited (its receipt line in ``run.extra["otel"]``)."""
     driver = DRIVERS[release.agent]
     exe = installed_binary(release, cache)
@@ -284,6 +286,11 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
             argv = driver.argv(exe, scenario)
             if not bypass_trust:
                 argv = [a for a in argv if a != "--dangerously-bypass-hook-trust"]
+            if sandbox:
+                port = str(urllib.parse.urlsplit(model.url).port)
+                argv = [sys.executable, "-m", "agentlog", "run", "--net", "loopback", "--port", port, "--", *argv]
+                package_parent = str(Path(__file__).resolve().parents[3])
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
             proc = subprocess.run(argv, cwd=scratch / "proj", env=env, stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, timeout=timeout)
             run.returncode, run.stdout, run.stderr = proc.returncode, proc.stdout, proc.stderr

@@ -148,6 +148,33 @@ async def session_proof(request: Request) -> Response:
     return JSON(bundle, headers={"content-disposition": f'attachment; filename="agentlog-proof-{name}.json"'})
 
 
+async def session_share(request: Request) -> Response:
+    """The session as a shared file (docs/share.md), sanitised and carrying its proof, as a download:
+    ``?format=html`` (the default) or ``markdown``, ``&redact_paths=1`` to shorten paths too."""
+    from agentlog.core import AgentlogError, UsageError
+    from agentlog.operations.proofs import NothingToProve
+    from agentlog.share.view import NothingToShare
+
+    ident = request.path_params["ident"]
+    fmt = request.query_params.get("format", "html")
+    if fmt not in ("html", "markdown"):
+        return error(request, 400, "Bad format", "format is html or markdown")
+    paths = request.query_params.get("redact_paths", "") in ("1", "on", "true")
+    try:
+        shared = await run_in_threadpool(data.share_file, state(request).root, ident, fmt, paths)
+    except (NothingToProve, NothingToShare) as e:
+        return error(request, 404, "Not found", str(e))
+    except UsageError as e:
+        return error(request, 400, "Bad id", str(e))
+    except AgentlogError as e:
+        return error(request, 409, "Cannot share", str(e))
+    name = "".join(c for c in ident if c.isalnum() or c in "_-")[:80] or "session"
+    ext, media = ("html", "text/html") if fmt == "html" else ("md", "text/markdown")
+    return Response(shared.text.encode("utf-8"), media_type=f"{media}; charset=utf-8",
+                    headers={"content-disposition": f'attachment; filename="agentlog-share-{name}.{ext}"',
+                             "x-content-type-options": "nosniff"})
+
+
 async def verify_action(request: Request) -> Response:
     result = await run_in_threadpool(data.verify_now, state(request).root)
     if request.url.path.startswith("/api/"):
@@ -155,5 +182,5 @@ async def verify_action(request: Request) -> Response:
     return RedirectResponse("/integrity", status_code=303)
 
 
-__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "session_proof", "sql", "sql_csv",
+__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "session_proof", "session_share", "sql", "sql_csv",
            "timeline", "usage", "verify_action"]

@@ -1,0 +1,7 @@
+"""The Linux sandbox of ``agentlog run`` (issue 32, docs/sandbox.md).
+
+``landlock`` (the kernel interface), ``policy`` (the floor and its rules), ``runs`` (the runs
+on a data root, live grants), ``broker`` (commands run under the live policy), ``record``
+(their events), ``route`` (the PreToolUse hook), ``client`` / ``exec_client`` (``agentlog
+exec``, native and Python), ``run`` (``agentlog run`` itself).
+"""

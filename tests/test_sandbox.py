@@ -1,0 +1,333 @@
+"""agentlog run / exec / allow / deny on the real kernel (Landlock), with real processes.
+
+Each test starts a real run whose "agent" is a small Python program (tests/sandbox_agent.py
+holds the escape attempts): the run's HOME, project, temp directory and data root are
+directories of the test, so the floor is the one a user gets, in miniature. As root, DAC
+never refuses, so every EACCES here is Landlock's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentlog.sandbox.landlock import abi_version
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+AGENT = Path(__file__).resolve().parent / "sandbox_agent.py"
+ABI = abi_version()
+pytestmark = pytest.mark.skipif(ABI < 6, reason=f"the kernel's Landlock ABI is {ABI}; these tests need 6+")
+
+
+class Box:
+    """A run's world: base/{root,home,proj,tmp}, home/.ssh/id_ed25519 a secret."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.root, self.home, self.proj, self.tmp = (base / n for n in ("root", "home", "proj", "tmp"))
+        for d in (self.root, self.home / ".ssh", self.proj, self.tmp, self.home / "outside"):
+            d.mkdir(parents=True, exist_ok=True)
+        (self.home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+        (self.home / ".bashrc").write_text("# rc\n")
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({"AGENTLOG_HOME": str(self.root), "PYTHONPATH": str(SRC), "TMPDIR": str(self.tmp),
+                    "BOX_HOME": str(self.home), "BOX_ROOT": str(self.root), "BOX_PROJ": str(self.proj)})
+        return env
+
+    def start(self, *agent_args: str, net: str = "https", ports: tuple[int, ...] = (),
+              timeout: float = 60.0) -> subprocess.Popen[str]:
+        spec = {"root": str(self.root), "argv": [sys.executable, str(AGENT), *agent_args], "project": str(self.proj),
+                "home": str(self.home), "tmp": [str(self.tmp)], "net": net, "ports": list(ports),
+                "timeout": timeout, "announce": False}
+        code = ("import json,sys\nfrom agentlog.sandbox.run import run\n"
+                "r=run(**json.loads(sys.argv[1]))\n"
+                "sys.stderr.write('RESULT '+json.dumps(r.__dict__)+'\\n')\nsys.exit(0)\n")
+        return subprocess.Popen([sys.executable, "-c", code, json.dumps(spec)], cwd=self.proj, env=self.env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(self, *agent_args: str, **kw: object) -> tuple[dict[str, object], dict[str, object], str]:
+        """Run the agent to its end: (its JSON report, the run's result, stderr)."""
+        p = self.start(*agent_args, **kw)  # type: ignore[arg-type]
+        out, err = p.communicate(timeout=120)
+        result = next((json.loads(line[7:]) for line in err.splitlines() if line.startswith("RESULT ")), None)
+        assert result is not None, err
+        report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        return report, result, err
+
+
+@pytest.fixture
+def box() -> Iterator[Box]:
+    base = Path(tempfile.mkdtemp(prefix="alsb-", dir="/tmp"))  # short: the socket path has 107 bytes
+    try:
+        yield Box(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_floor_reads_and_writes(box: Box) -> None:
+    report, result, _ = box.run("floor")
+    assert report["write_project"] == "ok"
+    assert report["write_tmp"] == "ok"
+    for key in ("write_home_new", "write_bashrc", "write_data_root", "write_outside"):
+        assert report[key] == "EACCES", key
+    assert report["read_ssh"] == "EACCES"
+    assert report["read_bashrc"] == "ok"
+    assert report["read_etc"] == "ok"
+    assert result["exit_code"] == 0
+    # the same writes outside any run succeed (so the EACCES above is the sandbox's)
+    (box.home / "new.txt").write_text("x")
+    assert (box.home / ".ssh" / "id_ed25519").read_text() == "PRIVATE KEY\n"
+
+
+def test_brokered_command_policy_and_record(box: Box) -> None:
+    report, result, _ = box.run("broker")
+    assert report["inside"] == 0 and report["inside_out"] == "brokered\n"
+    assert report["outside"] != 0
+    assert report["ssh"] != 0
+    assert result["commands"] == 4
+    log = next((box.root / "logs" / "agentlog").glob("sandbox-*.jsonl"))
+    text = log.read_text()
+    assert text.count('"tool_call_started"') == 4
+    assert '"policy_denied"' in text
+    assert "echo brokered" in text
+    # failures tells "denied by policy" from an ordinary failure
+    r = subprocess.run([sys.executable, "-m", "agentlog", "failures", "--json"], env=box.env(), cwd=box.proj,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    classes = sorted(f["failure_class"] for f in json.loads(r.stdout))
+    assert classes.count("policy_denied") == 2 and len(classes) == 3, classes  # exit 3 is no denial
+
+
+def test_allow_and_deny_from_the_next_command(box: Box) -> None:
+    grant = box.home / "outside"
+    p = box.start("grant", str(grant))
+    # the agent holds a brokered command open, then waits for the grant
+    deadline = time.monotonic() + 30
+    flag = box.proj / "holding"
+    while not flag.exists():
+        assert time.monotonic() < deadline and p.poll() is None, p.stderr.read() if p.stderr else ""
+        time.sleep(0.05)
+    env = box.env()
+    cli = [sys.executable, "-m", "agentlog"]
+    r = subprocess.run([*cli, "allow", str(grant)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "allowed from the next command" in r.stdout
+    listed = subprocess.run([*cli, "run", "--list", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(listed.stdout)[0]["grants"] == [str(grant)]
+    refused = subprocess.run([*cli, "allow", str(box.root)], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "data root" in refused.stderr
+    (box.proj / "granted").write_text("1")
+    while not (box.proj / "after-grant").exists():
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    r = subprocess.run([*cli, "deny", str(grant)], env=env, capture_output=True, text=True, timeout=60)
+    assert "denied from the next command" in r.stdout
+    (box.proj / "denied").write_text("1")
+    out, err = p.communicate(timeout=60)
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["running_before_grant"] != 0  # the command already running kept its policy
+    assert report["next_after_grant"] == 0
+    assert report["next_after_deny"] != 0
+    assert (grant / "b.txt").exists() and not (grant / "a.txt").exists() and not (grant / "c.txt").exists()
+
+
+def test_tcp_connect_outside_the_policy_fails(box: Box) -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                srv.accept()[0].close()
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        report, _, _ = box.run("connect", str(port))
+        assert report["connect"] == "EACCES"
+        report, _, _ = box.run("connect", str(port), net="loopback", ports=(port,))
+        assert report["connect"] == "ok"
+        report, _, _ = box.run("connect", str(port), net="all")
+        assert report["connect"] == "ok"
+    finally:
+        stop.set()
+        t.join(2)
+        srv.close()
+
+
+def test_escape_attempts_fail(box: Box) -> None:
+    report, result, _ = box.run("escape")
+    for key, value in report.items():
+        if key.startswith("pid_"):
+            continue
+        assert value != "ok", f"escape {key}: {value}"
+    assert result["refused"] >= 1  # the daemonised process's connection
+    # the daemonised processes are gone with the run
+    for key in ("pid_daemon", "pid_brokered_daemon"):
+        assert not _alive(int(report[key])), key
+
+
+def test_socket_refuses_processes_outside_the_run(box: Box) -> None:
+    p = box.start("wait", str(box.proj / "go"))
+    try:
+        deadline = time.monotonic() + 30
+        sock = None
+        while sock is None:
+            found = list((box.root / "run" / "sandbox").glob("*/broker.sock"))
+            sock = str(found[0]) if found else None
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = subprocess.run([sys.executable, "-m", "agentlog", "exec", "-c", "touch " + str(box.proj / "x")],
+                           env={**box.env(), "AGENTLOG_RUN_SOCKET": sock}, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 126 and "not part of agentlog run" in r.stderr
+        assert not (box.proj / "x").exists()
+    finally:
+        (box.proj / "go").write_text("1")
+        p.communicate(timeout=60)
+
+
+@pytest.mark.slow
+def test_100_mb_byte_exact(box: Box) -> None:
+    report, _, _ = box.run("bulk", str(100 << 20))
+    assert report["status"] == 0
+    import hashlib
+
+    h = hashlib.sha256()
+    block = bytes(range(256)) * 4096
+    for _ in range((100 << 20) // len(block)):
+        h.update(block)
+    assert report["sha256"] == h.hexdigest()
+    assert report["bytes"] == 100 << 20
+
+
+def test_interrupt_and_kill_reach_the_process_group(box: Box) -> None:
+    report, result, _ = box.run("signals")
+    assert report["sigint_status"] in (130, -2)
+    assert report["group_after_sigint"] == []
+    assert report["group_after_kill"] == []
+    assert not any(_alive(int(p)) for p in report["all_pids"])
+
+
+def test_run_leaves_no_process_behind(box: Box) -> None:
+    report, result, _ = box.run("leave")
+    time.sleep(0.1)
+    assert report["pids"] and not any(_alive(int(p)) for p in report["pids"])
+    assert result["killed_after"]
+    assert not list((box.root / "run" / "sandbox").glob("*"))  # the run's directory is gone
+
+
+def test_route_hook_rewrites_bash_only(tmp_path: Path) -> None:
+    from agentlog.sandbox.route import reply
+
+    payload = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": "echo 'hi'", "description": "say hi"}}
+    out = reply(payload, "/x/agentlog-exec")
+    assert out is not None
+    hso = out["hookSpecificOutput"]
+    assert isinstance(hso, dict)
+    assert hso["updatedInput"] == {"command": "/x/agentlog-exec -c 'echo '\"'\"'hi'\"'\"''", "description": "say hi"}
+    assert hso["permissionDecision"] == "allow"
+    again = {**payload, "tool_input": {"command": hso["updatedInput"]["command"]}}  # type: ignore[index]
+    assert reply(again, "/x/agentlog-exec") is None
+    assert reply({**payload, "tool_name": "Write"}, "/x/agentlog-exec") is None
+    gemini = reply({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+                    "tool_input": {"command": "ls", "dir_path": "."}}, "/x/agentlog-exec")
+    assert gemini == {"hookSpecificOutput": {"hookEventName": "BeforeTool",
+                                             "tool_input": {"command": "/x/agentlog-exec -c ls", "dir_path": "."}}}
+    wrong_tool = {"hook_event_name": "BeforeTool", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    assert reply(wrong_tool, "/x/e") is None
+    assert reply(payload, "") is None
+    # as the script Claude runs: outside a run it prints nothing
+    script = SRC / "agentlog" / "sandbox" / "route.py"
+    env = {k: v for k, v in os.environ.items() if k != "AGENTLOG_RUN_EXEC"}
+    r = subprocess.run([sys.executable, "-I", "-S", str(script)], input=json.dumps(payload), env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout == ""
+    r = subprocess.run([sys.executable, "-I", "-S", str(script)], input=json.dumps(payload),
+                       env={**env, "AGENTLOG_RUN_EXEC": "/x/agentlog-exec"}, capture_output=True, text=True, timeout=30)
+    assert json.loads(r.stdout)["hookSpecificOutput"]["updatedInput"]["command"].startswith("/x/agentlog-exec -c ")
+
+
+def test_exec_outside_a_run_and_usage() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTLOG_RUN_SOCKET"}
+    env["PYTHONPATH"] = str(SRC)
+    r = subprocess.run([sys.executable, "-m", "agentlog", "exec", "-c", "true"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 126 and "not inside an agentlog run" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "name the agent" in r.stderr
+
+
+def test_bench_sandbox_reports(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    r = subprocess.run([sys.executable, "-m", "agentlog", "bench", "sandbox", "--runs", "5", "--size-mb", "2",
+                        "--out", str(tmp_path), "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["brokered_true_ms"]["n"] == res["direct_true_ms"]["n"] == 5
+    assert res["client"].startswith("agentlog-exec-")  # the native client, built on the way
+    assert res["brokered_mb_s"] > 0 and res["ruleset_rules"] > 0
+    assert "added by the broker" in (tmp_path / "sandbox.md").read_text()
+
+
+def test_cli_run_timeout_kills_the_agent_and_its_tree(box: Box) -> None:
+    pidfile = box.proj / "bg.pid"
+    script = f"sleep 300 & echo $! > {pidfile}; wait"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run", "--timeout", "1", "sh", "-c", script],
+                       cwd=box.proj, env=box.env(), capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - t0 < 60
+    assert r.returncode == 137, r.stderr  # SIGKILL, told as the shell does
+    assert "ended (exit -9)" in r.stderr
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: Box) -> None:
+    from agentlog.core import UsageError
+    from agentlog.sandbox.policy import build, check_grantable, floor_policy
+
+    (box.proj / "locked").mkdir()
+    (box.proj / "sub").mkdir()
+    policy = floor_policy("t", str(box.proj), str(box.root), agent="claude", home=str(box.home), tmp=[str(box.tmp)])
+    policy.denies = [str(box.proj / "locked")]
+    # (a new entry directly in the project is refused too once a tree below it is denied: the walk)
+    script = "echo x > locked/a; echo $?; echo x > sub/b; echo $?"
+    for live, expect in ((True, [False, True]), (False, [True, True])):  # the floor never sees live denials
+        built = build(policy, ABI, live=live)
+        try:
+            r = subprocess.run(["sh", "-c", script], cwd=box.proj, capture_output=True, text=True, timeout=30,
+                               preexec_fn=built.ruleset.preexec())
+        finally:
+            built.ruleset.close()
+        assert [code == "0" for code in r.stdout.split()] == expect, (live, r.stdout, r.stderr)
+    for path in (box.home / ".ssh", box.home / ".claude" / "settings.json", box.root / "logs", box.base):
+        with pytest.raises(UsageError):
+            check_grantable(str(path), policy)
+    check_grantable(str(box.home / "outside"), policy)
