@@ -38,6 +38,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("mcp",): "serves MCP on stdio (or HTTP) until its client goes away (blocks)",
     ("daemon", "run"): "runs the daemon's loop in the foreground until stopped (blocks)",
     ("vault", "serve"): "serves the vault over HTTP until stopped (blocks)",
+    ("otel", "serve"): "serves OTLP over HTTP until stopped (blocks)",
     ("daemon", "start"): "starts a background daemon process that outlives the test",
     ("daemon", "install"): "writes a login service and runs systemctl --user / launchctl on the machine",
     ("daemon", "uninstall"): "runs systemctl --user / launchctl on the machine",
@@ -54,6 +55,7 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("exec",): "its exit status is the brokered command's (126 outside a run), not agentlog's 0/1/2",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
     ("bench", "verify"): "a timed benchmark over generated logs of the --sizes asked",
+    ("bench", "otel"): "a timed benchmark: receiver processes flooded with requests, an export of --export-events",
     ("bench", "ship"): "a timed benchmark: a vault server, enrolments and --mb MiB sessions shipped by the round",
     ("bench", "share"): "a timed benchmark: imports a generated --events session and shares and snapshots it --runs times",
     ("demo",): "replays every shared hook capture through a hook process (~30 s a call); its --home is a data "

@@ -27,7 +27,8 @@ Groups, by what a caller wants:
 - vault: one ship pass, the machine's enrolment, chain paths and the index,
   and the sealed batch format (zstd + XChaCha20-Poly1305), for `bench ship`;
 - team: a team location, its tables' names and partitioning, publish and ask,
-  for `bench team`.
+  for `bench team`;
+- OpenTelemetry: the OTLP receiver (bound, not yet serving) and the span export.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ if TYPE_CHECKING:
     from agentlog.sandbox.bench_probe import floor_cost as sandbox_floor_cost
     from agentlog.team.tables import PARTITION_BY as TEAM_PARTITION_BY
     from agentlog.team.tables import TEAM_TABLES
+    from agentlog.otel.export import export_sessions as otel_export_sessions
+    from agentlog.otel.server import make_server as otel_make_server
 
 _LAZY: dict[str, str] = {
     # read
@@ -198,9 +201,14 @@ _LAZY: dict[str, str] = {
     "team_publish": "agentlog.team.publish:publish",
     "team_ask": "agentlog.team.query:ask",
     "sandbox_floor_cost": "agentlog.sandbox.bench_probe:floor_cost",
+    # OpenTelemetry (docs/otel.md)
+    "otel_export_sessions": "agentlog.otel.export:export_sessions",
+    "otel_make_server": "agentlog.otel.server:make_server",
 }
 
 __all__ = [
+    "otel_export_sessions",
+    "otel_make_server",
     "build_native_hook",
     "hook_server_answers",
     "hook_server_stats_path",

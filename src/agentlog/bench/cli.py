@@ -586,3 +586,34 @@ def bench_sandbox(runs: int, size_mb: int, out: str, as_json: bool) -> None:
         print_json(res)
     else:
         click.echo(md)
+
+
+@bench.command(name="otel")
+@click.option("--requests", type=click.IntRange(4, 1_000_000), default=500, show_default=True,
+              help="OTLP requests per signal and sender count (split among the senders).")
+@click.option("--per-request", type=click.IntRange(1, 10_000), default=50, show_default=True,
+              help="Log records (or metric points) in each request.")
+@click.option("--export-events", type=click.IntRange(100, 10_000_000), default=20_000, show_default=True,
+              help="Events of the synthetic workload exported as spans.")
+@click.option("--arrival-runs", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Records timed from their request to a row of the telemetry view.")
+@click.option("--out", default="bench-results", show_default=True, help="Directory for otel.json and otel.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_otel(requests: int, per_request: int, export_events: int, arrival_runs: int, out: str,
+               as_json: bool) -> None:
+    """The OTLP receiver's records/s for protobuf logs and metrics (one and four senders),
+    its resident memory under that flood, the export's spans/s, and the time from a
+    record's arrival to being queryable.
+
+    Example: agentlog bench otel --requests 200 --per-request 50
+    """
+    from agentlog.bench.common import write_results
+    from agentlog.bench.otel_steps import run_otel_bench
+
+    stderr().print("bench otel: running (receiver floods, export, arrival)…")
+    result = run_otel_bench(requests, per_request, export_events=export_events, arrival_runs=arrival_runs)
+    md = write_results(result, out, "otel")
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(md)

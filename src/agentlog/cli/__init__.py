@@ -191,6 +191,7 @@ LAZY_COMMANDS = {
     "exec": ".sandbox_cmds:exec_cmd",
     "allow": ".sandbox_cmds:allow_cmd",
     "deny": ".sandbox_cmds:deny_cmd",
+    "otel": ".otel_cmds:otel",
 }
 
 

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agentlog.cli.config_apply import CHANGING_OUTCOMES, apply_configs, approved, echo_json, err
 from agentlog.core.paths import data_root
 from agentlog.install.agents import AGENT_NAMES, Scope
 from agentlog.install.doctor import AgentHealth, CaptureTestResult, capture_test, diagnose
@@ -36,28 +37,8 @@ from agentlog.install.hook_client import HookChoice, choose_hook
 from agentlog.install.installer import InstallResult, install, uninstall
 
 _TESTED_OUTCOMES = ("installed", "updated", "already_current")
-_CHANGING_OUTCOMES = ("installed", "updated", "registered", "removed")
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def _approved(plan: Sequence[Any], yes: bool, json_: bool, show: Any) -> bool:
-    """Whether to apply ``plan`` (results of a dry run): yes when nothing changes, when
-    ``--yes`` was given, or when the person at the terminal says so. Without a terminal
-    the plan is printed (``show``) and nothing is applied."""
-    if yes or not any(r.outcome in _CHANGING_OUTCOMES for r in plan):
-        return True
-    if _interactive() and not json_:
-        show()
-        if click.confirm("Apply these changes?", default=False, err=True):
-            return True
-        _err("nothing changed")
-        return False
-    show()
-    _err("nothing changed: not a terminal, so nothing was asked; run again with --yes to apply this plan")
-    return False
+_CHANGING_OUTCOMES = CHANGING_OUTCOMES
+_approved = approved
 
 
 def _validate_agents(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str]:
@@ -81,12 +62,8 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-def _err(message: str) -> None:
-    click.echo(f"agentlog: {message}", err=True)
-
-
-def _echo_json(items: Sequence[dict[str, object]]) -> None:
-    click.echo(json.dumps(list(items), indent=2, ensure_ascii=False))
+_err = err
+_echo_json = echo_json
 
 
 def _changes(result: InstallResult) -> str:
@@ -180,6 +157,11 @@ def _python_hook_option(f: Any) -> Any:
               help="How far back --backfill goes (by file modification time).")
 @click.option("--mcp", "mcp", is_flag=True,
               help="Register `agentlog mcp` with each detected agent (its MCP config) instead of installing hooks.")
+@click.option("--otel", "otel", is_flag=True,
+              help="Point each detected agent's OpenTelemetry at `agentlog otel serve` (127.0.0.1:4318) instead "
+                   "of installing hooks.")
+@click.option("--otel-endpoint", default="http://127.0.0.1:4318", show_default=True, metavar="URL",
+              help="With --otel: where the agents send their telemetry (the receiver's base URL).")
 @click.option("--trust-codex-hooks", "trust_codex", is_flag=True,
               help="Also write Codex's trust records for agentlog's own hooks (what /hooks in Codex does), "
                    "so that `codex exec` runs them.")
@@ -190,8 +172,8 @@ def _python_hook_option(f: Any) -> Any:
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def install_cmd(
     agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, no_test: bool,
-    backfill: bool | None, backfill_days: int, mcp: bool, trust_codex: bool, yes: bool, python_hook: bool,
-    json_: bool
+    backfill: bool | None, backfill_days: int, mcp: bool, otel: bool, otel_endpoint: str, trust_codex: bool,
+    yes: bool, python_hook: bool, json_: bool
 ) -> None:
     """Install agentlog's hooks into coding agents' configs.
 
@@ -209,6 +191,10 @@ def install_cmd(
     With --mcp, registers the MCP server instead, in each agent's own format
     (Claude Code ~/.claude.json, Codex ~/.codex/config.toml, Cursor
     ~/.cursor/mcp.json, Gemini CLI ~/.gemini/settings.json); other entries kept.
+    With --otel, points each agent's OpenTelemetry at `agentlog otel serve`
+    instead (Claude Code's settings env, Codex's [otel], Gemini CLI's
+    telemetry; docs/otel.md); a setting already there with another value is
+    left untouched and reported.
 
     Before writing, it shows each agent's config and the change (a diff) and
     asks; --yes applies without asking. When standard input is not a terminal
@@ -226,6 +212,11 @@ def install_cmd(
     """
     if mcp:
         _mcp(agents, dry_run, json_, remove=False, yes=yes)
+        return
+    if otel:
+        from agentlog.cli.otel_install import configure_agents
+
+        configure_agents(agents, dry_run, json_, remove=False, yes=yes, endpoint=otel_endpoint)
         return
     resolved = _resolve_scope(scope, project_dir)
     wanted = True if python_hook else None  # None: the setting hook_client decides
@@ -328,36 +319,9 @@ def _trust_codex(results: list[Any]) -> None:
 
 
 def _mcp(agents: list[str], dry_run: bool, json_: bool, *, remove: bool, yes: bool = True) -> None:
-    from agentlog.install.agents import AGENTS
     from agentlog.install.mcp_register import register
 
-    names = list(agents) or list(AGENTS)
-    if not dry_run and not yes:
-        plan = register(names, dry_run=True, remove=remove)
-
-        def show() -> None:
-            if json_:
-                _echo_json([r.to_dict() for r in plan])
-                return
-            for r in plan:
-                if r.outcome in _CHANGING_OUTCOMES:
-                    _err(f"{r.agent}: would be {r.outcome} in {r.path}")
-                    if r.diff:
-                        _err(r.diff)
-
-        if not _approved(plan, yes, json_, show):
-            raise click.exceptions.Exit(1)
-    results = register(names, dry_run=dry_run, remove=remove)
-    if json_:
-        _echo_json([r.to_dict() for r in results])
-    else:
-        for r in results:
-            _err(f"{r.agent}: {r.outcome}{' (dry run)' if dry_run and r.outcome in ('registered', 'removed') else ''}"
-                 f" {r.path}{': ' + r.reason if r.reason else ''}")
-            if dry_run and r.diff:
-                _err(r.diff)
-    if any(r.outcome == "failed" for r in results):
-        raise click.exceptions.Exit(1)
+    apply_configs(register, agents, dry_run, json_, remove=remove, yes=yes)
 
 
 def _backfill(agents: list[str], days: int) -> dict[str, object]:
@@ -383,18 +347,25 @@ def _backfill(agents: list[str], days: int) -> dict[str, object]:
 @click.argument("agents", nargs=-1, metavar="[AGENT]...", callback=_validate_agents)
 @_scope_options
 @click.option("--mcp", "mcp", is_flag=True, help="Remove the `agentlog mcp` registration instead of the hooks.")
+@click.option("--otel", "otel", is_flag=True, help="Remove the telemetry settings `install --otel` wrote instead.")
 @click.option("--json", "json_", is_flag=True, help="Print one JSON array (one object per agent) on stdout.")
 def uninstall_cmd(agents: list[str], scope: str | None, project_dir: Path | None, dry_run: bool, mcp: bool,
-                  json_: bool) -> None:
+                  otel: bool, json_: bool) -> None:
     """Remove agentlog's hooks from coding agents' configs.
 
     If a config is exactly as agentlog left it, the file from before the
     install is restored byte for byte (or removed if agentlog created it);
     otherwise only agentlog's entries are taken out. With --mcp, removes the
-    MCP server's entry instead.
+    MCP server's entry instead; with --otel, the telemetry settings whose
+    values are still the ones `install --otel` wrote.
     """
     if mcp:
         _mcp(agents, dry_run, json_, remove=True)
+        return
+    if otel:
+        from agentlog.cli.otel_install import configure_agents
+
+        configure_agents(agents, dry_run, json_, remove=True)
         return
     resolved = _resolve_scope(scope, project_dir)
     try:
@@ -524,6 +495,11 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
     health = diagnose(scope=resolved, project_dir=project_dir)
     if json_:
         items = [h.to_dict() for h in health]
+        from agentlog.cli.otel_install import telemetry_states
+
+        states = telemetry_states([str(item["agent"]) for item in items])
+        for item in items:
+            item["telemetry"] = states.get(str(item["agent"]))
         if fixed is not None:
             by_agent = {r.agent: r.to_dict() for r in fixed.results}
             for item in items:
@@ -532,6 +508,9 @@ def doctor_cmd(fix: bool, python_hook: bool, scope: str | None, project_dir: Pat
     else:
         _show_health(health)
         _show_vault()
+        from agentlog.cli.otel_install import show_telemetry
+
+        show_telemetry([h.agent for h in health])
     stale = [h.agent for h in health if h.state == "stale"]
     failed = fixed is not None and any(r.outcome == "failed" for r in fixed.results)
     if stale:

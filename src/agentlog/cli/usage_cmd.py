@@ -23,12 +23,15 @@ from agentlog.cli.scope_opts import current_engine
 def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool, all_projects: bool) -> None:
     """Tokens and their cost, by day, session, model, project or agent.
 
-    Usage comes from imported transcripts (`agentlog import`): one row per
-    model response, its final counts (a response written in several records
-    counts once; subagents' responses are included). Cost uses the price
-    table shipped with agentlog (USD per million tokens, dated), overridden
-    by `prices.toml` in the data root; a model without a price counts in
-    `unpriced` and adds nothing to the cost. It covers every project (`--by
+    Usage comes from the agents' telemetry (`agentlog otel serve`: one row
+    per API request) for the sessions that sent any, else from imported
+    transcripts (`agentlog import`: one row per model response, its final
+    counts; a response written in several records counts once; subagents'
+    responses are included). A session's rows come from one of the two, never
+    both; the `source` column says which. Cost is what the telemetry reported,
+    else the price table shipped with agentlog (USD per million tokens,
+    dated), overridden by `prices.toml` in the data root; a model without a
+    price counts in `unpriced` and adds nothing to the cost. It covers every project (`--by
     project` splits them).
 
     Example: agentlog usage --by model --since -7d
@@ -60,7 +63,8 @@ def usage_cmd(by: str, since: str | None, as_json: bool, no_ingest: bool, all_pr
                     "unpriced": [{"model": m, "responses": n, "tokens": t} for m, n, t in unpriced]})
         return
     if not rows:
-        stderr().print("no usage recorded yet: it comes from transcripts (`agentlog import`)")
+        stderr().print("no usage recorded yet: it comes from the agents' telemetry (`agentlog otel serve`) "
+                       "or their transcripts (`agentlog import`)")
         return
     print_table(rows, result.columns, title=f"token usage by {by} (prices as of {as_of}, USD)")
     total = sum(r["cost_usd"] or 0 for r in rows)

@@ -33,6 +33,10 @@ DEFAULTS: dict[str, Any] = {
     "capture_server": True,
     "hook_client": "native",
     "team_url": "",
+    "otel_receiver": False,
+    "otel_port": 4318,
+    "otel_export_endpoint": "",
+    "otel_export_seconds": 60,
 }
 CHOICES: dict[str, tuple[Any, ...]] = {
     "capture_mode": CAPTURE_MODES,
@@ -41,10 +45,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "transcript_sync": (True, False),
     "capture_server": (True, False),
     "hook_client": ("native", "python"),
+    "otel_receiver": (False, True),
 }
 # free text settings: their longest length
 TEXTS: dict[str, int] = {
     "team_url": 2048,
+    "otel_export_endpoint": 2048,
 }
 # numeric settings: (least, most), ints or floats
 RANGES: dict[str, tuple[float, float]] = {
@@ -53,6 +59,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "checkpoint_minutes": (0, 1440),
     "ship_minutes": (0, 1440),
     "ship_prune_after_days": (0, 36500),
+    "otel_port": (1, 65535),
+    "otel_export_seconds": (1, 86400),
 }
 DESCRIPTIONS: dict[str, str] = {
     "capture_mode": "full: keep content and raw payloads; metadata_only: write neither anywhere",
@@ -70,6 +78,12 @@ DESCRIPTIONS: dict[str, str] = {
     "team_url": "where `agentlog team publish` and `team query` find the team's tables: s3://bucket/prefix "
                 "(credentials from the AWS environment and config; AWS_ENDPOINT_URL for MinIO, R2, …) or file:///path; "
                 "empty: none",
+    "otel_receiver": "the daemon runs the OTLP/HTTP receiver of `agentlog otel serve` on 127.0.0.1:<otel_port> "
+                     "(the agents' telemetry into their session logs; docs/otel.md)",
+    "otel_port": "the port of the daemon's OTLP/HTTP receiver (otel_receiver)",
+    "otel_export_endpoint": "an OTLP/HTTP endpoint the daemon streams sessions to as GenAI spans (`agentlog otel export` "
+                            "of the sessions active since its last pass, every otel_export_seconds); empty: none",
+    "otel_export_seconds": "how often the daemon exports to otel_export_endpoint",
     "hook_client": "native: `agentlog install` builds the C hook client where there is a compiler and writes it into the agents' configs; python: always the Python hook (as `install --python-hook`)",
 }
 

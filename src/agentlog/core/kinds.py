@@ -56,6 +56,12 @@ EVENT_KINDS: tuple[str, ...] = (
     # Written by `agentlog purge` to its own log (`agentlog/purges`): who
     # removed the content of which frames, when, and by which selector.
     "purge",
+    # One OpenTelemetry record an agent sent to `agentlog otel serve` (a log record,
+    # a metric data point or a span): attrs.signal (logs, metrics, traces),
+    # attrs.otel_event (api_request, tool_result, …) and the join keys the agent
+    # sent (prompt_id, tool_use_id, request_id); docs/otel.md. The projection
+    # does not read it; the query views `telemetry` and `usage` do.
+    "telemetry",
 )
 
 PROVIDERS: tuple[str, ...] = ("claude_code", "codex", "cursor", "gemini_cli", "agentlog")

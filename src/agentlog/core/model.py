@@ -54,6 +54,7 @@ EventKind = Literal[
     "memory",
     "transcript_line",
     "purge",
+    "telemetry",
 ]
 ToolCategory = Literal[
     "shell", "file_read", "file_write", "file_edit", "search", "web", "mcp",

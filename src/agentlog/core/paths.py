@@ -94,6 +94,11 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
+def otel_receipts(root: str) -> str:
+    """What ``agentlog otel serve`` last noted arriving, per agent (``agentlog doctor`` reads it)."""
+    return os.path.join(state_dir(root), "otel-receipts.json")
+
+
 def all_paths(root: str) -> dict[str, str]:
     """Every place agentlog reads or writes, by name (for `agentlog paths`)."""
     return {

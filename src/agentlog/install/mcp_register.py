@@ -17,31 +17,20 @@ old file is written first, and registering again changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
+from agentlog.install.config_edit import ConfigResult, apply_edit
 from agentlog.install.errors import InstallError
-from agentlog.install.files import atomic_write, backup, file_mode, locked, read_bytes
-from agentlog.install.jsonedit import parse_config, serialise, unified_diff
+from agentlog.install.jsonedit import parse_config, serialise
 
 SERVER_NAME = "agentlog"
 
 
-@dataclass
-class McpResult:
-    agent: str
-    path: str
-    outcome: str
-    """registered, unchanged, removed, absent, skipped (agent not detected), failed."""
-    reason: str = ""
-    diff: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent, "path": self.path, "outcome": self.outcome, "reason": self.reason}
+#: what registering did, per agent (registered, unchanged, removed, absent, skipped, failed)
+McpResult = ConfigResult
 
 
 def server_entry(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -116,11 +105,6 @@ def _edit_toml(raw: bytes | None, path: Path, entry: dict[str, Any] | None) -> b
     return tomlkit.dumps(doc).encode("utf-8")
 
 
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
 def register(agents: list[str], *, home: Path | None = None, environ: Mapping[str, str] | None = None,
              dry_run: bool = False, remove: bool = False) -> list[McpResult]:
     """Register (or with ``remove`` unregister) the MCP server with each of ``agents``."""
@@ -135,24 +119,11 @@ def register(agents: list[str], *, home: Path | None = None, environ: Mapping[st
         if not remove and not detect(get_agent(agent), home_dir, env).detected:
             out.append(McpResult(agent, str(path), "skipped", "not detected"))
             continue
-        try:
-            if not dry_run:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            with locked(path) if path.parent.is_dir() else _nothing():
-                raw = read_bytes(path)
-                new = _edit_toml(raw, path, entry) if path.suffix == ".toml" else _edit_json(raw, path, entry, agent)
-                if new == raw or (raw is None and new is None):
-                    out.append(McpResult(agent, str(path), "absent" if remove else "unchanged"))
-                    continue
-                diff = unified_diff(raw, new, path)
-                if not dry_run and new is not None:
-                    mode = file_mode(path)
-                    if raw is not None:
-                        backup(path, raw, mode)
-                    atomic_write(path, new, mode if mode is not None else 0o600)
-                out.append(McpResult(agent, str(path), "removed" if remove else "registered", diff=diff))
-        except InstallError as e:
-            out.append(McpResult(agent, str(path), "failed", str(e)))
+
+        def edit(raw: bytes | None, path: Path = path, agent: str = agent) -> bytes | None:
+            return _edit_toml(raw, path, entry) if path.suffix == ".toml" else _edit_json(raw, path, entry, agent)
+
+        out.append(apply_edit(agent, path, edit, dry_run=dry_run, remove=remove, changed="registered"))
     return out
 
 

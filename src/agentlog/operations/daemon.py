@@ -62,6 +62,7 @@ from agentlog.store.ingest import ingest, load_positions, log_id
 if TYPE_CHECKING:
     from agentlog.capture.serve import CaptureProcess
     from agentlog.operations.checkpoints import Periodic
+    from agentlog.operations.otel_child import OtelChild, OtelStreamer
     from agentlog.operations.ship_schedule import ShipSchedule
 
 T = TypeVar("T")
@@ -201,6 +202,38 @@ def start_capture_server(root: str) -> CaptureProcess | None:
     return server
 
 
+def start_otel_receiver(root: str) -> OtelChild | None:
+    """``agentlog otel serve`` as the daemon's child when the ``otel_receiver`` setting is on."""
+    from agentlog.operations.otel_child import OtelChild, wanted
+
+    try:
+        port = wanted(root)
+    except AgentlogError as e:
+        _log(root, f"config unusable ({e}); no OTLP receiver")
+        return None
+    if port is None:
+        return None
+    child = OtelChild(root, port, log_path(root))
+    child.start()
+    _log(root, f"OTLP receiver on 127.0.0.1:{port}, pid {child.pid}")
+    return child
+
+
+def otel_streamer(root: str) -> OtelStreamer | None:
+    """The streaming export when ``otel_export_endpoint`` is set (``operations.otel_child``)."""
+    from agentlog.operations.otel_child import OtelStreamer, export_settings
+
+    try:
+        got = export_settings(root)
+    except AgentlogError as e:
+        _log(root, f"config unusable ({e}); no streaming export")
+        return None
+    if got is None:
+        return None
+    _log(root, f"streaming sessions to {got[0]} as spans every {got[1]:g} s")
+    return OtelStreamer(root, got[0], got[1], log_path(root))
+
+
 def _keep_capture_server(root: str, server: CaptureProcess) -> None:
     """Start the capture server again when its process ended (at most every few seconds)."""
     again = server.restart_if_ended()
@@ -286,6 +319,8 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     signal.signal(signal.SIGINT, stop)
     _log(root, f"started, pid {os.getpid()}, polling every {interval} s")
     server = start_capture_server(root)
+    receiver = start_otel_receiver(root)
+    streamer = otel_streamer(root)
     from agentlog.operations.checkpoints import DEFAULT_EVERY_S, Periodic, every_from_config
     from agentlog.operations.refresh import project_and_index
 
@@ -312,6 +347,12 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         while not stopping:
             if server is not None:
                 _keep_capture_server(root, server)
+            if receiver is not None and receiver.restart_if_ended():
+                _log(root, f"OTLP receiver process ended; started again, pid {receiver.pid}")
+            if streamer is not None:
+                note = streamer.poll()
+                if note:
+                    _log(root, note)
             now = _fingerprint(root)
             if now != seen and settling.due(now):
                 report = work(ingest, root, lock_timeout=0.0)
@@ -342,6 +383,9 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         if server is not None:  # before the last ingest, so that it holds every frame acknowledged
             server.stop()
             _log(root, "capture server stopped")
+        if receiver is not None:
+            receiver.stop()
+            _log(root, "OTLP receiver stopped")
         report = work(ingest, root)
         _log(root, f"stopping: final ingest of {report.events} events")
         work(_checkpoint, root, periodic, final=True)
@@ -353,6 +397,10 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
         bg.shutdown(wait=True)
         if server is not None:
             server.stop()
+        if receiver is not None:
+            receiver.stop()
+        if streamer is not None:
+            streamer.stop()
         try:
             os.unlink(pid_path(root))
         except OSError:

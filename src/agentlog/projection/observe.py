@@ -42,8 +42,9 @@ ATTR_KEYS: Final = frozenset({
 TEXT_KINDS: Final = frozenset({"prompt_submitted", "correction", "retraction"})
 META_KINDS: Final = frozenset({"correction", "retraction"})
 # Kinds the projection never reads: not agent activity (the memory's own events, the
-# transcript lines an import keeps for their bytes alone).
-IGNORED_KINDS: Final = frozenset({"memory", "transcript_line"})
+# transcript lines an import keeps for their bytes alone, the agents' OpenTelemetry records,
+# which the query views join to turns and tool calls).
+IGNORED_KINDS: Final = frozenset({"memory", "transcript_line", "telemetry"})
 
 
 @dataclass(slots=True)

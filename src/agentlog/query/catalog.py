@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from agentlog.query.telemetry import COLUMNS as TELEMETRY_COLUMNS, LATENCY_COLUMNS
+
 
 @dataclass(frozen=True)
 class Column:
@@ -148,15 +150,42 @@ _PROJECTION: Final[dict[str, tuple[str, dict[str, str], tuple[Example, ...]]]] =
             "cache_read_tokens": "input tokens read from the prompt cache",
             "cache_write_tokens": "input tokens written to the prompt cache",
             "total_tokens": "the four counts summed",
-            "cost_usd": "cost in US dollars from the price table (null: the model has no price)",
-            "price_model": "the price-table entry used",
+            "cost_usd": "cost in US dollars: what the agent's telemetry reported, else from the price table "
+                        "(null: neither)",
+            "price_model": "the price-table entry matched",
             "price_as_of": "the date of the price table (the shipped one, or prices.toml's as_of)",
+            "source": "where the counts come from: telemetry (the agent's API-request records) or transcript",
+            "cost_source": "where cost_usd comes from: telemetry or price_table",
         },
         (
             Example("Cost per day", "select cast(observed_at as date) as day, round(sum(cost_usd), 2) as usd "
                                     "from usage group by 1 order by 1"),
             Example("The most expensive sessions", "select provider_session_id, round(sum(cost_usd), 2) as usd, "
                     "sum(total_tokens) as tokens from usage group by 1 order by usd desc nulls last limit 10"),
+        ),
+    ),
+    "telemetry": (
+        "One row per OpenTelemetry record an agent sent (`agentlog otel serve`), attached to its session, turn and "
+        "tool call by the exact keys the agent sent (tool_use_id, prompt id) where present, else by time; "
+        "joined_by says which.",
+        TELEMETRY_COLUMNS,
+        (
+            Example("How were the records joined?", "select count(*) as records, "
+                    "count(*) filter (where joined_by = 'tool_use_id') as by_tool_use_id, "
+                    "count(*) filter (where joined_by = 'prompt_id') as by_prompt_id, "
+                    "count(*) filter (where joined_by = 'time') as by_time from telemetry"),
+            Example("API errors and rejected tool calls", "select count(*) filter (where record = 'api_error') as "
+                    "api_errors, count(*) filter (where decision = 'reject') as rejected_tools from telemetry"),
+        ),
+    ),
+    "turn_latency": (
+        "One row per turn: where its time went — the model (the agent's telemetry), tools, waiting for permission, "
+        "waiting for the user.",
+        LATENCY_COLUMNS,
+        (
+            Example("Where did the time go?", "select sum(wall_ms) as wall, sum(model_ms) as model, "
+                    "sum(tool_ms) as tools, sum(permission_ms) as permission, sum(user_wait_ms) as user_wait "
+                    "from turn_latency"),
         ),
     ),
     "sessions": (

@@ -499,6 +499,12 @@ class Engine(LockedEngine):
             allowed.append(os.path.abspath(projection_dir(root)) + os.sep)
             for view, (sql, deps) in projection_views(self.manifest.at if self.manifest else 0, pulled).items():
                 self._views[view] = (partial(self._con.execute, sql), deps)
+            from agentlog.query.telemetry import TELEMETRY_VIEW, TURN_LATENCY_VIEW
+
+            self._views["telemetry"] = (partial(self._con.execute, TELEMETRY_VIEW),
+                                        ("events", "sessions", "turns", "tool_calls"))
+            self._views["turn_latency"] = (partial(self._con.execute, TURN_LATENCY_VIEW),
+                                           ("telemetry", "events", "sessions", "turns", "tool_calls"))
         lock_down(self._con, allowed)
         check_allowed(self._con, [root])
 

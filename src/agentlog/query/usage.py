@@ -1,7 +1,9 @@
 """Token usage and its cost.
 
-Usage comes from the transcripts (``agentlog import``): one ``usage`` event per
-model response, with the response's final counts. Counts are normalised at
+Usage comes from the agents' telemetry (``agentlog otel serve``: one API-request
+record per model request) for the sessions that sent any, else from the transcripts
+(``agentlog import``): one ``usage`` event per model response, with the response's
+final counts. The ``source`` column says which. Counts are normalised at
 import so that the four numbers mean the same for every agent:
 ``input_tokens`` (input not read from a cache), ``output_tokens`` (reasoning
 included), ``cache_read_tokens`` and ``cache_write_tokens``.
@@ -133,29 +135,49 @@ def _int(path: str) -> str:
     return f"coalesce(CAST(json_extract(attrs, '$.{path}') AS BIGINT), 0)"
 
 
-#: the ``usage`` view: one row per model response (the last one imported when a
-#: response was imported twice, e.g. while it was still being written), with its cost
+#: the ``usage`` view: one row per model response, from the agent's telemetry where it sent
+#: any for the session (``agentlog otel serve``: the API-request log records carrying token
+#: counts), else from its transcript (the last one imported when a response was imported
+#: twice, e.g. while it was still being written). A session's responses come from one source,
+#: never both, so no token counts twice. Cost: what the agent reported, else the price table.
 USAGE_VIEW: Final = f"""CREATE VIEW usage AS
-WITH u AS (
+WITH tel AS (
+  SELECT event_id, provider, provider_session_id, agent_id, project_name, project_root, observed_at,
+         coalesce(json_extract_string(attrs, '$.model'), model) AS model,
+         json_extract_string(attrs, '$.request_id') AS message_id,
+         {_int('input_tokens')} AS input_tokens, {_int('output_tokens')} AS output_tokens,
+         {_int('cache_read_tokens')} AS cache_read_tokens, {_int('cache_write_tokens')} AS cache_write_tokens,
+         TRY_CAST(json_extract(attrs, '$.cost_usd') AS DOUBLE) AS reported_cost, 'telemetry' AS source
+  FROM events WHERE kind = 'telemetry' AND json_extract_string(attrs, '$.signal') = 'logs'
+    AND json_extract(attrs, '$.input_tokens') IS NOT NULL
+  QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY log_key DESC, seq DESC) = 1
+), tr AS (
   SELECT event_id, provider, provider_session_id, agent_id, project_name, project_root, observed_at,
          coalesce(json_extract_string(attrs, '$.model'), model) AS model,
          json_extract_string(attrs, '$.message_id') AS message_id,
          {_int('input_tokens')} AS input_tokens, {_int('output_tokens')} AS output_tokens,
-         {_int('cache_read_tokens')} AS cache_read_tokens, {_int('cache_write_tokens')} AS cache_write_tokens
-  FROM events WHERE kind = 'usage'
+         {_int('cache_read_tokens')} AS cache_read_tokens, {_int('cache_write_tokens')} AS cache_write_tokens,
+         CAST(NULL AS DOUBLE) AS reported_cost, 'transcript' AS source
+  FROM events e WHERE kind = 'usage'
+    AND NOT EXISTS (SELECT 1 FROM tel WHERE tel.provider = e.provider
+                    AND tel.provider_session_id IS NOT DISTINCT FROM e.provider_session_id)
   QUALIFY row_number() OVER (PARTITION BY provider, provider_session_id, coalesce(message_id, event_id)
                              ORDER BY log_key DESC, seq DESC) = 1
+), u AS (
+  SELECT * FROM tel UNION ALL SELECT * FROM tr
 ), priced AS (
   SELECT u.*, p.prefix AS price_model, p.as_of AS price_as_of,
          (u.input_tokens * p.input + u.output_tokens * p.output + u.cache_read_tokens * p.cache_read
-          + u.cache_write_tokens * p.cache_write) / 1e6 AS cost_usd
+          + u.cache_write_tokens * p.cache_write) / 1e6 AS table_cost
   FROM u LEFT JOIN _prices p ON lower(u.model) = p.prefix OR starts_with(lower(u.model), p.prefix || '-')
   QUALIFY row_number() OVER (PARTITION BY u.event_id ORDER BY length(p.prefix) DESC NULLS LAST) = 1
 )
 SELECT event_id, provider, provider_session_id, agent_id, project_name, project_root, observed_at, model,
        message_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
        input_tokens + output_tokens + cache_read_tokens + cache_write_tokens AS total_tokens,
-       cost_usd, price_model, price_as_of
+       coalesce(reported_cost, table_cost) AS cost_usd, price_model, price_as_of, source,
+       CASE WHEN reported_cost IS NOT NULL THEN 'telemetry' WHEN table_cost IS NOT NULL THEN 'price_table' END
+         AS cost_source
 FROM priced"""
 
 GROUPS: Final = {
@@ -180,7 +202,8 @@ def usage_sql(by: str, since_us: int | None) -> str:
             f"sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, "
             f"sum(cache_write_tokens) AS cache_write_tokens, round(sum(cost_usd), 4) AS cost_usd, "
             f"count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced, "
-            f"coalesce(sum(total_tokens) FILTER (WHERE cost_usd IS NULL), 0) AS unpriced_tokens "
+            f"coalesce(sum(total_tokens) FILTER (WHERE cost_usd IS NULL), 0) AS unpriced_tokens, "
+            f"string_agg(DISTINCT source, '+' ORDER BY source) AS source "
             f"FROM usage {_since(since_us)} GROUP BY 1 ORDER BY 1")
 
 

@@ -69,7 +69,7 @@ _ATTEMPT_META = (
 _USAGE_META = (
     "event_id", "provider", "provider_session_id", "agent_id", "project_name", "observed_at", "model", "message_id",
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "cost_usd",
-    "price_model", "price_as_of",
+    "price_model", "price_as_of", "source", "cost_source",
 )
 _MEMORY_META = ("memory_id", "kind", "tags", "confidence", "created_at", "updated_at", "pinned", "version")
 

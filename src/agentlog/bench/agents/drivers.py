@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -76,7 +78,7 @@ class Run:
 
 
 def base_env(scratch: Path) -> dict[str, str]:
-    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT", "PYTHONPATH")  # PYTHONPATH: agentlog from a checkout
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({
@@ -134,8 +136,9 @@ class Driver:
     def protocol(self, run_dir: Path) -> ModelProtocol:
         raise NotImplementedError
 
-    def configure(self, scratch: Path, url: str, scenario: Scenario) -> None:
-        """The agent's own settings in the scratch home (before agentlog's install)."""
+    def configure(self, scratch: Path, url: str, scenario: Scenario, telemetry: bool = False) -> None:
+        """The agent's own settings in the scratch home (before agentlog's install); ``telemetry``:
+        leave the agent's telemetry setting for ``agentlog install --otel`` to write."""
 
     def argv(self, exe: Path, scenario: Scenario) -> list[str]:
         raise NotImplementedError
@@ -150,7 +153,7 @@ class ClaudeDriver(Driver):
     def protocol(self, run_dir: Path) -> ModelProtocol:
         return AnthropicProtocol(str(run_dir / "proj"))
 
-    def configure(self, scratch: Path, url: str, scenario: Scenario) -> None:
+    def configure(self, scratch: Path, url: str, scenario: Scenario, telemetry: bool = False) -> None:
         settings: dict[str, Any] = {}
         if scenario.slow_hook:
             hook = {"type": "command", "command": slow_hook_command(scratch), "timeout": 2}
@@ -178,7 +181,7 @@ class CodexDriver(Driver):
     def protocol(self, run_dir: Path) -> ModelProtocol:
         return ResponsesProtocol(str(run_dir / "proj"))
 
-    def configure(self, scratch: Path, url: str, scenario: Scenario) -> None:
+    def configure(self, scratch: Path, url: str, scenario: Scenario, telemetry: bool = False) -> None:
         home = scratch / ".codex"
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(
@@ -210,12 +213,14 @@ class GeminiDriver(Driver):
     def protocol(self, run_dir: Path) -> ModelProtocol:
         return GeminiProtocol(str(run_dir / "proj"))
 
-    def configure(self, scratch: Path, url: str, scenario: Scenario) -> None:
+    def configure(self, scratch: Path, url: str, scenario: Scenario, telemetry: bool = False) -> None:
         settings: dict[str, Any] = {
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+            "privacy": {"usageStatisticsEnabled": False},
             "security": {"auth": {"selectedType": "gemini-api-key"}},
         }
+        if not telemetry:
+            settings["telemetry"] = {"enabled": False}
         if scenario.slow_hook:
             hook = {"type": "command", "name": "slow", "command": slow_hook_command(scratch), "timeout": 2000}
             settings["hooks"] = {e: [{"hooks": [hook]}] for e in ("BeforeTool", "AfterTool", "BeforeAgent")}
@@ -242,14 +247,16 @@ def install_hooks(scratch: Path, agent: str, *extra: str) -> subprocess.Complete
 
 def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: bool = True, timeout: float = 180.0,
                  cache: Path | None = None, install_args: tuple[str, ...] = (), bypass_trust: bool = True,
-                 daemon: bool = False, sandbox: bool = False) -> Run:
+                 daemon: bool = False, sandbox: bool = False, otel: bool = False) -> Run:
     """Run one scenario with one release in ``scratch`` (made empty first) and return what happened.
 
     ``install_args`` go to ``agentlog install``; ``bypass_trust=False`` runs Codex
     without ``--dangerously-bypass-hook-trust`` (its hooks then run only if trusted);
     ``daemon`` runs ``agentlog daemon run`` on the run's data root while the agent runs
     (its capture server answers the native hook), stopped after. ``sandbox`` starts the agent under
-    ``agentlog run --net loopback --port <the model's port>`` (docs/sandbox.md)."""
+    ``agentlog run --net loopback --port <the model's port>`` (docs/sandbox.md). ``otel`` runs ``agentlog
+    otel serve`` on the run's data root and points the agent's telemetry at it (``install --otel``),
+    stopped once the agent has exited (its receipt line in ``run.extra["otel"]``)."""
     driver = DRIVERS[release.agent]
     exe = installed_binary(release, cache)
     if scratch.exists():
@@ -258,13 +265,19 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
     prepare_project(scratch, scenario)
     model = ScriptedModel(driver.protocol(scratch), scenario).start()
     run = Run(release, scenario, scratch, hooks, model)
+    receiver: Receiver | None = None
     try:
-        driver.configure(scratch, model.url, scenario)
+        driver.configure(scratch, model.url, scenario, telemetry=otel)
         if hooks:
             inst = install_hooks(scratch, release.agent, *install_args)
             run.extra["install"] = inst.stdout + inst.stderr
             if inst.returncode != 0:
                 raise RuntimeError(f"agentlog install {release.agent} failed: {inst.stderr.strip()[-400:]}")
+        if otel:
+            receiver = start_receiver(run)
+            inst = install_hooks(scratch, release.agent, "--otel", "--otel-endpoint", receiver.endpoint)
+            if inst.returncode != 0:
+                raise RuntimeError(f"agentlog install --otel {release.agent} failed: {inst.stderr.strip()[-400:]}")
         env = driver.env(scratch, model.url)
         if daemon:
             run.daemon = start_daemon(str(run.data_root), run.env())
@@ -291,7 +304,39 @@ def run_scenario(release: Release, scenario: Scenario, scratch: Path, *, hooks: 
         if run.daemon is not None:
             stop_daemon(run.daemon)
             run.daemon = None
+        if receiver is not None:
+            run.extra["otel"] = receiver.stop()
     return run
+
+
+@dataclass
+class Receiver:
+    """``agentlog otel serve`` on a free loopback port, for one run's data root."""
+
+    proc: subprocess.Popen[bytes]
+    endpoint: str
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=30)
+        return err.decode("utf-8", "replace").strip()
+
+
+def start_receiver(run: Run) -> Receiver:
+    proc = subprocess.Popen(agentlog_cmd("otel", "serve", "--port", "0"), env=run.env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    line = proc.stderr.readline().decode()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+    if m is None:
+        proc.kill()
+        proc.communicate(timeout=30)
+        raise RuntimeError(f"agentlog otel serve did not start: {line.strip()!r}")
+    return Receiver(proc, f"http://127.0.0.1:{m.group(1)}")
 
 
 TRANSCRIPT_GLOBS = {
