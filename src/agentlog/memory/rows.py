@@ -41,6 +41,11 @@ class Memory:
     stale: bool = False
     evidence: list[dict[str, Any]] | None = None
     links: list[tuple[str, str]] | None = None
+    truth_factor: float = 1.0
+    """The last check's truth factor (:mod:`.truth`; 1.0 when never checked); already in ``effective_confidence``."""
+    doubtful: bool = False
+    doubts: list[dict[str, Any]] | None = None
+    """The last check's findings that lowered its confidence (why it is doubtful)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
