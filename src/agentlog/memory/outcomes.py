@@ -84,7 +84,7 @@ def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
     paths = [p for p in m.attributes.get("paths") or [] if p.strip()]
     if not paths:
         return None
-    match = " OR ".join("len(list_filter(paths, x -> x = ? OR ends_with(x, ?))) > 0" for _ in paths)
+    match = " OR ".join("len(list_filter(paths, lambda x: x = ? OR ends_with(x, ?))) > 0" for _ in paths)
     args: list[Any] = [a for p in paths for a in (p, "/" + p.lstrip("/"))]
     fc = m.attributes.get("failure_class")
     rows = act.rows(f"SELECT event_id, outcome_status, outcome_class FROM events WHERE kind IN {_DONE} "
