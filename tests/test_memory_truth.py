@@ -235,3 +235,43 @@ def test_untouched_evidence_is_never_flagged(agentlog_home: Path, tmp_path_facto
     got = S.get(root, m.id)
     assert not got.doubtful and got.truth_factor == 1.0 and truth.doubtful(root) == []
     assert (got.evidence[0]["line_start"], got.evidence[0]["commit"]) == (start, c1[:10])
+
+
+def test_the_cli_and_the_mcp_tools_show_doubt_and_why(agentlog_home: Path, tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+    from agentlog.mcp import tools as T
+
+    root = str(agentlog_home)
+    repo, c1 = new_repo(tmp_path)
+    m = cite(root, c1)
+    fine = S.create(root, "fact", "compute is fine", attributes={"statement": "compute is fine"})
+    _edit_line(repo)
+    commit(repo, "edit")
+    r = CliRunner()
+    env = {"AGENTLOG_HOME": root}
+    out = r.invoke(cli, ["memory", "check", "--repo", str(repo), "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["doubtful"] == [m.id]
+    listed = r.invoke(cli, ["memory", "review", "--doubtful", "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    (row,) = json.loads(listed.output)
+    assert row["id"] == m.id and "src/a.py: changed" in row["why"][0]
+    assert "src/a.py: changed" in r.invoke(cli, ["memory", "review", "--doubtful"], env=env).output
+    shown = r.invoke(cli, ["memory", "show", m.id], env=env).output
+    assert "doubtful, because:" in shown and "×0.50  evidence: changed file src/a.py" in shown
+    shown_json = json.loads(r.invoke(cli, ["memory", "show", m.id, "--json"], env=env).output)
+    assert [f["value"] for f in shown_json["confidence_factors"]][-1] == 0.5
+    assert r.invoke(cli, ["memory", "review"], env=env).exit_code == 2  # neither a proposal nor --doubtful
+    # the MCP tools mark it, and say why
+    text, data = T.memory_get(root, ident=m.id)
+    assert "DOUBTFUL" in text and "lines 10-12 of src/a.py were edited" in text and data["doubtful"]
+    text, data = T.memory_get(root, ident=fine.id)
+    assert "DOUBTFUL" not in text and not data["doubtful"]
+    _, found = T.memory_search(root, query="compute")
+    by_id = {f["id"]: f for f in found["memories"]}
+    assert by_id[m.id]["doubtful"] and "changed" in by_id[m.id]["doubt"]
+    assert not by_id[fine.id]["doubtful"] and by_id[fine.id]["doubt"] == ""
