@@ -127,3 +127,38 @@ def test_a_decision_whose_tool_was_replaced(agentlog_home: Path, tmp_path: Path)
     assert S.get(root, dec.id).doubtful
     assert truth.check(root, repo_dir=str(repo), everything=True).proposals == []
     git(repo, "log", "--oneline")
+
+
+def test_recorded_evidence_present_corrected_retracted(agentlog_home: Path, tmp_path: Path) -> None:
+    from agentlog.memory import store
+    from agentlog.memory.service import current_engine
+    from agentlog.operations.corrections import record_correction, record_retraction
+
+    root = str(agentlog_home)
+    repo, _ = new_repo(tmp_path)
+    s = Session(root, repo, "rec-session")
+    s.emit({"hook_event_name": "UserPromptSubmit", "prompt": "fix it"})
+    kept_event = s.edit("src/a.py", True)
+    s.emit({"hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "done"})
+    s.emit({"hook_event_name": "UserPromptSubmit", "prompt": "and the other"})
+    s.edit("src/b.py", False)
+    s.emit({"hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "failed"})
+    with current_engine(root) as engine:
+        attempts = [r[0] for r in engine.run("SELECT attempt_id FROM attempts ORDER BY started_at").rows]
+    assert len(attempts) == 2
+    m = S.create(root, "fact", "b.py edits fail", attributes={"statement": "b.py edits fail"},
+                 evidence=[{"type": "event", "value": kept_event}, {"type": "attempt", "value": attempts[0]},
+                           {"type": "attempt", "value": attempts[1]}])
+    truth.check(root, repo_dir=str(repo))
+    assert [r["status"] for r in truth.last(store.connect(root), m.id)["results"] if r["on"] == "evidence"] == \
+        ["recorded"] * 3
+    assert not S.get(root, m.id).doubtful
+    record_correction(root, correction_type="attempt_outcome", target=attempts[1], outcome="succeeded")
+    record_retraction(root, target_type="attempt", target=attempts[0], reason="mistaken_import")
+    truth.check(root, repo_dir=str(repo))
+    found = [r for r in truth.last(store.connect(root), m.id)["results"] if r["on"] == "evidence"]
+    assert [r["status"] for r in found] == ["recorded", "retracted", "corrected"], found
+    got = S.get(root, m.id)
+    assert got.doubtful and got.truth_factor == truth.WEIGHTS["retracted"] * truth.WEIGHTS["corrected"]
+    store.rebuild(root)
+    assert S.get(root, m.id).truth_factor == got.truth_factor

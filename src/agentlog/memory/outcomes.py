@@ -40,7 +40,8 @@ _DONE: Final = "('tool_call_finished', 'tool_call_failed')"
 @dataclass
 class Activity:
     """The projection (an engine, None when there is none) and the repository, for the rules;
-    ``mark``: the time of the latest recorded event (µs), a check's high-water mark."""
+    ``mark``: how many events (but the memory's own) the projection holds, a check's high-water
+    mark (a count, not a time: corrections and late imports carry times older than the newest)."""
 
     engine: Any
     repo: Any
@@ -53,7 +54,7 @@ class Activity:
 
         try:
             engine = current_engine(root)
-            rows = engine.run("SELECT max(epoch_us(observed_at)) FROM events WHERE provider != 'agentlog'").rows
+            rows = engine.run("SELECT count(*) FROM events WHERE kind != 'memory'").rows
         except AgentlogError:
             return cls(None, repo, None)
         return cls(engine, repo, int(rows[0][0]) if rows and rows[0][0] is not None else 0)

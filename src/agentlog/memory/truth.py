@@ -77,7 +77,8 @@ def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]]) -> dict[int, di
     from agentlog.query.engine import QueryError
 
     sql = {
-        "event": "SELECT false, NULL, NULL FROM events WHERE event_id = ?",
+        "event": "SELECT (SELECT count(*) FROM retractions WHERE list_contains(retracted_events, e.event_id)) > 0, "
+                 "NULL, NULL FROM events e WHERE e.event_id = ?",
         "attempt": "SELECT coalesce(retracted, false), corrected_by, correction_type FROM attempts WHERE attempt_id = ?",
         "session": "SELECT coalesce(retracted, false), NULL, NULL FROM sessions WHERE session_id = ?",
         "tool_call": "SELECT coalesce(retracted, false), NULL, NULL FROM tool_calls WHERE tool_call_id = ?",
