@@ -29,7 +29,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agentlog.memory.rows import Memory
+from agentlog.memory.rows import Memory, last
 
 PITFALL_SUCCESSES: Final = 5
 PROCEDURE_FAILURES: Final = 2
@@ -123,7 +123,7 @@ def _one_word(text: Any) -> bool:
 
 
 def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
-    chosen = m.attributes.get("chosen")
+    chosen = str(m.attributes.get("chosen") or "")
     repo = act.repo
     if repo is None or not _one_word(chosen):
         return None
@@ -166,9 +166,9 @@ def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity)
 def open_proposals(root: str, con: sqlite3.Connection, m: Memory) -> list[str]:
     """One proposal (to archive ``m``, with the evidence) per rule finding of its last check
     that has none yet; their ids. A second run opens none."""
-    from agentlog.memory import proposals, truth
+    from agentlog.memory import proposals
 
-    checked = truth.last(con, m.id)
+    checked = last(con, m.id)
     out: list[str] = []
     for r in (checked or {}).get("results", []):
         if r.get("on") != "outcome" or r.get("status") != "contradicted":

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from agentlog.memory import confidence as conf
 from agentlog.memory.model import RECORDED_EVIDENCE
-from agentlog.memory.rows import Memory, loads_column
+from agentlog.memory.rows import Memory, annotate, last, loads_column
 
 #: what each finding multiplies a memory's confidence by (1.0: it does not lower it)
 WEIGHTS: Final[dict[str, float]] = {
@@ -148,36 +148,6 @@ def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any,
     return results, moves
 
 
-def last(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
-    """A memory's last check: ``checked_at``, ``factor``, ``doubtful``, ``results`` (None: never checked)."""
-    row = con.execute("SELECT checked_at, factor, doubtful, results FROM truth WHERE memory_id = ?", (mid,)).fetchone()
-    if row is None:
-        return None
-    return {"checked_at": row[0], "factor": row[1], "doubtful": bool(row[2]), "results": loads_column(row[3])}
-
-
-def annotate(con: sqlite3.Connection, ms: list[Memory]) -> list[Memory]:
-    """``ms`` with their last check: effective confidence times the truth factor, ``doubtful``
-    and ``doubts`` (the findings that lowered it)."""
-    if not ms:
-        return ms
-    got: dict[str, tuple[float, int, str]] = {}
-    ids = [m.id for m in ms]
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        for mid, f, d, res in con.execute(f"SELECT memory_id, factor, doubtful, results FROM truth WHERE memory_id IN "
-                                          f"({', '.join('?' * len(part))})", part):
-            got[mid] = (float(f), int(d), res)
-    for m in ms:
-        if m.id in got:
-            f, d, res = got[m.id]
-            m.truth_factor = f
-            m.effective_confidence = round(m.effective_confidence * f, 6)
-            m.doubtful = bool(d)
-            m.doubts = [r for r in loads_column(res) if r.get("weight", 1.0) < 1.0]
-    return ms
-
-
 def explain(con: sqlite3.Connection, m: Memory, now_us: int | None = None) -> list[dict[str, Any]]:
     """Why ``m``'s effective confidence is what it is: each factor with its evidence."""
     now = now_us if now_us is not None else _now()
@@ -226,7 +196,7 @@ def _select(con: sqlite3.Connection, ids: list[str] | None, everything: bool, he
         if never:
             out.append(mid)
             continue
-        meta = next((r for r in marks[mid] if r.get("on") == "run"), {})
+        meta: dict[str, Any] = next((r for r in marks[mid] if r.get("on") == "run"), {})
         if meta.get("head") != head or (activity_mark is not None and meta.get("activity", -1) < activity_mark):
             out.append(mid)
     return out
@@ -269,8 +239,8 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
             run = {"on": "run", "status": "checked", "head": repo.head if repo else None, "activity": activity.mark,
                    "weight": 1.0, "detail": ""}
             body = {"results": [*results, run], "factor": factor, "doubtful": doubtful, "moves": moves}
-            ev = new_event("memory_checked", m.id, m.version, CHECKER, body)
-            transact(root, lambda _con, ev=ev: ([ev], {}))
+            events: list[dict[str, Any]] = [new_event("memory_checked", m.id, m.version, CHECKER, body)]
+            transact(root, lambda _con: (events, {}))
             report.written += 1
             report.moved += len(moves)
         if propose:
