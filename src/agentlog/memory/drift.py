@@ -55,6 +55,8 @@ class Repo:
     _renames: dict[str, dict[str, str | None]] = field(default_factory=dict)
     _files: dict[tuple[str, str], list[str] | None] = field(default_factory=dict)
     _commits: dict[str, str | None] = field(default_factory=dict)
+    _hunks: dict[tuple[str, str, str], list[tuple[int, int, int, int]]] = field(default_factory=dict)
+    _logs: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", self.top, *args], capture_output=True, text=True,
@@ -74,6 +76,24 @@ class Repo:
             p = self.git("show", f"{commit}:{path}")
             self._files[key] = p.stdout.split("\n") if p.returncode == 0 else None
         return self._files[key]
+
+    def hunks(self, commit: str, path: str, now_path: str) -> list[tuple[int, int, int, int]]:
+        """``git diff -U0``'s hunks of ``path`` (``now_path`` at ``HEAD``) from ``commit`` to ``HEAD``:
+        (old start, old count, new start, new count) each."""
+        key = (commit, path, now_path)
+        if key not in self._hunks:
+            diff = self.git("diff", "-U0", "-M", commit, self.head, "--", *dict.fromkeys((path, now_path)))
+            self._hunks[key] = [(int(s), int(c) if c else 1, int(t), int(d) if d else 1)
+                                for s, c, t, d in _HUNK.findall(diff.stdout)]
+        return self._hunks[key]
+
+    def since(self, commit: str, path: str) -> str:
+        """`` (commits since: …)``: the last five commits that touched ``path`` after ``commit``."""
+        key = (commit, path)
+        if key not in self._logs:
+            ids = self.git("log", "--format=%h", "-n", "5", f"{commit}..{self.head}", "--", path).stdout.split()
+            self._logs[key] = f" (commits since: {', '.join(ids)})" if ids else ""
+        return self._logs[key]
 
     def renames(self, commit: str) -> dict[str, str | None]:
         """Per path changed between ``commit`` and ``HEAD``: its path at ``HEAD`` (None: deleted)."""
@@ -159,12 +179,6 @@ def _find_block(repo: Repo, block: list[str], prefer: str | None) -> tuple[str, 
     return None
 
 
-def _since(repo: Repo, commit: str, path: str) -> str:
-    p = repo.git("log", "--format=%h", "-n", "5", f"{commit}..{repo.head}", "--", path)
-    ids = p.stdout.split()
-    return f" (commits since: {', '.join(ids)})" if ids else ""
-
-
 def file_drift(repo: Repo, ref: dict[str, Any]) -> Drift:
     """``ref`` (file evidence) against ``repo`` at ``HEAD``."""
     path = str(ref["value"])
@@ -183,22 +197,19 @@ def file_drift(repo: Repo, ref: dict[str, Any]) -> Drift:
     a = ref.get("line_start")
     if a is None:  # the whole file
         if now_path is None:
-            return Drift("deleted", f"{path} was deleted since {rev}{_since(repo, commit, path)}")
+            return Drift("deleted", f"{path} was deleted since {rev}{repo.since(commit, path)}")
         if repo.lines(repo.head, now_path) == old:
             if now_path == path:
                 return Drift("unchanged", f"{path} is as it was at {rev}")
             return Drift("moved", f"{path} was renamed to {now_path}",
                          {**ref, "value": now_path, "commit": repo.head})
-        return Drift("changed", f"{now_path} changed since {rev}{_since(repo, commit, path)}")
+        return Drift("changed", f"{now_path} changed since {rev}{repo.since(commit, path)}")
     b = int(ref.get("line_end") or a)
     if b > len(old):
         return Drift("unverifiable", f"{path} had {len(old)} lines at {rev}, not {b}")
     block = old[a - 1:b]
     if now_path is not None:
-        diff = repo.git("diff", "-U0", "-M", commit, repo.head, "--", *dict.fromkeys((path, now_path)))
-        hunks = [(int(s), int(c) if c else 1, int(t), int(d) if d else 1)
-                 for s, c, t, d in _HUNK.findall(diff.stdout)]
-        off = _shifted(hunks, a, b)
+        off = _shifted(repo.hunks(commit, path, now_path), a, b)
         if off is not None:
             if off == 0 and now_path == path:
                 return Drift("unchanged", f"lines {a}-{b} of {path} are as they were at {rev}")
@@ -208,8 +219,8 @@ def file_drift(repo: Repo, ref: dict[str, Any]) -> Drift:
         return _moved(repo, ref, found[0], found[1], found[1] + len(block) - 1, f"{path}#L{a}-{b}")
     if now_path is None:
         return Drift("deleted", f"{path} was deleted since {rev} and its lines {a}-{b} are nowhere in the "
-                                f"repository{_since(repo, commit, path)}")
-    return Drift("changed", f"lines {a}-{b} of {path} were edited since {rev}{_since(repo, commit, path)}")
+                                f"repository{repo.since(commit, path)}")
+    return Drift("changed", f"lines {a}-{b} of {path} were edited since {rev}{repo.since(commit, path)}")
 
 
 def _moved(repo: Repo, ref: dict[str, Any], path: str, start: int, end: int, was: str) -> Drift:

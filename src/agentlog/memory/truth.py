@@ -37,6 +37,9 @@ WEIGHTS: Final[dict[str, float]] = {
     "contradicted": 0.5, "kept": 1.0,
 }
 
+WRITE_BATCH: Final = 500
+"""``memory_checked`` events appended in one write (one lock, one transaction)."""
+
 CHECKER: Final = "agentlog"
 """The actor of a ``memory_checked`` event."""
 
@@ -210,7 +213,7 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
     import os
 
     from agentlog.memory import drift, outcomes, service
-    from agentlog.memory.store import connect, new_event, transact
+    from agentlog.memory.store import connect, new_event
 
     report = Report()
     repo = None
@@ -222,6 +225,7 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
     con = connect(root)
     try:
         wanted = [service.get(root, i, con=con).id for i in ids] if ids is not None else None
+        events: list[dict[str, Any]] = []
         todo = _select(con, wanted, everything, repo.head if repo else None, activity.mark)
         for mid in todo:
             m = service.get(root, mid, con=con)
@@ -239,10 +243,12 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
             run = {"on": "run", "status": "checked", "head": repo.head if repo else None, "activity": activity.mark,
                    "weight": 1.0, "detail": ""}
             body = {"results": [*results, run], "factor": factor, "doubtful": doubtful, "moves": moves}
-            events: list[dict[str, Any]] = [new_event("memory_checked", m.id, m.version, CHECKER, body)]
-            transact(root, lambda _con: (events, {}))
+            events.append(new_event("memory_checked", m.id, m.version, CHECKER, body))
             report.written += 1
             report.moved += len(moves)
+            if len(events) >= WRITE_BATCH:
+                _write(root, events)
+        _write(root, events)
         if propose:
             for mid in todo:
                 m = service.get(root, mid, con=con)
@@ -251,6 +257,16 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
         activity.close()
         con.close()
     return report
+
+
+def _write(root: str, events: list[dict[str, Any]]) -> None:
+    """Append and apply ``events`` (checks: based on no version, so never refused) in one write; empties the list."""
+    from agentlog.memory.store import transact
+
+    if events:
+        batch = list(events)
+        transact(root, lambda _con: (batch, {}))
+        events.clear()
 
 
 def doubtful(root: str, *, limit: int = 100, now_us: int | None = None) -> list[Memory]:
