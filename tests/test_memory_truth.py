@@ -275,3 +275,21 @@ def test_the_cli_and_the_mcp_tools_show_doubt_and_why(agentlog_home: Path, tmp_p
     by_id = {f["id"]: f for f in found["memories"]}
     assert by_id[m.id]["doubtful"] and "changed" in by_id[m.id]["doubt"]
     assert not by_id[fine.id]["doubtful"] and by_id[fine.id]["doubt"] == ""
+
+
+def test_the_bench_rows_of_the_memory_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from agentlog.bench.context import StepContext
+    from agentlog.bench.memory_truth_steps import truth_checks
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("AGENTLOG_HOME", str(tmp_path / "unused"))
+    ctx = StepContext("memory", 1000, 1)
+    try:
+        table, metrics = truth_checks(ctx, sizes=(20,))
+    finally:
+        ctx.cleanup()
+    (row,) = table["rows"]
+    assert row[0] == "20 / 2" and "(10 moved, 1 doubtful)" in row[1], row
+    assert metrics["check.20.incremental_ms"] > 0 and metrics["check.20.per_memory_ms"] > 0
