@@ -162,3 +162,37 @@ def test_recorded_evidence_present_corrected_retracted(agentlog_home: Path, tmp_
     assert got.doubtful and got.truth_factor == truth.WEIGHTS["retracted"] * truth.WEIGHTS["corrected"]
     store.rebuild(root)
     assert S.get(root, m.id).truth_factor == got.truth_factor
+
+
+def test_the_dashboard_needs_review_section_keeps_or_archives(agentlog_home: Path, tmp_path: Path) -> None:
+    import re
+
+    from starlette.testclient import TestClient
+
+    from agentlog.web.app import create_app
+    from agentlog.web.security import COOKIE, Guard
+
+    root = str(agentlog_home)
+    repo, _ = new_repo(tmp_path)
+    write(repo, "pyproject.toml", ["[tool.poetry]"])
+    commit(repo, "poetry")
+    dec = S.create(root, "decision", "Use <b>uv</b>", attributes={"chosen": "uv", "alternatives": ["poetry"]})
+    truth.check(root, repo_dir=str(repo))
+    (p,) = _rule_proposals(root)
+    guard = Guard(port=8765)
+    app = create_app(root, guard, live=False)
+    with TestClient(app, base_url=f"http://127.0.0.1:{guard.port}") as c:
+        r = c.get(f"/?token={guard.token}", follow_redirects=False)
+        c.cookies.set(COOKIE, r.cookies[COOKIE])
+        page = c.get("/memory").text
+        assert "Needs review" in page and "Use &lt;b&gt;uv&lt;/b&gt;" in page and "rule decision_replaced" in page
+        assert f"/proposals/{p.id}/reject" in page and f"/proposals/{p.id}/approve" in page
+        api = c.get("/api/memory").json()["needs_review"]
+        assert [d["id"] for d in api] == [dec.id] and api[0]["proposal"] == p.id
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+        assert token is not None
+        kept = c.post(f"/proposals/{p.id}/reject", data={"csrf": token.group(1), "reason": "kept after review"},
+                      follow_redirects=False)
+        assert kept.status_code == 303
+    truth.check(root, repo_dir=str(repo), everything=True)
+    assert not S.get(root, dec.id).doubtful and truth.doubtful(root) == []
