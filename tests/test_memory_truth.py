@@ -206,34 +206,54 @@ def test_without_a_repository_file_evidence_is_unverifiable(agentlog_home: Path,
         drift.open_repo(str(tmp_path))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.sampled_from(["other", "below", "readme", "newfile"]), st.integers(0, 5)),
-                      min_size=1, max_size=4),
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(["other", "below", "readme", "newfile", "activity"]),
+                                st.integers(0, 5)), min_size=1, max_size=4),
        span=st.tuples(st.integers(1, 20), st.integers(0, 5)))
 def test_untouched_evidence_is_never_flagged(agentlog_home: Path, tmp_path_factory: pytest.TempPathFactory,
                                              edits: list[tuple[str, int]], span: tuple[int, int]) -> None:
-    """Histories that never touch the cited lines (edits below them, other files, new files):
-    the memory is never doubtful, its citation stays, and its confidence is not lowered."""
+    """Histories that never touch the cited lines (edits below them, other files, new files)
+    and whose recorded activity contradicts nothing (edits of other paths, succeeding or
+    failing; other commands failing; the procedure's command succeeding): no memory is ever
+    doubtful, the citation stays, no proposal is opened."""
+    from test_memory_outcomes import Session
+
+    from agentlog.memory import proposals
+
     root = str(agentlog_home)
     repo, c1 = new_repo(tmp_path_factory.mktemp("h"))
     start, length = span
     end = start + length
     m = cite(root, c1, start=start, end=end)
+    S.create(root, "pitfall", "pit.py edits fail", attributes={"symptom": "s", "avoid": "a", "paths": ["src/pit.py"]})
+    S.create(root, "procedure", "check", attributes={"goal": "check", "steps": ["make check"], "command": "make check"})
+    S.create(root, "decision", "Use uv", attributes={"chosen": "uv", "alternatives": ["poetry"]})
+    write(repo, "README.md", ["# proj", "uses uv"])
+    commit(repo, "uv")
+    session = Session(root, repo, f"prop-{c1[:8]}")
     lines = list(LINES)
     for i, (what, n) in enumerate(edits):
+        if what == "activity":
+            session.edit(["src/a.py", "src/other.py", "pit.py.bak"][n % 3], ok=n % 2 == 0)
+            session.bash("make other", ok=False)
+            session.bash("make check", ok=True)
+            truth.check(root, repo_dir=str(repo))
+            continue
         if what == "below":
             lines = [*lines[:end + n], f"added {i}", *lines[end + n:]]
             write(repo, "src/a.py", lines)
         elif what == "other":
             write(repo, "src/other.py", [f"x = {i}"] * (n + 1))
         elif what == "readme":
-            write(repo, "README.md", ["# proj", f"v{i}"])
+            write(repo, "README.md", ["# proj", "uses uv", f"v{i}"])
         else:
             write(repo, f"new{i}.txt", [str(n)])
         commit(repo, f"edit {i}")
         truth.check(root, repo_dir=str(repo))
+    truth.check(root, repo_dir=str(repo), everything=True)
     got = S.get(root, m.id)
     assert not got.doubtful and got.truth_factor == 1.0 and truth.doubtful(root) == []
+    assert proposals.list_proposals(root, status=None) == []
     assert (got.evidence[0]["line_start"], got.evidence[0]["commit"]) == (start, c1[:10])
 
 
@@ -293,3 +313,17 @@ def test_the_bench_rows_of_the_memory_check(tmp_path: Path, monkeypatch: pytest.
     (row,) = table["rows"]
     assert row[0] == "20 / 2" and "(10 moved, 1 doubtful)" in row[1], row
     assert metrics["check.20.incremental_ms"] > 0 and metrics["check.20.per_memory_ms"] > 0
+
+
+def test_a_file_cited_by_its_absolute_path_or_dot_slash_is_checked(agentlog_home: Path, tmp_path: Path) -> None:
+    root = str(agentlog_home)
+    repo, c1 = new_repo(tmp_path)
+    top = git(repo, "rev-parse", "--show-toplevel")
+    a = cite(root, c1, path=f"{top}/src/a.py")
+    b = cite(root, c1, path="./src/a.py")
+    _insert_above(repo)
+    head = commit(repo, "insert")
+    truth.check(root, repo_dir=str(repo))
+    for m in (a, b):
+        ref = S.get(root, m.id).evidence[0]
+        assert (ref["value"], ref["line_start"], ref["commit"]) == ("src/a.py", 15, head)

@@ -182,6 +182,9 @@ def _find_block(repo: Repo, block: list[str], prefer: str | None) -> tuple[str, 
 def file_drift(repo: Repo, ref: dict[str, Any]) -> Drift:
     """``ref`` (file evidence) against ``repo`` at ``HEAD``."""
     path = str(ref["value"])
+    if path.startswith(repo.top + "/"):  # (cited by its absolute path in this repository)
+        path = path[len(repo.top) + 1:]
+    path = path.removeprefix("./")
     rev = ref.get("commit")
     if rev is None:
         if repo.lines(repo.head, path) is not None:
