@@ -30,7 +30,7 @@ def _one_size(ctx: StepContext, n: int) -> dict[str, Any]:
     commit inserts lines at the top of a third of the files (their citations move) and edits one
     cited line in a tenth (changed). Then: the first full check, a second (nothing new), and an
     incremental one (HEAD unchanged: selects none)."""
-    from agentlog.memory import service, truth
+    from agentlog.api import check_memories, create_memory
 
     root, repo = ctx.tmpdir(), ctx.tmpdir()
     files = max(1, n // CITES_PER_FILE)
@@ -46,7 +46,7 @@ def _one_size(ctx: StepContext, n: int) -> dict[str, Any]:
     try:
         for i in range(n):
             f, k = divmod(i, CITES_PER_FILE)
-            service.create(root, "fact", f"m{i}", attributes={"statement": f"m{i}"},
+            create_memory(root, "fact", f"m{i}", attributes={"statement": f"m{i}"},
                            evidence=[{"type": "file", "path": f"m{f % files}.py", "line_start": 5 * k + 1,
                                       "line_end": 5 * k + 3, "commit": first}])
     finally:
@@ -66,7 +66,7 @@ def _one_size(ctx: StepContext, n: int) -> dict[str, Any]:
     out: dict[str, Any] = {"memories": n, "files": files}
     for name, everything in (("first", True), ("again", True), ("incremental", False)):
         t = time.perf_counter()
-        report = truth.check(root, repo_dir=repo, everything=everything)
+        report = check_memories(root, repo_dir=repo, everything=everything)
         out[name] = {"ms": (time.perf_counter() - t) * 1000, "checked": report.checked, "written": report.written,
                      "moved": report.moved, "doubtful": len(report.doubtful)}
     return out

@@ -75,6 +75,7 @@ def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]]) -> dict[int, di
     """Per evidence seq: ``recorded``, ``corrected``, ``retracted`` or ``purged``, with why."""
     if not refs:
         return {}
+    from agentlog.core import AgentlogError
     from agentlog.log.purge_record import purged_events
     from agentlog.memory.service import current_engine
     from agentlog.query.engine import QueryError
@@ -88,7 +89,11 @@ def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]]) -> dict[int, di
     }
     out: dict[int, dict[str, Any]] = {}
     purged = purged_events(root)
-    with current_engine(root) as engine:
+    try:
+        engine = current_engine(root)
+    except AgentlogError as e:  # (no usable projection: nothing can be said of them)
+        return {seq: {"status": "unverifiable", "detail": f"the projection could not be read: {e}"} for seq, _ in refs}
+    with engine:
         for seq, ref in refs:
             value = str(ref["value"])
             try:
