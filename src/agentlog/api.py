@@ -63,6 +63,8 @@ if TYPE_CHECKING:
     from agentlog.memory.service import search as search_memories
     from agentlog.memory.store import rebuild as rebuild_memory_store
     from agentlog.memory.store import verify as verify_memory_store
+    from agentlog.memory.truth import check as check_memories
+    from agentlog.memory.truth import doubtful as doubtful_memories
     from agentlog.operations.corrections import record_correction, record_retraction
     from agentlog.operations.refresh import bring_up_to_date, open_current, run_sql
     from agentlog.projection.ids import display as display_id
@@ -182,6 +184,8 @@ _LAZY: dict[str, str] = {
     "restore_memories": "agentlog.memory.exchange:restore",
     "rebuild_memory_store": "agentlog.memory.store:rebuild",
     "verify_memory_store": "agentlog.memory.store:verify",
+    "check_memories": "agentlog.memory.truth:check",
+    "doubtful_memories": "agentlog.memory.truth:doubtful",
     # vault (the machine side, and the sealed batch format: `bench ship`)
     "ship_once": "agentlog.vault.ship:run_once",
     "load_vault_machine": "agentlog.vault.machine:load",
@@ -239,10 +243,12 @@ __all__ = [
     "classify_failure_event",
     "command_programs",
     "compact",
+    "check_memories",
     "confirm_memory",
     "create_memory",
     "diff_state",
     "display_id",
+    "doubtful_memories",
     "edit_memory",
     "events_path",
     "execute_aql",

@@ -289,6 +289,10 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         runs = [child([sys.executable, "-m", "agentlog", "memory", *args], env)["secs"] * 1000 for _ in range(7)]
         cli[name] = describe(runs)
     dashboard = _dashboard(ctx, root)
+    from agentlog.bench.memory_truth_steps import truth_checks
+
+    ctx.progress("memory checks through git")
+    checks_table, checks = truth_checks(ctx)
     big_n = min(100_000, ctx.events // 14)
     big: dict[str, Any] | None = None
     larger: list[dict[str, Any]] = []  # the sizes above engram's, smallest first
@@ -329,6 +333,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "cli_secs": max(v["median"] for v in cli.values()) / 1000,
         "dashboard_list_mean_ms": dashboard["list"]["mean"], "dashboard_list_p95_ms": dashboard["list"]["p95"],
         "dashboard_get_mean_ms": dashboard["get"]["mean"], "dashboard_get_p95_ms": dashboard["get"]["p95"],
+        **checks,
     }
     sized: list[tuple[str, dict[str, Any]]] = ([("mid", larger[0])] if len(larger) > 1 else []) + \
         ([("big", big)] if big else [])
@@ -388,7 +393,7 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         "note": "`agentlog serve --no-live` (a child process) over the 1,000 memories above, signed in; HTTP on "
                 "loopback (httpx), one untimed request per route, then the web step's runs. The list is a page of "
                 "memories (HTML, and its JSON); one memory is its page with its evidence resolved and its history.",
-    }]
+    }, checks_table]
     return {"tables": tables, "metrics": metrics, "base": base, "big": big, "cli": cli, "dashboard": dashboard}
 
 

@@ -199,7 +199,7 @@ def list_cmd(kind: str | None, tag: str | None, archived: bool, limit: int, offs
         click.echo("no memories", err=True)
         return
     print_columns([{"slug": m.slug, "kind": m.kind, "title": m.title, "confidence": f"{m.effective_confidence:.2f}"
-                    + (" stale" if m.stale else ""), "tags": ", ".join(m.tags)} for m in ms],
+                    + (" stale" if m.stale else "") + (" doubtful" if m.doubtful else ""), "tags": ", ".join(m.tags)} for m in ms],
                   ["slug", "kind", "title", "confidence", "tags"])
 
 
@@ -216,10 +216,13 @@ def show_cmd(ident: str, as_json: bool) -> None:
         m = service.get(data_root(), ident)
         m.evidence = service.resolve_evidence(data_root(), m.evidence or [])
         changes = service.history(data_root(), m.id)
+    from agentlog.cli.memory_truth_cmds import echo_explanation, explanation
+
     if as_json:
-        print_json({**m.to_dict(), "history": changes})
+        print_json({**m.to_dict(), "history": changes, "confidence_factors": explanation(m)})
         return
     _show_one(m, False)
+    echo_explanation(m)
     click.echo("")
     for h in changes:
         via = f" (proposal {h['proposal_id'][:13]})" if h["proposal_id"] else ""
@@ -404,7 +407,11 @@ def _json_change(text: str, option: str) -> Any:
 
 
 @memory.command(name="review")
-@click.argument("pid")
+@click.argument("pid", required=False)
+@click.option("--doubtful", is_flag=True,
+              help="Instead: list the doubtful memories (their evidence changed, or activity contradicts them), "
+                   "each with why.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True, help="With --doubtful: at most.")
 @click.option("--title", default=None, help="Edit: a new title.")
 @click.option("--note", default=None, help="Edit: a new note ('' clears it).")
 @click.option("--drop", "drops", multiple=True, type=click.IntRange(1), metavar="N",
@@ -413,18 +420,31 @@ def _json_change(text: str, option: str) -> Any:
               help="Edit: replace change N by this change (repeatable).")
 @click.option("--add", "adds", multiple=True, metavar="JSON", help="Edit: add this change after the others (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the proposal and its diff as JSON.")
-def review_cmd(pid: str, title: str | None, note: str | None, drops: tuple[int, ...], replaces: tuple[str, ...],
-               adds: tuple[str, ...], as_json: bool) -> None:
-    """What merging proposal PID would change, against the memories as they are now.
+def review_cmd(pid: str | None, doubtful: bool, limit: int, title: str | None, note: str | None,
+               drops: tuple[int, ...], replaces: tuple[str, ...], adds: tuple[str, ...], as_json: bool) -> None:
+    """What merging proposal PID would change, against the memories as they are now;
+    or, with --doubtful, the memories a person should look at (agentlog memory check
+    finds them; keep, edit or archive each: the rules' proposals are in
+    agentlog memory proposals).
 
     With --title, --note, --drop, --replace or --add, a person edits the open
     proposal first (every change it then holds is checked again against the
     memories now; the edit is recorded in the memory log), then sees the result.
+
+    Example: agentlog memory review --doubtful
     """
     from agentlog.memory import proposals
     from agentlog.memory.model import InvalidMemory
     from agentlog.memory.store import NotFound
 
+    if doubtful == (pid is not None):
+        raise click.UsageError("give a proposal id, or --doubtful (not both)")
+    if doubtful:
+        from agentlog.cli.memory_truth_cmds import print_doubtful
+
+        print_doubtful(limit, as_json)
+        return
+    assert pid is not None
     replaced: dict[int, Any] = {}
     for item in replaces:
         number, sep, change = item.partition("=")
@@ -633,3 +653,12 @@ def unlink_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
     with _errors():
         m = service.unlink(data_root(), ident, relation, target)
     _show_one(m, as_json)
+
+
+def _register() -> None:
+    from agentlog.cli.memory_truth_cmds import check_cmd
+
+    memory.add_command(check_cmd)
+
+
+_register()

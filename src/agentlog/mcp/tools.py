@@ -355,9 +355,19 @@ def memory_search(root: str, *, query: str, max_rows: int | None = None,
         hits = mem.search(root, query, limit=rows)
     except (InvalidMemory, ValueError) as e:
         raise ToolError(str(e)) from None
-    found = [{**m.to_dict(), "score": round(s, 4)} for m, s in hits]
-    text = _lines(found, ("id", "kind", "title", "effective_confidence", "stale"))
+    found = [{**m.to_dict(), "score": round(s, 4), "doubt": _doubt(m)} for m, s in hits]
+    text = _lines(found, ("id", "kind", "title", "effective_confidence", "stale", "doubtful", "doubt"))
     return _fit(f"{UNTRUSTED}\n{text}", chars), {"memories": found}
+
+
+def _doubt(m: Any) -> str:
+    """Why a memory is doubtful (its last check's findings that lowered it: ``agentlog memory
+    check``), '' when it is not."""
+    out = []
+    for d in m.doubts or []:
+        what = f"{d.get('type')} {d.get('value')}" if d.get("on") == "evidence" else f"rule {d.get('rule')}"
+        out.append(f"{what}: {d.get('status')} ({d.get('detail')})")
+    return "; ".join(out)
 
 
 def memory_get(root: str, *, ident: str, max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
@@ -370,9 +380,10 @@ def memory_get(root: str, *, ident: str, max_chars: int | None = None) -> tuple[
     except NotFound as e:
         raise ToolError(str(e)) from None
     m.evidence = mem.resolve_evidence(root, m.evidence or [])
-    d = m.to_dict()
+    d = {**m.to_dict(), "doubt": _doubt(m)}
+    doubt = f"\nDOUBTFUL, do not act on it blindly: {d['doubt']}" if m.doubtful else ""
     text = (f"{UNTRUSTED}\n{m.title} [{m.kind}] confidence {m.effective_confidence:.2f}"
-            f"{' (stale)' if m.stale else ''}\n{m.content}\nattributes: {_clip(m.attributes, 800)}\n"
+            f"{' (stale)' if m.stale else ''}{doubt}\n{m.content}\nattributes: {_clip(m.attributes, 800)}\n"
             f"evidence: {_clip(m.evidence, 1200)}")
     return _fit(text, chars), d
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,6 +42,11 @@ class Memory:
     stale: bool = False
     evidence: list[dict[str, Any]] | None = None
     links: list[tuple[str, str]] | None = None
+    truth_factor: float = 1.0
+    """The last check's truth factor (:mod:`.truth`; 1.0 when never checked); already in ``effective_confidence``."""
+    doubtful: bool = False
+    doubts: list[dict[str, Any]] | None = None
+    """The last check's findings that lowered its confidence (why it is doubtful)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -70,3 +76,33 @@ def memory_from_row(row: tuple[Any, ...], now_us: int, decoded: bool = False) ->
     m.effective_confidence = round(conf.effective(m.confidence, m.kind, anchor, now_us), 6)
     m.stale = conf.is_stale(m.confidence, m.kind, anchor, now_us)
     return m
+
+
+def last(con: sqlite3.Connection, mid: str) -> dict[str, Any] | None:
+    """A memory's last check: ``checked_at``, ``factor``, ``doubtful``, ``results`` (None: never checked)."""
+    row = con.execute("SELECT checked_at, factor, doubtful, results FROM truth WHERE memory_id = ?", (mid,)).fetchone()
+    if row is None:
+        return None
+    return {"checked_at": row[0], "factor": row[1], "doubtful": bool(row[2]), "results": loads_column(row[3])}
+
+
+def annotate(con: sqlite3.Connection, ms: list[Memory]) -> list[Memory]:
+    """``ms`` with their last check: effective confidence times the truth factor, ``doubtful``
+    and ``doubts`` (the findings that lowered it)."""
+    if not ms:
+        return ms
+    got: dict[str, tuple[float, int, str]] = {}
+    ids = [m.id for m in ms]
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        for mid, f, d, res in con.execute(f"SELECT memory_id, factor, doubtful, results FROM truth WHERE memory_id IN "
+                                          f"({', '.join('?' * len(part))})", part):
+            got[mid] = (float(f), int(d), res)
+    for m in ms:
+        if m.id in got:
+            f, d, res = got[m.id]
+            m.truth_factor = f
+            m.effective_confidence = round(m.effective_confidence * f, 6)
+            m.doubtful = bool(d)
+            m.doubts = [r for r in loads_column(res) if r.get("weight", 1.0) < 1.0]
+    return ms

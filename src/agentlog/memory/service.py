@@ -31,7 +31,7 @@ from agentlog.memory.model import (
     validate_title,
     validate_visibility,
 )
-from agentlog.memory.rows import COLUMNS as _COLUMNS, Memory, loads_column as _loads, memory_from_row as _row
+from agentlog.memory.rows import COLUMNS as _COLUMNS, Memory, annotate, loads_column as _loads, memory_from_row as _row
 from agentlog.memory.store import NotFound, connect, new_event, transact
 
 ACTORS: Final = ("person", "agent", "import")
@@ -59,6 +59,7 @@ def get(root: str, ident: str, *, con: sqlite3.Connection | None = None, with_de
             "SELECT ref FROM evidence WHERE memory_id = ? ORDER BY seq", (m.id,))]
         m.links = [(r[0], r[1]) for r in c.execute(
             "SELECT relation, target FROM links WHERE source = ? ORDER BY relation, target", (m.id,))]
+        annotate(c, [m])
         return m
     finally:
         if own:
@@ -372,7 +373,7 @@ def list_memories(root: str, *, kind: str | None = None, tag: str | None = None,
         rows = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM memories WHERE {' AND '.join(where)} "
                            "ORDER BY pinned DESC, updated_at DESC, id LIMIT ? OFFSET ?", (*args, limit, offset))
         now = now_us if now_us is not None else _now()
-        return [_row(r, now) for r in rows.fetchall()]
+        return annotate(con, [_row(r, now) for r in rows.fetchall()])
     finally:
         con.close()
 
@@ -385,7 +386,9 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0,
 
     con = connect(root)
     try:
-        return language.run(con, text, limit=limit, offset=offset, now_us=now_us, root=root)
+        hits = language.run(con, text, limit=limit, offset=offset, now_us=now_us, root=root)
+        annotate(con, [m for m, _ in hits])
+        return hits
     finally:
         con.close()
 

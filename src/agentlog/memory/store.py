@@ -45,10 +45,11 @@ PROVIDER: Final = "agentlog"
 LOG_KEY: Final = "memory"
 DB_FILE: Final = "memory.sqlite3"
 LOCK_FILE: Final = "memory.lock"
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """The read model's layout (``PRAGMA user_version``); a file of another is rebuilt from the log
 (1: text in an FTS5 table, now in the tantivy index of :mod:`.text_index`; 2: no index of links
-by target, which undo asks of each memory it would remove)."""
+by target, which undo asks of each memory it would remove; 4: no ``truth`` table, the last
+check of each memory against its evidence, :mod:`.truth`)."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -75,6 +76,10 @@ CREATE TABLE IF NOT EXISTS text_queue (memory_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS history (
   memory_id TEXT NOT NULL, n INTEGER NOT NULL, version INTEGER NOT NULL, change TEXT NOT NULL, actor TEXT NOT NULL,
   at INTEGER NOT NULL, proposal_id TEXT, PRIMARY KEY (memory_id, n)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS truth (
+  memory_id TEXT PRIMARY KEY, checked_at INTEGER NOT NULL, factor REAL NOT NULL, doubtful INTEGER NOT NULL,
+  results TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS proposals (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, actor TEXT NOT NULL, title TEXT NOT NULL, note TEXT,
@@ -560,7 +565,7 @@ def rebuild_locked(root: str) -> int:
 
 
 #: the tables :func:`dump` and :func:`verify` compare (``meta`` and ``text_queue`` are bookkeeping)
-COMPARED: Final = ("memories", "evidence", "links", "proposals", "history")
+COMPARED: Final = ("memories", "evidence", "links", "proposals", "history", "truth")
 
 
 def dump(con: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
@@ -675,6 +680,9 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
         _history(con, mid, version, "created", actor, at, proposal_id)  # (the row has its version and time)
         indexed.add(mid)
         return
+    if name == "memory_checked":
+        _apply_check(con, mid, actor, at, c)
+        return
     sets: dict[str, Any] = {}  # the row's columns the event changes, with its version and time: one UPDATE
     if name == "memory_edited":
         sets.update((k, c[k]) for k in ("title", "slug", "content") if k in c)
@@ -707,7 +715,7 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
         # memories its purged proposal frames changed are restored exactly as they were
         _drop_row(con, mid)
         for sql in ("DELETE FROM evidence WHERE memory_id = ?", "DELETE FROM links WHERE source = ? OR target = ?",
-                    "DELETE FROM history WHERE memory_id = ?"):
+                    "DELETE FROM history WHERE memory_id = ?", "DELETE FROM truth WHERE memory_id = ?"):
             con.execute(sql, (mid,) * sql.count("?"))
         for pid in c.get("proposals") or ():
             con.execute("DELETE FROM proposals WHERE id = ?", (str(pid),))
@@ -728,6 +736,23 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
     _history(con, mid, version, name.removeprefix("memory_"), actor, at, proposal_id)
     if name in ("memory_edited", "memory_deleted", "memory_archived", "memory_restored", "memory_pinned"):
         indexed.add(mid)  # its text, tags or flags changed (the text index holds them), or it leaves the index
+
+
+def _apply_check(con: sqlite3.Connection, mid: str, actor: str, at: int, c: dict[str, Any]) -> None:
+    """A check of a memory against its evidence and later outcomes (:mod:`.truth`): its results,
+    truth factor and doubt replace the last check's; a citation that followed its lines (``moves``:
+    the evidence's seq and its new reference) is updated. The memory's version stays (a check
+    changes no field a person wrote), its history gains a ``checked`` row."""
+    row = con.execute("SELECT version FROM memories WHERE id = ?", (mid,)).fetchone()
+    if row is None:
+        return
+    con.execute("INSERT OR REPLACE INTO truth VALUES (?, ?, ?, ?, ?)",
+                (mid, at, float(c.get("factor", 1.0)), int(bool(c.get("doubtful"))), dumps_sorted(c.get("results", []))))
+    for mv in c.get("moves") or ():
+        ref = mv["ref"]
+        con.execute("UPDATE evidence SET value = ?, ref = ? WHERE memory_id = ? AND seq = ?",
+                    (ref["value"], dumps_sorted(ref), mid, int(mv["seq"])))
+    _history(con, mid, int(row[0]), "checked", actor, at, None)
 
 
 def verify(root: str) -> dict[str, Any]:

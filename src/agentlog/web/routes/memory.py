@@ -22,8 +22,32 @@ async def memory_list(request: Request) -> Any:
     rows = await run_in_threadpool(service.list_memories, root, kind=kind, limit=data.PAGE + 1,
                                    offset=page_no(request) * data.PAGE,
                                    include_archived=request.query_params.get("archived") == "1")
+    review = await run_in_threadpool(needs_review, root) if page_no(request) == 0 else []
     return {"memories": [m.to_dict() for m in rows[: data.PAGE]], "more": len(rows) > data.PAGE,
-            "page": page_no(request), "kind": kind}
+            "page": page_no(request), "kind": kind, "needs_review": review}
+
+
+def needs_review(root: str, limit: int = 50) -> list[dict[str, Any]]:
+    """The doubtful memories (``agentlog memory check``), each with why and the open proposal an
+    outcome rule made for it (approve: archive; reject: keep), if any."""
+    from agentlog.memory import proposals as P
+    from agentlog.memory import truth
+
+    doubtful = truth.doubtful(root, limit=limit)
+    if not doubtful:
+        return []
+    open_for: dict[str, str] = {}
+    for p in P.list_proposals(root, status="open", limit=1000):
+        if "[rule " in (p.note or "") and len(p.changes) == 1 and p.changes[0].get("op") == "archive":
+            open_for.setdefault(str(p.changes[0].get("memory")), p.id)
+    out = []
+    for m in doubtful:
+        why = [f"{d.get('type')} {d.get('value')}" if d.get("on") == "evidence" else f"rule {d.get('rule')}"
+               for d in m.doubts or []]
+        out.append({"id": m.id, "title": m.title, "kind": m.kind, "effective_confidence": m.effective_confidence,
+                    "why": [f"{w}: {d.get('status')} ({d.get('detail')})" for w, d in zip(why, m.doubts or [])],
+                    "proposal": open_for.get(m.id)})
+    return out
 
 
 async def memory_one(request: Request) -> Any:
@@ -79,4 +103,4 @@ async def proposal_action(request: Request) -> Response:
     return RedirectResponse(f"/proposals?status={'merged' if action == 'approve' else 'all'}", status_code=303)
 
 
-__all__ = ["memory_list", "memory_one", "proposal_action", "proposals"]
+__all__ = ["memory_list", "memory_one", "needs_review", "proposal_action", "proposals"]

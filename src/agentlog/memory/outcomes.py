@@ -1,0 +1,184 @@
+"""Outcome contradiction: rules (no language model) that find recorded activity, or the
+repository, contradicting a memory since it was last confirmed (else created).
+
+- ``pitfall_succeeded``: a pitfall names ``paths``; edits or writes of those paths
+  succeeded at least :data:`PITFALL_SUCCESSES` times since, and none failed (with the
+  pitfall's ``failure_class`` when it names one). False-positive risk: medium — the
+  successful edits may have followed the pitfall's advice (``avoid``), which is what made
+  them succeed; a person reviewing the proposal keeps it (rejects the proposal).
+- ``procedure_failed``: a procedure names a ``command`` (else its steps are taken as
+  commands); that exact command ran at least :data:`PROCEDURE_FAILURES` times since and
+  failed each of those times up to its latest run. False-positive risk: low to medium —
+  a failing test suite fails ``make test`` without the procedure being wrong; requiring
+  the latest run to have failed too keeps a passing command from being reported.
+- ``decision_replaced``: a decision's ``chosen`` is one word (``uv``) and one of its
+  ``alternatives`` is one word (``poetry``); at ``HEAD`` the repository names the
+  alternative (``git grep -w``) and nowhere the chosen one. False-positive risk: medium
+  for common words (``make``), low for tool names; a chosen tool that the repository never
+  names (configured elsewhere) is reported as soon as an alternative appears, e.g. in docs.
+
+Activity is read from the projection (``events``); commands are matched exactly, paths by
+their end (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
+(memories name no project). A finding is ``contradicted`` (weight 0.5, :mod:`.truth`), or
+``kept`` when a person rejected the proposal the rule opened for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agentlog.memory.rows import Memory, last
+
+PITFALL_SUCCESSES: Final = 5
+PROCEDURE_FAILURES: Final = 2
+_EVIDENCE_MAX: Final = 5
+_DONE: Final = "('tool_call_finished', 'tool_call_failed')"
+
+
+@dataclass
+class Activity:
+    """The projection (an engine, None when there is none) and the repository, for the rules;
+    ``mark``: how many events (but the memory's own) the projection holds, a check's high-water
+    mark (a count, not a time: corrections and late imports carry times older than the newest)."""
+
+    engine: Any
+    repo: Any
+    mark: int | None
+
+    @classmethod
+    def load(cls, root: str, repo: Any) -> Activity:
+        from agentlog.core import AgentlogError
+        from agentlog.memory.service import current_engine
+
+        try:
+            engine = current_engine(root)
+            rows = engine.run("SELECT count(*) FROM events WHERE kind != 'memory'").rows
+        except AgentlogError:
+            return cls(None, repo, None)
+        return cls(engine, repo, int(rows[0][0]) if rows and rows[0][0] is not None else 0)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        if self.engine is None:
+            return []
+        return [tuple(r) for r in self.engine.run(sql, params).rows]
+
+
+def _key(rule: str, mid: str) -> str:
+    return f"[rule {rule} on {mid}]"
+
+
+def _proposal_status(con: sqlite3.Connection, rule: str, mid: str) -> str | None:
+    """The status of the proposal a rule opened for a memory (None: none)."""
+    row = con.execute("SELECT status FROM proposals WHERE instr(coalesce(note, ''), ?) > 0 ORDER BY created_at DESC "
+                      "LIMIT 1", (_key(rule, mid),)).fetchone()
+    return str(row[0]) if row else None
+
+
+def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
+    paths = [p for p in m.attributes.get("paths") or [] if p.strip()]
+    if not paths:
+        return None
+    match = " OR ".join("len(list_filter(paths, lambda x: x = ? OR ends_with(x, ?))) > 0" for _ in paths)
+    args: list[Any] = [a for p in paths for a in (p, "/" + p.lstrip("/"))]
+    fc = m.attributes.get("failure_class")
+    rows = act.rows(f"SELECT event_id, outcome_status, outcome_class FROM events WHERE kind IN {_DONE} "
+                    "AND tool_category IN ('file_edit', 'file_write') AND provider != 'agentlog' "
+                    f"AND epoch_us(observed_at) > ? AND ({match}) ORDER BY observed_at, event_id", [since, *args])
+    ok = [r[0] for r in rows if r[1] == "success"]
+    failed = [r for r in rows if r[1] not in ("success", None) and (fc is None or r[2] == fc)]
+    if len(ok) < PITFALL_SUCCESSES or failed:
+        return None
+    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in ok[-_EVIDENCE_MAX:]],
+            "detail": f"edits of {', '.join(paths)} succeeded {len(ok)} times since, none failed"
+                      + (f" with {fc}" if fc else "")}
+
+
+def _procedure(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
+    cmd = m.attributes.get("command")
+    commands = [cmd.strip()] if isinstance(cmd, str) and cmd.strip() else [s.strip() for s in m.attributes.get("steps")
+                                                                          or [] if s.strip()]
+    for command in commands:
+        rows = act.rows(f"SELECT event_id, outcome_status FROM events WHERE kind IN {_DONE} AND tool_category = 'shell' "
+                        "AND provider != 'agentlog' AND epoch_us(observed_at) > ? "
+                        "AND trim(json_extract_string(content, '$.command')) = ? ORDER BY observed_at, event_id",
+                        [since, command])
+        tail: list[str] = []  # the failed runs up to the latest
+        for eid, status in rows:
+            tail = [*tail, eid] if status not in ("success", None) else []
+        if len(tail) >= PROCEDURE_FAILURES:
+            return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in tail[-_EVIDENCE_MAX:]],
+                    "detail": f"`{command}` failed its last {len(tail)} runs since"}
+    return None
+
+
+def _one_word(text: Any) -> bool:
+    return isinstance(text, str) and 0 < len(text.strip()) <= 40 and len(text.split()) == 1
+
+
+def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
+    chosen = str(m.attributes.get("chosen") or "")
+    repo = act.repo
+    if repo is None or not _one_word(chosen):
+        return None
+    alts = [a for a in m.attributes.get("alternatives") or [] if _one_word(a) and a.strip() != chosen.strip()]
+    if not alts:
+        return None
+
+    def where(word: str) -> list[str]:
+        p = repo.git("grep", "-l", "-w", "-F", "-i", "-e", word.strip(), repo.head, "--")
+        return [line.split(":", 1)[1] for line in p.stdout.splitlines()] if p.returncode == 0 else []
+
+    if where(chosen):
+        return None
+    for alt in alts:
+        files = where(alt)
+        if files:
+            return {"rule": "decision_replaced",
+                    "evidence": [f"file:{f}@{repo.head[:12]}" for f in files[:_EVIDENCE_MAX]],
+                    "detail": f"the repository names {alt.strip()} ({', '.join(files[:3])}) and nowhere "
+                              f"{chosen.strip()} (HEAD {repo.head[:12]})"}
+    return None
+
+
+def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity) -> list[dict[str, Any]]:
+    """The rules' findings on ``m``: each ``{"rule", "status", "detail", "evidence"}``."""
+    since = m.last_confirmed_at or m.created_at
+    found = None
+    if m.kind == "pitfall":
+        found = _pitfall(m, act, since)
+    elif m.kind == "procedure":
+        found = _procedure(m, act, since)
+    elif m.kind == "decision":
+        found = _decision(m, act)
+    if found is None:
+        return []
+    kept = _proposal_status(con, found["rule"], m.id) == "rejected"
+    return [{**found, "status": "kept" if kept else "contradicted"}]
+
+
+def open_proposals(root: str, con: sqlite3.Connection, m: Memory) -> list[str]:
+    """One proposal (to archive ``m``, with the evidence) per rule finding of its last check
+    that has none yet; their ids. A second run opens none."""
+    from agentlog.memory import proposals
+
+    checked = last(con, m.id)
+    out: list[str] = []
+    for r in (checked or {}).get("results", []):
+        if r.get("on") != "outcome" or r.get("status") != "contradicted":
+            continue
+        if _proposal_status(con, r["rule"], m.id) is not None:
+            continue
+        note = (f"{r['detail']}.\nevidence: {', '.join(r.get('evidence') or [])}\n"
+                f"Approve to archive it; reject to keep it. {_key(r['rule'], m.id)}")
+        p = proposals.open_proposal(root, [{"op": "archive", "memory": m.id}],
+                                    title=f"Archive {m.slug}? ({r['rule'].replace('_', ' ')})", note=note,
+                                    actor="agent")
+        out.append(p.id)
+    return out
