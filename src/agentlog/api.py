@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from agentlog.team.location import Location as TeamLocation
     from agentlog.team.publish import BATCH_ROWS as TEAM_PUBLISH_BATCH_ROWS
     from agentlog.team.publish import publish as team_publish
+    from agentlog.team.publish import writer_properties as team_writer_properties
     from agentlog.team.query import ask as team_ask
     from agentlog.sandbox.bench_probe import floor_cost as sandbox_floor_cost
     from agentlog.team.tables import PARTITION_BY as TEAM_PARTITION_BY
@@ -203,6 +204,7 @@ _LAZY: dict[str, str] = {
     "TEAM_PARTITION_BY": "agentlog.team.tables:PARTITION_BY",
     "TEAM_PUBLISH_BATCH_ROWS": "agentlog.team.publish:BATCH_ROWS",
     "team_publish": "agentlog.team.publish:publish",
+    "team_writer_properties": "agentlog.team.publish:writer_properties",
     "team_ask": "agentlog.team.query:ask",
     "sandbox_floor_cost": "agentlog.sandbox.bench_probe:floor_cost",
     # OpenTelemetry (docs/otel.md)
@@ -300,6 +302,7 @@ __all__ = [
     "TEAM_PARTITION_BY",
     "TEAM_PUBLISH_BATCH_ROWS",
     "team_publish",
+    "team_writer_properties",
     "team_ask",
     "sandbox_floor_cost",
 ]

@@ -199,7 +199,7 @@ def scale_tables(src: Any, dst: Any, copies: int, batch_rows: int, progress: Any
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
-    from agentlog.api import TEAM_PARTITION_BY, TEAM_TABLES
+    from agentlog.api import TEAM_PARTITION_BY, TEAM_TABLES, team_writer_properties
 
     opts = src.storage_options()
     t0 = time.perf_counter()
@@ -221,7 +221,8 @@ def scale_tables(src: Any, dst: Any, copies: int, batch_rows: int, progress: Any
                 try:
                     write_deltalake(uri, table, mode="append", partition_by=list(TEAM_PARTITION_BY),
                                     schema_mode="merge", storage_options=opts, name=meta.name if first else None,
-                                    description=meta.description if first else None)
+                                    description=meta.description if first else None,
+                                    writer_properties=team_writer_properties())
                     break
                 except (OSError, DeltaError) as e:
                     if attempt == COPY_TRIES - 1:
