@@ -345,6 +345,8 @@ def bench_report(results_json: str, out: str | None) -> None:
             results = json.load(f)
         except ValueError as e:
             raise click.ClickException(f"{results_json} is not JSON: {e}") from None
+    if not isinstance(results, dict) or not isinstance(results.get("run"), dict):
+        raise click.ClickException(f"{results_json} is not the results.json of `agentlog bench run` (no \"run\" object)")
     md = render_markdown(results)
     if out == "-":
         click.echo(md)

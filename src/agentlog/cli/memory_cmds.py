@@ -184,7 +184,7 @@ _KIND = click.Choice(["fact", "preference", "person", "organization", "project",
 @click.option("--tag", default=None, help="Only memories with this tag.")
 @click.option("--archived", is_flag=True, help="Include archived memories.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many (the next page).")
+@click.option("--offset", type=click.IntRange(0, 2**62), default=0, help="Skip this many (the next page).")
 @click.option("--json", "as_json", is_flag=True, help="Print the memories as JSON.")
 def list_cmd(kind: str | None, tag: str | None, archived: bool, limit: int, offset: int, as_json: bool) -> None:
     """List memories, pinned first, then the most recently changed."""
