@@ -388,6 +388,20 @@ def _body_of(r: dict[str, Any]) -> str:
 
 
 def catch_up(root: str) -> dict[str, Any]:
+    """:func:`catch_up_text`, then the semantic index's (:mod:`.semantic`, with its extra)."""
+    done = catch_up_text(root)
+    _semantic(root, "catch_up")
+    return done
+
+
+def _semantic(root: str, what: str, *args: Any, **kwargs: Any) -> Any:
+    """The semantic index's ``what`` when its extra is installed (else nothing)."""
+    from agentlog.search import semantic
+
+    return getattr(semantic, what)(root, *args, **kwargs) if semantic.available() else None
+
+
+def catch_up_text(root: str) -> dict[str, Any]:
     """Index what the store committed since the index's version; what was done (``busy`` when
     another process holds the writer: the index is then left as that process commits it)."""
     started = time.perf_counter()
@@ -489,6 +503,8 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None, wait: flo
             writer.commit()
             writer.garbage_collect_files()
     _prepare_places(root)
+    if without is None:
+        _semantic(root, "rebuild", wait=wait)
     return {"indexed": indexed, "version": dt.version() if dt is not None else None, "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -505,6 +521,8 @@ def forget(root: str, keys: set[tuple[str, int]]) -> int:
     catch-ups made since the last rebuild; when the segments to rewrite hold more than
     :data:`REWRITE_MAX` events (a large rebuild's segments), the index is rebuilt without the
     purged events instead, as before."""
+    if keys:
+        _semantic(root, "forget", keys)
     if not keys or open_index(root, create=False) is None:
         return 0
     idx = open_index(root)
@@ -680,6 +698,9 @@ def remove(root: str) -> None:
 
     shutil.rmtree(index_path(root), ignore_errors=True)
     places.remove(root)
+    from agentlog.search import semantic
+
+    semantic.remove(root)
 
 
 __all__ = ["INDEX_DIR", "Busy", "analyzer", "catch_up", "check", "forget", "index_path", "indexed_keys", "open_index",
