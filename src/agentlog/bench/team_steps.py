@@ -277,8 +277,8 @@ def table_files(loc: Any) -> dict[str, dict[str, int]]:
             continue
         adds = dt.get_add_actions(flatten=True)
         cols = adds.column_names if hasattr(adds, "column_names") else adds.schema.names
-        sizes: list[Any] = adds.column("size_bytes").to_pylist() if "size_bytes" in cols else []
-        nrec: list[Any] = adds.column("num_records").to_pylist() if "num_records" in cols else []
+        sizes: list[Any] = list(adds.column("size_bytes").to_pylist()) if "size_bytes" in cols else []
+        nrec: list[Any] = list(adds.column("num_records").to_pylist()) if "num_records" in cols else []
         out[name] = {"rows": int(sum(n or 0 for n in nrec)), "files": len(sizes), "bytes": int(sum(sizes)),
                      "version": int(dt.version())}
     return out

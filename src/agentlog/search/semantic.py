@@ -79,7 +79,7 @@ def _model() -> Any:
     import logging
     from pathlib import Path
 
-    import wordllama
+    import wordllama  # type: ignore[import-untyped]
 
     logging.getLogger("wordllama").setLevel(logging.ERROR)
     # the package's own directory holds weights/ and tokenizers/ as its cache layout expects
@@ -384,7 +384,8 @@ def vector_of(root: str, key: Key) -> np.ndarray | None:
     vectors, keys = _matrix(root)
     for i, k in enumerate(keys):
         if k == key:
-            return vectors[i].astype(np.float32) / 127.0
+            found: np.ndarray = vectors[i].astype(np.float32) / 127.0
+            return found
     return None
 
 
