@@ -83,7 +83,7 @@ def wordllama() -> Callable[[list[str]], Any]:
 
 
 def evaluate(root: str, name: str, load: Callable[[], Callable[[list[str]], Any]]) -> dict[str, Any]:
-    from agentlog.bench import search_relevance as rel
+    from agentlog.search import relevance as rel
     from agentlog.search.semantic import chunk_text
     from agentlog.store.schema import read_events
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlog.bench import search_relevance as rel
+from agentlog.search import relevance as rel
 from agentlog.importers.run import import_paths
 from agentlog.operations.fixtures import missing, shared_dir
 from agentlog.search import semantic

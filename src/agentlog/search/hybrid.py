@@ -51,7 +51,7 @@ def filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]],
     """The query's filters and exclusions alone, as a tantivy query over events."""
     import tantivy
 
-    from agentlog.search.service import _engine_query
+    from agentlog.search.service import _engine_query  # cycle: service calls hybrid for candidates; hybrid reuses its query builder
 
     if not q.filters and not q.excluded:
         return tantivy.Query.exists_query("t")

@@ -396,7 +396,7 @@ def catch_up(root: str) -> dict[str, Any]:
 
 def _semantic(root: str, what: str, *args: Any, **kwargs: Any) -> Any:
     """The semantic index's ``what`` when its extra is installed (else nothing)."""
-    from agentlog.search import semantic
+    from agentlog.search import semantic  # cycle: the semantic index follows the text index's catch-up, rebuild, purge
 
     return getattr(semantic, what)(root, *args, **kwargs) if semantic.available() else None
 
@@ -698,7 +698,7 @@ def remove(root: str) -> None:
 
     shutil.rmtree(index_path(root), ignore_errors=True)
     places.remove(root)
-    from agentlog.search import semantic
+    from agentlog.search import semantic  # cycle: the semantic index follows the text index's catch-up, rebuild, purge
 
     semantic.remove(root)
 

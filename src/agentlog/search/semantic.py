@@ -244,7 +244,7 @@ def catch_up(root: str) -> dict[str, Any]:
     process is writing."""
     from urllib.parse import unquote
 
-    from agentlog.search.index import _batches, _commit, _delta, _latest_version, _table_id
+    from agentlog.search.index import _batches, _commit, _delta, _latest_version, _table_id  # cycle: reads the store's commits as the text index does (index calls back)
 
     started = time.perf_counter()
     found = _delta(root)
@@ -298,7 +298,7 @@ def rebuild(root: str, *, without: set[Key] | None = None, wait: float = 600.0) 
 def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, Any]:
     from deltalake import DeltaTable
 
-    from agentlog.search.index import _batches, _delta, _table_id
+    from agentlog.search.index import _batches, _delta, _table_id  # cycle: reads the store's commits as the text index does (index calls back)
 
     found = _delta(root)
     if found is None:

@@ -325,7 +325,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     lexical, semantic or hybrid (:mod:`.hybrid`; default hybrid with the ``semantic`` extra);
     ``similar``: an event's or attempt's id — the events nearest its meaning (``text`` may then
     hold only filters, or nothing)."""
-    from agentlog.search import hybrid, semantic
+    from agentlog.search import hybrid, semantic  # cycle: hybrid builds on this module's query builder
 
     started = time.perf_counter()
     mode = mode or hybrid.default_mode()
@@ -425,7 +425,7 @@ def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: st
            machines: dict[str, list[str]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
     """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`);
     None when ``similar`` names something with no vector."""
-    from agentlog.search import hybrid, semantic
+    from agentlog.search import hybrid, semantic  # cycle: hybrid builds on this module's query builder
 
     if similar:
         keys = hybrid.similar_keys(root, eng(), similar)
