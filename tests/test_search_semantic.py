@@ -85,6 +85,10 @@ def test_similar_finds_failures_like_a_given_one(corpus: str) -> None:
     assert any("yaml" in texts[h.event_id].lower() or "module" in texts[h.event_id].lower() for h in hits[:3])
     only = search(corpus, "kind:prompt_submitted", similar=first[0].event_id, limit=5, catch=False).hits
     assert only and all(h.kind == "prompt_submitted" for h in only)
+    from agentlog.mcp import tools  # the MCP search tool serves the same search
+
+    _, data = tools.search(corpus, query="", similar=first[0].event_id, max_rows=5)
+    assert [h["event_id"] for h in data["hits"]] == [h.event_id for h in hits]
 
 
 def _hook(root: str, payload: dict[str, object], env: dict[str, str] | None = None) -> None:

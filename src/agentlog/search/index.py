@@ -374,17 +374,21 @@ def _rows_in(actions: list[dict[str, Any]]) -> int:
     return total
 
 
-def _body_of(r: dict[str, Any]) -> str:
+def content_of(r: dict[str, Any]) -> Any:
+    """A store row's event content (its ``event`` JSON's; None when it has none or is not JSON)."""
     import orjson
 
-    content: Any = None
     event = r.get("event")
-    if event:
-        try:
-            content = orjson.loads(event).get("content")
-        except (orjson.JSONDecodeError, AttributeError):
-            content = None
-    return body(r.get("text"), content, r.get("paths"), r.get("tool_name"))
+    if not event:
+        return None
+    try:
+        return orjson.loads(event).get("content")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+
+
+def _body_of(r: dict[str, Any]) -> str:
+    return body(r.get("text"), content_of(r), r.get("paths"), r.get("tool_name"))
 
 
 def catch_up(root: str) -> dict[str, Any]:

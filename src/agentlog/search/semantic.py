@@ -105,18 +105,10 @@ def chunk_text(row: dict[str, Any]) -> str | None:
     """The text a row is embedded by (None: not a chunk)."""
     if row.get("kind") not in KINDS:
         return None
-    import orjson
-
+    from agentlog.search.index import content_of  # cycle: the text index's reading of a row
     from agentlog.search.text import plain
 
-    content: Any = None
-    event = row.get("event")
-    if event:
-        try:
-            content = orjson.loads(event).get("content")
-        except (orjson.JSONDecodeError, AttributeError):
-            content = None
-    text = plain(row.get("text"), content, None, None).strip()
+    text = plain(row.get("text"), content_of(row), None, None).strip()
     if len(text) < MIN_CHARS:
         return None
     tool = row.get("tool_name")
