@@ -39,13 +39,6 @@ def semantic_text(text: str) -> str:
     return " ".join(w for w in words if w)
 
 
-def default_mode() -> str:
-    """hybrid with the ``semantic`` extra installed, else lexical."""
-    from agentlog.search import semantic
-
-    return "hybrid" if semantic.available() else "lexical"
-
-
 def filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]],
                  machines: dict[str, list[str]]) -> Any:
     """The query's filters and exclusions alone, as a tantivy query over events."""
@@ -143,5 +136,5 @@ def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
     return mean / norm if norm else None
 
 
-__all__ = ["MODES", "default_mode", "filter_query", "fused", "semantic_candidates", "semantic_text",
+__all__ = ["MODES", "filter_query", "fused", "semantic_candidates", "semantic_text",
            "similar_keys", "similar_vector"]

@@ -322,13 +322,13 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     """Hits for ``text`` (the query language of :mod:`.text`); ``filters`` add to its own,
     ``outcome`` (failed|succeeded|superseded) keeps hits whose attempt ended so. ``engine``:
     a query engine to read the hits' text and place with (else one is opened). ``mode``:
-    lexical, semantic or hybrid (:mod:`.hybrid`; default hybrid with the ``semantic`` extra);
+    lexical (the default), semantic or hybrid (:mod:`.hybrid`, with the ``semantic`` extra);
     ``similar``: an event's or attempt's id — the events nearest its meaning (``text`` may then
     hold only filters, or nothing)."""
     from agentlog.search import hybrid, semantic  # cycle: hybrid builds on this module's query builder
 
     started = time.perf_counter()
-    mode = mode or hybrid.default_mode()
+    mode = mode or "lexical"
     if mode not in hybrid.MODES:
         raise SearchSyntaxError(f"mode {mode!r}: expected one of {', '.join(hybrid.MODES)}")
     if mode != "lexical" or similar:
