@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from agentlog.search.text import FILTERS, Query
+from agentlog.search.text import FILTERS
 
 MODES: Final = ("lexical", "semantic", "hybrid")
 RRF_K: Final = 60
@@ -37,19 +37,6 @@ def semantic_text(text: str) -> str:
             continue
         words.append(raw.strip('"').rstrip("*"))
     return " ".join(w for w in words if w)
-
-
-def filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]],
-                 machines: dict[str, list[str]]) -> Any:
-    """The query's filters and exclusions alone, as a tantivy query over events."""
-    import tantivy
-
-    from agentlog.search.service import _engine_query  # cycle: service calls hybrid for candidates; hybrid reuses its query builder
-
-    if not q.filters and not q.excluded:
-        return tantivy.Query.exists_query("t")
-    only = Query(clauses=[], excluded=list(q.excluded), filters=dict(q.filters), terms=[])
-    return _engine_query(only, sessions, machines)[0]
 
 
 def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
@@ -136,5 +123,5 @@ def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
     return mean / norm if norm else None
 
 
-__all__ = ["MODES", "filter_query", "fused", "semantic_candidates", "semantic_text",
+__all__ = ["MODES", "fused", "semantic_candidates", "semantic_text",
            "similar_keys", "similar_vector"]

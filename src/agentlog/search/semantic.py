@@ -105,7 +105,7 @@ def chunk_text(row: dict[str, Any]) -> str | None:
     """The text a row is embedded by (None: not a chunk)."""
     if row.get("kind") not in KINDS:
         return None
-    from agentlog.search.index import content_of  # cycle: the text index's reading of a row
+    from agentlog.search.delta import content_of
     from agentlog.search.text import plain
 
     text = plain(row.get("text"), content_of(row), None, None).strip()
@@ -236,7 +236,8 @@ def catch_up(root: str) -> dict[str, Any]:
     process is writing."""
     from urllib.parse import unquote
 
-    from agentlog.search.index import _batches, _commit, _delta, _latest_version, _table_id  # cycle: reads the store's commits as the text index does (index calls back)
+    from agentlog.search.delta import batches as _batches, commit as _commit, delta as _delta
+    from agentlog.search.delta import latest_version as _latest_version, table_id as _table_id
 
     started = time.perf_counter()
     found = _delta(root)
@@ -290,7 +291,7 @@ def rebuild(root: str, *, without: set[Key] | None = None, wait: float = 600.0) 
 def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, Any]:
     from deltalake import DeltaTable
 
-    from agentlog.search.index import _batches, _delta, _table_id  # cycle: reads the store's commits as the text index does (index calls back)
+    from agentlog.search.delta import batches as _batches, delta as _delta, table_id as _table_id
 
     found = _delta(root)
     if found is None:

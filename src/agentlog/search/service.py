@@ -325,7 +325,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
     lexical (the default), semantic or hybrid (:mod:`.hybrid`, with the ``semantic`` extra);
     ``similar``: an event's or attempt's id — the events nearest its meaning (``text`` may then
     hold only filters, or nothing)."""
-    from agentlog.search import hybrid, semantic  # cycle: hybrid builds on this module's query builder
+    from agentlog.search import hybrid, semantic
 
     started = time.perf_counter()
     mode = mode or "lexical"
@@ -425,21 +425,32 @@ def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: st
            machines: dict[str, list[str]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
     """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`);
     None when ``similar`` names something with no vector."""
-    from agentlog.search import hybrid, semantic  # cycle: hybrid builds on this module's query builder
+    from agentlog.search import hybrid, semantic
 
     if similar:
         keys = hybrid.similar_keys(root, eng(), similar)
         vector = hybrid.similar_vector(root, keys)
         if vector is None:
             return None
-        return hybrid.semantic_candidates(root, searcher, vector, hybrid.filter_query(q, sessions, machines),
+        return hybrid.semantic_candidates(root, searcher, vector, _filter_query(q, sessions, machines),
                                           frozenset(keys))
     wanted = hybrid.semantic_text(text)
     if mode == "lexical" or not wanted or not q.clauses:
         return lexical
     near = hybrid.semantic_candidates(root, searcher, semantic.embed([wanted])[0],
-                                      hybrid.filter_query(q, sessions, machines))
+                                      _filter_query(q, sessions, machines))
     return near if mode == "semantic" else hybrid.fused(lexical, near)
+
+
+def _filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]], machines: dict[str, list[str]]) -> Any:
+    """The query's filters and exclusions alone, as a tantivy query over events (what semantic
+    candidates must match)."""
+    import tantivy
+
+    if not q.filters and not q.excluded:
+        return tantivy.Query.exists_query("t")
+    return _engine_query(Query(clauses=[], excluded=list(q.excluded), filters=dict(q.filters), terms=[]), sessions,
+                         machines)[0]
 
 
 def _machine_logs(root: str, values: list[str]) -> dict[str, list[str]]:
