@@ -47,7 +47,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,team,otel]'
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,team,otel,semantic]'
 # The real-agent fixtures (shared/fixtures, found by agentlog.operations.fixtures.shared_dir):
 # a clone without them fetches them from their public sources, each checked by SHA-256
 # (tests/fixtures-manifest.json). Without a network the suite still runs; the tests that

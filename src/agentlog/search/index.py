@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentlog.core import locks
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.search.delta import BATCH, COLUMNS, batches as _batches, commit as _commit, content_of, delta as _delta
+from agentlog.search.delta import latest_version as _latest_version, table_id as _table_id
 from agentlog.search.text import Term, body
 
 if TYPE_CHECKING:
@@ -57,8 +59,6 @@ if TYPE_CHECKING:
 INDEX_DIR: Final = "search"
 LEGACY_FILES: Final = ("search.sqlite3", "search.sqlite3-wal", "search.sqlite3-shm")
 """The SQLite FTS5 index this one replaced (removed when this one is built)."""
-COLUMNS: Final = ("event_id", "kind", "provider", "provider_session_id", "tool_name", "project_name", "paths",
-                  "observed_at", "log_provider", "log_key", "seq", "log_offset", "text", "event")
 CODE_TOKENIZER: Final = "agentlog_code"
 LOWER_TOKENIZER: Final = "agentlog_lower"
 MAX_TOKEN_BYTES: Final = 80
@@ -222,54 +222,8 @@ def _set_state(writer: tantivy.IndexWriter, version: int, table_id: str | None) 
 # -- the store's commits ---------------------------------------------------------------------------
 
 
-def _delta(root: str) -> tuple[str, str] | None:
-    from agentlog.store.schema import events_path
-
-    path = events_path(root)
-    log = os.path.join(path, "_delta_log")
-    return (path, log) if os.path.isdir(log) else None
-
-
-def _latest_version(log: str) -> int:
-    best = -1
-    for name in os.listdir(log):
-        if name.endswith(".json") and name[:20].isdigit():
-            best = max(best, int(name[:20]))
-    return best
-
-
-def _commit(log: str, version: int) -> list[dict[str, Any]] | None:
-    try:
-        with open(os.path.join(log, f"{version:020d}.json"), "rb") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-    except FileNotFoundError:
-        return None
-
-
-def _table_id(log: str) -> str | None:
-    actions = _commit(log, 0)
-    for a in actions or ():
-        if "metaData" in a:
-            return str(a["metaData"].get("id"))
-    return None
-
-
-BATCH: Final = 1000
-"""Rows read, prepared and indexed together."""
 PARALLEL_MIN_ROWS: Final = 20_000
 """At least this many rows to index: the texts are prepared by worker processes."""
-
-
-def _batches(table_path: str, files: Iterable[str]) -> Iterator[list[dict[str, Any]]]:
-    """The files' rows, :data:`BATCH` at a time (memory stays bounded by a batch)."""
-    from urllib.parse import unquote
-
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-    for rel in files:
-        with pq.ParquetFile(os.path.join(table_path, unquote(rel))) as f:
-            for batch in f.iter_batches(batch_size=BATCH, columns=list(COLUMNS)):
-                yield batch.to_pylist()
 
 
 Prepared = tuple[str, str, int, int | None, int, str | None, str | None, str | None, str | None, str | None,
@@ -357,7 +311,7 @@ def _index_batches(add: Adder, pool: Any, batches: Iterable[list[dict[str, Any]]
 
 
 def _footer_rows(path: str) -> int:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     return int(pq.ParquetFile(path).metadata.num_rows)
 
@@ -375,19 +329,24 @@ def _rows_in(actions: list[dict[str, Any]]) -> int:
 
 
 def _body_of(r: dict[str, Any]) -> str:
-    import orjson
-
-    content: Any = None
-    event = r.get("event")
-    if event:
-        try:
-            content = orjson.loads(event).get("content")
-        except (orjson.JSONDecodeError, AttributeError):
-            content = None
-    return body(r.get("text"), content, r.get("paths"), r.get("tool_name"))
+    return body(r.get("text"), content_of(r), r.get("paths"), r.get("tool_name"))
 
 
 def catch_up(root: str) -> dict[str, Any]:
+    """:func:`catch_up_text`, then the semantic index's (:mod:`.semantic`, with its extra)."""
+    done = catch_up_text(root)
+    _semantic(root, "catch_up")
+    return done
+
+
+def _semantic(root: str, what: str, *args: Any, **kwargs: Any) -> Any:
+    """The semantic index's ``what`` when its extra is installed (else nothing)."""
+    from agentlog.search import semantic
+
+    return getattr(semantic, what)(root, *args, **kwargs) if semantic.available() else None
+
+
+def catch_up_text(root: str) -> dict[str, Any]:
     """Index what the store committed since the index's version; what was done (``busy`` when
     another process holds the writer: the index is then left as that process commits it)."""
     started = time.perf_counter()
@@ -489,6 +448,8 @@ def rebuild(root: str, *, without: set[tuple[str, int]] | None = None, wait: flo
             writer.commit()
             writer.garbage_collect_files()
     _prepare_places(root)
+    if without is None:
+        _semantic(root, "rebuild", wait=wait)
     return {"indexed": indexed, "version": dt.version() if dt is not None else None, "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -505,6 +466,8 @@ def forget(root: str, keys: set[tuple[str, int]]) -> int:
     catch-ups made since the last rebuild; when the segments to rewrite hold more than
     :data:`REWRITE_MAX` events (a large rebuild's segments), the index is rebuilt without the
     purged events instead, as before."""
+    if keys:
+        _semantic(root, "forget", keys)
     if not keys or open_index(root, create=False) is None:
         return 0
     idx = open_index(root)
@@ -680,6 +643,9 @@ def remove(root: str) -> None:
 
     shutil.rmtree(index_path(root), ignore_errors=True)
     places.remove(root)
+    from agentlog.search import semantic
+
+    semantic.remove(root)
 
 
 __all__ = ["INDEX_DIR", "Busy", "analyzer", "catch_up", "check", "forget", "index_path", "indexed_keys", "open_index",

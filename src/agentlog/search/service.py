@@ -317,12 +317,23 @@ says so (:attr:`SearchResult.note`)."""
 
 
 def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: str | None = None,
-           filters: dict[str, list[str]] | None = None, catch: bool = True, engine: Any = None) -> SearchResult:
+           filters: dict[str, list[str]] | None = None, catch: bool = True, engine: Any = None,
+           mode: str | None = None, similar: str | None = None) -> SearchResult:
     """Hits for ``text`` (the query language of :mod:`.text`); ``filters`` add to its own,
     ``outcome`` (failed|succeeded|superseded) keeps hits whose attempt ended so. ``engine``:
-    a query engine to read the hits' text and place with (else one is opened)."""
+    a query engine to read the hits' text and place with (else one is opened). ``mode``:
+    lexical (the default), semantic or hybrid (:mod:`.hybrid`, with the ``semantic`` extra);
+    ``similar``: an event's or attempt's id — the events nearest its meaning (``text`` may then
+    hold only filters, or nothing)."""
+    from agentlog.search import hybrid, semantic
+
     started = time.perf_counter()
-    q = parse_query(text)
+    mode = mode or "lexical"
+    if mode not in hybrid.MODES:
+        raise SearchSyntaxError(f"mode {mode!r}: expected one of {', '.join(hybrid.MODES)}")
+    if mode != "lexical" or similar:
+        semantic.require()
+    q = parse_query(text) if text.strip() or not similar else Query()
     for k, vs in (filters or {}).items():
         q.filters.setdefault(k, []).extend(vs)
     if catch and engine is None:
@@ -344,7 +355,7 @@ def search(root: str, text: str, *, limit: int = 20, offset: int = 0, outcome: s
                 opened[0] = stack.enter_context(Engine(root))
             return opened[0]
 
-        hits, more, note = _search(root, q, limit, offset, outcome, eng)
+        hits, more, note = _search(root, q, limit, offset, outcome, eng, mode, similar, text)
     return SearchResult(text, hits, more, round(time.perf_counter() - started, 4), caught, note)
 
 
@@ -353,17 +364,19 @@ Row = tuple[Any, ...]
 session, paths (JSON), -score, log, offset."""
 
 
-def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
-            eng: Callable[[], Any]) -> tuple[list[Hit], bool, str | None]:
+def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None, eng: Callable[[], Any],
+            mode: str = "lexical", similar: str | None = None,
+            text: str = "") -> tuple[list[Hit], bool, str | None]:
     """The page of hits, whether there are more, and a note when the outcome filter's bound was hit."""
     frames: dict[tuple[str, int], dict[str, Any]] = {}
     searcher = _searcher(root)
     if searcher is None:
         return [], False, None
-    query, ranked, check = _engine_query(q, _sessions(eng, q.filters.get("session", [])),
-                                         _machine_logs(root, q.filters.get("machine", [])))
+    sessions = _sessions(eng, q.filters.get("session", []))
+    machines = _machine_logs(root, q.filters.get("machine", []))
+    query, ranked, check = _engine_query(q, sessions, machines)
 
-    def candidates(n: int, skip: int) -> list[tuple[float, Any]]:
+    def lexical(n: int, skip: int) -> list[tuple[float, Any]]:
         try:
             return (_top(searcher, query, ranked, n, skip) if check is None
                     else _checked(root, searcher, query, ranked, n, skip, check, frames))
@@ -372,6 +385,9 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
                 raise
             raise SearchSyntaxError(f"the index refused the query: {e}") from None
 
+    candidates = _blend(root, searcher, q, text, mode, similar, eng, lexical, sessions, machines)
+    if candidates is None:
+        return [], False, f"{similar} has no vector: nothing was embedded for it (no text, or not a kind embedded)"
     if not outcome:
         rows = _rows(root, searcher, candidates(limit + 1, offset), frames)
         hits = _hits(root, rows, _place(root, rows, eng) if rows else {}, q.terms, frames)
@@ -402,6 +418,39 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None,
     page = matched[offset:offset + limit + 1]
     hits = _hits(root, page, places, q.terms, frames)
     return hits[:limit], len(hits) > limit, note
+
+
+def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: str | None, eng: Callable[[], Any],
+           lexical: Callable[[int, int], list[tuple[float, Any]]], sessions: dict[str, list[tuple[str, str]]],
+           machines: dict[str, list[str]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
+    """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`);
+    None when ``similar`` names something with no vector."""
+    from agentlog.search import hybrid, semantic
+
+    if similar:
+        keys = hybrid.similar_keys(root, eng(), similar)
+        vector = hybrid.similar_vector(root, keys)
+        if vector is None:
+            return None
+        return hybrid.semantic_candidates(root, searcher, vector, _filter_query(q, sessions, machines),
+                                          frozenset(keys))
+    wanted = hybrid.semantic_text(text)
+    if mode == "lexical" or not wanted or not q.clauses:
+        return lexical
+    near = hybrid.semantic_candidates(root, searcher, semantic.embed([wanted])[0],
+                                      _filter_query(q, sessions, machines))
+    return near if mode == "semantic" else hybrid.fused(lexical, near)
+
+
+def _filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]], machines: dict[str, list[str]]) -> Any:
+    """The query's filters and exclusions alone, as a tantivy query over events (what semantic
+    candidates must match)."""
+    import tantivy
+
+    if not q.filters and not q.excluded:
+        return tantivy.Query.exists_query("t")
+    return _engine_query(Query(clauses=[], excluded=list(q.excluded), filters=dict(q.filters), terms=[]), sessions,
+                         machines)[0]
 
 
 def _machine_logs(root: str, values: list[str]) -> dict[str, list[str]]:

@@ -1,0 +1,127 @@
+"""Semantic and hybrid candidates for :mod:`.service`: the nearest vectors (:mod:`.semantic`),
+kept only where the text index's filters let them (the same filters as a lexical search: kind,
+tool, project, session, machine, path, time, excluded words), and their blend with the lexical
+ranking by reciprocal rank fusion.
+
+A candidate is a tantivy address of the same searcher as the lexical ones, so the rest of a
+search — the outcome filter, the hits' place, their snippets — is the lexical one's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from agentlog.search.text import FILTERS
+
+MODES: Final = ("lexical", "semantic", "hybrid")
+RRF_K: Final = 60
+"""Reciprocal rank fusion's constant: a candidate scores Σ weight / (RRF_K + rank)."""
+LEXICAL_WEIGHT: Final = 1.0
+SEMANTIC_WEIGHT: Final = 1.0
+POOL: Final = 100
+"""Candidates each side brings to a blend, at least (more for deep pages)."""
+SEMANTIC_POOL: Final = 200
+"""Nearest vectors looked up first; with filters that keep too few, four times more each round."""
+
+Candidates = Callable[[int, int], list[tuple[float, Any]]]
+
+
+def semantic_text(text: str) -> str:
+    """What of a query is embedded: its words and phrases, without filters, exclusions and ``OR``."""
+    words: list[str] = []
+    for raw in text.split():
+        if raw == "OR" or (raw.startswith("-") and len(raw) > 1):
+            continue
+        if ":" in raw and raw.split(":", 1)[0].lower() in FILTERS and raw.split(":", 1)[1]:
+            continue
+        words.append(raw.strip('"').rstrip("*"))
+    return " ".join(w for w in words if w)
+
+
+def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
+                        exclude: frozenset[tuple[str, int]] = frozenset()) -> Candidates:
+    """The events nearest ``vector`` that ``allowed`` (a tantivy query) matches, best first."""
+    import tantivy
+
+    from agentlog.search import semantic
+    from agentlog.search.index import _key, schema
+
+    def candidates(n: int, skip: int) -> list[tuple[float, Any]]:
+        want = n + skip
+        pool = max(SEMANTIC_POOL, 4 * want)
+        while True:
+            near = [(s, k) for s, k in semantic.nearest(root, vector, pool) if k not in exclude]
+            if not near:
+                return []
+            score = {k: s for s, k in near}
+            q = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, allowed),
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(schema(), "key", [_key(*k) for k in score]))])
+            found: list[tuple[float, Any]] = []
+            for _, addr in searcher.search(q, len(score), count=False).hits:
+                d = searcher.doc(addr)
+                k = (str(d.get_first("log")), int(d.get_first("seq") or 0))
+                if k in score:
+                    found.append((score[k], addr))
+            found.sort(key=lambda x: -x[0])
+            if len(found) >= want or len(near) + len(exclude) < pool:
+                return found[skip:want]
+            pool *= 4
+
+    return candidates
+
+
+def fused(lexical: Candidates, semantic: Candidates) -> Candidates:
+    """Reciprocal rank fusion of both rankings (a candidate both hold adds both terms)."""
+
+    def candidates(n: int, skip: int) -> list[tuple[float, Any]]:
+        pool = max(POOL, 2 * (n + skip))
+        scores: dict[tuple[int, int], float] = {}
+        addrs: dict[tuple[int, int], Any] = {}
+        for weight, ranked in ((LEXICAL_WEIGHT, lexical(pool, 0)), (SEMANTIC_WEIGHT, semantic(pool, 0))):
+            for rank, (_, addr) in enumerate(ranked, 1):
+                key = (addr.segment_ord, addr.doc)
+                addrs[key] = addr
+                scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank)
+        ordered = sorted(scores, key=lambda k: -scores[k])
+        return [(scores[k], addrs[k]) for k in ordered[skip:skip + n]]
+
+    return candidates
+
+
+def similar_keys(root: str, eng: Any, ident: str) -> list[tuple[str, int]]:
+    """The ``(log, seq)`` of the events an id names: an event, or an attempt's (its tool calls'
+    and its failing event)."""
+    from agentlog.query.views import resolve_id
+
+    ref = resolve_id(eng, ident, ["event", "attempt"])
+    if ref.kind == "event":
+        ids = [ref.id]
+    else:
+        res = eng.run("SELECT unnest([start_event_id, end_event_id]) FROM tool_calls WHERE attempt_id = ? "
+                      "UNION SELECT failing_event_id FROM attempts WHERE attempt_id = ?", [ref.id, ref.id])
+        ids = [r[0] for r in res.rows if r[0]]
+    if not ids:
+        return []
+    marks = ", ".join("?" for _ in ids)
+    res = eng.run(f"SELECT log_provider, log_key, seq FROM events WHERE event_id IN ({marks})", ids)
+    return [(f"{p}/{k}", int(s)) for p, k, s in res.rows]
+
+
+def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
+    """The mean of these events' vectors, at unit length (None: none of them has one)."""
+    import numpy as np
+
+    from agentlog.search import semantic
+
+    vectors = [v for v in (semantic.vector_of(root, k) for k in keys) if v is not None]
+    if not vectors:
+        return None
+    mean = np.mean(vectors, axis=0)
+    norm = float(np.linalg.norm(mean))
+    return mean / norm if norm else None
+
+
+__all__ = ["MODES", "fused", "semantic_candidates", "semantic_text",
+           "similar_keys", "similar_vector"]
