@@ -220,7 +220,10 @@ def test_untouched_evidence_is_never_flagged(agentlog_home: Path, tmp_path_facto
 
     from agentlog.memory import proposals
 
-    root = str(agentlog_home)
+    # A fresh root for every example: the function-scoped home is shared by all of them, and
+    # git gives two examples' first commits the same hash within one second, so an earlier
+    # example's memory would cite (and be flagged in) this example's repository.
+    root = str(tmp_path_factory.mktemp("root"))
     repo, c1 = new_repo(tmp_path_factory.mktemp("h"))
     start, length = span
     end = start + length
