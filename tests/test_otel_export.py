@@ -218,3 +218,75 @@ def test_the_daemon_streams_sessions_to_an_endpoint(agentlog_home: Path, tmp_pat
     assert len({ev["attrs"]["span_id"] for ev in spans}) == 1 + want["turns"] + 2 + want["chats"]
     log = (agentlog_home / "state" / "daemon.log").read_text()
     assert f"streaming sessions to {receiver.url}" in log and "otel export pass ended with exit 0" in log
+
+
+def test_subagent_spans_are_children_of_the_call_that_started_them(agentlog_home: Path, tmp_path: Path) -> None:
+    """Two Task calls running at once, each starting a subagent that runs a Bash call (through the
+    real hook): each subagent's invoke_agent span is the child of its own Task call's
+    execute_tool span (the call's result names the subagent), and the subagent's call its child."""
+    from otel_support import _hook
+
+    from agentlog.operations.refresh import run_sql
+
+    work = tmp_path / "proj"
+    work.mkdir()
+    _hook(work, hook_event_name="SessionStart", source="startup")
+    _hook(work, hook_event_name="UserPromptSubmit", prompt="two helpers")
+    for n in (1, 2):
+        _hook(work, hook_event_name="PreToolUse", tool_name="Task", tool_use_id=f"toolu_T{n}",
+              tool_input={"description": f"helper {n}", "prompt": "look", "subagent_type": "general-purpose"})
+    for n in (2, 1):  # the second helper starts first
+        _hook(work, hook_event_name="SubagentStart", agent_id=f"agent-{n}", agent_type="general-purpose")
+    for n in (1, 2):
+        bash = {"command": f"echo {n}"}
+        _hook(work, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id=f"toolu_B{n}", tool_input=bash,
+              agent_id=f"agent-{n}", agent_type="general-purpose")
+        _hook(work, hook_event_name="PostToolUse", tool_name="Bash", tool_use_id=f"toolu_B{n}", tool_input=bash,
+              agent_id=f"agent-{n}", agent_type="general-purpose",
+              tool_response={"stdout": str(n), "stderr": "", "interrupted": False})
+    for n in (1, 2):
+        _hook(work, hook_event_name="SubagentStop", agent_id=f"agent-{n}", agent_type="general-purpose",
+              stop_hook_active=False)
+    for n in (2, 1):
+        _hook(work, hook_event_name="PostToolUse", tool_name="Task", tool_use_id=f"toolu_T{n}",
+              tool_input={"description": f"helper {n}", "prompt": "look", "subagent_type": "general-purpose"},
+              tool_response={"status": "completed", "agentId": f"agent-{n}", "content": [{"type": "text",
+                                                                                        "text": "done"}]})
+    _hook(work, hook_event_name="Stop", stop_hook_active=False)
+    agents = run_sql(str(agentlog_home), "select provider_call_id, provider_agent_id from tool_calls").rows
+    assert sorted(agents) == [("toolu_B1", "agent-1"), ("toolu_B2", "agent-2"), ("toolu_T1", None),
+                              ("toolu_T2", None)], agents
+
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    receiver = Receiver(sink)
+    try:
+        _export("--endpoint", receiver.url, home=agentlog_home)
+        spans = [ev["attrs"] | {"name": ev["provider_event_name"]} for _, ev in log_events(sink, "otel")]
+    finally:
+        receiver.stop()
+    by_id = {s["span_id"]: s for s in spans}
+    raw = {ev["attrs"]["span_id"]: ev["raw"]["attributes"] for _, ev in log_events(sink, "otel")}
+    for n in (1, 2):
+        (sub,) = [s for s in spans if raw[s["span_id"]].get("gen_ai.agent.id") == f"agent-{n}"]
+        spawner = by_id[sub["parent_span_id"]]
+        assert raw[spawner["span_id"]]["gen_ai.tool.call.id"] == f"toolu_T{n}", raw[spawner["span_id"]]
+        (bash,) = [s for s in spans if raw[s["span_id"]].get("gen_ai.tool.call.id") == f"toolu_B{n}"]
+        assert bash["parent_span_id"] == sub["span_id"]
+
+
+def test_without_the_agent_id_a_subagent_goes_under_the_task_call_holding_it() -> None:
+    """Older releases name no agent in the Task result: the subagent's span goes under the Task
+    call of its turn whose span holds the subagent's calls; with none, under the turn."""
+    from agentlog.otel.spans import session_plans, span_id
+
+    def call(cid: str, start: int, end: int, aid: str | None = None, name: str = "Task") -> dict[str, Any]:
+        return {"tool_call_id": cid, "turn_id": "t1", "provider_agent_id": aid, "tool_name": name,
+                "tool_category": "subagent" if name == "Task" else "shell", "started_us": start, "finished_us": end}
+
+    calls = [call("T1", 100, 200), call("T2", 300, 400), call("b1", 120, 150, "a1", "Bash"),
+             call("b2", 310, 390, "a2", "Bash"), call("b3", 500, 510, "a3", "Bash")]
+    plans = session_plans({"session_id": "s", "provider": "claude_code", "started_us": 0},
+                          [{"turn_id": "t1", "turn_index": 1, "started_us": 50, "ended_us": 600}], calls, [])
+    parent = {p.attributes.get("gen_ai.agent.id"): p.parent for p in plans if p.name == "invoke_agent subagent"}
+    assert parent == {"a1": span_id("tool", "T1"), "a2": span_id("tool", "T2"), "a3": span_id("turn", "t1")}

@@ -49,14 +49,14 @@ CACHE_READ_KEYS: Final = ("cache_read_tokens", "cached_token_count", "cached_con
 CACHE_WRITE_KEYS: Final = ("cache_creation_tokens", "cache_write_token_count",
                            "gen_ai.usage.cache_creation.input_tokens")
 #: texts an agent may send, kept as content (never in attrs)
-CONTENT_KEYS: Final = ("prompt", "tool_parameters", "tool_input", "arguments", "output", "error", "error.message",
+CONTENT_KEYS: Final = ("prompt", "tool_parameters", "tool_input", "function_args", "arguments", "output", "error", "error.message",
                        "bash_command", "full_command", "response_text", "gen_ai.input.messages",
                        "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
 #: content-free attributes copied into attrs as they are
 PLAIN_KEYS: Final = ("decision", "source", "status_code", "attempt", "speed", "tool_result_size_bytes",
                      "error.type", "gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.agent.name",
                      "http.response.status_code", "mcp_server_scope", "prompt_length", "reasoning_token_count",
-                     "tool_token_count", "total_token_count", "ttft_ms", "event.sequence")
+                     "tool_token_count", "total_token_count", "ttft_ms", "event.sequence", "content_length")
 #: providers whose input count includes the cached part (OpenAI's and Google's APIs)
 INPUT_INCLUDES_CACHED: Final = frozenset({"codex", "gemini_cli"})
 MAX_TEXT: Final = 65536
@@ -168,6 +168,29 @@ def _usage(provider: str, merged: dict[str, Any], attrs: dict[str, Any]) -> None
                  cache_write_tokens=cwrite or 0)
 
 
+def _call_facts(record: dict[str, Any], tool: Any, attrs: dict[str, Any]) -> None:
+    """What tells one tool call from another where no call id is sent (Gemini CLI's
+    ``tool_call``): the call's own start and end (``start_time``/``end_time``, epoch ms) as
+    ``call_started_us``/``call_ended_us``, and, when the agent sends the arguments
+    (``function_args``, a JSON text), the digest of tool and input its hooks carry
+    (``input_key``, the same function as the hook adapter's)."""
+    for src, dst in (("start_time", "call_started_us"), ("end_time", "call_ended_us")):
+        ms = _int(record.get(src))
+        if ms is not None and 0 < ms < 2**43:
+            attrs[dst] = ms * 1000
+    args = record.get("function_args")
+    if tool is None or not isinstance(args, str) or not args:
+        return
+    import orjson
+
+    from agentlog.capture.adapters.gemini_cli import input_key
+
+    try:
+        attrs["input_key"] = input_key(str(tool), orjson.loads(args))
+    except orjson.JSONDecodeError:
+        return
+
+
 def event_of(signal: str, name: str, resource: dict[str, Any], scope: str, record: dict[str, Any],
              at_us: int, digest_of: bytes, extra: dict[str, Any] | None = None,
              body: Any = None, received_us: int | None = None) -> dict[str, Any]:
@@ -195,6 +218,7 @@ def event_of(signal: str, name: str, resource: dict[str, Any], scope: str, recor
         v = record.get(k)
         if isinstance(v, (str, int, float, bool)):
             attrs[k.replace(".", "_")] = v if not isinstance(v, str) else v[:200]
+    _call_facts(record, tool, attrs)
     success = _bool(record.get("success"))
     session = _first(SESSION_KEYS, record, resource)
     version = _first(("app.version", "service.version"), resource, record)

@@ -3,7 +3,9 @@
 The shape follows the OpenTelemetry GenAI semantic conventions (docs/otel.md):
 
 - ``invoke_agent <agent>``: one per session (the trace's root) and one per turn
-  (its child), and one per subagent inside a turn (the turn's child);
+  (its child), and one per subagent inside a turn: the child of the tool call that
+  started it (the call whose result names the subagent, else the Task/Agent call
+  whose span holds it), else of the turn;
 - ``chat <model>``: one per model request (the usage view's rows: the agent's
   telemetry, else the transcript), under its turn;
 - ``execute_tool <tool>``: one per tool call, under its turn or its subagent.
@@ -66,6 +68,19 @@ def _message(role: str, text: str) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}], ensure_ascii=False)
 
 
+def _spawning_call(calls: list[dict[str, Any]], turn: str | None, aid: str, start: int, end: int) -> str | None:
+    """The tool call that started subagent ``aid``: the one whose result names it (Claude Code's
+    ``agentId``, ``spawned_agent_id``), else the caller's subagent call (Task, Agent …) of the
+    same turn whose span holds the subagent's, the latest to start; None when neither is there."""
+    named = [c for c in calls if c.get("spawned_agent_id") == aid]
+    if named:
+        return str(named[0]["tool_call_id"])
+    holding = [c for c in calls if c.get("tool_category") == "subagent" and c.get("turn_id") == turn
+               and c.get("provider_agent_id") != aid and c["started_us"] <= start
+               and (c.get("finished_us") is None or c["finished_us"] >= end)]
+    return str(max(holding, key=lambda c: (c["started_us"], c["tool_call_id"]))["tool_call_id"]) if holding else None
+
+
 def session_plans(session: dict[str, Any], turns: list[dict[str, Any]], calls: list[dict[str, Any]],
                   requests: list[dict[str, Any]], content: dict[str, dict[str, Any]] | None = None) -> list[Plan]:
     """The spans of one session. Rows carry times as µs (``*_us`` keys); ``content``
@@ -114,7 +129,8 @@ def session_plans(session: dict[str, Any], turns: list[dict[str, Any]], calls: l
         mine = [x for x in calls if (x.get("turn_id"), x.get("provider_agent_id")) == key]
         a_start = min(x["started_us"] for x in mine)
         a_end = max(x.get("finished_us") or x["started_us"] for x in mine)
-        parent = turn_span.get(key[0] or "", root)
+        spawner = _spawning_call(calls, key[0], aid, a_start, a_end)
+        parent = span_id("tool", spawner) if spawner else turn_span.get(key[0] or "", root)
         plans.append(Plan("invoke_agent subagent", trace, sub_span[key], parent, a_start * 1000, a_end * 1000,
                           _clean({**base, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": aid,
                                   "gen_ai.agent.name": "subagent",

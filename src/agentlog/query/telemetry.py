@@ -6,9 +6,18 @@ its tool call and its turn:
 
 - tool call by exact key: the record's ``tool_use_id`` equals the call's
   ``provider_call_id`` in the same session (``call_join = 'tool_use_id'``);
-  else, for a record naming a tool, by time: the call of that tool in the same
-  session whose span (±2 s) holds the record's time, the one whose end (whose
-  start, for a tool decision) is nearest (``call_join = 'time'``);
+  else, for a record naming a tool, by time: among the calls of that tool in the
+  same session whose span (±2 s) holds the record's time (its call's start,
+  where the record says when the call started: Gemini CLI's ``start_time``),
+  first the one whose input digest is the record's (where both carry one:
+  Gemini CLI's hooks always, its telemetry when it logs prompts), then the one
+  whose result has the length the record reports (Gemini CLI's
+  ``content_length``, its hooks' ``llmContent``), then the one in the same
+  place among the tool's calls of the turn (the k-th record of a tool in a turn,
+  in start order, else the order received, is the k-th call: Gemini CLI logs a
+  reply's calls together, in the reply's order), then
+  the one whose start (a record with a start, a tool decision) or end (any
+  other) is nearest (``call_join = 'time'``);
 - turn by exact key: the record's prompt id equals the ``provider_turn_id`` of
   the turn's prompt event (``turn_join = 'prompt_id'``); else the exactly
   joined tool call's turn (``'tool_call'``); else by time: the turn of the same
@@ -39,6 +48,8 @@ WITH t AS (
   SELECT event_id, provider, provider_session_id, observed_at, provider_event_name AS name,
          {_a('signal')} AS signal, {_a('otel_event')} AS record, {_a('prompt_id')} AS prompt_id,
          {_a('tool_use_id')} AS tool_use_id, {_a('request_id')} AS request_id,
+         {_a('input_key')} AS input_key, {_n('call_started_us')} AS call_started_us,
+         {_n('content_length')} AS content_length, seq AS log_seq,
          coalesce({_a('tool_name')}, tool_name) AS tool_name, coalesce({_a('model')}, model) AS model,
          {_a('decision')} AS decision, {_a('source')} AS decision_source, outcome_status, duration_ms,
          {_n('input_tokens')} AS input_tokens, {_n('output_tokens')} AS output_tokens,
@@ -53,16 +64,6 @@ WITH t AS (
   SELECT ts.event_id, c.tool_call_id, c.turn_id, c.attempt_id FROM ts
   JOIN tool_calls c ON c.session_id = ts.session_id AND c.provider_call_id = ts.tool_use_id
   QUALIFY row_number() OVER (PARTITION BY ts.event_id ORDER BY c.started_at, c.tool_call_id) = 1
-), call_time AS (
-  SELECT ts.event_id, c.tool_call_id, c.turn_id, c.attempt_id FROM ts
-  JOIN tool_calls c ON c.session_id = ts.session_id AND c.tool_name = ts.tool_name
-   AND epoch_us(ts.observed_at) BETWEEN epoch_us(c.started_at) - {SLACK_US}
-                                    AND epoch_us(coalesce(c.finished_at, c.started_at)) + {SLACK_US}
-  WHERE ts.event_id NOT IN (SELECT event_id FROM call_exact)
-  QUALIFY row_number() OVER (PARTITION BY ts.event_id
-                             ORDER BY abs(epoch_us(ts.observed_at) - epoch_us(CASE WHEN ts.record = 'tool_decision'
-                                      THEN c.started_at ELSE coalesce(c.finished_at, c.started_at) END)),
-                                      c.tool_call_id) = 1
 ), turn_exact AS (
   SELECT ts.event_id, u.turn_id FROM ts
   JOIN events p ON p.provider = ts.provider AND p.provider_session_id = ts.provider_session_id
@@ -73,6 +74,39 @@ WITH t AS (
   SELECT ts.event_id, u.turn_id FROM ts
   JOIN turns u ON u.session_id = ts.session_id AND u.started_at <= ts.observed_at
   QUALIFY row_number() OVER (PARTITION BY ts.event_id ORDER BY u.started_at DESC, u.turn_id) = 1
+), timed AS (
+  SELECT ts.*, coalesce(ts.call_started_us, epoch_us(ts.observed_at)) AS at_us,
+         coalesce(te.turn_id, tt.turn_id) AS near_turn FROM ts
+  LEFT JOIN turn_exact te USING (event_id) LEFT JOIN turn_time tt USING (event_id)
+  WHERE ts.tool_name IS NOT NULL AND ts.event_id NOT IN (SELECT event_id FROM call_exact)
+), ranked AS (
+  SELECT timed.*, row_number() OVER (PARTITION BY session_id, tool_name, near_turn, signal, record
+                                     ORDER BY at_us, log_seq, event_id) AS place FROM timed
+), calls AS (
+  SELECT c.tool_call_id, c.session_id, c.tool_name, c.turn_id, c.attempt_id, c.started_at, c.finished_at,
+         c.start_event_id, c.end_event_id, row_number() OVER (PARTITION BY c.session_id, c.tool_name, c.turn_id
+                                              ORDER BY c.started_at, c.tool_call_id) AS place
+  FROM tool_calls c WHERE c.session_id IN (SELECT session_id FROM timed)
+), keyed AS (
+  SELECT e.event_id, json_extract_string(e.attrs, '$.input_key') AS input_key,
+         TRY_CAST(json_extract(e.attrs, '$.llm_content_units') AS BIGINT) AS content_length FROM events e
+  WHERE e.kind IN ('tool_call_started', 'tool_call_finished', 'tool_call_failed')
+    AND (e.event_id IN (SELECT start_event_id FROM calls) OR e.event_id IN (SELECT end_event_id FROM calls))
+), call_time AS (
+  SELECT r.event_id, c.tool_call_id, c.turn_id, c.attempt_id FROM ranked r
+  JOIN calls c ON c.session_id = r.session_id AND c.tool_name = r.tool_name
+   AND r.at_us BETWEEN epoch_us(c.started_at) - {SLACK_US}
+                   AND epoch_us(coalesce(c.finished_at, c.started_at)) + {SLACK_US}
+  LEFT JOIN keyed k ON k.event_id = c.start_event_id
+  LEFT JOIN keyed ke ON ke.event_id = c.end_event_id
+  QUALIFY row_number() OVER (PARTITION BY r.event_id
+                             ORDER BY coalesce(r.input_key = k.input_key, false) DESC,
+                                      coalesce(r.content_length = ke.content_length, false) DESC,
+                                      (c.turn_id IS NOT DISTINCT FROM r.near_turn AND c.place = r.place) DESC,
+                                      abs(r.at_us - epoch_us(CASE WHEN r.call_started_us IS NOT NULL
+                                                                   OR r.record = 'tool_decision'
+                                      THEN c.started_at ELSE coalesce(c.finished_at, c.started_at) END)),
+                                      c.tool_call_id) = 1
 )
 SELECT ts.event_id, ts.provider, ts.provider_session_id, ts.session_id, ts.observed_at, ts.signal, ts.record,
        ts.name, ts.model, ts.tool_name, ts.decision, ts.decision_source, ts.outcome_status, ts.duration_ms,

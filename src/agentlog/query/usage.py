@@ -135,11 +135,19 @@ def _int(path: str) -> str:
     return f"coalesce(CAST(json_extract(attrs, '$.{path}') AS BIGINT), 0)"
 
 
+#: how far outside the first and last telemetry record of a session a transcript's response
+#: still counts as covered by the telemetry (the two clocks' and the exporter's batching skew)
+COVERED_SLACK_S: Final = 10
+
 #: the ``usage`` view: one row per model response, from the agent's telemetry where it sent
-#: any for the session (``agentlog otel serve``: the API-request log records carrying token
-#: counts), else from its transcript (the last one imported when a response was imported
-#: twice, e.g. while it was still being written). A session's responses come from one source,
-#: never both, so no token counts twice. Cost: what the agent reported, else the price table.
+#: any (``agentlog otel serve``: the API-request log records carrying token counts), else from
+#: its transcript (the last one imported when a response was imported twice, e.g. while it was
+#: still being written). A transcript's response is left out when its session's telemetry
+#: covers its time (from the session's first telemetry record to its last, ±10 s): the agents
+#: send no key shared by both (Claude Code's transcript has message ids, its telemetry request
+#: ids, or none), so coverage decides, per response — a session whose telemetry began late
+#: (installed mid-session) or stopped early keeps the transcript's counts outside that span,
+#: and no token counts twice. Cost: what the agent reported, else the price table.
 USAGE_VIEW: Final = f"""CREATE VIEW usage AS
 WITH tel AS (
   SELECT event_id, provider, provider_session_id, agent_id, project_name, project_root, observed_at,
@@ -151,6 +159,10 @@ WITH tel AS (
   FROM events WHERE kind = 'telemetry' AND json_extract_string(attrs, '$.signal') = 'logs'
     AND json_extract(attrs, '$.input_tokens') IS NOT NULL
   QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY log_key DESC, seq DESC) = 1
+), covered AS (
+  SELECT provider, provider_session_id, min(observed_at) - INTERVAL {COVERED_SLACK_S} SECOND AS lo,
+         max(observed_at) + INTERVAL {COVERED_SLACK_S} SECOND AS hi
+  FROM tel GROUP BY provider, provider_session_id
 ), tr AS (
   SELECT event_id, provider, provider_session_id, agent_id, project_name, project_root, observed_at,
          coalesce(json_extract_string(attrs, '$.model'), model) AS model,
@@ -159,8 +171,9 @@ WITH tel AS (
          {_int('cache_read_tokens')} AS cache_read_tokens, {_int('cache_write_tokens')} AS cache_write_tokens,
          CAST(NULL AS DOUBLE) AS reported_cost, 'transcript' AS source
   FROM events e WHERE kind = 'usage'
-    AND NOT EXISTS (SELECT 1 FROM tel WHERE tel.provider = e.provider
-                    AND tel.provider_session_id IS NOT DISTINCT FROM e.provider_session_id)
+    AND NOT EXISTS (SELECT 1 FROM covered c WHERE c.provider = e.provider
+                    AND c.provider_session_id IS NOT DISTINCT FROM e.provider_session_id
+                    AND e.observed_at BETWEEN c.lo AND c.hi)
   QUALIFY row_number() OVER (PARTITION BY provider, provider_session_id, coalesce(message_id, event_id)
                              ORDER BY log_key DESC, seq DESC) = 1
 ), u AS (

@@ -100,6 +100,11 @@ def _tool(ev: dict[str, Any], payload: dict[str, Any], name: str) -> None:
         return
     resp = payload.get("tool_response")
     c.set_tool_output(ev, resp)
+    text = resp.get("llmContent") if isinstance(resp, dict) else None
+    if isinstance(text, str):
+        # the length Gemini CLI's telemetry reports as the call's content_length (JavaScript's
+        # string length: UTF-16 code units), which tells its parallel calls' records apart
+        ev["attrs"]["llm_content_units"] = len(text.encode("utf-16-le", "surrogatepass")) // 2
     ev["outcome"] = {"status": "success"}
     failed, err, code = _failure(payload, resp, category)
     if failed:
