@@ -335,3 +335,33 @@ def test_wrong_credentials_and_a_bucket_without_write_access(tmp_path: Path) -> 
         assert team_rows(url, "events", users["writer"]).num_rows == json.loads(r.stdout)["events"] > 0
     finally:
         server.stop()
+
+
+@pytest.mark.quick
+def test_the_read_ahead_hands_over_every_batch_in_order_raises_a_read_error_and_stops_early() -> None:
+    """The publish reads the next commit's rows while it writes this one: every batch arrives, in
+    order; an error in the read reaches the writer; a writer that stops midway stops the reader."""
+    import threading
+
+    import pyarrow as pa
+
+    from agentlog.team.publish import _Prefetch
+
+    schema = pa.schema([("n", pa.int64())])
+
+    def batches(fail_at: int | None, count: int = 50) -> Any:
+        for i in range(count):
+            if i == fail_at:
+                raise RuntimeError("the store went away")
+            yield pa.record_batch([pa.array([i, i])], schema=schema)
+
+    with _Prefetch(pa.RecordBatchReader.from_batches(schema, batches(None)), 3) as got:
+        assert [b.column(0)[0].as_py() for b in got] == list(range(50))
+    with pytest.raises(RuntimeError, match="went away"):
+        with _Prefetch(pa.RecordBatchReader.from_batches(schema, batches(7)), 2) as got:
+            for _ in got:
+                pass
+    before = threading.active_count()
+    with _Prefetch(pa.RecordBatchReader.from_batches(schema, batches(None, 10_000)), 2) as got:
+        next(iter(got))
+    assert threading.active_count() == before  # the reader thread ended with the block

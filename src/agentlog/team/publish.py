@@ -31,7 +31,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import dumps, loads
@@ -251,18 +251,18 @@ class _Events:
         st.running = True
         st.save()
         reader = self.eng.arrow_reader(f"SELECT e.* {new}", params, min(self.batch_rows, _READ_ROWS))
-        first = _next(reader)
-        while first is not None:
-            held = [first]
-            rows = first.num_rows
-            while rows < self.batch_rows:
-                more = _next(reader)
-                if more is None:
-                    break
-                held.append(more)
-                rows += more.num_rows
-            first = _next(reader) if rows >= self.batch_rows else None
-            self._append(held, reader.schema, machines)
+        # the next commit's rows are read while this one is written (both mostly outside the GIL)
+        with _Prefetch(reader, max(1, self.batch_rows // _READ_ROWS)) as batches:
+            held: list[Any] = []
+            rows = 0
+            for batch in batches:
+                held.append(batch)
+                rows += batch.num_rows
+                if rows >= self.batch_rows:
+                    self._append(held, reader.schema, machines)
+                    held, rows = [], 0
+            if held:
+                self._append(held, reader.schema, machines)
         st.logs, st.running = done, False
         st.save()
 
@@ -333,11 +333,67 @@ _READ_ROWS = 10_000
 """Rows a read from the store hands over at a time."""
 
 
-def _next(reader: Any) -> Any:
-    try:
-        return reader.read_next_batch()
-    except StopIteration:
-        return None
+class _Prefetch:
+    """A record-batch reader read ahead by a thread, at most ``ahead`` batches: iterate inside
+    ``with``; leaving the block early stops the thread (an error in the read is raised here)."""
+
+    def __init__(self, reader: Any, ahead: int) -> None:
+        import queue
+        import threading
+
+        self._reader = reader
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=ahead)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._pump, name="agentlog-publish-read", daemon=True)
+
+    def _pump(self) -> None:
+        item: Any = None
+        while not self._stop.is_set() and item is not _END:
+            try:
+                item = self._reader.read_next_batch()
+            except StopIteration:
+                item = _END
+            except BaseException as e:  # handed to the consumer, raised there
+                self._offer(e)
+                return
+            self._offer(item)
+
+    def _offer(self, item: Any) -> None:
+        import queue
+
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def __enter__(self) -> Iterator[Any]:
+        self._thread.start()
+        return self._items()
+
+    def _items(self) -> Iterator[Any]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def __exit__(self, *exc: object) -> None:
+        import queue
+
+        self._stop.set()
+        while self._thread.is_alive():  # unblock a pending put, then wait for the thread
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=0.05)
+
+
+_END = object()
 
 
 def writer_properties() -> Any:
