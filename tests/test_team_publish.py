@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scenario import BASE_US, SECOND, write
 
@@ -365,3 +367,36 @@ def test_the_read_ahead_hands_over_every_batch_in_order_raises_a_read_error_and_
     with _Prefetch(pa.RecordBatchReader.from_batches(schema, batches(None, 10_000)), 2) as got:
         next(iter(got))
     assert threading.active_count() == before  # the reader thread ended with the block
+
+
+@pytest.mark.quick
+@settings(max_examples=40, deadline=None)
+@given(days=st.lists(st.integers(1, 90), min_size=1, max_size=12), read=st.integers(8, 40),
+       batch_rows=st.integers(5, 60), data=st.data())
+def test_commits_hold_whole_days(days: list[int], read: int, batch_rows: int, data: st.DataObject) -> None:
+    """The store hands over rows of neighbouring days out of order: commits still hold whole
+    days (a day of at most twice batch_rows is in exactly one commit), each commit but the
+    last at least batch_rows rows, every row exactly once."""
+    import pyarrow as pa
+
+    from agentlog.team.publish import _day_cut
+
+    day_us = 86_400 * 10**6
+    times = [d * day_us + i for d, n in enumerate(days) for i in range(n)]
+    # neighbouring days interleaved, as a parallel scan hands them over: swap some rows of
+    # adjacent days
+    for _ in range(data.draw(st.integers(0, 10))):
+        if len(times) > 1:
+            i = data.draw(st.integers(0, len(times) - 2))
+            if abs(times[i] // day_us - times[i + 1] // day_us) <= 1:
+                times[i], times[i + 1] = times[i + 1], times[i]
+    ts = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("observed_at", ts)])
+    batches = [pa.record_batch([pa.array(times[i:i + read], ts)], schema=schema) for i in range(0, len(times), read)]
+    commits = [[t for b in held for t in b.column(0).cast(pa.int64()).to_pylist()]
+               for held in _day_cut(iter(batches), batch_rows)]
+    assert sorted(t for c in commits for t in c) == sorted(times)
+    assert all(len(c) >= batch_rows for c in commits[:-1])
+    for n, d in enumerate(days):
+        if d < 2 * batch_rows:
+            assert len([c for c in commits if any(t // day_us == n for t in c)]) == 1, (n, d)

@@ -38,7 +38,7 @@ from agentlog.core.jsonio import dumps, loads
 from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
 from agentlog.team import TeamError
 from agentlog.team.location import Location, describe_error
-from agentlog.team.tables import DERIVED, PARTITION_BY, TABLES, memories_table, with_team_columns
+from agentlog.team.tables import DERIVED, PARTITION_BY, TABLES, memories_table, utc_day, with_team_columns
 
 BATCH_ROWS = 50_000
 """Events per commit (a first publish of a million events is twenty commits)."""
@@ -251,18 +251,10 @@ class _Events:
         st.running = True
         st.save()
         reader = self.eng.arrow_reader(f"SELECT e.* {new}", params, min(self.batch_rows, _READ_ROWS))
-        # the next commit's rows are read while this one is written (both mostly outside the GIL)
-        with _Prefetch(reader, max(1, self.batch_rows // _READ_ROWS)) as batches:
-            held: list[Any] = []
-            rows = 0
-            for batch in batches:
-                held.append(batch)
-                rows += batch.num_rows
-                if rows >= self.batch_rows:
-                    self._append(held, reader.schema, machines)
-                    held, rows = [], 0
-            if held:
-                self._append(held, reader.schema, machines)
+        # the next rows are read while a commit is written (both mostly outside the GIL), two batches ahead
+        with _Prefetch(reader, 2) as batches:
+            for rows in _day_cut(batches, self.batch_rows):
+                self._append(rows, reader.schema, machines)
         st.logs, st.running = done, False
         st.save()
 
@@ -331,6 +323,45 @@ class _Events:
 
 _READ_ROWS = 10_000
 """Rows a read from the store hands over at a time."""
+
+
+def _day_cut(batches: Iterator[Any], batch_rows: int, open_days: int = 2) -> Iterator[list[Any]]:
+    """The stream's batches grouped into commits of whole days (the day of ``observed_at``, the
+    table's partition), at least ``batch_rows`` rows each but the last, so each day's rows land
+    in one file rather than in two commits' files (half the files a query opens). The store
+    streams day after day, but its parallel scan hands over rows of neighbouring days out of
+    order, so the ``open_days`` newest days seen are held back until a newer day shows up; the
+    rows of days before those are committed once they reach ``batch_rows``. A day of more
+    than twice ``batch_rows`` is cut there (memory)."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    by_day: dict[int, list[Any]] = {}
+    rows_of: dict[int, int] = {}
+    for batch in batches:
+        days = _days(batch).cast("int32")
+        low, high = pc.min_max(days).values()
+        if low == high:
+            parts = [(int(low.as_py()), batch)]
+        else:
+            parts = [(int(d), batch.filter(pc.equal(days, d))) for d in pc.unique(days).to_pylist()]
+        for day, part in parts:
+            by_day.setdefault(day, []).append(part)
+            rows_of[day] = rows_of.get(day, 0) + part.num_rows
+        ready = sorted(by_day)[:-open_days] if len(by_day) > open_days else []
+        if sum(rows_of[d] for d in ready) >= batch_rows:
+            yield [p for d in ready for p in by_day.pop(d)]
+            for d in ready:
+                del rows_of[d]
+        for day in [d for d, n in rows_of.items() if n >= 2 * batch_rows]:
+            yield by_day.pop(day)
+            del rows_of[day]
+    if by_day:
+        yield [p for d in sorted(by_day) for p in by_day.pop(d)]
+
+
+def _days(batch: Any) -> Any:
+    """The ``day`` partition of each of ``batch``'s events."""
+    return utc_day(batch.column(batch.schema.get_field_index("observed_at")))
 
 
 class _Prefetch:

@@ -124,18 +124,25 @@ def with_team_columns(table: Any, spec: TeamTable, machine: Any, host: Any, publ
     ``host`` replaced by ``machine``/``host`` (arrays, one value a row), ``day`` from the
     table's time column, ``publisher``; only the metadata columns with ``metadata_only``."""
     import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     keep = [c for c in table.column_names if c not in TEAM_COLUMNS
             and (not metadata_only or c in spec.metadata)]
     out = table.select(keep)
     when = table.column(spec.time) if spec.time in table.column_names else pa.nulls(table.num_rows, pa.timestamp("us"))
-    if pa.types.is_timestamp(when.type) and when.type.tz is not None:
-        when = pc.cast(when, pa.timestamp("us"))  # the UTC wall time, then its day
-    day = pc.fill_null(pc.cast(when, pa.date32()), pa.scalar(0, pa.date32()))
+    day = utc_day(when)
     n = table.num_rows
     return (out.append_column("machine", _column(machine, n)).append_column("host", _column(host, n))
             .append_column("day", day).append_column("publisher", pa.array([publisher] * n, pa.string())))
+
+
+def utc_day(when: Any) -> Any:
+    """The ``day`` partition of each time: its UTC date (a null time: the epoch's day)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    if pa.types.is_timestamp(when.type) and when.type.tz is not None:
+        when = pc.cast(when, pa.timestamp("us"))  # the UTC wall time, then its day
+    return pc.fill_null(pc.cast(when, pa.date32()), pa.scalar(0, pa.date32()))
 
 
 def _column(value: Any, n: int) -> Any:
