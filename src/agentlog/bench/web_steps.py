@@ -208,6 +208,12 @@ def web(ctx: StepContext) -> dict[str, Any]:
                     f"or projection changes), then {RUNS} timed. Worst p95 {worst:.0f} ms, worst first "
                     f"{max(v['first'] for v in timed.values()):.0f} ms; target ≤ 300 ms on the full store.",
         })
+    ctx.progress("the session page of a 10,000-event session")
+    from agentlog.bench.conversation_steps import big_session
+
+    big = big_session(ctx.tmpdir())
+    tables.append(big["table"])
+    metrics.update(big["metrics"])
     ctx.progress("start to first page")
     first = _first_page(ctx)
     tables.append(first["table"])
