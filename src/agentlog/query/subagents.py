@@ -5,8 +5,9 @@ A subagent's calls carry its ``provider_agent_id`` (the main agent's carry none)
 that started it is the subagent call (Task, Agent …) whose recorded result names it (Claude
 Code's ``tool_response.agentId``: :func:`spawned_agents` reads it into ``spawned_agent_id``),
 else the subagent call of the same turn whose span holds the subagent's calls, the latest to
-start (:func:`spawning_call`; older releases name no agent in the result, and imported
-transcripts keep the result as the transcript's line).
+start, else such a call of any turn (:func:`spawning_call`; older releases name no agent in the
+result, imported transcripts keep the result as the transcript's line, and a subagent's own
+prompt in a transcript opens a turn of its own).
 """
 
 from __future__ import annotations
@@ -37,15 +38,18 @@ def spawning_call(calls: list[dict[str, Any]], turn: str | None, aid: str, start
     """The tool call that started subagent ``aid`` (whose calls ran from ``start`` to ``end``,
     µs, in turn ``turn``): the one whose result names it (``spawned_agent_id``), else the
     caller's subagent call (Task, Agent …) of the same turn whose span holds the subagent's,
-    the latest to start; None when neither is there. Call rows carry ``started_us`` and
+    the latest to start, else such a call of another turn; None when none is there. Call rows carry ``started_us`` and
     ``finished_us``."""
     named = [c for c in calls if c.get("spawned_agent_id") == aid]
     if named:
         return str(named[0]["tool_call_id"])
-    holding = [c for c in calls if c.get("tool_category") == "subagent" and c.get("turn_id") == turn
-               and c.get("provider_agent_id") != aid and c["started_us"] <= start
-               and (c.get("finished_us") is None or c["finished_us"] >= end)]
-    return str(max(holding, key=lambda c: (c["started_us"], c["tool_call_id"]))["tool_call_id"]) if holding else None
+    holding = [c for c in calls if c.get("tool_category") == "subagent" and c.get("provider_agent_id") != aid
+               and c["started_us"] <= start and (c.get("finished_us") is None or c["finished_us"] >= end)]
+    # the same turn's first; then any turn's (a subagent's own prompt can open a turn of its own)
+    for pool in ([c for c in holding if c.get("turn_id") == turn], holding):
+        if pool:
+            return str(max(pool, key=lambda c: (c["started_us"], c["tool_call_id"]))["tool_call_id"])
+    return None
 
 
 __all__ = ["spawned_agents", "spawning_call"]

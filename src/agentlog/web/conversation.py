@@ -68,7 +68,8 @@ def session_rows(engine: Engine, ident: str) -> dict[str, Any]:
     spawned_agents(engine, calls)
     marks = _rows(engine, "SELECT event_id, kind, agent_id, tool_name, epoch_us(observed_at) AS us FROM events "
                           f"WHERE {where}provider = ? AND provider_session_id IS NOT DISTINCT FROM ? "
-                          "AND kind IN ('agent_message', 'permission_requested') ORDER BY observed_at, event_id",
+                          "AND kind IN ('agent_message', 'permission_requested', 'prompt_submitted') "
+                          "ORDER BY observed_at, event_id",
                   [*days, s["provider"], s["provider_session_id"]])
     turns = _rows(engine, "SELECT turn_id, turn_index, status, failure_class, prompt_event_id, "
                           "epoch_us(started_at) AS started_us, epoch_us(ended_at) AS ended_us FROM turns "
@@ -84,9 +85,7 @@ def _nest(rows: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, list[di
     subagent whose starting call is unknown) and each starting call's nested items."""
     calls = rows["calls"]
     items: list[dict[str, Any]] = []
-    for t in rows["turns"]:
-        if t["started_us"] is not None:
-            items.append({"type": "prompt", "us": t["started_us"], "turn": t, "event_id": t["prompt_event_id"]})
+    asked_by = {m["event_id"]: m.get("agent_id") for m in rows["marks"] if m["kind"] == "prompt_submitted"}
     # each subagent (turn, agent id) → the call that started it
     spans: dict[tuple[str | None, str], list[int]] = {}
     for c in calls:
@@ -109,6 +108,13 @@ def _nest(rows: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, list[di
         aid = m.get("agent_id")
         parent = by_agent.get(aid) if aid else None
         item = {"type": "message", "us": m["us"], "event_id": m["event_id"], "agent": aid}
+        (children.setdefault(parent, []) if parent else items).append(item)
+    for t in rows["turns"]:  # a subagent's own prompt goes with its steps
+        if t["started_us"] is None:
+            continue
+        aid = asked_by.get(t["prompt_event_id"])
+        parent = by_agent.get(aid) if aid else None
+        item = {"type": "prompt", "us": t["started_us"], "turn": t, "event_id": t["prompt_event_id"], "agent": aid}
         (children.setdefault(parent, []) if parent else items).append(item)
     order = {"prompt": 0, "message": 1, "call": 2}
     items.sort(key=lambda i: (i["us"], order[i["type"]]))
@@ -197,7 +203,7 @@ class _Ctx:
         if it["type"] == "prompt":
             t = it["turn"]
             text = _text(self.content.get(str(it.get("event_id")), {}), ("prompt",))
-            return {"type": "prompt", "turn_index": t["turn_index"], "status": t["status"],
+            return {"type": "prompt", "turn_index": t["turn_index"], "status": t["status"], "agent": it.get("agent"),
                     "failure_class": t["failure_class"], **_cut(text, PREVIEW)}
         if it["type"] == "message":
             text = _text(self.content.get(str(it["event_id"]), {}), ("message",))

@@ -42,7 +42,7 @@ async def usage_page(request: Request) -> Response:
     def render(r: dict[str, Any]) -> Response:
         return page(request, "usage.html", **r, charts=usage_charts(r["series"]))
 
-    return await guarded(request, lambda: read(request, _usage_all, key_of(request)), render)
+    return await guarded(request, lambda: read(request, _usage_all, key_of(request) + "#page"), render)
 
 
 async def usage_api(request: Request) -> Response:
@@ -52,7 +52,7 @@ async def usage_api(request: Request) -> Response:
 async def usage_charts_api(request: Request) -> Response:
     from agentlog.web.usage_charts import usage_series
 
-    return await guarded(request, lambda: read(request, usage_series, key_of(request)), JSON)
+    return await guarded(request, lambda: read(request, usage_series, key_of(request) + "#series"), JSON)
 
 
 def routes() -> list[Route]:
