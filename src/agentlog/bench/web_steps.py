@@ -4,7 +4,8 @@ Both run over the stores the projection steps build (200,000 events and the
 run's ``--events``, cached per run; not timed). ``web`` starts ``agentlog
 serve --no-live`` as a child process, signs in with its one-time token and
 times every page and API route over HTTP on loopback (one untimed request
-first, then :data:`RUNS`); then, on a copy of the store with ``agentlog
+first, then :data:`RUNS`); then the session page of a 10,000-event session in a data root
+of its own (:mod:`.conversation_steps`); then, on a copy of the store with ``agentlog
 daemon run`` going, it starts a server with its live feed, follows
 ``/api/stream`` and times hook → SSE message for :data:`LIVE_RUNS` hooks run
 as their own processes. ``mcp`` starts ``agentlog mcp`` and times every tool
