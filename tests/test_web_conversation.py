@@ -222,11 +222,11 @@ def test_the_conversation_and_charts_in_a_real_browser(imported: dict[str, str],
     from selenium.webdriver.common.by import By
 
     from axe_support import check_page
-    from browser_support import serve
+    from agentlog.bench.serving import serve, stop
     from test_web_browser import _wait
 
-    root = imported["root"]
-    with serve(root) as url:
+    proc, url = serve(imported["root"], live=True)  # the bench's: `agentlog serve` in a child process
+    try:
         base = url.split("/?", 1)[0]
         browser.get(url)
         _wait("the sign-in", lambda: browser.current_url.rstrip("/") == base)
@@ -269,4 +269,6 @@ def test_the_conversation_and_charts_in_a_real_browser(imported: dict[str, str],
         problems += check_page(browser, href, "call", shots)
         assert not problems, "\n".join(problems)
         assert len(list(shots.glob("*.png"))) >= 8
+    finally:
+        stop(proc)
     print("screenshots:", shots)
