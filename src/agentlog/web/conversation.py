@@ -175,7 +175,7 @@ def conversation(engine: Engine, ident: str, page: int = 0) -> dict[str, Any]:
             d["children_more"] = len(children.get(cid, [])) - len(kids[cid])
             d["subagents"] = sorted({str(k["agent"]) for k in children.get(cid, []) if k.get("agent")})
         out_items.append(d)
-    row = rows["row"]
+    row: dict[str, Any] = rows["row"]
     row["items"] = out_items
     row["page"] = page
     row["pages"] = len(starts)

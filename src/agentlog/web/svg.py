@@ -83,7 +83,7 @@ def stacked_bars(label: str, days: Sequence[str], series: dict[str, list[float]]
     every = max(1, -(-n // 8))
     for d, day in enumerate(days):
         x = left + d * slot + (slot - bar) / 2
-        base = top_pad + plot_h
+        base = float(top_pad + plot_h)
         for s, (name, values) in enumerate(series.items()):
             v = values[d] or 0.0
             if v <= 0:
