@@ -152,6 +152,36 @@ def test_a_call_on_its_own_holds_the_whole_output(client: TestClient, imported: 
     assert client.get(f"/sessions/{imported['real']}/calls/{call['id']}").status_code == 404  # another session's
 
 
+def test_a_failure_links_the_call_that_fixed_it_and_the_attempt_that_retried_it(tmp_path: Path) -> None:
+    """The demo's scripted session: a failed test run fixed by a later run of the same command
+    (a link to that call on its page of the conversation), failed edits retried by a later attempt."""
+    from agentlog.operations import demo
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(demo, "claude_hook_fixtures", lambda: [])
+    try:
+        root = demo.run_demo(str(tmp_path / "home")).home
+    finally:
+        mp.undo()
+    with _client(root) as c:
+        sessions = c.get("/api/timeline").json()["sessions"]
+        pages = {s["session_id"]: c.get(f"/api/sessions/{s['session_id']}").json()["session"] for s in sessions}
+        calls = [(sid, call) for sid, s in pages.items() for call in _calls(s["items"])]
+        fixed = [(sid, call) for sid, call in calls if call["fixed_by"]]
+        assert fixed, [call["class"] for _, call in calls if call["failed"]]
+        sid, call = fixed[0]
+        assert call["class"] == "test_failure" and call["summary"] and call["evidence"]
+        href = call["fixed_by"]["href"]
+        fixer = href.rsplit("#c-", 1)[1]
+        assert any(other["anchor"] == f"c-{fixer}" and other["status"] == "success" for _, other in calls)
+        html = c.get(f"/sessions/{sid}").text
+        assert f'fixed by <a href="{href}">' in html and f'id="c-{fixer}"' in html
+        retried = [call for _, call in calls if call["retry"]]
+        assert retried and all(r["failed"] for r in retried)
+        assert any(f'retried in <a href="/attempts/{r["retry"]["id"]}">' in c.get(f"/sessions/{s}").text
+                   for s in pages for r in retried)
+
+
 def _no_live_markup(body: str) -> None:
     scripts = re.findall(r"<script[^>]*>", body)
     assert all(re.fullmatch(r'<script src="/static/[a-z]+\.js" defer>', s) for s in scripts), scripts
