@@ -4,7 +4,8 @@ Both run over the stores the projection steps build (200,000 events and the
 run's ``--events``, cached per run; not timed). ``web`` starts ``agentlog
 serve --no-live`` as a child process, signs in with its one-time token and
 times every page and API route over HTTP on loopback (one untimed request
-first, then :data:`RUNS`); then, on a copy of the store with ``agentlog
+first, then :data:`RUNS`); then the session page of a 10,000-event session in a data root
+of its own (:mod:`.conversation_steps`); then, on a copy of the store with ``agentlog
 daemon run`` going, it starts a server with its live feed, follows
 ``/api/stream`` and times hook → SSE message for :data:`LIVE_RUNS` hooks run
 as their own processes. ``mcp`` starts ``agentlog mcp`` and times every tool
@@ -208,6 +209,12 @@ def web(ctx: StepContext) -> dict[str, Any]:
                     f"or projection changes), then {RUNS} timed. Worst p95 {worst:.0f} ms, worst first "
                     f"{max(v['first'] for v in timed.values()):.0f} ms; target ≤ 300 ms on the full store.",
         })
+    ctx.progress("the session page of a 10,000-event session")
+    from agentlog.bench.conversation_steps import big_session
+
+    big = big_session(ctx.tmpdir())
+    tables.append(big["table"])
+    metrics.update(big["metrics"])
     ctx.progress("start to first page")
     first = _first_page(ctx)
     tables.append(first["table"])

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from agentlog.otel import OtelError
 from agentlog.otel.spans import Plan, session_plans
+from agentlog.query.subagents import spawned_agents
 
 BATCH: Final = 512
 
@@ -81,7 +82,7 @@ def session_rows(engine: Any, s: dict[str, Any], include_content: bool) -> list[
         if c["started_us"] is None:
             c["started_us"] = c["finished_us"] or s["started_us"] or 0
     turns = [t for t in turns if t["started_us"] is not None]
-    _spawned_agents(engine, calls)
+    spawned_agents(engine, calls)
     content: dict[str, dict[str, Any]] | None = None
     if include_content:
         ids = sorted({i for c in calls for i in (c["start_event_id"], c["end_event_id"]) if i})
@@ -94,23 +95,6 @@ def session_rows(engine: Any, s: dict[str, Any], include_content: bool) -> list[
                 if isinstance(ev.get("content"), dict):
                     content[r["event_id"]] = ev["content"]
     return session_plans(s, turns, calls, requests + errors, content)
-
-
-def _spawned_agents(engine: Any, calls: list[dict[str, Any]]) -> None:
-    """``spawned_agent_id`` on each subagent call (Task, Agent …) whose recorded result names
-    the subagent it ran (Claude Code's ``tool_response.agentId``), when the session has
-    subagents at all."""
-    if not any(c.get("provider_agent_id") for c in calls):
-        return
-    ends = {c["end_event_id"]: c for c in calls if c.get("tool_category") == "subagent" and c.get("end_event_id")}
-    ids = sorted(ends)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        marks = ", ".join("?" * len(part))
-        for r in _rows(engine, "SELECT event_id, json_extract_string(raw, '$.tool_response.agentId') AS aid "
-                               f"FROM events WHERE event_id IN ({marks})", part):
-            if r["aid"]:
-                ends[r["event_id"]]["spawned_agent_id"] = r["aid"]
 
 
 def to_sdk(plans: list[Plan]) -> list[Any]:

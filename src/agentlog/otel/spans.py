@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agentlog.query.subagents import spawning_call
+
 #: provider → (gen_ai.provider.name, agent name)
 AGENTS: Final = {
     "claude_code": ("anthropic", "Claude Code"),
@@ -66,19 +68,6 @@ def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
 
 def _message(role: str, text: str) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}], ensure_ascii=False)
-
-
-def _spawning_call(calls: list[dict[str, Any]], turn: str | None, aid: str, start: int, end: int) -> str | None:
-    """The tool call that started subagent ``aid``: the one whose result names it (Claude Code's
-    ``agentId``, ``spawned_agent_id``), else the caller's subagent call (Task, Agent …) of the
-    same turn whose span holds the subagent's, the latest to start; None when neither is there."""
-    named = [c for c in calls if c.get("spawned_agent_id") == aid]
-    if named:
-        return str(named[0]["tool_call_id"])
-    holding = [c for c in calls if c.get("tool_category") == "subagent" and c.get("turn_id") == turn
-               and c.get("provider_agent_id") != aid and c["started_us"] <= start
-               and (c.get("finished_us") is None or c["finished_us"] >= end)]
-    return str(max(holding, key=lambda c: (c["started_us"], c["tool_call_id"]))["tool_call_id"]) if holding else None
 
 
 def session_plans(session: dict[str, Any], turns: list[dict[str, Any]], calls: list[dict[str, Any]],
@@ -129,7 +118,7 @@ def session_plans(session: dict[str, Any], turns: list[dict[str, Any]], calls: l
         mine = [x for x in calls if (x.get("turn_id"), x.get("provider_agent_id")) == key]
         a_start = min(x["started_us"] for x in mine)
         a_end = max(x.get("finished_us") or x["started_us"] for x in mine)
-        spawner = _spawning_call(calls, key[0], aid, a_start, a_end)
+        spawner = spawning_call(calls, key[0], aid, a_start, a_end)
         parent = span_id("tool", spawner) if spawner else turn_span.get(key[0] or "", root)
         plans.append(Plan("invoke_agent subagent", trace, sub_span[key], parent, a_start * 1000, a_end * 1000,
                           _clean({**base, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": aid,

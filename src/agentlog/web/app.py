@@ -2,7 +2,8 @@
 
 Pages (``GET``): ``/`` Now, ``/timeline``, ``/sessions/{id}``, ``/attempts/{id}``,
 ``/failures``, ``/search``, ``/memory``, ``/memory/{id}``, ``/proposals``,
-``/sql`` (``/sql.csv`` downloads), ``/usage``, ``/integrity``; ``/sessions/{id}/proof.json``
+``/sql`` (``/sql.csv`` downloads), ``/usage`` (with its charts), ``/integrity``; ``/sessions/{id}/calls/{call}``
+one tool call of the session's conversation whole (:mod:`.routes.conversation`); ``/sessions/{id}/proof.json``
 downloads a session's proof bundle, ``/sessions/{id}/share`` the session as a shared file (docs/share.md). Changes (``POST``,
 CSRF-checked): ``/proposals/{id}/approve|reject|undo``, ``/integrity/verify``.
 JSON: ``/api/now``, ``/api/timeline``, ``/api/sessions/{id}``, ``/api/attempts/{id}``,
@@ -36,18 +37,18 @@ from starlette.staticfiles import StaticFiles
 
 from agentlog.operations.reader import Source
 from agentlog.web.live import Feed
-from agentlog.web.routes import memory, pages, team
+from agentlog.web.routes import conversation, memory, pages, team
 from agentlog.web.routes.common import NAV, AppState, Producer, environment, not_found, server_error, twins
 from agentlog.web.routes.stream import stream
 from agentlog.web.security import Guard, GuardMiddleware
 
 PAGES: tuple[tuple[str, str, Producer], ...] = (
     ("/", "now.html", pages.now), ("/timeline", "timeline.html", pages.timeline),
-    ("/sessions/{ident}", "session.html", pages.session), ("/attempts/{ident}", "attempt.html", pages.attempt),
+    ("/sessions/{ident}", "session.html", conversation.session), ("/attempts/{ident}", "attempt.html", pages.attempt),
     ("/failures", "failures.html", pages.failures), ("/search", "search.html", pages.search),
     ("/memory", "memory.html", memory.memory_list), ("/memory/{ident}", "memory_one.html", memory.memory_one),
     ("/proposals", "proposals.html", memory.proposals), ("/sql", "sql.html", pages.sql),
-    ("/usage", "usage.html", pages.usage), ("/integrity", "integrity.html", pages.integrity),
+    ("/integrity", "integrity.html", pages.integrity),
 )
 """Each page with its template and producer (its JSON twin is under ``/api``, ``/api/now`` for ``/``)."""
 
@@ -73,7 +74,7 @@ def _warm(st: AppState) -> None:
     from agentlog.web import data
 
     try:
-        for _path, template, _fn in PAGES:
+        for template in [t for _path, t, _fn in PAGES] + ["usage.html", "call.html"]:
             st.env.get_template(template)
         st.source.read(data.now)
     except Exception:  # noqa: BLE001 - the first real request reports what is wrong
@@ -96,6 +97,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         Route("/api/integrity/verify", pages.verify_action, methods=["POST"]),
         Route("/api/stream", stream),
         *team.routes(),
+        *conversation.routes(),
         Mount("/static", StaticFiles(directory=os.path.join(os.path.dirname(__file__), "static")), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={404: not_found, 500: server_error})

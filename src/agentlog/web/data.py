@@ -100,21 +100,6 @@ def _project_ids(engine: Engine, project: str | None) -> list[str] | None:
 # -- one session, one attempt ---------------------------------------------------------------------
 
 
-def session(engine: Engine, ident: str) -> dict[str, Any]:
-    from agentlog.query import views
-
-    ref = resolve_id(engine, ident, ["session"])
-    (row,) = views.timeline(engine, Scope(session=ref.id, limit=1))
-    row["calls"] = [plain(r) for r in _rows(
-        engine, "SELECT tool_call_id, attempt_id, turn_id, tool_name, path_relative, started_at, duration_ms, "
-                "outcome_status, outcome_class, exit_code FROM tool_calls WHERE session_id = ? AND NOT retracted "
-                "ORDER BY started_at LIMIT 2000", [ref.id])]
-    # a pulled session's frames that failed the pull's byte check, and notes (query/pulled.py)
-    row["byte_checks"] = _rows(engine, "SELECT seq, problem, failed FROM byte_checks WHERE session_id = ? "
-                                       "ORDER BY seq, problem LIMIT 500", [ref.id])
-    return row
-
-
 _EDIT_TOOLS: Final = ("Edit", "MultiEdit", "Write", "apply_patch", "replace", "write_file", "edit_file")
 
 
@@ -306,5 +291,5 @@ def _iso_us(us: int) -> str | None:
     return format_us(int(us))
 
 
-__all__ = ["PAGE", "QueryError", "attempt", "failures", "integrity", "now", "search_events", "session",
+__all__ = ["PAGE", "QueryError", "attempt", "failures", "integrity", "now", "search_events",
            "sql", "timeline", "usage", "verify_now"]

@@ -1,7 +1,7 @@
 """The dashboard's read pages, the SQL download and "verify now".
 
-The pages are Now, Timeline, a session, an attempt, Failures, Search, SQL,
-Usage and Integrity. Each producer takes the request and returns (an
+The pages are Now, Timeline, an attempt, Failures, Search, SQL and Integrity
+(a session and Usage are :mod:`.conversation`'s). Each producer takes the request and returns (an
 awaitable of) the dict its page renders and its ``/api`` twin returns
 (:func:`.common.twins`); the answers read from the store are remembered per
 store version (:meth:`Source.read_cached
@@ -30,10 +30,6 @@ def now(request: Request) -> Awaitable[Any]:
 def timeline(request: Request) -> Awaitable[Any]:
     project = request.query_params.get("project") or None
     return read(request, lambda e: data.timeline(e, page=page_no(request), project=project), key_of(request))
-
-
-def session(request: Request) -> Awaitable[Any]:
-    return read(request, lambda e: {"session": data.session(e, request.path_params["ident"])}, key_of(request))
 
 
 def attempt(request: Request) -> Awaitable[Any]:
@@ -99,10 +95,6 @@ async def sql(request: Request) -> Any:
         return {"query": "", "result": None}
     res = await read(request, lambda e: data.sql(e, q))
     return {"query": q, "result": res}
-
-
-def usage(request: Request) -> Awaitable[Any]:
-    return read(request, data.usage, key_of(request))
 
 
 def integrity(request: Request) -> Awaitable[Any]:
@@ -182,5 +174,5 @@ async def verify_action(request: Request) -> Response:
     return RedirectResponse("/integrity", status_code=303)
 
 
-__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "session_proof", "session_share", "sql", "sql_csv",
-           "timeline", "usage", "verify_action"]
+__all__ = ["attempt", "failures", "integrity", "now", "search", "session_proof", "session_share", "sql", "sql_csv",
+           "timeline", "verify_action"]
