@@ -91,10 +91,14 @@ def purge_size(root: str) -> int:
 
 
 def positions(root: str) -> dict[str, list[int]]:
-    """The store's ingest position of every log (what the projection can answer for)."""
-    from agentlog.store.ingest import load_positions
+    """The store's ingest position of every log (what the projection can answer for): its
+    cache, written after each ingest commit (so never ahead of the store; a cache behind it
+    only delays what the next run reads), else the table's history."""
+    from agentlog.store.ingest import cached_positions, load_positions
 
-    got, _, _ = load_positions(root)
+    got = cached_positions(root)
+    if got is None:
+        got, _, _ = load_positions(root)
     return {name: [p.offset, p.seq] for name, p in got.items()}
 
 
