@@ -207,3 +207,20 @@ def test_the_daemon_flags_a_memory_whose_lines_were_edited(agentlog_home: Path, 
     finally:
         stop(root)
     assert "memory check:" in (agentlog_home / "state" / "daemon.log").read_text()
+
+
+def test_the_engine_makes_only_the_views_a_statement_with_placeholders_names(agentlog_home: Path,
+                                                                            tmp_path: Path) -> None:
+    """A rule's statement has ``?`` placeholders, which DuckDB's parser refuses to list tables
+    of: read as NULL to find them, so only its views are made (not every projection view)."""
+    from agentlog.query.engine import Engine
+
+    root = str(agentlog_home)
+    repo, _ = new_repo(tmp_path)
+    Session(root, repo, "engine-session").bash("make x", True)
+    S.create(root, "fact", "x", attributes={"statement": "x"})
+    truth.check(root, repo_dir=str(repo))  # (the store and the projection caught up)
+    with Engine(root) as engine:
+        rows = engine.run("SELECT count(*) FROM events WHERE kind = ? AND provider != '?'", ["tool_call_finished"]).rows
+        assert rows[0][0] == 1
+        assert "events" in engine._created and "sessions" not in engine._created, engine._created
