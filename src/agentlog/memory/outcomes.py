@@ -100,6 +100,12 @@ def _proposal_status(con: sqlite3.Connection, rule: str, mid: str) -> str | None
     return str(row[0]) if row else None
 
 
+_SINCE: Final = ("provider != 'agentlog' AND observed_at >= to_timestamp(?::DOUBLE / 1e6 - 1) "
+                  "AND epoch_us(observed_at) > ?")
+"""After the memory's anchor: exactly (``epoch_us``), and on the column itself, a second
+earlier, so that DuckDB skips the Parquet row groups before it by their statistics."""
+
+
 def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
     paths = [p for p in m.attributes.get("paths") or [] if p.strip()]
     if not paths:
@@ -107,18 +113,25 @@ def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
     match = " OR ".join("len(list_filter(paths, lambda x: x = ? OR ends_with(x, ?))) > 0" for _ in paths)
     args: list[Any] = [a for p in paths for a in (p, "/" + p.lstrip("/"))]
     fc = m.attributes.get("failure_class")
-    rows = act.rows(f"SELECT event_id, outcome_status, outcome_class FROM events WHERE kind IN {_DONE} "
-                    "AND tool_category IN ('file_edit', 'file_write') AND provider != 'agentlog' "
-                    f"AND epoch_us(observed_at) > ? AND ({match}) ORDER BY observed_at, event_id", [since, *args])
-    ok = [r[0] for r in rows if r[1] == "success"]
-    failed = [r for r in rows if r[1] not in ("success", None) and (fc is None or r[2] == fc)]
-    if failed:
-        return confirmation("pitfall_recurred", [r[0] for r in failed],
+    failed = "st IS NOT NULL AND st != 'success'" + (" AND cls = ?" if fc else "")
+    fc_args = [fc] if fc else []
+    # counted and picked by the engine (a long history has more matching edits than a result's rows)
+    rows = act.rows(f"WITH e AS (SELECT event_id, outcome_status AS st, outcome_class AS cls, observed_at AS ts "
+                    f"FROM events WHERE kind IN {_DONE} AND tool_category IN ('file_edit', 'file_write') AND {_SINCE} "
+                    f"AND ({match})) SELECT (SELECT count(*) FROM e WHERE st = 'success'), "
+                    "(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE st = 'success' "
+                    f"ORDER BY ts DESC, event_id DESC LIMIT {_EVIDENCE_MAX})), "
+                    f"(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE {failed} "
+                    f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1})), (SELECT count(*) FROM e WHERE {failed})",
+                    [since, since, *args, *fc_args, *fc_args])
+    n_ok, last_ok, first_failed, n_failed = rows[0] if rows else (0, [], [], 0)
+    if n_failed:
+        return confirmation("pitfall_recurred", list(first_failed or []),
                             f"edits of {', '.join(paths)} failed" + (f" with {fc}" if fc else ""))
-    if len(ok) < PITFALL_SUCCESSES:
+    if n_ok < PITFALL_SUCCESSES:
         return None
-    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in ok[-_EVIDENCE_MAX:]],
-            "detail": f"edits of {', '.join(paths)} succeeded {len(ok)} times since, none failed"
+    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in last_ok or []],
+            "detail": f"edits of {', '.join(paths)} succeeded {n_ok} times since, none failed"
                       + (f" with {fc}" if fc else "")}
 
 
@@ -128,19 +141,28 @@ def _procedure(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
                                                                           or [] if s.strip()]
     confirmed: dict[str, Any] | None = None  # (a contradiction of any step comes first)
     for command in commands:
-        rows = act.rows(f"SELECT event_id, outcome_status FROM events WHERE kind IN {_DONE} AND tool_category = 'shell' "
-                        "AND provider != 'agentlog' AND epoch_us(observed_at) > ? "
-                        "AND trim(json_extract_string(content, '$.command')) = ? ORDER BY observed_at, event_id",
-                        [since, command])
+        # the first successes (a confirmation's evidence), then the latest run that succeeded
+        # (or says nothing) and every run after it — not the whole history
+        rows = act.rows(f"WITH r AS (SELECT event_id, outcome_status AS st, observed_at AS ts FROM events "
+                        f"WHERE kind IN {_DONE} AND tool_category = 'shell' AND {_SINCE} "
+                        "AND trim(json_extract_string(content, '$.command')) = ?), "
+                        "last_ok AS (SELECT max(ts) AS ts FROM r WHERE st IS NULL OR st = 'success') "
+                        "SELECT 'first' AS part, event_id, st, ts FROM (SELECT * FROM r WHERE st = 'success' "
+                        f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1}) UNION ALL SELECT 'tail', event_id, st, ts "
+                        "FROM (SELECT * FROM r WHERE (SELECT ts FROM last_ok) IS NULL OR ts >= (SELECT ts FROM last_ok) "
+                        "ORDER BY ts DESC, event_id DESC LIMIT 1000) ORDER BY part, ts, event_id", [since, since, command])
+        first = [eid for part, eid, _, _ in rows if part == "first"]
         tail: list[str] = []  # the failed runs up to the latest
-        for eid, status in rows:
-            tail = [*tail, eid] if status not in ("success", None) else []
+        latest: str | None = None
+        for part, eid, status, _ in rows:
+            if part == "tail":
+                tail = [*tail, eid] if status not in ("success", None) else []
+                latest = status
         if len(tail) >= PROCEDURE_FAILURES:
             return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in tail[-_EVIDENCE_MAX:]],
                     "detail": f"`{command}` failed its last {len(tail)} runs since"}
-        if rows and rows[-1][1] == "success" and confirmed is None:
-            confirmed = confirmation("procedure_succeeded", [e for e, st in rows if st == "success"],
-                                     f"`{command}` succeeded, its latest run too,")
+        if latest == "success" and first and confirmed is None:
+            confirmed = confirmation("procedure_succeeded", first, f"`{command}` succeeded, its latest run too,")
     return confirmed
 
 
