@@ -224,3 +224,21 @@ def test_the_engine_makes_only_the_views_a_statement_with_placeholders_names(age
         rows = engine.run("SELECT count(*) FROM events WHERE kind = ? AND provider != '?'", ["tool_call_finished"]).rows
         assert rows[0][0] == 1
         assert "events" in engine._created and "sessions" not in engine._created, engine._created
+
+
+@pytest.mark.slow
+def test_a_procedure_rule_sees_the_latest_runs_of_a_long_history(agentlog_home: Path, tmp_path: Path) -> None:
+    """More matching runs than a result holds (10,000 rows): the engine counts and picks, so
+    the two failures after 10,001 successes are the latest runs, and they contradict."""
+    root = str(agentlog_home)
+    repo, _ = new_repo(tmp_path)
+    proc = S.create(root, "procedure", "Run x", attributes={"goal": "x", "steps": ["make x"], "command": "make x"})
+    s = Session(root, repo, "long-session")
+    for _ in range(10_001):
+        s.bash("make x", True)
+    truth.check(root, repo_dir=str(repo))
+    assert S.get(root, proc.id).truth_factor == pytest.approx(1 + outcomes.CONFIRM_STEP * outcomes.CONFIRM_MAX)
+    failed = [s.bash("make x", False) for _ in range(2)]
+    truth.check(root, repo_dir=str(repo))
+    (found,) = [f for f in truth.last(store.connect(root), proc.id)["results"] if f["on"] == "outcome"]
+    assert found["rule"] == "procedure_failed" and found["evidence"] == [f"event:{e}" for e in failed]
