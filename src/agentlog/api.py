@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from agentlog.capture.failures import classify as classify_failure
     from agentlog.capture.failures import classify_event as classify_failure_event
     from agentlog.capture.hook import build as capture_hook_payload
+    from agentlog.capture.hook import record as record_hook_event
     from agentlog.capture.hook_socket import probe as hook_server_answers
     from agentlog.capture.server import stats_path as hook_server_stats_path
     from agentlog.install.native_build import build_client as build_native_hook
@@ -165,6 +166,7 @@ _LAZY: dict[str, str] = {
     "places_dir": "agentlog.search.places:places_dir",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
+    "record_hook_event": "agentlog.capture.hook:record",
     "hook_server_answers": "agentlog.capture.hook_socket:probe",
     "hook_server_stats_path": "agentlog.capture.server:stats_path",
     "build_native_hook": "agentlog.install.native_build:build_client",
@@ -239,6 +241,7 @@ __all__ = [
     "ask",
     "bring_up_to_date",
     "capture_hook_payload",
+    "record_hook_event",
     "catch_up",
     "classify_command",
     "classify_failure",

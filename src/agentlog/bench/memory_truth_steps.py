@@ -1,18 +1,29 @@
 """The memory check's rows of ``agentlog bench memory``: memories with file evidence checked
-through git (:mod:`agentlog.memory.truth`), at growing numbers of memories."""
+through git (:mod:`agentlog.memory.truth`), at growing numbers of memories; the incremental
+check after new recorded events and after a commit; the full check of many memories
+against a recorded history."""
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import subprocess
 import time
-from typing import Any, Final
+from contextlib import contextmanager
+from typing import Any, Final, Iterator
 
 from agentlog.bench.context import StepContext
 
 SIZES: Final = (100, 1000)
 LINES_PER_FILE: Final = 60
 CITES_PER_FILE: Final = 10
+NEW_EVENTS: Final = 1000
+RUNS: Final = 3
+"""Runs of each incremental case (their median is shown)."""
+FULL: Final = (10_000, 20_000)
+"""The full check's memories and recorded events when the step is run at its own size
+(``truth_checks(full=…)``; the issue's goal is 10,000 memories against 1.45 M events)."""
 
 
 def _git(repo: str, *args: str) -> str:
@@ -25,12 +36,67 @@ def _lines(f: int) -> list[str]:
     return [f"value_{f}_{i} = compute({f}, {i})" for i in range(LINES_PER_FILE)]
 
 
-def _one_size(ctx: StepContext, n: int) -> dict[str, Any]:
-    """``n`` memories, each citing 3 lines of one of ``n / 10`` files at the first commit; a second
-    commit inserts lines at the top of a third of the files (their citations move) and edits one
-    cited line in a tenth (changed). Then: the first full check, a second (nothing new), and an
-    incremental one (HEAD unchanged: selects none)."""
-    from agentlog.api import check_memories, create_memory
+@contextmanager
+def _relaxed() -> Iterator[None]:
+    """Durability relaxed meanwhile (the setup's writes, not what is measured)."""
+    was = os.environ.get("AGENTLOG_DURABILITY")
+    os.environ["AGENTLOG_DURABILITY"] = "relaxed"
+    try:
+        yield
+    finally:
+        if was is None:
+            os.environ.pop("AGENTLOG_DURABILITY", None)
+        else:
+            os.environ["AGENTLOG_DURABILITY"] = was
+
+
+class _Agent:
+    """Hook payloads of one Claude Code session through the real capture path."""
+
+    def __init__(self, root: str, repo: str, sid: str) -> None:
+        self.root, self.repo, self.sid = root, repo, sid
+        self.t = time.time_ns() // 1000
+        self.n = 0
+
+    def _emit(self, payload: dict[str, Any]) -> None:
+        from agentlog import api
+
+        self.t += 1000
+        data = json.dumps({"session_id": self.sid, "transcript_path": f"/tmp/{self.sid}.jsonl", "cwd": self.repo,
+                           "permission_mode": "default", **payload}).encode()
+        captured = api.capture_hook_payload("claude-code", data, len(data), [], environ={}, captured_at=self.t,
+                                            cwd=self.repo)
+        api.record_hook_event(captured, self.root, "relaxed")
+
+    def calls(self, n: int) -> None:
+        """``n`` events: tool calls (a start and an end each) — ``make test`` succeeding, edits of
+        ``src/other.py`` succeeding, ``make lint`` failing — in turn."""
+        for i in range(n // 2):
+            self.n += 1
+            cid = f"toolu_{self.sid}_{self.n:06d}"
+            kind = i % 3
+            if kind == 1:
+                full = f"{self.repo}/src/other.py"
+                inp: dict[str, Any] = {"file_path": full, "old_string": "a", "new_string": "b"}
+                end: dict[str, Any] = {"hook_event_name": "PostToolUse", "tool_response": {
+                    "filePath": full, "oldString": "a", "newString": "b", "originalFile": "a", "replaceAll": False,
+                    "structuredPatch": [], "userModified": False}}
+                name = "Edit"
+            else:
+                inp = {"command": "make test" if kind == 0 else "make lint", "description": "run"}
+                end = {"hook_event_name": "PostToolUse", "tool_response": {
+                    "stdout": "ok\n", "stderr": "", "interrupted": False, "isImage": False,
+                    "noOutputExpected": False}} if kind == 0 else {
+                    "hook_event_name": "PostToolUseFailure", "is_interrupt": False, "error": "Exit code 2"}
+                name = "Bash"
+            self._emit({"hook_event_name": "PreToolUse", "tool_name": name, "tool_input": inp, "tool_use_id": cid})
+            self._emit({"tool_name": name, "tool_input": inp, "tool_use_id": cid, **end})
+
+
+def _setup(ctx: StepContext, n: int) -> tuple[str, str, int]:
+    """A data root with ``n`` memories (each citing 3 lines of one of ``n / 10`` files at the first
+    commit; and a procedure, ``make test``, and a pitfall, on ``src/pit.py``), and its repository."""
+    from agentlog.api import create_memory
 
     root, repo = ctx.tmpdir(), ctx.tmpdir()
     files = max(1, n // CITES_PER_FILE)
@@ -41,19 +107,41 @@ def _one_size(ctx: StepContext, n: int) -> dict[str, Any]:
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "first")
     first = _git(repo, "rev-parse", "HEAD")
-    was = os.environ.get("AGENTLOG_DURABILITY")
-    os.environ["AGENTLOG_DURABILITY"] = "relaxed"  # (the setup's writes, not what is measured)
-    try:
+    with _relaxed():
         for i in range(n):
             f, k = divmod(i, CITES_PER_FILE)
             create_memory(root, "fact", f"m{i}", attributes={"statement": f"m{i}"},
-                           evidence=[{"type": "file", "path": f"m{f % files}.py", "line_start": 5 * k + 1,
-                                      "line_end": 5 * k + 3, "commit": first}])
-    finally:
-        if was is None:
-            os.environ.pop("AGENTLOG_DURABILITY", None)
-        else:
-            os.environ["AGENTLOG_DURABILITY"] = was
+                          evidence=[{"type": "file", "path": f"m{f % files}.py", "line_start": 5 * k + 1,
+                                     "line_end": 5 * k + 3, "commit": first}])
+        create_memory(root, "procedure", "Run the tests", attributes={"goal": "test", "steps": ["make test"],
+                                                                      "command": "make test"})
+        create_memory(root, "pitfall", "pit.py edits fail", attributes={"symptom": "s", "avoid": "a",
+                                                                       "paths": ["src/pit.py"]})
+    return root, repo, files
+
+
+def _timed(root: str, repo: str, everything: bool = False) -> dict[str, Any]:
+    from agentlog.api import check_memories
+
+    t = time.perf_counter()
+    report = check_memories(root, repo_dir=repo, everything=everything)
+    return {"ms": (time.perf_counter() - t) * 1000, "checked": report.checked, "written": report.written,
+            "moved": report.moved, "doubtful": len(report.doubtful), "events_read": report.events_read}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**runs[-1], "ms": statistics.median(r["ms"] for r in runs), "runs": [round(r["ms"], 1) for r in runs]}
+
+
+def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: int = RUNS) -> dict[str, Any]:
+    """``n`` memories (:func:`_setup`); a second commit inserts lines at the top of a third of
+    the files (their citations move) and edits one cited line in a tenth (changed). Then: the
+    first full check, a second (nothing new), the incremental one with nothing new, after
+    :data:`NEW_EVENTS` recorded events (ingested first, untimed; ``make test`` among them
+    touches the procedure), and after a commit that edits one file in ten."""
+    from agentlog.api import bring_up_to_date
+
+    root, repo, files = _setup(ctx, n)
     for f in range(files):
         lines = _lines(f)
         if f % 3 == 0:
@@ -64,36 +152,82 @@ def _one_size(ctx: StepContext, n: int) -> dict[str, Any]:
             fh.write("\n".join(lines) + "\n")
     _git(repo, "commit", "-q", "-am", "second")
     out: dict[str, Any] = {"memories": n, "files": files}
-    for name, everything in (("first", True), ("again", True), ("incremental", False)):
-        t = time.perf_counter()
-        report = check_memories(root, repo_dir=repo, everything=everything)
-        out[name] = {"ms": (time.perf_counter() - t) * 1000, "checked": report.checked, "written": report.written,
-                     "moved": report.moved, "doubtful": len(report.doubtful)}
+    out["first"] = _timed(root, repo, everything=True)
+    out["again"] = _timed(root, repo, everything=True)
+    out["incremental"] = _median([_timed(root, repo) for _ in range(runs_of)])
+    agent = _Agent(root, repo, f"bench-{n}")
+    runs = []
+    for _ in range(runs_of):
+        agent.calls(new_events)
+        bring_up_to_date(root)
+        runs.append(_timed(root, repo))
+    out["events"] = _median(runs)
+    runs = []
+    for r in range(runs_of):
+        for f in list(range(r % 10, files, 10)) or [r % files]:  # one file in ten gains a line at its end
+            with open(os.path.join(repo, f"m{f}.py"), "a") as fh:
+                fh.write(f"tail_{r} = True\n")
+        _git(repo, "commit", "-q", "-am", f"tail {r}")
+        runs.append(_timed(root, repo))
+    out["commit"] = _median(runs)
     return out
 
 
-def truth_checks(ctx: StepContext, sizes: tuple[int, ...] = SIZES) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The table and the metrics of the memory check at each of ``sizes``."""
-    runs = [_one_size(ctx, n) for n in sizes]
+def full_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any]:
+    """``memories`` memories (:func:`_setup`) against a history of ``events`` recorded events:
+    the first full check, and a second one."""
+    from agentlog.api import bring_up_to_date
+
+    root, repo, _ = _setup(ctx, memories)
+    agent = _Agent(root, repo, "bench-history")
+    t = time.perf_counter()
+    for _ in range(max(1, events // 10_000)):
+        agent.calls(min(events, 10_000))
+    bring_up_to_date(root)
+    setup_s = time.perf_counter() - t
+    return {"memories": memories, "events": events, "history_s": setup_s, "first": _timed(root, repo, True),
+            "again": _timed(root, repo, True)}
+
+
+def truth_checks(ctx: StepContext, sizes: tuple[int, ...] = SIZES, full: tuple[int, int] | None = None,
+                 new_events: int = NEW_EVENTS, runs: int = RUNS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The table and the metrics of the memory check at each of ``sizes``, and with ``full``
+    (memories, recorded events) the full check of that many memories against that history;
+    ``new_events`` recorded before each "after new events" run, ``runs`` of each incremental case."""
+    found = [_one_size(ctx, n, new_events, runs) for n in sizes]
     metrics: dict[str, Any] = {}
     rows = []
-    for r in runs:
+    for r in found:
         n = r["memories"]
-        first, again, inc = r["first"], r["again"], r["incremental"]
+        first, again, inc, ev, com = r["first"], r["again"], r["incremental"], r["events"], r["commit"]
         metrics.update({f"check.{n}.first_ms": first["ms"], f"check.{n}.again_ms": again["ms"],
-                        f"check.{n}.incremental_ms": inc["ms"], f"check.{n}.per_memory_ms": again["ms"] / n})
+                        f"check.{n}.incremental_ms": inc["ms"], f"check.{n}.per_memory_ms": again["ms"] / n,
+                        f"check.{n}.after_events_ms": ev["ms"], f"check.{n}.after_commit_ms": com["ms"]})
         rows.append([f"{n:,} / {r['files']:,}", f"{first['ms']:.0f} ms ({first['moved']} moved, {first['doubtful']} "
-                     f"doubtful)", f"{again['ms']:.0f} ms", f"{again['ms'] / n:.2f} ms", f"{inc['ms']:.0f} ms"])
+                     f"doubtful)", f"{again['ms']:.0f} ms", f"{again['ms'] / n:.2f} ms", f"{inc['ms']:.0f} ms",
+                     f"{ev['ms']:.0f} ms ({ev['checked']} checked)", f"{com['ms']:.0f} ms ({com['checked']} checked)"])
+    if full is not None:
+        big = full_check(ctx, *full)
+        n = big["memories"]
+        metrics.update({f"check.full.{n}.{big['events']}.first_ms": big["first"]["ms"],
+                        f"check.full.{n}.{big['events']}.again_ms": big["again"]["ms"]})
+        rows.append([f"{n:,} against {big['events']:,} events", f"{big['first']['ms']:.0f} ms "
+                     f"({big['first']['doubtful']} doubtful)", f"{big['again']['ms']:.0f} ms",
+                     f"{big['again']['ms'] / n:.2f} ms", "", "", ""])
     table = {
         "title": "Memory checks through git (agentlog memory check)",
         "columns": ["memories / files cited", "first full check", "full check again", "per memory (again)",
-                    "incremental, HEAD unchanged"],
+                    "incremental, nothing new", f"incremental after {new_events:,} new events",
+                    "incremental after a commit"],
         "rows": rows,
-        "note": "Each memory cites 3 lines of one of memories/10 files at the first commit; the second commit moves "
-                "the lines of a third of the files down (citations followed) and edits a cited line in a tenth. "
-                "The first check writes a memory_checked event for each memory; the second finds the moved ones "
-                "unchanged at their new place (events written again for them); the incremental one selects none "
-                "(its cost is the projection's catch-up and one count). git is run per distinct (commit, file): "
-                "per memory the cost falls as more memories cite one file. One run each (not a median).",
+        "note": "Each memory cites 3 lines of one of memories/10 files at the first commit (plus a procedure and a "
+                "pitfall); the second commit moves the lines of a third of the files down (citations followed) and "
+                "edits a cited line in a tenth. The first check writes a memory_checked event for each memory; the "
+                "second finds the moved ones unchanged at their new place. The incremental runs read what happened "
+                "since the last run's watermark: nothing; "
+                f"{new_events:,} hook events (tool calls: make test succeeding, which touches the procedure, edits, "
+                "make lint failing), ingested before the timed run; a commit appending a line to one file in ten "
+                f"(the memories citing them are checked). Median of {runs} runs each (the full checks: one run). "
+                "A full-check row 'N against E events' checks N memories against a recorded history of E events.",
     }
     return table, metrics

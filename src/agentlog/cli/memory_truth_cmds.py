@@ -14,8 +14,9 @@ from agentlog.core.paths import data_root
 @click.command(name="check")
 @click.argument("idents", nargs=-1)
 @click.option("--all", "everything", is_flag=True,
-              help="Check every memory (default: those never checked, or checked against another HEAD or "
-                   "before the latest recorded activity).")
+              help="Check every memory (default: those what happened since the last check can touch — new "
+                   "recorded events naming their paths or commands, a moved HEAD, their own edits — and those never "
+                   "checked).")
 @click.option("--repo", "repo", default=None, type=click.Path(file_okay=False, exists=True),
               help="The git repository file evidence is checked against (default: the one the current directory is in).")
 @click.option("--no-proposals", "no_proposals", is_flag=True,

@@ -17,10 +17,25 @@ repository, contradicting a memory since it was last confirmed (else created).
   for common words (``make``), low for tool names; a chosen tool that the repository never
   names (configured elsewhere) is reported as soon as an alternative appears, e.g. in docs.
 
+Confirmations (the same rules, the other way): new activity that agrees with a memory
+raises its truth factor by :data:`CONFIRM_STEP` per matching event, at most
+:data:`CONFIRM_MAX` of them (×1.20 at most); a confirmation never hides a lowering finding
+(a memory is doubtful when any finding weighs under 1) and opens no proposal.
+
+- ``procedure_succeeded``: the procedure's command (else a step) ran and succeeded since,
+  and its latest run succeeded. False-positive risk: low — the command working says the
+  procedure works, not that it is the only or the best way; the same command in another
+  project counts too.
+- ``pitfall_recurred``: an edit or write of a pitfall's ``paths`` failed since (with its
+  ``failure_class`` when it names one), and the pitfall is not contradicted. False-positive
+  risk: medium without a ``failure_class`` (an edit of that path can fail for another
+  reason), low with one. Successful edits do not confirm a pitfall: they may follow its
+  advice or show it is gone, which is the contradiction rule's question.
+
 Activity is read from the projection (``events``); commands are matched exactly, paths by
 their end (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
 (memories name no project). A finding is ``contradicted`` (weight 0.5, :mod:`.truth`), or
-``kept`` when a person rejected the proposal the rule opened for it.
+``kept`` when a person rejected the proposal the rule opened for it, or ``confirmed``.
 """
 
 from __future__ import annotations
@@ -33,41 +48,45 @@ from agentlog.memory.rows import Memory, last
 
 PITFALL_SUCCESSES: Final = 5
 PROCEDURE_FAILURES: Final = 2
+CONFIRM_STEP: Final = 0.05
+"""What each confirming event adds to a memory's truth factor."""
+CONFIRM_MAX: Final = 4
+"""The confirming events that count (the factor is at most ``1 + CONFIRM_STEP · CONFIRM_MAX``)."""
 _EVIDENCE_MAX: Final = 5
 _DONE: Final = "('tool_call_finished', 'tool_call_failed')"
 
 
 @dataclass
 class Activity:
-    """The projection (an engine, None when there is none) and the repository, for the rules;
-    ``mark``: how many events (but the memory's own) the projection holds, a check's high-water
-    mark (a count, not a time: corrections and late imports carry times older than the newest)."""
+    """The projection, asked through an engine opened on first use (None when there is none:
+    ``failed`` says why), and the repository (a :class:`.drift.Repo` or None), for the rules."""
 
-    engine: Any
+    root: str
     repo: Any
-    mark: int | None
+    _engine: Any = None
+    failed: str | None = None
 
-    @classmethod
-    def load(cls, root: str, repo: Any) -> Activity:
-        from agentlog.core import AgentlogError
-        from agentlog.memory.service import current_engine
+    def engine(self) -> Any:
+        if self._engine is None and self.failed is None:
+            from agentlog.core import AgentlogError
+            from agentlog.query.engine import Engine
 
-        try:
-            engine = current_engine(root)
-            rows = engine.run("SELECT count(*) FROM events WHERE kind != 'memory'").rows
-        except AgentlogError:
-            return cls(None, repo, None)
-        return cls(engine, repo, int(rows[0][0]) if rows and rows[0][0] is not None else 0)
+            try:
+                self._engine = Engine(self.root)
+            except AgentlogError as e:
+                self.failed = str(e)
+        return self._engine
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
 
     def rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        if self.engine is None:
+        engine = self.engine()
+        if engine is None:
             return []
-        return [tuple(r) for r in self.engine.run(sql, params).rows]
+        return [tuple(r) for r in engine.run(sql, params).rows]
 
 
 def _key(rule: str, mid: str) -> str:
@@ -81,6 +100,12 @@ def _proposal_status(con: sqlite3.Connection, rule: str, mid: str) -> str | None
     return str(row[0]) if row else None
 
 
+_SINCE: Final = ("provider != 'agentlog' AND observed_at >= to_timestamp(?::DOUBLE / 1e6 - 1) "
+                  "AND epoch_us(observed_at) > ?")
+"""After the memory's anchor: exactly (``epoch_us``), and on the column itself, a second
+earlier, so that DuckDB skips the Parquet row groups before it by their statistics."""
+
+
 def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
     paths = [p for p in m.attributes.get("paths") or [] if p.strip()]
     if not paths:
@@ -88,15 +113,25 @@ def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
     match = " OR ".join("len(list_filter(paths, lambda x: x = ? OR ends_with(x, ?))) > 0" for _ in paths)
     args: list[Any] = [a for p in paths for a in (p, "/" + p.lstrip("/"))]
     fc = m.attributes.get("failure_class")
-    rows = act.rows(f"SELECT event_id, outcome_status, outcome_class FROM events WHERE kind IN {_DONE} "
-                    "AND tool_category IN ('file_edit', 'file_write') AND provider != 'agentlog' "
-                    f"AND epoch_us(observed_at) > ? AND ({match}) ORDER BY observed_at, event_id", [since, *args])
-    ok = [r[0] for r in rows if r[1] == "success"]
-    failed = [r for r in rows if r[1] not in ("success", None) and (fc is None or r[2] == fc)]
-    if len(ok) < PITFALL_SUCCESSES or failed:
+    failed = "st IS NOT NULL AND st != 'success'" + (" AND cls = ?" if fc else "")
+    fc_args = [fc] if fc else []
+    # counted and picked by the engine (a long history has more matching edits than a result's rows)
+    rows = act.rows(f"WITH e AS (SELECT event_id, outcome_status AS st, outcome_class AS cls, observed_at AS ts "
+                    f"FROM events WHERE kind IN {_DONE} AND tool_category IN ('file_edit', 'file_write') AND {_SINCE} "
+                    f"AND ({match})) SELECT (SELECT count(*) FROM e WHERE st = 'success'), "
+                    "(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE st = 'success' "
+                    f"ORDER BY ts DESC, event_id DESC LIMIT {_EVIDENCE_MAX})), "
+                    f"(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE {failed} "
+                    f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1})), (SELECT count(*) FROM e WHERE {failed})",
+                    [since, since, *args, *fc_args, *fc_args])
+    n_ok, last_ok, first_failed, n_failed = rows[0] if rows else (0, [], [], 0)
+    if n_failed:
+        return confirmation("pitfall_recurred", list(first_failed or []),
+                            f"edits of {', '.join(paths)} failed" + (f" with {fc}" if fc else ""))
+    if n_ok < PITFALL_SUCCESSES:
         return None
-    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in ok[-_EVIDENCE_MAX:]],
-            "detail": f"edits of {', '.join(paths)} succeeded {len(ok)} times since, none failed"
+    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in last_ok or []],
+            "detail": f"edits of {', '.join(paths)} succeeded {n_ok} times since, none failed"
                       + (f" with {fc}" if fc else "")}
 
 
@@ -104,18 +139,40 @@ def _procedure(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
     cmd = m.attributes.get("command")
     commands = [cmd.strip()] if isinstance(cmd, str) and cmd.strip() else [s.strip() for s in m.attributes.get("steps")
                                                                           or [] if s.strip()]
+    confirmed: dict[str, Any] | None = None  # (a contradiction of any step comes first)
     for command in commands:
-        rows = act.rows(f"SELECT event_id, outcome_status FROM events WHERE kind IN {_DONE} AND tool_category = 'shell' "
-                        "AND provider != 'agentlog' AND epoch_us(observed_at) > ? "
-                        "AND trim(json_extract_string(content, '$.command')) = ? ORDER BY observed_at, event_id",
-                        [since, command])
+        # the first successes (a confirmation's evidence), then the latest run that succeeded
+        # (or says nothing) and every run after it — not the whole history
+        rows = act.rows(f"WITH r AS (SELECT event_id, outcome_status AS st, observed_at AS ts FROM events "
+                        f"WHERE kind IN {_DONE} AND tool_category = 'shell' AND {_SINCE} "
+                        "AND trim(json_extract_string(content, '$.command')) = ?), "
+                        "last_ok AS (SELECT max(ts) AS ts FROM r WHERE st IS NULL OR st = 'success') "
+                        "SELECT 'first' AS part, event_id, st, ts FROM (SELECT * FROM r WHERE st = 'success' "
+                        f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1}) UNION ALL SELECT 'tail', event_id, st, ts "
+                        "FROM (SELECT * FROM r WHERE (SELECT ts FROM last_ok) IS NULL OR ts >= (SELECT ts FROM last_ok) "
+                        "ORDER BY ts DESC, event_id DESC LIMIT 1000) ORDER BY part, ts, event_id", [since, since, command])
+        first = [eid for part, eid, _, _ in rows if part == "first"]
         tail: list[str] = []  # the failed runs up to the latest
-        for eid, status in rows:
-            tail = [*tail, eid] if status not in ("success", None) else []
+        latest: str | None = None
+        for part, eid, status, _ in rows:
+            if part == "tail":
+                tail = [*tail, eid] if status not in ("success", None) else []
+                latest = status
         if len(tail) >= PROCEDURE_FAILURES:
             return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in tail[-_EVIDENCE_MAX:]],
                     "detail": f"`{command}` failed its last {len(tail)} runs since"}
-    return None
+        if latest == "success" and first and confirmed is None:
+            confirmed = confirmation("procedure_succeeded", first, f"`{command}` succeeded, its latest run too,")
+    return confirmed
+
+
+def confirmation(rule: str, events: list[str], what: str) -> dict[str, Any]:
+    """A ``confirmed`` finding: its weight from the first :data:`CONFIRM_MAX` confirming events
+    (the evidence: those, so the finding stays the same once there are that many)."""
+    k = min(len(events), CONFIRM_MAX)
+    times = f"{k} time{'s' if k != 1 else ''}" if len(events) <= k else f"more than {k} times"
+    return {"rule": rule, "status": "confirmed", "weight": round(1.0 + CONFIRM_STEP * k, 6),
+            "evidence": [f"event:{e}" for e in events[:k]], "detail": f"{what} {times} since"}
 
 
 def _one_word(text: Any) -> bool:
@@ -140,7 +197,7 @@ def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
     for alt in alts:
         files = where(alt)
         if files:
-            return {"rule": "decision_replaced",
+            return {"rule": "decision_replaced", "repo": repo.top,
                     "evidence": [f"file:{f}@{repo.head[:12]}" for f in files[:_EVIDENCE_MAX]],
                     "detail": f"the repository names {alt.strip()} ({', '.join(files[:3])}) and nowhere "
                               f"{chosen.strip()} (HEAD {repo.head[:12]})"}
@@ -148,7 +205,8 @@ def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
 
 
 def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity) -> list[dict[str, Any]]:
-    """The rules' findings on ``m``: each ``{"rule", "status", "detail", "evidence"}``."""
+    """The rules' findings on ``m``: each ``{"rule", "status", "detail", "evidence"}`` (and
+    ``weight``, a confirmation's)."""
     since = m.last_confirmed_at or m.created_at
     found = None
     if m.kind == "pitfall":
@@ -159,8 +217,16 @@ def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity)
         found = _decision(m, act)
     if found is None:
         return []
-    kept = _proposal_status(con, found["rule"], m.id) == "rejected"
-    return [{**found, "status": "kept" if kept else "contradicted"}]
+    return [restate(con, m.id, found)]
+
+
+def restate(con: sqlite3.Connection, mid: str, found: dict[str, Any]) -> dict[str, Any]:
+    """``found`` with its status now: ``confirmed`` stays; a contradiction is ``kept`` when a
+    person rejected its proposal, else ``contradicted``."""
+    if found.get("status") == "confirmed":
+        return found
+    kept = _proposal_status(con, found["rule"], mid) == "rejected"
+    return {**found, "status": "kept" if kept else "contradicted"}
 
 
 def open_proposals(root: str, con: sqlite3.Connection, m: Memory) -> list[str]:

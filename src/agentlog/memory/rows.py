@@ -102,7 +102,7 @@ def annotate(con: sqlite3.Connection, ms: list[Memory]) -> list[Memory]:
         if m.id in got:
             f, d, res = got[m.id]
             m.truth_factor = f
-            m.effective_confidence = round(m.effective_confidence * f, 6)
+            m.effective_confidence = round(min(m.effective_confidence * f, 1.0), 6)  # (confirmations raise it, to 1 at most)
             m.doubtful = bool(d)
             m.doubts = [r for r in loads_column(res) if r.get("weight", 1.0) < 1.0]
     return ms

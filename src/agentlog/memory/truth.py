@@ -4,8 +4,12 @@ A check looks at every evidence reference of a memory (file evidence through git
 :mod:`.drift`; recorded evidence — events, attempts, sessions, tool calls — in the projection;
 a URL is never fetched) and runs the outcome rules of :mod:`.outcomes`. Each finding has a
 status and a documented weight; the memory's *truth factor* is the product of the weights,
-and its effective confidence is its decayed confidence times that factor. A memory is
-*doubtful* when its factor is under 1 (some finding lowered it).
+and its effective confidence is its decayed confidence times that factor (at most 1). A
+memory is *doubtful* when some finding lowered it (a weight under 1); confirmations from new
+successful activity (:mod:`.outcomes`) weigh over 1 and raise it, but never hide a doubt.
+
+Without ``--all`` a run checks only what happened since the last run can touch
+(:mod:`.touched`: its watermark, the events read since, the repositories' ``HEAD``).
 
 A check whose findings differ from the memory's last is a ``memory_checked`` event in the
 memory log (its findings, factor, doubt, and the citations that followed their lines), so a
@@ -33,7 +37,8 @@ WEIGHTS: Final[dict[str, float]] = {
     # a URL: never fetched, its age only
     "not_fetched": 1.0,
     # an outcome rule (.outcomes): recorded activity contradicts the memory; "kept": a person
-    # rejected the rule's proposal, so the memory stands
+    # rejected the rule's proposal, so the memory stands; ("confirmed": 1 + 0.05 per confirming
+    # event, at most 4 of them: the finding carries its weight, outcomes.confirmation)
     "contradicted": 0.5, "kept": 1.0,
 }
 
@@ -59,6 +64,11 @@ class Report:
     moved: int = 0
     proposals: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    """Selected but not checked: the time budget ran out (the next run checks them first)."""
+    events_read: int = 0
+    """Recorded events read since the last run's watermark (an incremental run)."""
+    ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -67,17 +77,16 @@ class Report:
 def factor_of(results: list[dict[str, Any]]) -> float:
     f = 1.0
     for r in results:
-        f *= WEIGHTS.get(str(r.get("status")), 1.0)
+        f *= float(r["weight"]) if "weight" in r else WEIGHTS.get(str(r.get("status")), 1.0)
     return round(f, 6)
 
 
-def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
-    """Per evidence seq: ``recorded``, ``corrected``, ``retracted`` or ``purged``, with why."""
+def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]], act: Any) -> dict[int, dict[str, Any]]:
+    """Per evidence seq: ``recorded``, ``corrected``, ``retracted`` or ``purged``, with why
+    (asked through ``act``'s engine, :class:`.outcomes.Activity`)."""
     if not refs:
         return {}
-    from agentlog.core import AgentlogError
     from agentlog.log.purge_record import purged_events
-    from agentlog.memory.service import current_engine
     from agentlog.query.engine import QueryError
 
     sql = {
@@ -89,30 +98,29 @@ def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]]) -> dict[int, di
     }
     out: dict[int, dict[str, Any]] = {}
     purged = purged_events(root)
-    try:
-        engine = current_engine(root)
-    except AgentlogError as e:  # (no usable projection: nothing can be said of them)
-        return {seq: {"status": "unverifiable", "detail": f"the projection could not be read: {e}"} for seq, _ in refs}
-    with engine:
-        for seq, ref in refs:
-            value = str(ref["value"])
-            try:
-                rows = engine.run(sql[ref["type"]], [value]).rows
-            except QueryError as e:
-                out[seq] = {"status": "unverifiable", "detail": f"the projection could not be asked: {e}"}
-                continue
-            if not rows:
-                if value in purged:
-                    out[seq] = {"status": "purged", "detail": f"its content was purged (purge {purged[value]})"}
-                else:
-                    out[seq] = {"status": "retracted", "detail": "no longer in the recorded history"}
-            elif rows[0][0]:
-                out[seq] = {"status": "retracted", "detail": "a person retracted it (agentlog retract)"}
-            elif rows[0][1]:
-                out[seq] = {"status": "corrected",
-                            "detail": f"a person corrected it ({rows[0][2] or 'correction'} {rows[0][1]})"}
+    engine = act.engine() if act is not None else None
+    if engine is None:  # (no usable projection: nothing can be said of them)
+        why = act.failed if act is not None else "no projection asked"
+        return {seq: {"status": "unverifiable", "detail": f"the projection could not be read: {why}"} for seq, _ in refs}
+    for seq, ref in refs:
+        value = str(ref["value"])
+        try:
+            rows = engine.run(sql[ref["type"]], [value]).rows
+        except QueryError as e:
+            out[seq] = {"status": "unverifiable", "detail": f"the projection could not be asked: {e}"}
+            continue
+        if not rows:
+            if value in purged:
+                out[seq] = {"status": "purged", "detail": f"its content was purged (purge {purged[value]})"}
             else:
-                out[seq] = {"status": "recorded", "detail": "as recorded"}
+                out[seq] = {"status": "retracted", "detail": "no longer in the recorded history"}
+        elif rows[0][0]:
+            out[seq] = {"status": "retracted", "detail": "a person retracted it (agentlog retract)"}
+        elif rows[0][1]:
+            out[seq] = {"status": "corrected",
+                        "detail": f"a person corrected it ({rows[0][2] or 'correction'} {rows[0][1]})"}
+        else:
+            out[seq] = {"status": "recorded", "detail": "as recorded"}
     return out
 
 
@@ -121,18 +129,25 @@ def _evidence_rows(con: sqlite3.Connection, mid: str) -> list[tuple[int, dict[st
         "SELECT seq, ref, added_at FROM evidence WHERE memory_id = ? ORDER BY seq", (mid,))]
 
 
-def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any,
-             activity: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any, activity: Any,
+             before: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The findings of one memory (each ``{"on", "status", "detail", "weight"}`` and what it is
     about) and its moved citations (``{"seq", "ref"}``). ``repo``: a :class:`.drift.Repo` or
     None (no git repository: file evidence is unverifiable); ``activity``: the outcome rules'
-    view of the projection (:class:`.outcomes.Activity`) or None."""
+    view of the projection (:class:`.outcomes.Activity`) or None; ``before``: its last check.
+
+    What one repository cannot see, another may have: a citation whose commit this repository
+    lacks (or no repository at all) keeps the finding of the last check that could verify it,
+    and a decision's finding made in another repository (or with none) stands — so a check run
+    from another project, or by the daemon for another project, neither clears nor flips them."""
     from agentlog.memory import drift, outcomes
 
     results: list[dict[str, Any]] = []
     moves: list[dict[str, Any]] = []
+    old = before["results"] if before else []
+    old_evidence = {r.get("seq"): r for r in old if r.get("on") == "evidence"}
     rows = _evidence_rows(con, m.id)
-    recorded = _recorded(root, [(s, r) for s, r, _ in rows if r["type"] in RECORDED_EVIDENCE])
+    recorded = _recorded(root, [(s, r) for s, r, _ in rows if r["type"] in RECORDED_EVIDENCE], activity)
     for seq, ref, added_at in rows:
         on = {"on": "evidence", "seq": seq, "type": ref["type"], "value": ref["value"]}
         if ref["type"] == "file":
@@ -140,6 +155,11 @@ def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any,
                 d = drift.Drift("unverifiable", "no git repository to check it against")
             else:
                 d = drift.file_drift(repo, ref)
+            was = old_evidence.get(seq)
+            if d.status == "unverifiable" and was is not None and was.get("value") == ref["value"] \
+                    and was.get("status") != "unverifiable":
+                results.append(dict(was))
+                continue
             if d.moved_to is not None:
                 moves.append({"seq": seq, "ref": d.moved_to})
             results.append({**on, "status": d.status, "detail": d.detail})
@@ -148,11 +168,16 @@ def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any,
         elif ref["type"] in ("url", "uri"):
             results.append({**on, "status": "not_fetched", "detail": "a URL is never fetched: only its age is shown",
                             "added_at": added_at})
-    if activity is not None:
+    old_rules = [r for r in old if r.get("on") == "outcome"]
+    if m.kind == "decision" and old_rules and (repo is None or any(r.get("repo") not in (None, repo.top)
+                                                                   for r in old_rules)):
+        results.extend({**outcomes.restate(con, m.id, r), "on": "outcome"} for r in old_rules)
+    elif activity is not None:
         for found in outcomes.contradictions(root, con, m, activity):
             results.append({"on": "outcome", **found})
     for r in results:
-        r["weight"] = WEIGHTS.get(str(r["status"]), 1.0)
+        r["weight"] = r["weight"] if "weight" in r and r.get("status") == "confirmed" else \
+            WEIGHTS.get(str(r["status"]), 1.0)
     return results, moves
 
 
@@ -185,68 +210,106 @@ def explain(con: sqlite3.Connection, m: Memory, now_us: int | None = None) -> li
                     "why": f"{r['detail']}{extra}", **({"evidence": r["evidence"]} if r.get("evidence") else {})})
     out.append({"factor": "truth", "value": checked["factor"], "why": "the product of the findings' weights "
                 f"(checked {time.strftime('%Y-%m-%d %H:%M', time.gmtime(checked['checked_at'] / 1e6))} UTC)"})
+    product = out[0]["value"] * out[1]["value"] * checked["factor"]
+    if product > 1.0:  # (confirmations: an effective confidence is at most 1)
+        out.append({"factor": "cap", "value": round(1.0 / product, 6), "why": "an effective confidence is at most 1"})
     return out
 
 
-def _select(con: sqlite3.Connection, ids: list[str] | None, everything: bool, head: str | None,
-            activity_mark: int | None) -> list[str]:
-    """The memories a run checks: ``ids``; or every memory (``everything``); or those never
-    checked, or last checked against another ``HEAD`` or before the last recorded activity."""
-    if ids is not None:
-        return ids
-    rows = con.execute("SELECT m.id, t.results IS NULL, t.results FROM memories m LEFT JOIN truth t ON t.memory_id = m.id "
-                       "WHERE m.deleted = 0 AND m.archived = 0 ORDER BY m.id").fetchall()
-    if everything:
-        return [r[0] for r in rows]
-    marks = {mid: loads_column(res) for mid, never, res in rows if not never}
-    out = []
-    for mid, never, _ in rows:
-        if never:
-            out.append(mid)
-            continue
-        meta: dict[str, Any] = next((r for r in marks[mid] if r.get("on") == "run"), {})
-        if meta.get("head") != head or (activity_mark is not None and meta.get("activity", -1) < activity_mark):
-            out.append(mid)
-    return out
+def _live(con: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT id FROM memories WHERE deleted = 0 AND archived = 0 ORDER BY id")]
+
+
+def _select(root: str, con: sqlite3.Connection, everything: bool, repo: Any,
+            report: Report) -> tuple[list[str], Any]:
+    """The memories an incremental run checks (:mod:`.touched`; every one with ``everything``
+    or when there is no usable watermark), and the watermark to keep once they are checked."""
+    from agentlog.core import AgentlogError
+    from agentlog.memory import touched
+
+    old = touched.load(con)
+    try:
+        logs = touched.positions(root)
+    except (AgentlogError, OSError, ValueError) as e:  # (no store: no activity to read)
+        report.skipped.append(f"the store's positions could not be read: {e}")
+        logs = dict(old.logs) if old else {}
+    now = touched.Watermark(logs=logs, heads=dict(old.heads) if old else {}, purges=touched.purge_size(root),
+                            at=_now())
+    if repo is not None:
+        now.heads[repo.top] = repo.head
+    live = _live(con)
+    if everything or old is None:
+        return live, now
+    act = touched.read_since(root, old.logs, now.logs)
+    report.events_read = act.events
+    if act.unreadable:
+        return live, now
+    act.recorded = act.recorded or old.purges != now.purges
+    chosen = set(old.pending) | touched.by_state(con, old.at) | touched.by_activity(con, act)
+    if repo is not None and old.heads.get(repo.top) != repo.head:
+        chosen |= touched.by_head(con, repo, old.heads.get(repo.top))
+    return [mid for mid in live if mid in chosen], now
 
 
 def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = None, everything: bool = False,
-          propose: bool = True) -> Report:
-    """Check memories (see :func:`_select`) against their evidence and the outcome rules; write
-    a ``memory_checked`` event for each whose findings changed, and open one proposal per new
-    contradiction (:mod:`.outcomes`)."""
+          propose: bool = True, use_repo: bool = True, catch_up: bool = True,
+          budget_s: float | None = None) -> Report:
+    """Check memories against their evidence and the outcome rules; write a ``memory_checked``
+    event for each whose findings changed, and open one proposal per new contradiction
+    (:mod:`.outcomes`). ``ids``: those (the watermark stays); else every memory
+    (``everything``) or those what happened since the last run touched (:mod:`.touched`).
+    ``repo_dir``: the repository file evidence is checked against (default: the current
+    directory's; none with ``use_repo=False``); ``catch_up``: bring the store and the
+    projection up to date first (the daemon has just done so); ``budget_s``: stop checking
+    after that long, the rest kept for the next run (``Report.pending``)."""
     import os
 
-    from agentlog.memory import drift, outcomes, service
+    from agentlog.core import AgentlogError
+    from agentlog.memory import drift, outcomes, service, touched
     from agentlog.memory.store import connect, new_event
 
+    started = time.monotonic()
     report = Report()
     repo = None
-    try:
-        repo = drift.open_repo(repo_dir or os.getcwd())
-    except drift.GitUnavailable as e:
-        report.skipped.append(str(e))
-    activity = outcomes.Activity.load(root, repo)
+    if use_repo:
+        try:
+            repo = drift.open_repo(repo_dir or os.getcwd())
+        except drift.GitUnavailable as e:
+            report.skipped.append(str(e))
+    if catch_up:
+        from agentlog.projection.current import bring_up_to_date
+
+        try:
+            bring_up_to_date(root)
+        except AgentlogError as e:
+            report.skipped.append(f"the store could not be brought up to date: {e}")
+    activity = outcomes.Activity(root, repo)
     con = connect(root)
     try:
-        wanted = [service.get(root, i, con=con).id for i in ids] if ids is not None else None
+        mark = None
+        if ids is not None:
+            todo = [service.get(root, i, con=con).id for i in ids]
+        else:
+            todo, mark = _select(root, con, everything, repo, report)
         events: list[dict[str, Any]] = []
-        todo = _select(con, wanted, everything, repo.head if repo else None, activity.mark)
+        done = 0
         for mid in todo:
+            if budget_s is not None and done and time.monotonic() - started > budget_s:
+                break  # (one memory at least: a run whose selection alone outlasts its budget still progresses)
+            done += 1
             m = service.get(root, mid, con=con)
-            results, moves = findings(root, con, m, repo, activity)
+            before = last(con, m.id)
+            results, moves = findings(root, con, m, repo, activity, before)
             report.checked += 1
             factor = factor_of(results)
-            doubtful = factor < 1.0
+            doubtful = any(float(r["weight"]) < 1.0 for r in results)
             if doubtful:
                 report.doubtful.append(m.id)
-            before = last(con, m.id)
             same = before is not None and [r for r in before["results"] if r.get("on") != "run"] == results \
                 and not moves
             if same:
                 continue
-            run = {"on": "run", "status": "checked", "head": repo.head if repo else None, "activity": activity.mark,
-                   "weight": 1.0, "detail": ""}
+            run = {"on": "run", "status": "checked", "head": repo.head if repo else None, "weight": 1.0, "detail": ""}
             body = {"results": [*results, run], "factor": factor, "doubtful": doubtful, "moves": moves}
             events.append(new_event("memory_checked", m.id, m.version, CHECKER, body))
             report.written += 1
@@ -254,13 +317,18 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
             if len(events) >= WRITE_BATCH:
                 _write(root, events)
         _write(root, events)
+        report.pending = todo[done:]
         if propose:
-            for mid in todo:
+            for mid in todo[:done]:
                 m = service.get(root, mid, con=con)
                 report.proposals += outcomes.open_proposals(root, con, m)
+        if mark is not None:
+            mark.pending = report.pending
+            touched.save(con, mark)
     finally:
         activity.close()
         con.close()
+    report.ms = round((time.monotonic() - started) * 1000, 1)
     return report
 
 

@@ -26,6 +26,11 @@ inherits the niceness of the thread that starts it).
 A server that cannot start (an unsafe run directory, say) is logged, and the daemon
 goes on without it: the native hook then falls back to the Python one.
 
+After an ingest pass that added events it runs the incremental memory check
+(``memory/watch.py``, docs/memory.md "When it runs"): only the memories those events, or
+a moved ``HEAD`` of the repositories they came from, can touch; at most a few seconds a
+pass (what is left is checked next pass); a failure is logged and ingest goes on.
+
 When the data root is enrolled with a vault (``agentlog enroll``) it ships: every
 ``ship_minutes`` (the setting, 5 by default; 0: never), the first time soon after it
 starts, it runs ``agentlog ship --json`` as a child process at the lowest priority,
@@ -181,6 +186,24 @@ def _checkpoint(root: str, periodic: Periodic, final: bool = False) -> None:
         _log(root, f"checkpoint failed: {type(e).__name__}: {e}")
 
 
+def check_memories(root: str) -> bool:
+    """The incremental memory check after an ingest pass that added events
+    (``memory/watch.py``), bounded in time; whether memories were left for the next pass.
+    Failures are logged, never raised: a memory bug must not stop capture's ingest."""
+    from agentlog.memory.watch import after_ingest
+
+    try:
+        reports = after_ingest(root)
+    except Exception as e:
+        _log(root, f"memory check failed: {type(e).__name__}: {e}")
+        return False
+    for r in reports:
+        if r.written or r.proposals or r.pending:
+            _log(root, f"memory check: {r.checked} checked in {r.ms:.0f} ms, {r.written} changed, "
+                       f"{len(r.doubtful)} doubtful, {len(r.proposals)} proposals, {len(r.pending)} left for later")
+    return any(r.pending for r in reports)
+
+
 def start_capture_server(root: str) -> CaptureProcess | None:
     """The capture server's process (``capture/serve.py``), answering on the socket, when
     the ``capture_server`` setting says so; None when it is off or cannot start (logged,
@@ -334,6 +357,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
     started = last_compact = time.monotonic()
     seen: tuple[tuple[str, int, int], ...] | None = None
     settling = Settling(settle, max_lag)
+    memory_check_due = False
     compactor: threading.Thread | None = None
     # ingest, the projection and checkpoints run in a thread of the lowest priority, so that
     # they yield the CPU to hooks and the capture server; this thread keeps its own (it
@@ -363,8 +387,11 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                         _log(root, f"ingested {report.events} events from {report.logs_advanced} logs; breaks {len(report.breaks)}")
                     if report.events:
                         work(project_and_index, root, lambda line: _log(root, line))
+                        memory_check_due = True
                     if report.tree_leaves:
                         periodic.grew()
+            if memory_check_due:  # after an ingest that added events; again while a check left memories
+                memory_check_due = work(check_memories, root)
             work(_checkpoint, root, periodic)
             ship.poll()
             if ship.due(time.monotonic()):

@@ -28,6 +28,7 @@ and ``host`` (a pulled data root's: :mod:`.pulled`).
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -286,6 +287,14 @@ def _store_files(root: str) -> list[str]:
     return sorted(unquote(u[len("file://"):]) if u.startswith("file://") else u for u in DeltaTable(path).file_uris())
 
 
+_PLACEHOLDER: Final = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?")
+"""A quoted string or identifier (kept), or a ``?`` placeholder outside them."""
+
+
+def _unbound(m: re.Match[str]) -> str:
+    return "NULL" if m.group(0) == "?" else m.group(0)
+
+
 class LockedEngine:
     """A locked-down DuckDB connection (:func:`lock_down`) whose views are made when a
     statement first names them (``_views``: name → (make it, the views it reads)), and
@@ -313,8 +322,10 @@ class LockedEngine:
         import duckdb
 
         try:
-            # parsed on DuckDB's default connection, where no view exists to expand
-            names = {n.lower() for n in duckdb.get_table_names(sql)}
+            # parsed on DuckDB's default connection, where no view exists to expand; a statement
+            # with ``?`` placeholders cannot be (a binder error), so each is read as NULL there
+            # (creating every view instead cost 0.15 s of a rule's 0.2 s in memory checks)
+            names = {n.lower() for n in duckdb.get_table_names(_PLACEHOLDER.sub(_unbound, sql))}
         except Exception:
             names = set()
         if not names or not names <= self._views.keys() | self._created:

@@ -181,6 +181,14 @@ def _read_cache(file: str) -> tuple[int | None, dict[str, Position]] | None:
         return None
 
 
+def cached_positions(root: str) -> dict[str, Position] | None:
+    """The consumed positions as the cache holds them, without opening the table (None: no
+    usable cache). Never ahead of the table (the cache is written after each commit); behind it
+    only after a crash between a commit and the cache's write, or another writer's commit."""
+    got = _read_cache(os.path.join(state_dir(root), OFFSETS_NAME))
+    return None if got is None else got[1]
+
+
 def _state_json(value: Any) -> bytes:
     """A state file's text, as written since the first version (the standard library's,
     ASCII-only: ``\\u`` escapes, unlike :func:`agentlog.core.jsonio.dumps`)."""
