@@ -78,7 +78,7 @@ def coalesced(dataset: Any) -> Any:
     (pyarrow's default, 8 KiB, makes a scan of three small columns three requests a file). On
     object storage each request costs a round trip (and moto's server copies the whole object
     per request)."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.dataset as pds  # type: ignore[import-untyped]
 
     fmt = pds.ParquetFileFormat(default_fragment_scan_options=pds.ParquetFragmentScanOptions(
