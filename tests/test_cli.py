@@ -127,3 +127,16 @@ def test_an_id_that_names_nothing_gets_a_did_you_mean(agentlog_home: Path) -> No
     assert r.exit_code != 0 and f"did you mean {aid}?" in r.output, r.output
     r = runner.invoke(cli, ["show", "ses_ffffffff-ffff-ffff-ffff-ffffffffffff"])
     assert r.exit_code == 1 and "did you mean" not in r.output
+
+
+@pytest.mark.quick
+def test_a_huge_max_rows_is_a_clear_usage_error_and_the_engine_caps_it(agentlog_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentlog.cli import cli
+    from agentlog.operations.refresh import run_sql
+
+    for cmd in (["sql"], ["query"], ["team", "query", "--from", "file:///nowhere"]):
+        out = CliRunner().invoke(cli, [*cmd, "--max-rows", str(10**20), "select 1"])
+        assert out.exit_code == 2 and "not in the range" in out.output, (cmd, out.output)
+    assert run_sql(str(agentlog_home), "select 1 as n", max_rows=10**20).rows == [(1,)]

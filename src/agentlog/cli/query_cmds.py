@@ -179,7 +179,7 @@ def _print_result(result: AqlResult, *, as_json: bool, as_csv: bool) -> None:
               help="Answer as of this time (what now, today and -2h mean; default: the wall clock).")
 @click.option("--timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
               help="Stop a SQL statement after this many seconds.")
-@click.option("--max-rows", type=click.IntRange(1), default=10_000, show_default=True,
+@click.option("--max-rows", type=click.IntRange(1, 1_000_000_000), default=10_000, show_default=True,
               help="Return at most this many rows (the answer says when it was cut).")
 @click.pass_context
 def query_cmd(ctx: click.Context, statement: str, as_json: bool, as_csv: bool, no_ingest: bool, now: str | None,

@@ -18,7 +18,7 @@ from agentlog.cli.output import print_json, print_table, stderr, stdout
 @click.option("--no-ingest", is_flag=True, help="Answer from what is already in the store; do not catch up first.")
 @click.option("--timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
               help="Stop the statement after this many seconds.")
-@click.option("--max-rows", type=click.IntRange(1), default=10_000, show_default=True,
+@click.option("--max-rows", type=click.IntRange(1, 1_000_000_000), default=10_000, show_default=True,
               help="Return at most this many rows (the answer says when it was cut).")
 def sql_cmd(statement: str, as_json: bool, as_csv: bool, no_ingest: bool, timeout: float, max_rows: int) -> None:
     """Run one read-only SQL statement (DuckDB) over the store.

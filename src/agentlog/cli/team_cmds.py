@@ -70,7 +70,7 @@ def publish_cmd(url: str | None, metadata_only: bool, batch_rows: int | None, as
                                                       "a statement, an array of objects.")
 @click.option("--timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
               help="Stop waiting for a statement after this many seconds.")
-@click.option("--max-rows", type=click.IntRange(1), default=10_000, show_default=True,
+@click.option("--max-rows", type=click.IntRange(1, 1_000_000_000), default=10_000, show_default=True,
               help="Return at most this many rows (the answer says when it was cut).")
 def team_query_cmd(statement: str, engine: str | None, ray: str | None, url: str | None, as_json: bool,
                    timeout: float, max_rows: int) -> None:

@@ -46,6 +46,8 @@ MAX_TIMEOUT_S: Final = 86_400.0 * 365
 """A longer timeout is taken as this one (a year: no limit in practice); the watchdog's wait cannot hold
 much more (an OverflowError in its thread, and the statement no longer watched)."""
 DEFAULT_MAX_ROWS: Final = 10_000
+#: the most rows any caller may ask a statement for (a larger ask is this; the CLI refuses it)
+MAX_ROWS_CAP: Final = 1_000_000_000
 MEMORY_LIMIT: Final = "2GB"
 
 
@@ -433,7 +435,7 @@ class LockedEngine:
             cur = self._con.execute(sql, params) if params else self._con.execute(sql)
             columns = [d[0] for d in cur.description or []]
             types = [str(d[1]) for d in cur.description or []]
-            rows = cur.fetchmany(max_rows + 1)
+            rows = cur.fetchmany(min(max_rows, MAX_ROWS_CAP) + 1)
         except duckdb.Error as e:
             failed = e
         finally:
