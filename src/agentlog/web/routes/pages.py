@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from typing import Any, Awaitable
 from urllib.parse import urlencode
 
@@ -23,8 +24,13 @@ from agentlog.web import data
 from agentlog.web.routes.common import JSON, error, guarded, key_of, page_no, read, state
 
 
+NOW_FRESH_S = 15
+"""Now is measured against the wall clock: its answer is remembered per store version for at
+most this many seconds (a request that has waited too long must leave without a new event)."""
+
+
 def now(request: Request) -> Awaitable[Any]:
-    return read(request, data.now, key_of(request))
+    return read(request, data.now, f"{key_of(request)}#{int(time.time() // NOW_FRESH_S)}")
 
 
 def timeline(request: Request) -> Awaitable[Any]:
