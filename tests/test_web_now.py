@@ -96,7 +96,7 @@ def _now(root: str, at_us: int | None = None) -> dict[str, Any]:
 
     src = Source(root)
     try:
-        out: dict[str, Any] = src.read(lambda e: dashboard_now(e, now_us=at_us))
+        out: dict[str, Any] = src.read(lambda e: dashboard_now(e, root, now_us=at_us))
         return out
     finally:
         src.close()

@@ -3,8 +3,8 @@ first error line or the runner's summary, the class, and what came after (the re
 fixed it, the attempt that superseded it); and the failures that recur.
 
 The projection keeps no content; the command, the error text and the output are read from
-the calls' own events, looked up by id within the days the calls ran (a bounded lookup
-whatever the store's size). The dashboard's Failures page and Now's "last hour" use them.
+the calls' own log frames, found through the store by id within the days the calls ran (small
+columns only: a bounded lookup whatever the store's size). The dashboard's Failures page and Now's "last hour" use them.
 
 A **recurring failure** is the same command (the capture's ``command_key``: the command
 line's digest, blanks collapsed) failing with the same class more than once, in one session
@@ -70,9 +70,8 @@ def _clip(s: str) -> str:
     return s if len(s) <= ERROR_LINE_MAX else s[: ERROR_LINE_MAX - 1] + "…"
 
 
-def call_texts(engine: Any, refs: Iterable[tuple[str | None, Any]]) -> dict[str, dict[str, Any]]:
-    """For each (event id, when it happened): the event's tool, command, first path, error,
-    output head, message and reason, read from the event itself (the day it happened only)."""
+def _days(refs: Iterable[tuple[str | None, Any]]) -> tuple[list[str], list[str]]:
+    """(event ids, the UTC days they happened, or none at all when a time is unknown)."""
     ids: list[str] = []
     days: set[str] = set()
     every_day = False  # a time unknown: its day too, so no day is left out
@@ -84,25 +83,56 @@ def call_texts(engine: Any, refs: Iterable[tuple[str | None, Any]]) -> dict[str,
             days.add(at.astimezone(timezone.utc).date().isoformat())
         else:
             every_day = True
+    return sorted(set(ids)), ([] if every_day else sorted(days))
+
+
+def _where_ids(ids: list[str], days: list[str]) -> str:
+    by_day = f"observed_date IN ({', '.join('?' for _ in days)}) AND " if days else ""
+    return f"{by_day}event_id IN ({', '.join('?' for _ in ids)})"
+
+
+def _text(v: Any, limit: int = _TEXT_MAX) -> str | None:
+    return v[:limit] if isinstance(v, str) else None
+
+
+def call_texts(engine: Any, root: str, refs: Iterable[tuple[str | None, Any]]) -> dict[str, dict[str, Any]]:
+    """For each (event id, when it happened): the event's tool, first path, and from its own log
+    frame its command, error, output head, message, reason and command key. The store gives
+    where each frame is (small columns, the days the events happened only); the frames are
+    read from the logs (a purged frame gives no text)."""
+    from agentlog.log.lookup import event_at
+
+    ids, days = _days(refs)
     if not ids:
         return {}
-    if every_day:
-        days.clear()
-    ids = sorted(set(ids))
-    where = f"observed_date IN ({', '.join('?' for _ in days)}) AND " if days else ""
-    rows = engine.run(
-        "SELECT event_id, tool_name, paths[1] AS target, json_extract_string(content, '$.command') AS command, "
-        f"left(json_extract_string(content, '$.error'), {_TEXT_MAX}) AS error, "
-        f"left(json_extract_string(content, '$.tool_output'), {_TEXT_MAX}) AS output, "
-        "left(json_extract_string(content, '$.message'), 500) AS message, "
-        "left(json_extract_string(content, '$.reason'), 500) AS reason, "
-        "json_extract_string(attrs, '$.command_key') AS command_key "
-        f"FROM events WHERE {where}event_id IN ({', '.join('?' for _ in ids)})",
-        [*sorted(days), *ids], max_rows=len(ids) * 4).records()
+    rows = engine.run(f"SELECT event_id, tool_name, paths[1] AS target, log_provider, log_key, log_offset FROM events "
+                      f"WHERE {_where_ids(ids, days)}", [*days, *ids], max_rows=len(ids) * 4).records()
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
-        out.setdefault(r.pop("event_id"), r)
+        if r["event_id"] in out:
+            continue
+        ev = event_at(root, f"{r['log_provider']}/{r['log_key']}", r["log_offset"]) or {}
+        c, a = ev.get("content"), ev.get("attrs")
+        content: dict[str, Any] = c if isinstance(c, dict) else {}
+        attrs: dict[str, Any] = a if isinstance(a, dict) else {}
+        out[r["event_id"]] = {
+            "tool_name": r["tool_name"], "target": r["target"], "command": _text(content.get("command")),
+            "error": _text(content.get("error")), "output": _text(content.get("tool_output")),
+            "message": _text(content.get("message"), 500), "reason": _text(content.get("reason"), 500),
+            "command_key": _text(attrs.get("command_key"), 64),
+        }
     return out
+
+
+def command_keys(engine: Any, refs: Iterable[tuple[str | None, Any]]) -> dict[str, str]:
+    """The capture's ``command_key`` of each (event id, when) that has one (from the store's
+    ``attrs``, no frame read)."""
+    ids, days = _days(refs)
+    if not ids:
+        return {}
+    rows = engine.run(f"SELECT event_id, json_extract_string(attrs, '$.command_key') AS k FROM events "
+                      f"WHERE {_where_ids(ids, days)}", [*days, *ids], max_rows=len(ids) * 4).rows
+    return {eid: k for eid, k in rows if k}
 
 
 def _page_sql(where: str, limit: int, offset: int) -> str:
@@ -117,7 +147,7 @@ def _page_sql(where: str, limit: int, offset: int) -> str:
             "ORDER BY coalesce(p.finished_at, p.started_at) DESC NULLS LAST, p.tool_call_id")
 
 
-def _scope(project_ids: list[str] | None, since_us: int | None, session: str | None = None) -> tuple[str, list[Any]]:
+def _scope(project_ids: list[str] | None, since_us: int | None) -> tuple[str, list[Any]]:
     parts, params = ["TRUE"], list[Any]()
     if project_ids is not None:
         parts.append("c.project_id IN (SELECT unnest(?::VARCHAR[]))")
@@ -125,13 +155,10 @@ def _scope(project_ids: list[str] | None, since_us: int | None, session: str | N
     if since_us is not None:
         parts.append("coalesce(c.finished_at, c.started_at) >= ?")
         params.append(since_us_param(since_us))
-    if session is not None:
-        parts.append("c.session_id = ?")
-        params.append(session)
     return " AND ".join(parts), params
 
 
-def failed_calls(engine: Any, *, limit: int = 25, offset: int = 0, project_ids: list[str] | None = None,
+def failed_calls(engine: Any, root: str, *, limit: int = 25, offset: int = 0, project_ids: list[str] | None = None,
                  since_us: int | None = None) -> dict[str, Any]:
     """Failed (and denied) tool calls, newest first: ``failures`` (at most ``limit``, from
     ``offset``) and ``more`` (whether another page follows)."""
@@ -139,19 +166,19 @@ def failed_calls(engine: Any, *, limit: int = 25, offset: int = 0, project_ids: 
     rows = engine.run(_page_sql(where, limit + 1, offset), params).records()
     more = len(rows) > limit
     rows = rows[:limit]
-    texts = call_texts(engine, [(r["start_event_id"], r["started_at"]) for r in rows]
+    texts = call_texts(engine, root, [(r["start_event_id"], r["started_at"]) for r in rows]
                        + [(r["end_event_id"], r["finished_at"]) for r in rows])
     return {"failures": [_present(r, texts) for r in rows], "more": more}
 
 
-def failing_call(engine: Any, end_event_id: str) -> dict[str, Any] | None:
+def failing_call(engine: Any, root: str, end_event_id: str) -> dict[str, Any] | None:
     """The failed call whose end is ``end_event_id`` (an attempt's ``failing_event_id``), presented
     as :func:`failed_calls` presents each, or None."""
     rows = engine.run(_page_sql("c.end_event_id = ?", 1, 0), [end_event_id]).records()
     if not rows:
         return None
     r = rows[0]
-    texts = call_texts(engine, [(r["start_event_id"], r["started_at"]), (r["end_event_id"], r["finished_at"])])
+    texts = call_texts(engine, root, [(r["start_event_id"], r["started_at"]), (r["end_event_id"], r["finished_at"])])
     return _present(r, texts)
 
 
@@ -177,7 +204,7 @@ def _present(r: dict[str, Any], texts: dict[str, dict[str, Any]]) -> dict[str, A
     return item
 
 
-def failure_groups(engine: Any, *, project_ids: list[str] | None = None, since_us: int | None = None,
+def failure_groups(engine: Any, root: str, *, project_ids: list[str] | None = None, since_us: int | None = None,
                    limit: int = 20) -> list[dict[str, Any]]:
     """Recurring failures among the newest :data:`GROUP_WINDOW` in scope: the same command
     (else tool and target) with the same class, failed at least twice; most frequent first,
@@ -192,25 +219,26 @@ def failure_groups(engine: Any, *, project_ids: list[str] | None = None, since_u
         params).records()
     if len(rows) < 2:
         return []
-    texts = call_texts(engine, [(r["start_event_id"], r["started_at"]) for r in rows])
+    keys = command_keys(engine, [(r["start_event_id"], r["started_at"]) for r in rows])
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        t = texts.get(r["start_event_id"] or "", {})
-        key = t.get("command_key") or (f"{r['tool_name']} {r['path_relative']}" if r["path_relative"] else None)
+        key = keys.get(r["start_event_id"] or "") or (f"{r['tool_name']} {r['path_relative']}"
+                                                       if r["path_relative"] else None)
         if not key:
             continue
-        r["command"] = t.get("command")
         groups.setdefault((key, r["outcome_class"] or r["outcome_status"]), []).append(r)
     recurring = sorted(((k, v) for k, v in groups.items() if len(v) > 1),
                        key=lambda kv: (-len(kv[1]), -max(_ts(x) for x in kv[1]), kv[0]))[:limit]
     if not recurring:
         return []
     latest = [v[0] for _, v in recurring]
-    ends = call_texts(engine, [(r["end_event_id"], r["finished_at"]) for r in latest])
+    texts = call_texts(engine, root, [(r["end_event_id"], r["finished_at"]) for r in latest]
+                       + [(r["start_event_id"], r["started_at"]) for r in latest])
     out = []
     for (key, klass), calls in recurring:
         head = calls[0]
-        end = ends.get(head["end_event_id"] or "", {})
+        end = texts.get(head["end_event_id"] or "", {})
+        head["command"] = texts.get(head["start_event_id"] or "", {}).get("command") or end.get("command")
         out.append({
             "key": key, "failure_class": klass, "count": len(calls), "sessions": len({c["session_id"] for c in calls}),
             "tool_name": head["tool_name"], "command": head.get("command"), "target": head["path_relative"],
@@ -227,6 +255,6 @@ def _ts(r: dict[str, Any]) -> float:
     return t.timestamp() if isinstance(t, datetime) else 0.0
 
 
-__all__ = ["CALL_COLUMNS", "ERROR_LINE_MAX", "GROUP_WINDOW", "call_texts", "failed_calls", "failing_call",
+__all__ = ["CALL_COLUMNS", "ERROR_LINE_MAX", "GROUP_WINDOW", "call_texts", "command_keys", "failed_calls", "failing_call",
            "failure_groups",
            "first_error_line", "since_us_param"]

@@ -41,27 +41,28 @@ FAILURES_WITHIN: Final = 60 * 60 * US
 """The failures Now lists: those of the last hour."""
 
 
-def now(engine: Any, now_us: int | None = None) -> dict[str, Any]:
-    """The Now page's answer at ``now_us`` (default: the wall clock)."""
+def now(engine: Any, root: str, now_us: int | None = None) -> dict[str, Any]:
+    """The Now page's answer over the data root ``root`` (its logs hold the commands and errors)
+    at ``now_us`` (default: the wall clock)."""
     at = int(time.time() * US) if now_us is None else int(now_us)
-    needs, waiting = _needs_you(engine, at)
+    needs, waiting = _needs_you(engine, root, at)
     return {
         "at": _iso(at),
         "needs_you": needs,
-        "live": running(engine, at, waiting),
-        "failures": failed_calls(engine, limit=LIMIT, since_us=at - FAILURES_WITHIN)["failures"],
+        "live": running(engine, root, at, waiting),
+        "failures": failed_calls(engine, root, limit=LIMIT, since_us=at - FAILURES_WITHIN)["failures"],
         "today": today(engine, at),
         "bounds": {"running_silence_s": RUNNING_SILENCE // US, "needs_you_within_s": NEEDS_YOU_WITHIN // US,
                    "failures_within_s": FAILURES_WITHIN // US},
     }
 
 
-def needs_you(engine: Any, at: int) -> list[dict[str, Any]]:
+def needs_you(engine: Any, root: str, at: int) -> list[dict[str, Any]]:
     """One row per session still waiting on a person (see the module docstring), newest first."""
-    return _needs_you(engine, at)[0]
+    return _needs_you(engine, root, at)[0]
 
 
-def _needs_you(engine: Any, at: int) -> tuple[list[dict[str, Any]], set[str]]:
+def _needs_you(engine: Any, root: str, at: int) -> tuple[list[dict[str, Any]], set[str]]:
     """:func:`needs_you`, and the stored ids of those sessions."""
     rows = engine.run(
         "SELECT g.session_id, any_value(s.provider) AS provider, any_value(s.project_name) AS project_name, "
@@ -84,7 +85,7 @@ def _needs_you(engine: Any, at: int) -> tuple[list[dict[str, Any]], set[str]]:
         "QUALIFY row_number() OVER (PARTITION BY g.session_id ORDER BY c.started_at DESC) = 1",
         [[r["session_id"] for r in rows], [r["raised_at"] for r in rows]]).records()
     by_session = {a["session_id"]: a for a in asking}
-    texts = call_texts(engine, [(r["event_id"], r["raised_at"]) for r in rows]
+    texts = call_texts(engine, root, [(r["event_id"], r["raised_at"]) for r in rows]
                        + [(a["start_event_id"], a["started_at"]) for a in asking if a["start_event_id"]])
     out = []
     for r in rows:
@@ -101,7 +102,7 @@ def _needs_you(engine: Any, at: int) -> tuple[list[dict[str, Any]], set[str]]:
     return out, {r["session_id"] for r in rows}
 
 
-def running(engine: Any, at: int, waiting: set[str] | None = None) -> list[dict[str, Any]]:
+def running(engine: Any, root: str, at: int, waiting: set[str] | None = None) -> list[dict[str, Any]]:
     """Sessions running at ``at``, most recently active first, each with its latest tool call
     (``doing``: the tool, its command or target, since when, and whether it is still in flight);
     ``waiting``: the stored ids of the sessions waiting on a person (running too)."""
@@ -127,7 +128,7 @@ def running(engine: Any, at: int, waiting: set[str] | None = None) -> list[dict[
         "SELECT session_id, objective FROM turns WHERE NOT retracted AND session_id IN (SELECT unnest(?::VARCHAR[])) "
         "QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY turn_index DESC) = 1", [sids]).records()
     objective = {t["session_id"]: t["objective"] for t in turns}
-    texts = call_texts(engine, [(c["start_event_id"], c["started_at"]) for c in latest if c["start_event_id"]])
+    texts = call_texts(engine, root, [(c["start_event_id"], c["started_at"]) for c in latest if c["start_event_id"]])
     out = []
     for r in rows:
         item = plain(r)

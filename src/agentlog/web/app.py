@@ -75,7 +75,7 @@ def _warm(st: AppState) -> None:
     try:
         for _path, template, _fn in PAGES:
             st.env.get_template(template)
-        st.source.read(data.now)
+        st.source.read(lambda e: data.now(e, st.root))
     except Exception:  # noqa: BLE001 - the first real request reports what is wrong
         pass
 

@@ -28,12 +28,12 @@ def _rows(engine: Engine, sql: str, params: list[Any] | None = None, max_rows: i
 # -- now ------------------------------------------------------------------------------------------
 
 
-def now(engine: Engine) -> dict[str, Any]:
+def now(engine: Engine, root: str) -> dict[str, Any]:
     """What is running, what waits on a person, the last hour's failures and today's tokens
     (``agentlog.query.now``: every part bounded, measured against the wall clock)."""
     from agentlog.api import dashboard_now
 
-    return dashboard_now(engine)
+    return dashboard_now(engine, root)
 
 
 # -- timeline ---------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
     out = plain(row)
     from agentlog.api import failing_call
 
-    out["failing_call"] = failing_call(engine, row["failing_event_id"]) if row.get("failing_event_id") else None
+    out["failing_call"] = failing_call(engine, root, row["failing_event_id"]) if row.get("failing_event_id") else None
     out["events"] = [plain(e) for e in events]
     out["diffs"] = diffs
     return out
@@ -166,14 +166,14 @@ def _diffs(ev: dict[str, Any]) -> list[dict[str, Any]]:
 # -- failures, search, usage, integrity ---------------------------------------------------------
 
 
-def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
+def failures(engine: Engine, root: str, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
     """A page of failed tool calls (command or target, first error line or summary, class, the
     retry that fixed it) and, on the first page, the failures that recur."""
     from agentlog.api import failed_calls, failure_groups
 
     ids = _project_ids(engine, project)
-    got = failed_calls(engine, limit=PAGE, offset=page * PAGE, project_ids=ids)
-    groups = failure_groups(engine, project_ids=ids) if page == 0 else []
+    got = failed_calls(engine, root, limit=PAGE, offset=page * PAGE, project_ids=ids)
+    groups = failure_groups(engine, root, project_ids=ids) if page == 0 else []
     return {"failures": got["failures"], "groups": groups, "page": page, "more": got["more"], "project": project}
 
 

@@ -30,7 +30,8 @@ most this many seconds (a request that has waited too long must leave without a 
 
 
 def now(request: Request) -> Awaitable[Any]:
-    return read(request, data.now, f"{key_of(request)}#{int(time.time() // NOW_FRESH_S)}")
+    root = state(request).root
+    return read(request, lambda e: data.now(e, root), f"{key_of(request)}#{int(time.time() // NOW_FRESH_S)}")
 
 
 def timeline(request: Request) -> Awaitable[Any]:
@@ -50,7 +51,8 @@ def attempt(request: Request) -> Awaitable[Any]:
 
 def failures(request: Request) -> Awaitable[Any]:
     project = request.query_params.get("project") or None
-    return read(request, lambda e: data.failures(e, page=page_no(request), project=project), key_of(request))
+    root = state(request).root
+    return read(request, lambda e: data.failures(e, root, page=page_no(request), project=project), key_of(request))
 
 
 async def search(request: Request) -> Any:
