@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,8 @@ from agentlog.operations import demo
 from agentlog.operations.fixtures import missing, payload_stdin, shared_dir
 from agentlog.operations.reader import Source
 from test_web import XSS_OUTPUT, XSS_PROMPT, _hook
-from test_web_browser import CHROMEDRIVER, CHROMIUM, _wait
+from browser_support import chrome, keep_screenshots, need_browser, serving
+from browser_support import wait as _wait
 
 SHARED = shared_dir() or Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures"
@@ -190,58 +190,25 @@ def test_every_failed_call_of_the_imported_and_replayed_sessions_is_on_failures(
 
 @pytest.fixture(scope="module")
 def served(world: str) -> Iterator[str]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("AGENTLOG_SKIP_BROWSER") == "1":
-            pytest.skip("AGENTLOG_SKIP_BROWSER=1")
-        pytest.fail("chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver)")
-    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "serve", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "AGENTLOG_HOME": world})
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:") and "?token=" in url, url
+    need_browser()
+    with serving(world) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 @pytest.fixture(scope="module")
 def browser(served: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--window-size=1400,1000"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
-    driver.set_page_load_timeout(30)
-    try:
+    with chrome(tmp_path_factory.mktemp("chromium")) as driver:
         driver.get(served)  # the one-time token, exchanged for a cookie
         base = served.split("/?", 1)[0]
         _wait("the sign-in", lambda: driver.current_url.rstrip("/") == base)
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     d = tmp_path_factory.mktemp("now-shots")
     yield d
-    target = os.environ.get("AGENTLOG_SCREENSHOTS")
-    if target:
-        os.makedirs(target, exist_ok=True)
-        for p in d.iterdir():
-            shutil.copy(p, os.path.join(target, p.name))
-    print("screenshots:", d)
+    keep_screenshots(d)
 
 
 def _base_url(browser: Any) -> str:
