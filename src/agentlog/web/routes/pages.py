@@ -29,9 +29,15 @@ NOW_FRESH_S = 15
 most this many seconds (a request that has waited too long must leave without a new event)."""
 
 
+def now_key(page_key: str = "/?") -> str:
+    """What Now's answer is remembered under: the page's key (:func:`.common.key_of`) and the
+    current :data:`NOW_FRESH_S` window (the server's warm-up fills it for the first visitor)."""
+    return f"{page_key}#{int(time.time() // NOW_FRESH_S)}"
+
+
 def now(request: Request) -> Awaitable[Any]:
     root = state(request).root
-    return read(request, lambda e: data.now(e, root), f"{key_of(request)}#{int(time.time() // NOW_FRESH_S)}")
+    return read(request, lambda e: data.now(e, root), now_key(key_of(request)))
 
 
 def timeline(request: Request) -> Awaitable[Any]:
@@ -190,5 +196,5 @@ async def verify_action(request: Request) -> Response:
     return RedirectResponse("/integrity", status_code=303)
 
 
-__all__ = ["attempt", "failures", "integrity", "now", "search", "session", "session_proof", "session_share", "sql", "sql_csv",
+__all__ = ["attempt", "failures", "integrity", "now", "now_key", "search", "session", "session_proof", "session_share", "sql", "sql_csv",
            "timeline", "usage", "verify_action"]
