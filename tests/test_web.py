@@ -101,7 +101,7 @@ def test_every_page_renders_on_a_populated_store_with_links_that_work(client: Te
 
 def test_api_shapes(client: TestClient) -> None:
     now = client.get("/api/now").json()
-    assert set(now) == {"needs_you", "live"}
+    assert set(now) == {"at", "needs_you", "live", "failures", "today", "bounds"}
     tl = client.get("/api/timeline").json()
     assert {"sessions", "page", "more", "project"} <= set(tl)
     s = tl["sessions"][0]
@@ -111,7 +111,9 @@ def test_api_shapes(client: TestClient) -> None:
     assert any(d["diffs"] and "+    return d.get('name', '')" in d["diffs"][0]["diff"] for d in edits)
     assert all({"attempt_id", "outcome", "events", "diffs"} <= set(d) for d in edits)
     f = client.get("/api/failures").json()
-    assert f["failures"] and all(x["outcome"] in ("failed", "superseded") for x in f["failures"])
+    assert f["failures"] and all(x["outcome_status"] in ("failure", "denied") for x in f["failures"])
+    assert all({"command", "target", "error_line", "summary", "retry", "attempt_id", "attempt_outcome"} <= set(x)
+               for x in f["failures"])
     sql = client.get("/api/sql", params={"q": "select kind, count(*) as n from events group by 1 order by 1"}).json()
     assert sql["result"]["columns"] == ["kind", "n"] and sql["result"]["rows"]
     csv = client.get("/sql.csv", params={"q": "select 1 as one, 'a,b' as two"})

@@ -9,96 +9,39 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from agentlog.operations import demo
 from agentlog.capture.command import hook_argv
+from browser_support import CHROMEDRIVER, CHROMIUM, chrome, keep_screenshots, need_browser, serving, wait
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
+__all__ = ["CHROMEDRIVER", "CHROMIUM", "PAGES", "browser", "served"]
+
 PAGES = ("/", "/timeline", "/failures", "/search?q=parser", "/memory", "/proposals", "/sql?q=select+kind%2C+count(*)+"
          "as+n+from+events+group+by+1", "/usage", "/integrity")
-
-
-def _wait(what: str, check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    from selenium.common.exceptions import StaleElementReferenceException
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = check()
-        except StaleElementReferenceException:  # the live stream swapped the page's <main> meanwhile
-            got = None
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+_wait = wait
 
 
 @pytest.fixture()
 def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("AGENTLOG_SKIP_BROWSER") == "1":
-            pytest.skip("AGENTLOG_SKIP_BROWSER=1")
-        pytest.fail("chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver; "
-                    "scripts/test.sh installs them)")
+    need_browser()
     mp = pytest.MonkeyPatch()
     mp.setattr(demo, "claude_hook_fixtures", lambda: [])
     root = demo.run_demo(str(tmp_path / "home")).home
     mp.undo()
-    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "serve", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "AGENTLOG_HOME": root})
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:") and "?token=" in url, url
-        base = url.split("/?", 1)[0]
-        import urllib.error
-        import urllib.request
-
-        def up() -> bool:
-            try:
-                urllib.request.urlopen(base + "/static/app.css", timeout=1)
-                return True
-            except (urllib.error.URLError, ConnectionError):
-                return False
-
-        _wait("the server", up, 20)
+    with serving(root) as url:
         yield root, url
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=10)  # waits, and closes the pipes
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 @pytest.fixture()
 def browser(tmp_path: Path) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1400,1000"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=opts)
-    driver.set_page_load_timeout(30)
-    try:
+    with chrome(tmp_path / "chromium-profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, tmp_path: Path) -> None:
@@ -170,9 +113,4 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str], browser: Any, 
 
     saved = sorted(p.name for p in shots.iterdir())
     assert len(saved) == len(PAGES) + 3
-    target = os.environ.get("AGENTLOG_SCREENSHOTS")
-    if target:
-        os.makedirs(target, exist_ok=True)
-        for p in shots.iterdir():
-            shutil.copy(p, os.path.join(target, p.name))
-    print("screenshots:", shots)
+    keep_screenshots(shots)

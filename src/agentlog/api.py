@@ -79,6 +79,8 @@ if TYPE_CHECKING:
     from agentlog.query.state import diff_state, resolve_id, state_at, trace, why_blocked, why_failed
     from agentlog.query.timeexpr import format_us
     from agentlog.query.views import timeline
+    from agentlog.query.now import now as dashboard_now
+    from agentlog.query.failed_calls import failed_calls, failing_call, failure_groups, first_error_line
     from agentlog.search.index import index_path
     from agentlog.search.places import places_dir
     from agentlog.search.service import search
@@ -122,6 +124,11 @@ _LAZY: dict[str, str] = {
     "AqlResult": "agentlog.query.aql:AqlResult",
     "Scope": "agentlog.query.scope:Scope",
     "timeline": "agentlog.query.views:timeline",
+    "dashboard_now": "agentlog.query.now:now",
+    "failed_calls": "agentlog.query.failed_calls:failed_calls",
+    "failure_groups": "agentlog.query.failed_calls:failure_groups",
+    "failing_call": "agentlog.query.failed_calls:failing_call",
+    "first_error_line": "agentlog.query.failed_calls:first_error_line",
     "format_us": "agentlog.query.timeexpr:format_us",
     "display_id": "agentlog.projection.ids:display",
     # proofs
@@ -284,6 +291,11 @@ __all__ = [
     "search_memories",
     "state_at",
     "timeline",
+    "dashboard_now",
+    "failed_calls",
+    "failure_groups",
+    "failing_call",
+    "first_error_line",
     "trace",
     "undo_proposal",
     "verify_log",

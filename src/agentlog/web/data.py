@@ -28,25 +28,12 @@ def _rows(engine: Engine, sql: str, params: list[Any] | None = None, max_rows: i
 # -- now ------------------------------------------------------------------------------------------
 
 
-def now(engine: Engine) -> dict[str, Any]:
-    """What needs a person (pending permission and input prompts, oldest first) and what each
-    live session is doing (its latest tool call and prompt)."""
-    needs = _rows(engine, "SELECT g.signal_id, g.session_id, g.provider, g.project_name, g.raised_at, g.kind, "
-                          "g.signal_type, g.event_id FROM signals g JOIN sessions s USING (session_id) "
-                          "WHERE g.pending AND NOT g.retracted AND s.liveness != 'closed' "
-                          "ORDER BY g.raised_at LIMIT 50")
-    live = _rows(engine, "SELECT s.session_id, s.provider, s.project_name, s.liveness, s.started_at, "
-                         "s.last_activity_at, s.tool_call_count, s.failure_count, s.in_flight_calls, "
-                         "(SELECT t.objective FROM turns t WHERE t.session_id = s.session_id AND NOT t.retracted "
-                         " ORDER BY t.turn_index DESC LIMIT 1) AS objective, "
-                         "(SELECT c.tool_name || coalesce(' ' || c.path_relative, '') FROM tool_calls c "
-                         " WHERE c.session_id = s.session_id AND NOT c.retracted ORDER BY c.started_at DESC LIMIT 1) "
-                         " AS doing, "
-                         "(SELECT c.outcome_status FROM tool_calls c WHERE c.session_id = s.session_id "
-                         " AND NOT c.retracted ORDER BY c.started_at DESC LIMIT 1) AS doing_status "
-                         "FROM sessions s WHERE s.liveness IN ('open', 'stale') AND NOT s.retracted "
-                         "ORDER BY s.last_activity_at DESC NULLS LAST LIMIT 50")
-    return {"needs_you": [plain(r) for r in needs], "live": [plain(r) for r in live]}
+def now(engine: Engine, root: str) -> dict[str, Any]:
+    """What is running, what waits on a person, the last hour's failures and today's tokens
+    (``agentlog.query.now``: every part bounded, measured against the wall clock)."""
+    from agentlog.api import dashboard_now
+
+    return dashboard_now(engine, root)
 
 
 # -- timeline ---------------------------------------------------------------------------------------
@@ -130,6 +117,9 @@ def attempt(engine: Engine, ident: str, root: str) -> dict[str, Any]:
         if ev["kind"] == "tool_call_started" and ev.get("tool_name") in _EDIT_TOOLS:
             diffs.extend(_diffs(ev))
     out = plain(row)
+    from agentlog.api import failing_call
+
+    out["failing_call"] = failing_call(engine, root, row["failing_event_id"]) if row.get("failing_event_id") else None
     out["events"] = [plain(e) for e in events]
     out["diffs"] = diffs
     return out
@@ -161,11 +151,15 @@ def _diffs(ev: dict[str, Any]) -> list[dict[str, Any]]:
 # -- failures, search, usage, integrity ---------------------------------------------------------
 
 
-def failures(engine: Engine, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
-    from agentlog.query import views
+def failures(engine: Engine, root: str, *, page: int = 0, project: str | None = None) -> dict[str, Any]:
+    """A page of failed tool calls (command or target, first error line or summary, class, the
+    retry that fixed it) and, on the first page, the failures that recur."""
+    from agentlog.api import failed_calls, failure_groups
 
-    rows = views.failures(engine, Scope(limit=PAGE + 1, offset=page * PAGE, project_ids=_project_ids(engine, project)))
-    return {"failures": rows[:PAGE], "page": page, "more": len(rows) > PAGE, "project": project}
+    ids = _project_ids(engine, project)
+    got = failed_calls(engine, root, limit=PAGE, offset=page * PAGE, project_ids=ids)
+    groups = failure_groups(engine, root, project_ids=ids) if page == 0 else []
+    return {"failures": got["failures"], "groups": groups, "page": page, "more": got["more"], "project": project}
 
 
 def search_events(root: str, engine: Engine, text: str, *, page: int = 0, filters: dict[str, list[str]] | None = None,

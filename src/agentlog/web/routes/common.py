@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Final
 
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -69,12 +70,48 @@ def environment() -> Environment:
     """The templates, autoescaped, with the filters they use."""
     env = Environment(loader=PackageLoader("agentlog.web", "templates"), autoescape=select_autoescape(["html"]),
                       trim_blocks=True, lstrip_blocks=True)
-    env.filters["short"] = lambda v, n=12: "" if v is None else (str(v)[: int(n)] + ("…" if len(str(v)) > n else ""))
-    env.filters["when"] = lambda v: "" if not v else str(v).replace("T", " ")[:19]
+    env.filters["short"] = whole_id
+    env.filters["when"] = when_markup
     env.filters["json"] = lambda v: orjson.dumps(v, default=str, option=orjson.OPT_INDENT_2).decode()
     env.filters["us"] = lambda v: display_us(v) if isinstance(v, int) else ""
+    env.filters["compact"] = compact_time
     env.filters["clip"] = lambda v, n=4000: "" if v is None else (str(v) if len(str(v)) <= n else str(v)[:n] + " …")
     return env
+
+
+def whole_id(v: Any, n: int = 12) -> Markup:
+    """An id whole in the markup and its title, shortened on screen by CSS (``code.id``): hover
+    shows it, selecting copies it (``n``, the old cut, is left to the stylesheet)."""
+    if v is None:
+        return Markup("")
+    return Markup('<code class="id" title="{0}">{0}</code>').format(str(v))
+
+
+def when_markup(v: Any) -> Markup:
+    """A time as ``<time>``: :func:`compact_time` on one line, the whole time in its title."""
+    if not v:
+        return Markup("")
+    return Markup('<time class="when" datetime="{0}" title="{0}">{1}</time>').format(str(v), compact_time(v))
+
+
+def compact_time(v: Any, today: str | None = None) -> str:
+    """A stored time (RFC 3339 text or a datetime) on one short line, in UTC: ``15:04:05`` today,
+    ``Dec 07 15:04`` earlier this year, ``2025-12-07`` before; the text itself when unreadable."""
+    from datetime import datetime, timezone
+
+    if not v:
+        return ""
+    try:
+        t = v if isinstance(v, datetime) else datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+    except ValueError:
+        return str(v)[:19]
+    t = t.astimezone(timezone.utc) if t.tzinfo else t
+    now = datetime.now(timezone.utc)
+    if (today or now.date().isoformat()) == t.date().isoformat():
+        return t.strftime("%H:%M:%S")
+    if t.year == now.year:
+        return t.strftime("%b %d %H:%M")
+    return t.strftime("%Y-%m-%d")
 
 
 def nav(root: str) -> tuple[tuple[str, str], ...]:
@@ -165,5 +202,5 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return error(request, 500, "Internal error", f"{type(exc).__name__} (see the server's output)")
 
 
-__all__ = ["JSON", "NAV", "TEAM_NAV", "AppState", "Producer", "environment", "error", "guarded", "key_of", "nav", "not_found", "page",
+__all__ = ["JSON", "NAV", "TEAM_NAV", "AppState", "Producer", "compact_time", "environment", "when_markup", "whole_id", "error", "guarded", "key_of", "nav", "not_found", "page",
            "page_no", "read", "server_error", "state", "twins"]

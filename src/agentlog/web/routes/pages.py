@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from typing import Any, Awaitable
 from urllib.parse import urlencode
 
@@ -23,8 +24,20 @@ from agentlog.web import data
 from agentlog.web.routes.common import JSON, error, guarded, key_of, page_no, read, state
 
 
+NOW_FRESH_S = 15
+"""Now is measured against the wall clock: its answer is remembered per store version for at
+most this many seconds (a request that has waited too long must leave without a new event)."""
+
+
+def now_key(page_key: str = "/?") -> str:
+    """What Now's answer is remembered under: the page's key (:func:`.common.key_of`) and the
+    current :data:`NOW_FRESH_S` window (the server's warm-up fills it for the first visitor)."""
+    return f"{page_key}#{int(time.time() // NOW_FRESH_S)}"
+
+
 def now(request: Request) -> Awaitable[Any]:
-    return read(request, data.now, key_of(request))
+    root = state(request).root
+    return read(request, lambda e: data.now(e, root), now_key(key_of(request)))
 
 
 def timeline(request: Request) -> Awaitable[Any]:
@@ -40,7 +53,8 @@ def attempt(request: Request) -> Awaitable[Any]:
 
 def failures(request: Request) -> Awaitable[Any]:
     project = request.query_params.get("project") or None
-    return read(request, lambda e: data.failures(e, page=page_no(request), project=project), key_of(request))
+    root = state(request).root
+    return read(request, lambda e: data.failures(e, root, page=page_no(request), project=project), key_of(request))
 
 
 async def search(request: Request) -> Any:
@@ -174,5 +188,5 @@ async def verify_action(request: Request) -> Response:
     return RedirectResponse("/integrity", status_code=303)
 
 
-__all__ = ["attempt", "failures", "integrity", "now", "search", "session_proof", "session_share", "sql", "sql_csv",
-           "timeline", "verify_action"]
+__all__ = ["attempt", "failures", "integrity", "now", "now_key", "search", "session_proof", "session_share", "sql",
+           "sql_csv", "timeline", "verify_action"]
