@@ -74,11 +74,11 @@ with Engine(root) as engine:
     }
     out = {}
     for name, q in shapes.items():
-        res = search(root, q, limit=20, engine=engine, catch=False)
+        res = search(root, q, limit=20, engine=engine, catch=False, mode="lexical")
         runs = []
         for _ in range(int(sys.argv[3])):
             t = time.perf_counter()
-            res = search(root, q, limit=20, engine=engine, catch=False)
+            res = search(root, q, limit=20, engine=engine, catch=False, mode="lexical")
             runs.append((time.perf_counter() - t) * 1000)
         runs.sort()
         out[name] = {"query": q, "hits": len(res.hits), "median": statistics.median(runs),
@@ -115,7 +115,7 @@ def hook_to_hit(root: str, n: int, *, timeout: float = 30.0, poll: float = 0.01)
 
     def found(word: str, t0: float) -> float | None:
         while time.perf_counter() - t0 < timeout:
-            if find(root, word, limit=1, catch=False).hits:
+            if find(root, word, limit=1, catch=False, mode="lexical").hits:
                 return time.perf_counter() - t0
             time.sleep(poll)
         return None
