@@ -261,3 +261,21 @@ def test_memories_are_found_by_meaning_ranked_by_effective_confidence(agentlog_h
     assert [m.id for m, _ in memories.search(root, "nightly copy of the test data store", mode="semantic")] == [other.id]
     assert memories.search(root, "zebracanary flibbertigibbet") == []
     assert memories.search(root, '"code layout"') == []  # a phrase asks for exact text
+
+
+def test_the_two_stage_scan_finds_the_exact_scans_nearest() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((200, semantic.DIM)).astype(np.float32)
+    raw = centres[rng.integers(0, 200, 20_000)] + 0.5 * rng.standard_normal((20_000, semantic.DIM)).astype(np.float32)
+    vectors = semantic.quantise(raw / np.linalg.norm(raw, axis=1, keepdims=True))
+    found = []
+    for row in rng.integers(0, len(vectors), 10):
+        query = vectors[row].astype(np.float32) / 127.0
+        exact = semantic.ranked(vectors, query, 10, exact_max=len(vectors))
+        two = semantic.ranked(vectors, query, 10, exact_max=0)  # sign bits first, then the best 4,096 exactly
+        assert two[0][1] == row and exact[0][1] == row
+        assert [s for s, _ in two] == sorted((s for s, _ in two), reverse=True)
+        found.append(len({i for _, i in exact} & {i for _, i in two}) / 10)
+    assert sum(found) / len(found) >= 0.9, found
