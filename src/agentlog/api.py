@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from agentlog.query.views import timeline
     from agentlog.search.index import index_path
     from agentlog.search.places import places_dir
+    from agentlog.search.semantic import path as semantic_path
     from agentlog.search.service import search
     from agentlog.integrity.merkle import verify_consistency, verify_inclusion
     from agentlog.integrity.tree import FrameTree, tree_dir
@@ -163,6 +164,7 @@ _LAZY: dict[str, str] = {
     "projection_dir": "agentlog.projection.persist:projection_dir",
     "index_path": "agentlog.search.index:index_path",
     "places_dir": "agentlog.search.places:places_dir",
+    "semantic_path": "agentlog.search.semantic:path",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
     "hook_server_answers": "agentlog.capture.hook_socket:probe",
@@ -279,6 +281,7 @@ __all__ = [
     "seal_log",
     "search",
     "search_memories",
+    "semantic_path",
     "state_at",
     "timeline",
     "trace",

@@ -92,13 +92,29 @@ def _model() -> Any:
     return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
 
 
+EMBED_CHARS: Final = 131_072
+"""Characters of a batch given to the model at once, counted as its texts' number times its longest:
+wordllama pads a batch to its longest text and holds every token's vector (a batch of 256 texts of
+8 KiB took gigabytes)."""
+
+
 def embed(texts: list[str]) -> np.ndarray:
-    """Unit vectors (float32, one row per text)."""
+    """Unit vectors (float32, one row per text). The texts are embedded shortest first, in batches
+    of similar length holding at most :data:`EMBED_CHARS` (padded), at most 256 texts."""
     import numpy as np
 
-    if not texts:
-        return np.zeros((0, DIM), dtype=np.float32)
-    return np.asarray(_model().embed(texts, norm=True, batch_size=256), dtype=np.float32)
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < 256 and (end - start + 1) * len(texts[order[end]]) <= EMBED_CHARS:
+            end += 1
+        rows = order[start:end]
+        out[rows] = np.asarray(_model().embed([texts[i] for i in rows], norm=True, batch_size=len(rows)),
+                               dtype=np.float32)
+        start = end
+    return out
 
 
 def quantise(vectors: np.ndarray) -> np.ndarray:
