@@ -33,7 +33,9 @@ def mems(agentlog_home: Path) -> dict[str, S.Memory]:
 
 
 def ids(root: Path, q: str, **kw: object) -> set[str]:
-    return {m.id for m, _ in S.search(str(root), q, **kw)}  # type: ignore[arg-type]
+    """The memories the words match (hybrid, the default with the semantic extra, adds memories
+    near in meaning: tests/test_search_semantic.py)."""
+    return {m.id for m, _ in S.search(str(root), q, **{"mode": "lexical", **kw})}  # type: ignore[arg-type]
 
 
 def test_each_operator_finds_what_it_names_and_not_the_rest(agentlog_home: Path, mems: dict[str, S.Memory]) -> None:

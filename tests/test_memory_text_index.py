@@ -17,7 +17,7 @@ from agentlog.operations.memory_purge import purge_memory
 
 
 def ids(root: str, q: str) -> set[str]:
-    return {m.id for m, _ in S.search(root, q)}
+    return {m.id for m, _ in S.search(root, q, mode="lexical")}  # words only (hybrid: test_search_semantic.py)
 
 
 def _terms(root: str, prefix: str) -> list[str]:

@@ -286,10 +286,11 @@ def test_hostile_queries_error_or_answer_never_crash(searched: str, query: str) 
         q = parse_query(query)
     except SearchSyntaxError:
         return
-    from agentlog.search.service import _engine_query, _searcher, _top
+    from agentlog.search.engine_query import engine_query
+    from agentlog.search.service import _searcher, _top
 
     try:
-        query, ranked, _check = _engine_query(q)
+        query, ranked, _check = engine_query(q)
     except SearchSyntaxError:  # e.g. since:garbage
         return
     searcher = _searcher(searched)
@@ -330,10 +331,10 @@ def test_hostile_queries_through_the_cli(tmp_path: Path) -> None:
        st.sampled_from(['"parse config"', "parse_config", "ParseConfig", "config_parse", '"flux parse"', "parse_con*",
                         'flux -"parse config"', '"config flux" OR parse-config']))
 def test_the_phrase_check_on_text_agrees_with_the_index_tokens(pieces: list[str], query: str) -> None:
-    from agentlog.search.service import _engine_query
+    from agentlog.search.engine_query import engine_query
 
     text = "".join(pieces)
-    _query, _ranked, check = _engine_query(parse_query(query))
+    _query, _ranked, check = engine_query(parse_query(query))
     assert check is not None
     assert check(text) == check.by_tokens(text)
 
@@ -345,10 +346,10 @@ def test_the_phrase_check_on_text_agrees_with_the_index_tokens(pieces: list[str]
        st.sampled_from(['"parse config"', "parse_config", '"detail parse"', "detail_parse", '"flux parse"',
                         "parse_con*", 'flux -"parse config"', '"config detail" OR parse-config', '"tail parse"']))
 def test_the_check_on_a_text_that_is_not_ascii_agrees_with_the_index_tokens(pieces: list[str], query: str) -> None:
-    from agentlog.search.service import _engine_query
+    from agentlog.search.engine_query import engine_query
 
     text = "".join(pieces)
-    _query, _ranked, check = _engine_query(parse_query(query))
+    _query, _ranked, check = engine_query(parse_query(query))
     assert check is not None
     assert check(text) == check.by_tokens(text)
 
@@ -361,10 +362,10 @@ def test_the_check_on_a_text_that_is_not_ascii_agrees_with_the_index_tokens(piec
                         '"config flux" OR parse-config', '"x1 flux"']))
 def test_the_check_on_a_text_with_unicode_separators_agrees_with_the_index_tokens(pieces: list[str],
                                                                                   query: str) -> None:
-    from agentlog.search.service import _engine_query
+    from agentlog.search.engine_query import engine_query
 
     text = "".join(pieces)
-    _query, _ranked, check = _engine_query(parse_query(query))
+    _query, _ranked, check = engine_query(parse_query(query))
     assert check is not None
     assert check(text) == check.by_tokens(text)
 
@@ -375,7 +376,7 @@ def test_every_character_of_the_separating_categories_separates_tokens() -> None
     import sys
     import unicodedata
 
-    from agentlog.search.service import SEPARATING
+    from agentlog.search.engine_query import SEPARATING
 
     an = index.analyzer()
     chars = [chr(c) for c in range(0x80, sys.maxunicode + 1) if unicodedata.category(chr(c)) in SEPARATING]

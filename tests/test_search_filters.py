@@ -18,7 +18,13 @@ from scenario import write
 
 from agentlog.cli import cli
 from agentlog.search import service
-from agentlog.search.service import SearchSyntaxError, search
+from agentlog.search.service import SearchResult, SearchSyntaxError
+
+
+def search(root: str, text: str, **kw: Any) -> SearchResult:
+    """Search by words alone, as these tests' rankings assume (hybrid, the default with the
+    semantic extra, adds events near in meaning: tests/test_search_semantic.py)."""
+    return service.search(root, text, **{"mode": "lexical", **kw})
 from agentlog.store.ingest import ingest
 
 T0 = 1_793_000_000_000_000
@@ -114,6 +120,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 
 def _ids(query: str, root: str, **kw: Any) -> list[str]:
+    """The hits' ids, ranked by words alone (hybrid, the default with the semantic extra, adds
+    events near in meaning: tests/test_search_semantic.py)."""
     return [h.event_id for h in search(root, query, **kw).hits]
 
 
@@ -283,7 +291,7 @@ def test_the_dashboard_shows_each_hit_s_turn_and_replacement_and_its_pager_keeps
 def test_the_mcp_tool_gives_each_hit_s_place_and_takes_an_outcome(built: Built) -> None:
     from agentlog.mcp import tools as mcp_tools
 
-    text, data = mcp_tools.search(built.root, query="tests", outcome="superseded")
+    text, data = mcp_tools.search(built.root, query="tests", outcome="superseded", mode="lexical")
     assert [h["event_id"] for h in data["hits"]] == [built.superseded]
     line = [x for x in text.splitlines() if "superseded" in x and "att_" in x]
     assert line and "trn_" in line[0] and "replaced by att_" in line[0]

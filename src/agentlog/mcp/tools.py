@@ -251,9 +251,11 @@ def evidence(root: str, *, subject: str, max_rows: int | None = None,
 
 
 def search(root: str, *, query: str, outcome: str | None = None, max_rows: int | None = None,
-           max_chars: int | None = None, similar: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Ranked hits (hybrid with the semantic extra); ``similar``: an event's or attempt's id, for
-    the events nearest its meaning (``query`` may then hold only filters, or be empty)."""
+           max_chars: int | None = None, similar: str | None = None,
+           mode: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Ranked hits (``mode`` lexical, semantic or hybrid: hybrid by default with the semantic
+    extra); ``similar``: an event's or attempt's id, for the events nearest its meaning
+    (``query`` may then hold only filters, or be empty)."""
     from agentlog.core import AgentlogError
     from agentlog.search.service import SearchSyntaxError, search as full_text
     from agentlog.search.text import MAX_QUERY
@@ -265,10 +267,13 @@ def search(root: str, *, query: str, outcome: str | None = None, max_rows: int |
         raise ToolError(f"query is 1–{MAX_QUERY} characters of words")
     if outcome not in (None, "", "failed", "succeeded", "superseded"):
         raise ToolError("outcome is failed, succeeded or superseded")
+    if mode not in (None, "", "lexical", "semantic", "hybrid"):
+        raise ToolError("mode is lexical, semantic or hybrid")
 
     def run(engine: Any) -> tuple[list[dict[str, Any]], str | None]:
         try:
-            res = full_text(root, query, limit=rows, engine=engine, outcome=outcome or None, similar=similar or None)
+            res = full_text(root, query, limit=rows, engine=engine, outcome=outcome or None, similar=similar or None,
+                            mode=mode or None)
         except (SearchSyntaxError, AgentlogError) as e:  # a bad query, an unknown id, no semantic extra
             raise ToolError(str(e)) from None
         return [dict(h.__dict__) for h in res.hits], res.note

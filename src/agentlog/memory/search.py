@@ -236,11 +236,21 @@ def _effective_text() -> tuple[str, str]:
 
 
 def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
-        now_us: int | None = None, root: str | None = None) -> list[tuple[Any, float]]:
+        now_us: int | None = None, root: str | None = None, mode: str | None = None) -> list[tuple[Any, float]]:
     """The page of memories matching ``text``: (memory, score), best first. The free text is
-    matched by the text index of ``root`` (caught up with ``con`` first); ranking and the
-    confidence conditions are computed in SQL; only the page's rows are read whole."""
+    matched by the text index of ``root`` (caught up with ``con`` first) and, in ``semantic`` or
+    ``hybrid`` mode (the default with the ``semantic`` extra), by meaning (:mod:`.meaning`);
+    ranking and the confidence conditions are computed in SQL; only the page's rows are read whole."""
+    from agentlog.memory import meaning
     from agentlog.memory.rows import COLUMNS as _COLUMNS, memory_from_row as _row
+
+    mode = mode or meaning.default_mode()
+    if mode not in meaning.MODES:
+        raise InvalidMemory(f"mode {mode!r}: expected one of {', '.join(meaning.MODES)}")
+    if mode != "lexical":
+        from agentlog.search import semantic
+
+        semantic.require()
 
     q = parse(text)
     now = now_us if now_us is not None else time.time_ns() // 1000
@@ -271,6 +281,7 @@ def run(con: sqlite3.Connection, text: str, *, limit: int = 20, offset: int = 0,
         if root is None:
             raise ValueError("a free-text memory search needs the data root (its text index)")
         found = text_index.matches(root, con, free, q.index_narrowing())  # (kind, tag and flags too)
+        found = meaning.blended(root, con, free, " ".join(q.text), found, mode, q.index_narrowing())
         if not found:
             return []
         # the matches as one JSON object {row: relevance}, bound as a parameter

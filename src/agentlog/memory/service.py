@@ -379,14 +379,16 @@ def list_memories(root: str, *, kind: str | None = None, tag: str | None = None,
 
 
 def search(root: str, text: str, *, limit: int = 20, offset: int = 0,
-           now_us: int | None = None) -> list[tuple[Memory, float]]:
-    """Memories matching ``text`` (words, phrases and operators: :mod:`.search`),
-    ranked by relevance × effective confidence; only the returned page is read whole."""
+           now_us: int | None = None, mode: str | None = None) -> list[tuple[Memory, float]]:
+    """Memories matching ``text`` (words, phrases and operators: :mod:`.search`), by meaning
+    too in ``mode`` hybrid or semantic (:mod:`.meaning`; hybrid is the default with the
+    ``semantic`` extra), ranked by relevance × effective confidence; only the returned page is
+    read whole."""
     from agentlog.memory import search as language
 
     con = connect(root)
     try:
-        hits = language.run(con, text, limit=limit, offset=offset, now_us=now_us, root=root)
+        hits = language.run(con, text, limit=limit, offset=offset, now_us=now_us, root=root, mode=mode)
         annotate(con, [m for m, _ in hits])
         return hits
     finally:

@@ -310,7 +310,7 @@ def _prefix_query(token: str) -> tantivy.Query:
     once per process, as building it costs more than running it on a memory's index)."""
     import tantivy
 
-    from agentlog.search.service import regex_literal
+    from agentlog.search.engine_query import regex_literal
 
     return tantivy.Query.regex_query(schema(), "body", regex_literal(token) + ".*")
 

@@ -18,11 +18,17 @@ MODES: Final = ("lexical", "semantic", "hybrid")
 RRF_K: Final = 60
 """Reciprocal rank fusion's constant: a candidate scores Σ weight / (RRF_K + rank)."""
 LEXICAL_WEIGHT: Final = 1.0
-SEMANTIC_WEIGHT: Final = 1.0
+SEMANTIC_WEIGHT: Final = 2.0
+"""Chosen on two thirds of the relevance set (scripts/calibrate_hybrid.py; docs/search.md): 1:2
+ranks as 1:3 and a little better than 1:1 or 2:1 (nDCG@10), a score blend no better."""
 POOL: Final = 100
 """Candidates each side brings to a blend, at least (more for deep pages)."""
 SEMANTIC_POOL: Final = 200
 """Nearest vectors looked up first; with filters that keep too few, four times more each round."""
+FLOOR: float = 0.21
+"""A query's semantic candidates are the vectors at least this similar to it (cosine): below it
+an event is not taken to be about the query. Queries nothing in the relevance corpus is about
+reach 0.13–0.198 (:data:`.relevance.NONSENSE`); relevant hits 0.2–0.6 (docs/search.md)."""
 
 Candidates = Callable[[int, int], list[tuple[float, Any]]]
 
@@ -39,9 +45,16 @@ def semantic_text(text: str) -> str:
     return " ".join(w for w in words if w)
 
 
+def exact(q: Any) -> bool:
+    """Whether a parsed query asks for exact text (a quoted phrase, a ``prefix*``): hybrid mode then
+    ranks by words alone."""
+    return any(t.phrase or t.prefix for alts in q.clauses for t in alts)
+
+
 def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
-                        exclude: frozenset[tuple[str, int]] = frozenset()) -> Candidates:
-    """The events nearest ``vector`` that ``allowed`` (a tantivy query) matches, best first."""
+                        exclude: frozenset[tuple[str, int]] = frozenset(), floor: float | None = None) -> Candidates:
+    """The events nearest ``vector`` that ``allowed`` (a tantivy query) matches, best first, at
+    least ``floor`` similar (cosine) when it is given."""
     import tantivy
 
     from agentlog.search import semantic
@@ -51,9 +64,11 @@ def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
         want = n + skip
         pool = max(SEMANTIC_POOL, 4 * want)
         while True:
-            near = [(s, k) for s, k in semantic.nearest(root, vector, pool) if k not in exclude]
+            every = semantic.nearest(root, vector, pool)
+            near = [(s, k) for s, k in every if k not in exclude and (floor is None or s >= floor)]
             if not near:
                 return []
+            done = len(every) < pool or (floor is not None and every[-1][0] < floor)  # none further qualifies
             score = {k: s for s, k in near}
             q = tantivy.Query.boolean_query([
                 (tantivy.Occur.Must, allowed),
@@ -65,7 +80,7 @@ def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
                 if k in score:
                     found.append((score[k], addr))
             found.sort(key=lambda x: -x[0])
-            if len(found) >= want or len(near) + len(exclude) < pool:
+            if len(found) >= want or done:
                 return found[skip:want]
             pool *= 4
 
@@ -123,5 +138,5 @@ def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
     return mean / norm if norm else None
 
 
-__all__ = ["MODES", "fused", "semantic_candidates", "semantic_text",
+__all__ = ["FLOOR", "MODES", "exact", "fused", "semantic_candidates", "semantic_text",
            "similar_keys", "similar_vector"]

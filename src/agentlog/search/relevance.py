@@ -127,6 +127,8 @@ FIXTURE_QUERIES: Final[tuple[Case, ...]] = (
     Case("fish shell completion", ("This adds a new Fish branch in shell detection",), "keyword"),
     Case("warn people when two agents run at the same time", ("multi-session warnings", "multi-session handling"),
          "paraphrase"),
+    Case("why did we put every log line in one place for each checkout",  # a commit's message
+         ("Consolidate logging to single file per worktree",), "paraphrase"),
 )
 
 
@@ -145,6 +147,29 @@ def generated_cases() -> list[Case]:
 
 def cases() -> list[Case]:
     return [*FIXTURE_QUERIES, *generated_cases()]
+
+
+def held_out(i: int) -> bool:
+    """Whether the ``i``-th case is in the held-out third (not used to choose a setting)."""
+    return i % 3 == 2
+
+
+NONSENSE: Final = ("zebracanary", "qwxzptlk vrrmbo", "flibbertigibbet snorkel", "purple elephant ballet recital",
+                   "medieval castle siege catapult", "knitting a wool scarf for grandma")
+"""Queries nothing in the relevance corpus is about: a search in any mode should return nothing."""
+
+
+def build(root: str, work: str, fixtures: str | None) -> None:
+    """The relevance corpus in ``root``: the generated sessions (written under ``work``) and the
+    shared Claude Code fixtures (``fixtures``), imported, ingested, and both indexes caught up."""
+    from agentlog.importers.run import import_paths
+    from agentlog.search.service import search
+    from agentlog.store.ingest import ingest
+
+    generated = write_sessions(os.path.join(work, "generated"))
+    import_paths(root, ["claude-code"], [*([fixtures] if fixtures else []), *generated])
+    ingest(root)
+    search(root, "warm", mode="lexical")
 
 
 def write_sessions(directory: str) -> list[str]:
@@ -192,14 +217,17 @@ def event_texts(root: str) -> dict[str, str]:
     return out
 
 
-def measure(root: str, mode: str, *, which: str | None = None) -> dict[str, float]:
-    """Mean recall@5 and nDCG@10 of ``mode`` over the set (``which``: one kind of query only)."""
+def measure(root: str, mode: str, *, which: str | None = None, part: str | None = None) -> dict[str, float]:
+    """Mean recall@5 and nDCG@10 of ``mode`` over the set (``which``: one kind of query only;
+    ``part``: ``tuning`` or ``held-out`` queries only, :func:`held_out`)."""
     from agentlog.search.service import search
 
     texts = event_texts(root)
     recall, ndcg = [], []
-    for case in cases():
+    for i, case in enumerate(cases()):
         if which is not None and case.kind != which:
+            continue
+        if part is not None and held_out(i) != (part == "held-out"):
             continue
         relevant = {e for e, t in texts.items() if any(s in t for s in case.targets)}
         if not relevant:
@@ -214,4 +242,5 @@ def measure(root: str, mode: str, *, which: str | None = None) -> dict[str, floa
     return {"queries": len(recall), "recall@5": round(sum(recall) / n, 3), "ndcg@10": round(sum(ndcg) / n, 3)}
 
 
-__all__ = ["FIXTURE_QUERIES", "TOPICS", "Case", "cases", "event_texts", "measure", "write_sessions"]
+__all__ = ["FIXTURE_QUERIES", "NONSENSE", "TOPICS", "Case", "build", "cases", "event_texts", "held_out", "measure",
+           "write_sessions"]

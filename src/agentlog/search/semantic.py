@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentlog.core import UsageError, locks
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.search.retracted import Retracted
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,6 +53,11 @@ MIN_CHARS: Final = 3
 """A chunk shorter than this (once stripped) is not embedded."""
 MERGE_AT: Final = 16
 BLOCK: Final = 65_536
+EXACT_MAX: Final = 50_000
+"""Up to this many vectors a query scores each one; past it, a first pass by the Hamming distance
+of the vectors' sign bits (32 bytes a vector) keeps :data:`RERANK` candidates (or 8 × the vectors
+asked for), which are then scored exactly (docs/search.md has what this costs and misses)."""
+RERANK: Final = 4_096
 ENABLE: Final = "semantic search needs the 'semantic' extra: pip install 'agentlog[semantic]'"
 Key = tuple[str, int]
 
@@ -86,13 +92,29 @@ def _model() -> Any:
     return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
 
 
+EMBED_CHARS: Final = 131_072
+"""Characters of a batch given to the model at once, counted as its texts' number times its longest:
+wordllama pads a batch to its longest text and holds every token's vector (a batch of 256 texts of
+8 KiB took gigabytes)."""
+
+
 def embed(texts: list[str]) -> np.ndarray:
-    """Unit vectors (float32, one row per text)."""
+    """Unit vectors (float32, one row per text). The texts are embedded shortest first, in batches
+    of similar length holding at most :data:`EMBED_CHARS` (padded), at most 256 texts."""
     import numpy as np
 
-    if not texts:
-        return np.zeros((0, DIM), dtype=np.float32)
-    return np.asarray(_model().embed(texts, norm=True, batch_size=256), dtype=np.float32)
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < 256 and (end - start + 1) * len(texts[order[end]]) <= EMBED_CHARS:
+            end += 1
+        rows = order[start:end]
+        out[rows] = np.asarray(_model().embed([texts[i] for i in rows], norm=True, batch_size=len(rows)),
+                               dtype=np.float32)
+        start = end
+    return out
 
 
 def quantise(vectors: np.ndarray) -> np.ndarray:
@@ -101,13 +123,22 @@ def quantise(vectors: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(vectors * 127.0), -127, 127).astype(np.int8)
 
 
+COMMIT: Final = '"git_subcommand":"commit"'
+"""What a shell call's event holds when it runs ``git commit`` (its ``attrs``, as the store keeps
+the event): its command, the commit's message, is a chunk."""
+
+
 def chunk_text(row: dict[str, Any]) -> str | None:
     """The text a row is embedded by (None: not a chunk)."""
-    if row.get("kind") not in KINDS:
-        return None
     from agentlog.search.delta import content_of
     from agentlog.search.text import plain
 
+    if row.get("kind") == "tool_call_started" and COMMIT in (row.get("event") or ""):
+        content = content_of(row)
+        command = content.get("command") if isinstance(content, dict) else None
+        return f"git commit: {command}" if isinstance(command, str) and len(command.strip()) >= MIN_CHARS else None
+    if row.get("kind") not in KINDS:
+        return None
     text = plain(row.get("text"), content_of(row), None, None).strip()
     if len(text) < MIN_CHARS:
         return None
@@ -141,9 +172,11 @@ def _write(file: str, data: bytes) -> None:
     os.replace(tmp, file)
 
 
-def _save_manifest(root: str, version: int | None, table: str | None, segments: list[str]) -> None:
+def _save_manifest(root: str, version: int | None, table: str | None, segments: list[str],
+                   gone: Retracted | None = None) -> None:
     _write(os.path.join(path(root), "manifest.json"),
-           json.dumps({"model": MODEL, "version": version, "table": table, "segments": segments}).encode())
+           json.dumps({"model": MODEL, "version": version, "table": table, "segments": segments,
+                       "retracted": (gone or Retracted()).to_json()}).encode())
     _collect(root, segments)
 
 
@@ -196,22 +229,27 @@ def _locked(root: str, wait: float) -> Iterator[bool]:
 # -- following the store ---------------------------------------------------------------------------
 
 
-def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key]) -> tuple[np.ndarray, list[Key]]:
+def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
+                gone: Retracted) -> tuple[np.ndarray, list[Key], bool]:
+    """The rows' vectors and keys, less ``skip`` and what ``gone`` retracts; a retraction among
+    the rows is added to ``gone`` (the third value: whether one was)."""
     import numpy as np
 
     parts: list[np.ndarray] = []
     keys: list[Key] = []
+    retracting = False
     for rows in batches:
         texts: list[str] = []
         for r in rows:
+            retracting = gone.add(r) or retracting
             key = (f"{r['log_provider']}/{r['log_key']}", int(r["seq"]))
-            text = chunk_text(r) if key not in skip else None
+            text = chunk_text(r) if key not in skip and not (gone and gone.holds(r)) else None
             if text is not None:
                 texts.append(text)
                 keys.append(key)
         if texts:
             parts.append(quantise(embed(texts)))
-    return (np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.int8)), keys
+    return (np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.int8)), keys, retracting
 
 
 def _drop(root: str, segments: list[str], keys: set[Key]) -> tuple[list[str], int]:
@@ -261,14 +299,22 @@ def catch_up(root: str) -> dict[str, Any]:
             if actions is None or not all(os.path.exists(os.path.join(table_path, unquote(p))) for p in adds):
                 return _rebuild_locked(root, set(), started)
             files += adds
-        vectors, keys = _embed_rows(_batches(table_path, files), set())
+        gone = Retracted.from_json(m.get("retracted"))
+        vectors, keys, retracting = _embed_rows(_batches(table_path, files), set(), gone)
         segments = list(m["segments"])
         if keys:
             segments, _ = _drop(root, segments, set(keys))  # a row written again replaces its vector
             segments.append(_new_segment(root, vectors, keys))
+        if retracting:  # the vectors already held for what a new retraction names go
+            from deltalake import DeltaTable
+
+            from agentlog.search.retracted import keys_in_store
+
+            every = [u.removeprefix("file://") for u in DeltaTable(table_path).file_uris()]
+            segments, _ = _drop(root, segments, keys_in_store(table_path, every, gone))
         if len(segments) > MERGE_AT:
             segments = [_merge(root, segments)]
-        _save_manifest(root, latest, table, segments)
+        _save_manifest(root, latest, table, segments, gone)
     return {"embedded": len(keys), "version": latest, "seconds": round(time.perf_counter() - started, 3)}
 
 
@@ -297,11 +343,14 @@ def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, A
     if found is None:
         _save_manifest(root, None, None, [])
         return {"embedded": 0, "rebuilt": True}
+    from agentlog.search.retracted import in_store
+
     dt = DeltaTable(found[0])
     files = [u.removeprefix("file://") for u in dt.file_uris()]
-    vectors, keys = _embed_rows(_batches(found[0], files), without)
+    gone = in_store(found[0], files)  # first: a retraction may come after what it retracts
+    vectors, keys, _ = _embed_rows(_batches(found[0], files), without, gone)
     segments = [_new_segment(root, vectors, keys)] if keys else []
-    _save_manifest(root, dt.version(), _table_id(found[1]), segments)
+    _save_manifest(root, dt.version(), _table_id(found[1]), segments, gone)
     return {"embedded": len(keys), "version": dt.version(), "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -318,7 +367,7 @@ def forget(root: str, keys: set[Key]) -> int:
         if m is None:
             return 0
         segments, dropped = _drop(root, list(m["segments"]), keys)
-        _save_manifest(root, m.get("version"), m.get("table"), segments)
+        _save_manifest(root, m.get("version"), m.get("table"), segments, Retracted.from_json(m.get("retracted")))
     return dropped
 
 
@@ -352,22 +401,54 @@ def _matrix(root: str) -> tuple[np.ndarray, list[Key]]:
     return vectors, keys
 
 
+def count(root: str) -> int:
+    """Vectors held."""
+    return len(_matrix(root)[1])
+
+
 def nearest(root: str, query: np.ndarray, n: int) -> list[tuple[float, Key]]:
     """The ``n`` vectors nearest ``query`` (a unit vector) by cosine, best first."""
+    vectors, keys = _matrix(root)
+    return [(s, keys[i]) for s, i in ranked(vectors, query, n)]
+
+
+def signs(vectors: np.ndarray) -> np.ndarray:
+    """Each vector's sign bits, packed (``uint64``, four a 256-dimension vector)."""
     import numpy as np
 
-    vectors, keys = _matrix(root)
-    if not keys or n <= 0:
+    return np.packbits(vectors > 0, axis=-1).view(np.uint64)
+
+
+_SIGNS: dict[int, tuple[Any, Any]] = {}
+
+
+def ranked(vectors: np.ndarray, query: np.ndarray, n: int, exact_max: int = EXACT_MAX) -> list[tuple[float, int]]:
+    """The ``n`` rows of ``vectors`` (int8) nearest ``query`` by cosine, best first: each scored
+    exactly up to ``exact_max`` rows, past it only the best by Hamming distance of their signs."""
+    import numpy as np
+
+    if not len(vectors) or n <= 0:
         return []
     q = query.astype(np.float32) / 127.0
-    scores = np.empty(len(keys), dtype=np.float32)
-    for start in range(0, len(keys), BLOCK):
-        block = vectors[start:start + BLOCK].astype(np.float32)
-        scores[start:start + BLOCK] = block @ q
-    n = min(n, len(keys))
+    n = min(n, len(vectors))
+    if len(vectors) > exact_max and 8 * n < len(vectors):
+        kept = _SIGNS.get(id(vectors))
+        if kept is None or kept[0] is not vectors:
+            kept = _SIGNS[id(vectors)] = (vectors, signs(vectors))
+            for other in [k for k, v in _SIGNS.items() if v[0] is not vectors]:
+                del _SIGNS[other]  # one matrix's signs kept: the current one
+        distance = np.bitwise_count(kept[1] ^ signs(query.reshape(1, -1))).sum(axis=1, dtype=np.uint16)
+        want = min(max(RERANK, 8 * n), len(vectors))
+        rows = np.argpartition(distance, want - 1)[:want]
+        scores = vectors[rows].astype(np.float32) @ q
+    else:
+        rows = np.arange(len(vectors))
+        scores = np.empty(len(vectors), dtype=np.float32)
+        for start in range(0, len(vectors), BLOCK):
+            scores[start:start + BLOCK] = vectors[start:start + BLOCK].astype(np.float32) @ q
     top = np.argpartition(-scores, n - 1)[:n]
     top = top[np.argsort(-scores[top], kind="stable")]
-    return [(float(scores[i]), keys[i]) for i in top]
+    return [(float(scores[i]), int(rows[i])) for i in top]
 
 
 def vector_of(root: str, key: Key) -> np.ndarray | None:
@@ -391,5 +472,5 @@ def stats(root: str) -> dict[str, Any]:
             "version": m.get("version") if m else None}
 
 
-__all__ = ["ENABLE", "KINDS", "MODEL", "SemanticUnavailable", "available", "catch_up", "chunk_text", "embed",
-           "forget", "nearest", "rebuild", "remove", "require", "stats", "vector_of"]
+__all__ = ["ENABLE", "KINDS", "MODEL", "SemanticUnavailable", "available", "catch_up", "chunk_text", "count", "embed",
+           "forget", "nearest", "ranked", "rebuild", "remove", "require", "signs", "stats", "vector_of"]
