@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import re
 import subprocess
 import sys
@@ -504,3 +505,40 @@ def test_the_servers_listening_socket_turns_nagle_off() -> None:
             assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         sock.close()
+
+
+def test_sigterm_stops_the_dashboard_with_a_live_stream_open(agentlog_home: Path) -> None:
+    """A browser holding the live stream open does not keep the server from stopping: SIGTERM
+    ends it within the graceful-shutdown bound (uvicorn's default waits for every request)."""
+    import http.cookiejar
+    import subprocess
+    import sys
+    import threading
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "agentlog", "serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "AGENTLOG_HOME": str(agentlog_home)})
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                opener.open(url, timeout=5).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the dashboard did not answer"
+                time.sleep(0.2)
+        stream = opener.open(url.split("/?", 1)[0] + "/api/stream", timeout=30)
+        got = threading.Event()
+        threading.Thread(target=lambda: (stream.read(1), got.set()), daemon=True).start()
+        assert got.wait(15), "the stream sent nothing"
+        started = time.monotonic()
+        proc.terminate()
+        proc.communicate(timeout=15)
+        assert time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -48,7 +48,9 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
     port = sock.getsockname()[1]
     guard = Guard(port=port, bind_host=host, allow_remote=allow_remote)
     app = create_app(root, guard, live=live)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, server_header=False))
+    # a browser holds the live stream open: without a bound, a graceful shutdown waits for it forever
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
+                                           timeout_graceful_shutdown=3))
     url = guard.url()
     err = stderr()
     err.print(f"agentlog dashboard on {url}", markup=False, highlight=False)
