@@ -216,7 +216,7 @@ def serve(root: str, *, http: bool = False, host: str = "127.0.0.1", port: int =
         app = http_app(root, host)
         print(f"agentlog mcp: http://{host}:{port}/mcp (send Authorization: Bearer <the token in "
               f"{token_path(root)}>)", file=sys.stderr, flush=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
     else:
         build(root).run("stdio")
 
