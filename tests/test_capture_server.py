@@ -104,7 +104,10 @@ def exchange(path, request, seconds):
     try:
         s.settimeout(seconds)
         s.connect(path)
-        s.sendall(request)
+        try:
+            s.sendall(request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (F, when full) and closed before the request was sent: read it
         got = b""
         while True:
             left = end - time.monotonic()
