@@ -333,6 +333,17 @@ def test_now_and_failures_in_the_browser_live(world: str, served: str, browser: 
         _no_overflow(browser, path)
     assert len(list(shots.iterdir())) == 13
 
+    # axe-core in each page: no serious or critical accessibility violation
+    from axe_support import axe_violations
+
+    found = []
+    for path in ("/", "/failures", attempt_url.split(base, 1)[1], "/search?q=pytest", "/memory", "/proposals",
+                 "/sql?q=select+1", "/integrity"):
+        browser.get(base + path)
+        _wait(f"the heading of {path}", lambda: browser.find_element(By.CSS_SELECTOR, "#main h1").text)
+        found += [f"{path}: {v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in axe_violations(browser)]
+    assert found == [], "\n".join(found)
+
 
 def test_first_error_line_and_compact_dates() -> None:
     from agentlog.api import first_error_line
