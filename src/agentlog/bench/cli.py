@@ -271,14 +271,17 @@ def bench_proofs(ctx: click.Context, events: int, seed: int, out: str, cache_dir
               help="Machines' worth in the larger tables (copies of the 1x tables as further machines).")
 @click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
               help="Interleaved rounds of every query, engine and size (median and p95 reported).")
+@click.option("--s3rver/--no-s3rver", "s3rver", default=True, show_default=True,
+              help="Also publish to s3rver (an S3 server from npm that serves ranges from files; installed once into "
+                   "~/.cache/agentlog/servers, needs node and npm) and run the duckdb queries on it.")
 @one_step_options("bench-results/team")
-def bench_team(ctx: click.Context, events: int, scale: int, rounds: int, seed: int, out: str, cache_dir: str | None,
-               as_json: bool) -> None:
+def bench_team(ctx: click.Context, events: int, scale: int, rounds: int, s3rver: bool, seed: int, out: str,
+               cache_dir: str | None, as_json: bool) -> None:
     """Team tables (issue 31): `team publish` to a local S3 server (events/s, MB/s; and to file://),
     then five org queries at 1x and --scale times that, each a whole `team query` process on duckdb,
     daft locally and daft on a two-worker Ray cluster on loopback: wall time, peak memory, growth.
 
-    Starts moto's S3 server and the Ray cluster itself and stops them at the end; needs
+    Starts moto's S3 server, s3rver and the Ray cluster itself and stops them at the end; needs
     `pip install 'agentlog[team,test]'` (daft, ray, boto3, moto[server]).
 
     Example: agentlog bench team --events 200000 --scale 4 --rounds 3
@@ -286,12 +289,13 @@ def bench_team(ctx: click.Context, events: int, scale: int, rounds: int, seed: i
     import importlib.util
     import os
 
-    from agentlog.bench.team_steps import ROUNDS_ENV, SCALE_ENV
+    from agentlog.bench.team_steps import ROUNDS_ENV, S3RVER_ENV, SCALE_ENV
 
     missing = [m for m in ("daft", "ray", "boto3", "moto") if importlib.util.find_spec(m) is None]
     if missing:
         raise click.ClickException(f"bench team needs {', '.join(missing)}: pip install 'agentlog[team,test]'")
     os.environ[SCALE_ENV], os.environ[ROUNDS_ENV] = str(scale), str(rounds)  # the step's process inherits them
+    os.environ[S3RVER_ENV] = "1" if s3rver else "0"
     ctx.invoke(bench_run, events=events, seed=seed, only="team", skip=None, out=out, time_cap_secs=7200.0,
                rss_cap_gb=None, steps_module="agentlog.bench.team_steps", cache_dir=cache_dir, list_steps=False,
                as_json=as_json)

@@ -40,13 +40,14 @@ import sys
 import time
 from typing import Any
 
-from agentlog.bench.common import describe
 from agentlog.bench.context import StepContext, StepFn
 from agentlog.bench.measure import du
 from agentlog.bench.roots import built_root
 
 SCALE_ENV = "AGENTLOG_BENCH_TEAM_SCALE"
 ROUNDS_ENV = "AGENTLOG_BENCH_TEAM_ROUNDS"
+S3RVER_ENV = "AGENTLOG_BENCH_TEAM_S3RVER"
+"""``0``: no s3rver rows (the default publishes to it too and runs the duckdb queries on it)."""
 DEFAULT_SCALE = 4
 DEFAULT_ROUNDS = 3
 ENGINES = ("duckdb", "daft", "daft-ray")
@@ -55,7 +56,6 @@ ID_COLUMNS = ("event_id", "session_id", "provider_session_id", "turn_id", "tool_
 MACHINE_COLUMNS = ("machine", "host", "publisher")
 QUERY_TIMEOUT_S = 1800
 COPY_TRIES = 4
-MIB = 1 << 20
 
 QUERIES: list[tuple[str, str, str]] = [
     ("failure_rate", "failure rate by agent and model",
@@ -296,9 +296,10 @@ def _normalised(rows: list[Any]) -> list[str]:
     return sorted(json.dumps([norm(v) for v in row], sort_keys=True) for row in rows)
 
 
-class _Queries:
-    def __init__(self, ctx: StepContext, env: dict[str, str], urls: dict[str, str], ray: str, path: str) -> None:
-        self.ctx, self.env, self.urls, self.ray = ctx, env, urls, ray
+class Queries:
+    def __init__(self, ctx: StepContext, env: dict[str, str], urls: dict[str, str], ray: str, path: str,
+                 where: str = "") -> None:
+        self.ctx, self.env, self.urls, self.ray, self.where = ctx, env, urls, ray, where
         self.work = ctx.tmpdir()
         self.sql = {key: sql.format(path="'" + path.replace("'", "''") + "'") for key, _, sql in QUERIES}
         self.cells: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -316,7 +317,8 @@ class _Queries:
         from agentlog.bench.teamserve import WorkerRss
 
         cell = self.cells.setdefault((key, engine, scale), {"secs": [], "rss": [], "ray_rss": [], "rows": None,
-                                                            "answer": None, "error": None})
+                                                            "answer": None, "answer_any_machine": None,
+                                                            "error": None})
         if cell["error"]:
             return
         poll = WorkerRss() if engine == "daft-ray" else None
@@ -338,15 +340,18 @@ class _Queries:
         answer = json.loads(r["stdout"])
         cell["rows"] = len(answer["rows"])
         cell["answer"] = _normalised(answer["rows"])
+        machine = [i for i, c in enumerate(answer.get("columns") or []) if c == "machine"]
+        cell["answer_any_machine"] = _normalised([[v for i, v in enumerate(row) if i not in machine]
+                                                  for row in answer["rows"]])
 
-    def run(self, rounds: int, scales: list[str]) -> None:
-        combos = [(key, engine, scale) for scale in scales for key, _, _ in QUERIES for engine in ENGINES]
-        for r in range(rounds):
-            shift = (r * len(combos)) // rounds
-            order = combos[shift:] + combos[:shift]
-            for i, (key, engine, scale) in enumerate(order):
-                self.ctx.progress(f"round {r + 1}/{rounds}, {i + 1}/{len(order)}: {key} on {engine} at {scale}")
-                self.run_one(key, engine, scale)
+    def run_round(self, r: int, rounds: int, scales: list[str], engines: tuple[str, ...] = ENGINES) -> None:
+        """Round ``r`` of ``rounds``: every query, engine and scale once, the order rotated by the round."""
+        combos = [(key, engine, scale) for scale in scales for key, _, _ in QUERIES for engine in engines]
+        shift = (r * len(combos)) // rounds
+        order = combos[shift:] + combos[:shift]
+        for i, (key, engine, scale) in enumerate(order):
+            self.ctx.progress(f"round {r + 1}/{rounds}, {i + 1}/{len(order)}: {key} on {engine} at {scale}{self.where}")
+            self.run_one(key, engine, scale)
 
 
 # ----------------------------------------------------------------------------- the step
@@ -355,10 +360,13 @@ class _Queries:
 def team(ctx: StepContext) -> dict[str, Any]:
     """Team tables: publish to a local S3 server, five org queries at 1× and N× on duckdb, daft, daft on Ray."""
     from agentlog.api import TEAM_PUBLISH_BATCH_ROWS, TeamLocation, team_ask
+    from agentlog.bench.team_report import TeamRun, report
     from agentlog.bench.teamserve import AWS_ENV, RayCluster, S3Server
+    from agentlog.core import AgentlogError
 
     scale = _int_env(SCALE_ENV, DEFAULT_SCALE)
     rounds = _int_env(ROUNDS_ENV, DEFAULT_ROUNDS)
+    with_s3rver = os.environ.get(S3RVER_ENV, "1") != "0"
     load_before = os.getloadavg()
     built, info = built_root(ctx, ctx.events)
     store_bytes = du(os.path.join(built, "store"))
@@ -367,7 +375,8 @@ def team(ctx: StepContext) -> dict[str, Any]:
     s3 = S3Server.start(os.path.join(work, "moto.log"), env={"TMPDIR": work})
     saved = {k: os.environ.get(k) for k in [*AWS_ENV, "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
                                             "AWS_SESSION_TOKEN"]}
-    cluster = None
+    cluster = s3r = None
+    s3rver: dict[str, Any] = {"wanted": with_s3rver, "error": None, "publish": None, "queries": None}
     try:
         for k in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
             os.environ.pop(k, None)
@@ -392,11 +401,31 @@ def team(ctx: StepContext) -> dict[str, Any]:
         answer = team_ask(loc1, PATH_SQL)
         path = str(answer.rows[0][0]) if getattr(answer, "rows", None) else "README.md"
         ctx.progress(f"the path most sessions touched: {path}")
-        queries = _Queries(ctx, env, {"1x": url1, f"{scale}x": urln}, cluster.address, path)
-        queries.run(rounds, ["1x", f"{scale}x"])
+        queries = Queries(ctx, env, {"1x": url1, f"{scale}x": urln}, cluster.address, path)
+        ranged = None
+        if with_s3rver:
+            try:
+                ctx.progress("starting s3rver (npm; installed once into the cache) on loopback")
+                s3r = S3Server.start_s3rver(os.path.join(work, "s3rver-data"), os.path.join(work, "s3rver.log"))
+            except (AgentlogError, RuntimeError, OSError) as e:
+                s3rver["error"] = " ".join(str(e).split())[:300]
+                ctx.progress(f"s3rver: {s3rver['error']}; its rows are not measured")
+        if s3r is not None:
+            renv = {**env, **s3r.env}
+            pubr = _publish(ctx, built, s3r.url("1x"), renv)
+            pubr["bytes"], pubr["objects"] = s3r.objects("1x")
+            s3rver["publish"] = pubr
+            ranged = Queries(ctx, renv, {"1x": s3r.url("1x")}, cluster.address, path, " on s3rver")
+            s3rver["queries"] = ranged
+        for r in range(rounds):  # the servers' rounds interleaved, so both meet the same noise
+            queries.run_round(r, rounds, ["1x", f"{scale}x"])
+            if ranged is not None:
+                ranged.run_round(r, rounds, ["1x"], ("duckdb",))
     finally:
         if cluster is not None:
             cluster.stop()
+        if s3r is not None:
+            s3r.stop()
         s3.stop()
         for k, v in saved.items():
             if v is None:
@@ -404,155 +433,12 @@ def team(ctx: StepContext) -> dict[str, Any]:
             else:
                 os.environ[k] = v
     load_after = os.getloadavg()
-    return _report(ctx, scale, rounds, info, store_bytes, pub, pubf, copied, files, nbytes, queries, path,
-                   load_before, load_after)
-
-
-def _mb(n: float) -> float:
-    return n / 1e6
-
-
-def _report(ctx: StepContext, scale: int, rounds: int, info: dict[str, Any], store_bytes: int, pub: dict[str, Any],
-            pubf: dict[str, Any], copied: dict[str, Any], files: dict[str, Any], nbytes: dict[str, int],
-            queries: _Queries, path: str, load_before: tuple[float, ...],
-            load_after: tuple[float, ...]) -> dict[str, Any]:  # fmt: skip
-    sx = f"{scale}x"
-    metrics: dict[str, Any] = {}
-    pub_rows = []
-    for label, p in (("S3 (moto's server on loopback)", pub), ("file:// (local directory)", pubf)):
-        eps, mbs = p["events"] / p["secs"], _mb(p["bytes"]) / p["secs"]
-        pub_rows.append([label, p["events"], p["secs"], eps, _mb(p["bytes"]), mbs, p["objects"], p["commits"],
-                         p["rss"] / MIB])
-    metrics.update(publish_s3_events_per_s=pub_rows[0][3], publish_s3_mb_per_s=pub_rows[0][5],
-                   publish_file_events_per_s=pub_rows[1][3], publish_file_mb_per_s=pub_rows[1][5],
-                   publish_s3_secs=pub["secs"], publish_file_secs=pubf["secs"])
-    publish_table = {
-        "title": f"Publishing {pub['events']:,} events: whole `agentlog team publish --json` processes",
-        "columns": ["to", "events", "seconds", "events/s", "MB written", "MB/s", "objects", "commits", "peak RSS MiB"],
-        "rows": pub_rows,
-        "note": f"One run each, from a fresh data root over the same ingested and projected store (its own publisher "
-                f"and team state; store {_mb(store_bytes):,.0f} MB on disk, {store_bytes / max(1, pub['events']):,.0f} "
-                f"B/event). The process brings the store up to date (nothing new), then appends the events in "
-                f"commits of 50,000 and writes the five derived tables and memories. MB: the bytes of the objects "
-                f"written (listed with boto3 after; for file://, the files), 10^6. S3 against file:// is the cost "
-                f"of the S3 emulator and its HTTP round trips over the writer's own.",
-    }
-    tab_rows = []
-    for name in files["1x"]:
-        a, b = files["1x"][name], files[sx].get(name, {})
-        tab_rows.append([name, a["rows"], a["files"], _mb(a["bytes"]), b.get("rows"), b.get("files"),
-                         _mb(b.get("bytes", 0)), b.get("version", 0) + 1 if b else None])
-    scale_table = {
-        "title": f"The 1x and {sx} team tables",
-        "columns": ["table", "rows 1x", "files 1x", "MB 1x", f"rows {sx}", f"files {sx}", f"MB {sx}",
-                    f"commits {sx}"],
-        "rows": tab_rows,
-        "note": f"The {sx} tables are not a {scale}x workload generated and projected (too slow here): after the "
-                f"1x publish, every 1x table was read in Arrow batches and written with deltalake to a second "
-                f"prefix {scale} times, the first copy as published and the others rewritten as further machines "
-                f"(machine, host and publisher, and the ids the queries join or count on: "
-                f"{', '.join(ID_COLUMNS)}, each suffixed with the copy's number; list-valued and cross-reference "
-                f"columns such as evidence, tool_call_ids or superseded_by are left as they were, no query reads "
-                f"them). Events in commits of 50,000 rows, each derived table in one commit per machine, as a "
-                f"publish writes them; so the {sx} tables hold {scale} machines like the first. A copy's batch "
-                f"holds fewer days than a publish's (the 1x files are read partition by partition), so its files "
-                f"are fewer and larger than {scale} times the 1x files. Writing them took {copied['secs']:.1f} s "
-                f"(not a figure of the product). Objects under the prefixes: 1x {_mb(nbytes['1x']):,.0f} MB, "
-                f"{sx} {_mb(nbytes[sx]):,.0f} MB.",
-    }
-    q_tables = []
-    titles = {key: what for key, what, _ in QUERIES}
-    for scale_label in ("1x", sx):
-        rows = []
-        for key, _, _ in QUERIES:
-            for engine in ENGINES:
-                c = queries.cells.get((key, engine, scale_label), {})
-                secs, rss, ray = c.get("secs") or [], c.get("rss") or [], c.get("ray_rss") or []
-                if c.get("error"):
-                    rows.append([titles[key], engine, None, None, None, None, None, c["error"]])
-                    continue
-                d = describe(secs)
-                same = None
-                if engine != "duckdb":
-                    duck = queries.cells.get((key, "duckdb", scale_label), {}).get("answer")
-                    same = duck is not None and duck == c.get("answer")
-                rows.append([titles[key], engine, d["median"], d["p95"], max(rss) / MIB if rss else None,
-                             max(ray) / MIB if ray else None, c.get("rows"),
-                             "yes" if same else ("—" if same is None else "no")])
-                metrics[f"query.{key}.{engine}.{scale_label}.median_s"] = d["median"]
-                metrics[f"query.{key}.{engine}.{scale_label}.peak_rss_mib"] = max(rss) / MIB if rss else 0
-        n_events = files["1x"].get("events", {}).get("rows", 0) if scale_label == "1x" else \
-            files[sx].get("events", {}).get("rows", 0)
-        q_tables.append({
-            "title": f"Org queries at {scale_label} ({n_events:,} events), whole `agentlog team query --json` "
-                     f"processes, {rounds} interleaved round(s)",
-            "columns": ["query", "engine", "median s", "p95 s", "peak RSS MiB (process)", "Ray workers peak MiB",
-                        "rows", "same rows as duckdb"],
-            "rows": rows,
-            "note": "Wall time spawn to exit of the whole CLI process (interpreter start, imports, opening each named "
-                    "Delta table over S3, the query, JSON out). Peak RSS: the process's own (wait4; spawned by a small launcher, so no larger process's high-water mark is carried into it). On Ray the "
-                    "query runs in the cluster's two worker nodes: their workers' summed RSS is polled every 0.2 s "
-                    "(psutil) and its peak is the next column — it includes the idle workers Ray keeps between "
-                    "queries and the object-store pages they touched; the raylets, the GCS and the rest of the "
-                    "shared-memory object store are not counted. An error in place of the numbers is what the "
-                    f"engine said. Sessions touching a path: `{path}` (the path most sessions touched, chosen on "
-                    "the 1x tables). Same rows: sorted, floats to 6 decimals.",
-        })
-    growth_rows: list[list[Any]] = []
-    for key, _, _ in QUERIES:
-        for engine in ENGINES:
-            a, b = queries.cells.get((key, engine, "1x"), {}), queries.cells.get((key, engine, sx), {})
-            if not (a.get("secs") and b.get("secs")):
-                growth_rows.append([titles[key], engine, None, None, None, None, None, None])
-                continue
-            ta, tb = describe(a["secs"])["median"], describe(b["secs"])["median"]
-            ra, rb = max(a["rss"]) / MIB, max(b["rss"]) / MIB
-            growth_rows.append([titles[key], engine, ta, tb, tb / ta, ra, rb, rb / ra])
-            metrics[f"growth.{key}.{engine}.time"] = tb / ta
-    growth_table = {
-        "title": f"Growth from 1x to {sx}",
-        "columns": ["query", "engine", "median s 1x", f"median s {sx}", "× time", "peak RSS MiB 1x",
-                    f"peak RSS MiB {sx}", "× RSS"],
-        "rows": growth_rows,
-        "note": "The floor row (count(*) of the smallest table) is what a process pays before any scan: "
-                "interpreter, imports, opening Delta tables (reading their logs over S3) and, on Ray, connecting "
-                "a driver to the cluster and scheduling tasks. A query grows by its scan and join work over that "
-                "floor; see docs/benchmarks.md (Stop 44: bench team) for the reading of this run.",
-    }
-    worst = max((v for k, v in metrics.items() if k.startswith("query.") and ".duckdb.1x.median_s" in k
-                 and ".floor." not in k), default=None)
-    goals = {
-        "title": "Goals (issue 31)",
-        "columns": ["goal", "measured", "met"],
-        "rows": [
-            ["duckdb ≤ 2 s for each query at 1x (median)", worst, worst is not None and worst <= 2.0],
-            ["publishing ≥ 20,000 events/s (S3)", metrics["publish_s3_events_per_s"],
-             metrics["publish_s3_events_per_s"] >= 20_000],
-        ],
-        "note": f"Load average (1, 5, 15 min) before the step: {', '.join(f'{x:.2f}' for x in load_before)}; "
-                f"after: {', '.join(f'{x:.2f}' for x in load_after)}.",
-    }
-    metrics.update(events_1x=files["1x"].get("events", {}).get("rows", 0),
-                   events_nx=files[sx].get("events", {}).get("rows", 0), scale=scale, rounds=rounds,
-                   scale_copy_secs=copied["secs"], duckdb_worst_1x_median_s=worst or 0)
-    return {
-        "tables": [publish_table, scale_table, *q_tables, growth_table, goals],
-        "metrics": metrics,
-        "publish": {"s3": pub, "file": pubf},
-        "scale": scale,
-        "rounds": rounds,
-        "path": path,
-        "copy": copied,
-        "files": files,
-        "load_avg": {"before": load_before, "after": load_after},
-        "build": info,
-        "queries": {f"{k}|{e}|{s}": {kk: vv for kk, vv in c.items() if kk != "answer"}
-                    for (k, e, s), c in queries.cells.items()},
-        "sql": {key: sql for key, _, sql in QUERIES},
-    }
+    return report(TeamRun(scale, rounds, info, store_bytes, pub, pubf, copied, files, nbytes, queries, path,
+                          load_before, load_after, s3rver))
 
 
 STEPS: dict[str, StepFn] = {"team": team}
 
-__all__ = ["DEFAULT_ROUNDS", "DEFAULT_SCALE", "QUERIES", "ROUNDS_ENV", "SCALE_ENV", "STEPS", "publish_root",
+__all__ = ["DEFAULT_ROUNDS", "DEFAULT_SCALE", "ENGINES", "ID_COLUMNS", "QUERIES", "ROUNDS_ENV", "S3RVER_ENV", "SCALE_ENV",
+           "STEPS", "Queries", "publish_root",
            "scale_tables", "team"]

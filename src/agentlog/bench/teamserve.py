@@ -1,9 +1,13 @@
-"""What ``agentlog bench team`` runs beside the timed processes: moto's S3 server, a local
+"""What ``agentlog bench team`` runs beside the timed processes: S3 servers, a local
 Ray cluster, and a poller of the resident sets of the cluster's worker processes.
 
-All three are the bench's own and live only as long as it: the S3 server is
-``python -m moto.server`` on a free loopback port (its output to a file in the bench's
-scratch directory, never an unread pipe); the cluster is ``ray.cluster_utils.Cluster``, a
+All are the bench's own and live only as long as it. The S3 servers, each on a free
+loopback port with its output to a file in the bench's scratch directory (never an unread
+pipe): ``python -m moto.server`` (the one the tests use; it keeps objects in memory and
+copies a whole object to answer a ranged GET), and s3rver (npm, pinned, installed once
+into ``~/.cache/agentlog/servers``; objects in files, ranges read from the file, no
+conditional writes: it ignores ``If-None-Match``, so it serves the one publisher the
+bench runs and is not one to share between machines). The cluster is ``ray.cluster_utils.Cluster``, a
 head and two worker nodes bound to 127.0.0.1 (the head takes no tasks: ``num_cpus=0``), so
 the work runs on the two workers. Both are stopped by :meth:`stop`, which ends only the
 processes they started.
@@ -18,10 +22,17 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from agentlog.bench.agents.npm import Release, cache_dir, installed_binary
 
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
 """moto accepts any key; these name no real account."""
+S3RVER_ENV = {"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER", "AWS_REGION": "us-east-1"}
+"""s3rver's one built-in account (it accepts no other key)."""
+S3RVER = Release(agent="s3rver", package="s3rver", version="3.7.1", binary="s3rver")
+"""The pinned s3rver release."""
 OBJECT_STORE_BYTES = 512 * 1024 * 1024
 """Each Ray node's shared-memory object store."""
 
@@ -34,11 +45,14 @@ def free_port() -> int:
 
 @dataclass
 class S3Server:
-    """moto's S3 server in its own process, and one bucket on it."""
+    """An S3 server in its own process (moto's, or s3rver), and one bucket on it."""
 
     proc: subprocess.Popen[bytes]
     port: int
     bucket: str
+    keys: dict[str, str] = field(default_factory=lambda: dict(AWS_ENV))
+    """The credentials and region it accepts."""
+    name: str = "moto"
 
     @property
     def endpoint(self) -> str:
@@ -47,7 +61,7 @@ class S3Server:
     @property
     def env(self) -> dict[str, str]:
         """What a process needs to reach the server as it would reach S3."""
-        return {**AWS_ENV, "AWS_ENDPOINT_URL": self.endpoint}
+        return {**self.keys, "AWS_ENDPOINT_URL": self.endpoint}
 
     def url(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{prefix}"
@@ -55,9 +69,9 @@ class S3Server:
     def client(self) -> Any:
         import boto3  # type: ignore[import-untyped]
 
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=AWS_ENV["AWS_REGION"],
-                            aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"])
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=self.keys["AWS_REGION"],
+                            aws_access_key_id=self.keys["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=self.keys["AWS_SECRET_ACCESS_KEY"])
 
     def objects(self, prefix: str) -> tuple[int, int]:
         """Bytes and number of the objects under ``prefix/`` (listed, as S3 counts them)."""
@@ -71,28 +85,36 @@ class S3Server:
 
     @classmethod
     def start(cls, log_path: str | None, bucket: str = "team", env: dict[str, str] | None = None) -> S3Server:
-        """The server on a free loopback port (its output to ``log_path``, else discarded; ``env``
+        """moto's server on a free loopback port (its output to ``log_path``, else discarded; ``env``
         added to its environment), waited for, with ``bucket`` made."""
         port = free_port()
-        log = open(log_path, "wb") if log_path else open(os.devnull, "wb")
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **(env or {})})
-        finally:
-            log.close()
-        server = cls(proc, port, bucket)
+        argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        return cls._launch(cls(_spawn(argv, log_path, env), port, bucket), log_path)
+
+    @classmethod
+    def start_s3rver(cls, data_dir: str, log_path: str | None, bucket: str = "team") -> S3Server:
+        """s3rver (installed from npm first when it is not cached; needs node and npm) on a free
+        loopback port, its objects under ``data_dir``, waited for, with ``bucket`` made."""
+        exe = installed_binary(S3RVER, s3rver_cache())
+        port = free_port()
+        os.makedirs(data_dir, exist_ok=True)
+        argv = [str(exe), "-d", data_dir, "-a", "127.0.0.1", "-p", str(port), "--silent"]
+        return cls._launch(cls(_spawn(argv, log_path, None), port, bucket, dict(S3RVER_ENV), "s3rver"), log_path)
+
+    @classmethod
+    def _launch(cls, server: S3Server, log_path: str | None) -> S3Server:
         deadline = time.monotonic() + 60
         while True:
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
                     break
             except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
+                if server.proc.poll() is not None or time.monotonic() > deadline:
                     server.stop()
-                    raise RuntimeError(f"moto's S3 server did not start{f' (see {log_path})' if log_path else ''}")
+                    raise RuntimeError(f"{server.name}'s S3 server did not start"
+                                       f"{f' (see {log_path})' if log_path else ''}") from None
                 time.sleep(0.1)
-        server.client().create_bucket(Bucket=bucket)
+        server.client().create_bucket(Bucket=server.bucket)
         return server
 
     def stop(self) -> None:
@@ -103,6 +125,20 @@ class S3Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(15)
+
+
+def s3rver_cache() -> Path:
+    """Where s3rver is installed: beside the agent CLIs' cache (``…/agentlog/servers``)."""
+    return cache_dir().parent / "servers"
+
+
+def _spawn(argv: list[str], log_path: str | None, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    log = open(log_path, "wb") if log_path else open(os.devnull, "wb")
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
+    finally:
+        log.close()
 
 
 @dataclass
@@ -202,4 +238,5 @@ class WorkerRss:
         return self._peak
 
 
-__all__ = ["AWS_ENV", "OBJECT_STORE_BYTES", "RayCluster", "S3Server", "WorkerRss", "free_port"]
+__all__ = ["AWS_ENV", "OBJECT_STORE_BYTES", "S3RVER", "S3RVER_ENV", "RayCluster", "S3Server", "WorkerRss", "free_port",
+           "s3rver_cache"]
