@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlog.bench.common import describe
-from agentlog.bench.team_steps import ENGINES, ID_COLUMNS, QUERIES, Queries
+from agentlog.bench.team_steps import ENGINES, ID_COLUMNS, QUERIES, Queries, same_rows
 
 MIB = 1 << 20
 
@@ -105,7 +105,7 @@ def report(run: TeamRun) -> dict[str, Any]:
                 same = None
                 if engine != "duckdb":
                     duck = queries.cells.get((key, "duckdb", scale_label), {}).get("answer")
-                    same = duck is not None and duck == c.get("answer")
+                    same = same_rows(duck, c.get("answer"))
                 rows.append([titles[key], engine, d["median"], d["p95"], max(rss) / MIB if rss else None,
                              max(ray) / MIB if ray else None, c.get("rows"),
                              "yes" if same else ("—" if same is None else "no")])
@@ -126,7 +126,7 @@ def report(run: TeamRun) -> dict[str, Any]:
                     "queries and the object-store pages they touched; the raylets, the GCS and the rest of the "
                     "shared-memory object store are not counted. An error in place of the numbers is what the "
                     f"engine said. Sessions touching a path: `{path}` (the path most sessions touched, chosen on "
-                    "the 1x tables). Same rows: sorted, floats to 6 decimals.",
+                    "the 1x tables). Same rows: sorted, floats equal to 1e-9 relative (sums added in another order differ in the last bits).",
         })
     growth_rows: list[list[Any]] = []
     for key, _, _ in QUERIES:
@@ -213,7 +213,7 @@ def _s3rver_rows(s3rver: dict[str, Any], moto: Queries,
             continue
         d = describe(c["secs"])
         on_moto = moto.cells.get((key, "duckdb", "1x"), {}).get("answer_any_machine")
-        same = "—" if on_moto is None else ("yes" if on_moto == c.get("answer_any_machine") else "no")
+        same = "—" if on_moto is None else ("yes" if same_rows(on_moto, c.get("answer_any_machine")) else "no")
         rows.append([what, d["median"], d["p95"], max(c["rss"]) / MIB, c.get("rows"), same])
         metrics[f"query_s3rver.{key}.duckdb.1x.median_s"] = d["median"]
         if key != "floor":

@@ -10,7 +10,10 @@ Ray cluster). What it does, in order:
    against moto's S3 server on a loopback port, from a fresh data root over that store
    (its own publisher id and team state; the store and projection shared): events/s over
    the process's wall time, and MB/s of the objects it wrote (listed with boto3 after).
-   Then the same to ``file://`` (the writer without the S3 emulator).
+   Then the same to ``file://`` (the writer without the S3 emulator), and to s3rver (an
+   S3 server from npm that serves a range from its file, as S3 does, where moto copies the
+   whole object; skipped with :data:`S3RVER_ENV` = 0 or without node and npm, and said).
+   No Ray cluster runs yet: its idle processes would take CPU from the publisher.
 3. **N×**: generating and projecting N times the events would take most of an hour
    here, so the N× tables are made from the published 1× tables: each table read in
    Arrow batches and written with deltalake to ``s3://team/<N>x`` N times — the first
@@ -24,16 +27,17 @@ Ray cluster). What it does, in order:
    DuckDB and Daft, each a whole ``agentlog team query … --json`` process per engine —
    duckdb; daft on its local runner; daft on a Ray cluster of a head and two worker nodes
    on loopback started here — at 1× and N×, every combination once per round, the rounds
-   interleaved. Wall time (median, p95), the process's peak RSS (``wait4``) and, on Ray,
+   interleaved; and duckdb's queries at 1× on s3rver in the same rounds. Wall time (median, p95), the process's peak RSS (``wait4``) and, on Ray,
    the peak summed RSS of the cluster's worker processes (polled).
 
 Parameters beyond ``--events`` come from the environment the command sets
-(:data:`SCALE_ENV`, :data:`ROUNDS_ENV`).
+(:data:`SCALE_ENV`, :data:`ROUNDS_ENV`, :data:`S3RVER_ENV`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -288,12 +292,31 @@ def table_files(loc: Any) -> dict[str, dict[str, int]]:
 # ----------------------------------------------------------------------------- queries
 
 
-def _normalised(rows: list[Any]) -> list[str]:
-    """Rows as sorted JSON texts, floats to 6 decimals (sums in another order differ in the last bits)."""
-    def norm(v: Any) -> Any:
-        return round(v, 6) if isinstance(v, float) else v
+def _normalised(rows: list[Any]) -> list[list[Any]]:
+    """Rows sorted by their values other than floats (a float is a sum, whose last bits depend on the
+    order the engine added in), then by the floats."""
+    def key(row: list[Any]) -> tuple[str, list[float]]:
+        return (json.dumps([None if isinstance(v, float) else v for v in row], sort_keys=True, default=str),
+                [v for v in row if isinstance(v, float)])
 
-    return sorted(json.dumps([norm(v) for v in row], sort_keys=True) for row in rows)
+    return sorted((list(row) for row in rows), key=key)
+
+
+def same_rows(a: list[list[Any]] | None, b: list[list[Any]] | None) -> bool:
+    """The same answer, floats equal to 1e-9 relative (see :func:`_normalised`)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    for ra, rb in zip(a, b):
+        if len(ra) != len(rb):
+            return False
+        for x, y in zip(ra, rb):
+            if isinstance(x, float) or isinstance(y, float):
+                if not (isinstance(x, (int, float)) and isinstance(y, (int, float))
+                        and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)):
+                    return False
+            elif x != y:
+                return False
+    return True
 
 
 class Queries:
@@ -371,7 +394,7 @@ def team(ctx: StepContext) -> dict[str, Any]:
     built, info = built_root(ctx, ctx.events)
     store_bytes = du(os.path.join(built, "store"))
     work = ctx.tmpdir()
-    ctx.progress("starting moto's S3 server and a Ray cluster (a head and two workers) on loopback")
+    ctx.progress("starting moto's S3 server on loopback")
     s3 = S3Server.start(os.path.join(work, "moto.log"), env={"TMPDIR": work})
     saved = {k: os.environ.get(k) for k in [*AWS_ENV, "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
                                             "AWS_SESSION_TOKEN"]}
@@ -383,7 +406,6 @@ def team(ctx: StepContext) -> dict[str, Any]:
         os.environ.update(s3.env)  # this process reads and writes the tables too (the N× copy)
         env = {**os.environ, "AGENTLOG_HOME": os.path.join(work, "query-home")}
         env.pop("AGENTLOG_DEBUG", None)
-        cluster = RayCluster.start()
         url1, urln = s3.url("1x"), s3.url(f"{scale}x")
 
         pub = _publish(ctx, built, url1, env)
@@ -391,18 +413,6 @@ def team(ctx: StepContext) -> dict[str, Any]:
         file_dir = os.path.join(work, "file-team")
         pubf = _publish(ctx, built, "file://" + file_dir, env)
         pubf["bytes"], pubf["objects"] = du(file_dir), sum(len(fs) for _, _, fs in os.walk(file_dir))
-
-        ctx.progress(f"writing the {scale}x tables from the published 1x tables")
-        loc1, locn = TeamLocation.parse(url1), TeamLocation.parse(urln)
-        copied = scale_tables(loc1, locn, scale, int(TEAM_PUBLISH_BATCH_ROWS), ctx.progress)
-        files = {"1x": table_files(loc1), f"{scale}x": table_files(locn)}
-        nbytes = {"1x": pub["bytes"], f"{scale}x": s3.objects(f"{scale}x")[0]}
-
-        answer = team_ask(loc1, PATH_SQL)
-        path = str(answer.rows[0][0]) if getattr(answer, "rows", None) else "README.md"
-        ctx.progress(f"the path most sessions touched: {path}")
-        queries = Queries(ctx, env, {"1x": url1, f"{scale}x": urln}, cluster.address, path)
-        ranged = None
         if with_s3rver:
             try:
                 ctx.progress("starting s3rver (npm; installed once into the cache) on loopback")
@@ -415,7 +425,22 @@ def team(ctx: StepContext) -> dict[str, Any]:
             pubr = _publish(ctx, built, s3r.url("1x"), renv)
             pubr["bytes"], pubr["objects"] = s3r.objects("1x")
             s3rver["publish"] = pubr
-            ranged = Queries(ctx, renv, {"1x": s3r.url("1x")}, cluster.address, path, " on s3rver")
+
+        ctx.progress(f"writing the {scale}x tables from the published 1x tables")
+        loc1, locn = TeamLocation.parse(url1), TeamLocation.parse(urln)
+        copied = scale_tables(loc1, locn, scale, int(TEAM_PUBLISH_BATCH_ROWS), ctx.progress)
+        files = {"1x": table_files(loc1), f"{scale}x": table_files(locn)}
+        nbytes = {"1x": pub["bytes"], f"{scale}x": s3.objects(f"{scale}x")[0]}
+
+        answer = team_ask(loc1, PATH_SQL)
+        path = str(answer.rows[0][0]) if getattr(answer, "rows", None) else "README.md"
+        ctx.progress(f"the path most sessions touched: {path}")
+        ctx.progress("starting a Ray cluster (a head and two workers) on loopback")
+        cluster = RayCluster.start()  # only now: its idle processes cost CPU, and no publish needs them
+        queries = Queries(ctx, env, {"1x": url1, f"{scale}x": urln}, cluster.address, path)
+        ranged = None
+        if s3r is not None:
+            ranged = Queries(ctx, {**env, **s3r.env}, {"1x": s3r.url("1x")}, cluster.address, path, " on s3rver")
             s3rver["queries"] = ranged
         for r in range(rounds):  # the servers' rounds interleaved, so both meet the same noise
             queries.run_round(r, rounds, ["1x", f"{scale}x"])
@@ -440,5 +465,5 @@ def team(ctx: StepContext) -> dict[str, Any]:
 STEPS: dict[str, StepFn] = {"team": team}
 
 __all__ = ["DEFAULT_ROUNDS", "DEFAULT_SCALE", "ENGINES", "ID_COLUMNS", "QUERIES", "ROUNDS_ENV", "S3RVER_ENV", "SCALE_ENV",
-           "STEPS", "Queries", "publish_root",
+           "STEPS", "Queries", "publish_root", "same_rows",
            "scale_tables", "team"]
