@@ -212,6 +212,80 @@ def leave() -> dict[str, object]:
     return {"pids": pids}
 
 
+def settings() -> dict[str, object]:
+    """The agents' project-level settings and hooks: none may be made or changed; the rest of the
+    project stays writable (the test made .claude/settings.json, .claude/hooks/check.sh, .mcp.json
+    and src/)."""
+    def p(*names: str) -> str:
+        return os.path.join(PROJ, *names)
+
+    def create(*names: str) -> str:
+        def f() -> None:
+            os.makedirs(os.path.dirname(p(*names)), exist_ok=True)
+            with open(p(*names), "w") as fh:
+                fh.write('{"hooks": {"SessionStart": []}}')
+        return outcome(f)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def errno_of(result: int) -> str:
+        return "ok" if result == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+    settings = p(".claude", "settings.json")
+    r: dict[str, object] = {
+        # first the ways around the mounts (as root, Landlock is what stops these)
+        "umount": errno_of(libc.umount2(os.fsencode(p(".claude")), 2)),  # MNT_DETACH
+        "remount_rw": errno_of(libc.mount(None, os.fsencode(p(".claude")), None, 32 | 4096, None)),
+        "modify_claude_settings": write(settings),
+        "create_claude_local": create(".claude", "settings.local.json"),
+        "modify_hook_script": write(p(".claude", "hooks", "check.sh")),
+        "create_gemini_settings": create(".gemini", "settings.json"),
+        "create_codex_config": create(".codex", "config.toml"),
+        "create_codex_hooks": create(".codex", "hooks.json"),
+        "create_cursor_hooks": create(".cursor", "hooks.json"),
+        "modify_mcp_json": write(p(".mcp.json")),
+        "chmod_settings": outcome(lambda: os.chmod(settings, 0o666)),
+        "remove_settings": outcome(lambda: os.unlink(settings)),
+        "rename_claude_dir": outcome(lambda: os.rename(p(".claude"), p("claude-old"))),
+        "remove_gemini_dir": outcome(lambda: os.rmdir(p(".gemini"))),
+        "hardlink_settings": outcome(lambda: os.link(settings, p("settings-link"))),
+    }
+    with open(p("src", "planted.json"), "w") as fh:
+        fh.write("{}")
+    r["replace_settings"] = outcome(lambda: os.replace(p("src", "planted.json"), settings))
+    os.symlink(settings, p("src", "settings-sym"))
+    r["write_through_symlink"] = write(p("src", "settings-sym"))
+    b = brokered("echo x >> .claude/settings.json; mkdir -p .codex; echo x > .codex/config.toml", cwd=PROJ,
+                 stderr=subprocess.DEVNULL)
+    r["brokered_settings"] = "ok" if b.returncode == 0 else "denied"
+    # the rest of the project
+    r["write_top_new"] = write(p("new-top.txt"))
+    r["mkdir_top"] = outcome(lambda: os.mkdir(p("newdir")))
+    r["write_sub"] = write(p("src", "x.py"))
+    r["brokered_top"] = brokered("echo y > from-broker.txt", cwd=PROJ).returncode
+    return r
+
+
+def orphans(ready: str) -> dict[str, object]:
+    """A daemon of the agent's own (double fork, setsid) and a brokered command that daemonises,
+    then wait to be killed with the run."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            fd = os.open(os.devnull, os.O_RDWR)
+            for i in range(3):
+                os.dup2(fd, i)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)"])
+        os._exit(0)
+    os.waitpid(pid, 0)
+    brokered(f"setsid sh -c 'sleep 300 & echo $! > {PROJ}/bd.pid' </dev/null >/dev/null 2>&1 &")
+    wait_for(os.path.join(PROJ, "bd.pid"))
+    open(ready, "w").close()
+    time.sleep(300)
+    return {}
+
+
 def wait(path: str) -> dict[str, object]:
     wait_for(path, 60)
     return {}

@@ -35,6 +35,7 @@ class Box:
 
     def __init__(self, base: Path) -> None:
         self.base = base
+        self.site = ""
         self.root, self.home, self.proj, self.tmp = (base / n for n in ("root", "home", "proj", "tmp"))
         for d in (self.root, self.home / ".ssh", self.proj, self.tmp, self.home / "outside"):
             d.mkdir(parents=True, exist_ok=True)
@@ -47,15 +48,18 @@ class Box:
                     "BOX_HOME": str(self.home), "BOX_ROOT": str(self.root), "BOX_PROJ": str(self.proj)})
         return env
 
-    def start(self, *agent_args: str, net: str = "https", ports: tuple[int, ...] = (),
-              timeout: float = 60.0) -> subprocess.Popen[str]:
-        spec = {"root": str(self.root), "argv": [sys.executable, str(AGENT), *agent_args], "project": str(self.proj),
+    def start(self, *agent_args: str, net: str = "https", ports: tuple[int, ...] = (), timeout: float = 60.0,
+              extra_env: dict[str, str] | None = None, python: str = sys.executable,
+              user: int | None = None) -> subprocess.Popen[str]:
+        spec = {"root": str(self.root), "argv": [python, str(AGENT), *agent_args], "project": str(self.proj),
                 "home": str(self.home), "tmp": [str(self.tmp)], "net": net, "ports": list(ports),
                 "timeout": timeout, "announce": False}
         code = ("import json,sys\nfrom agentlog.sandbox.run import run\n"
                 "r=run(**json.loads(sys.argv[1]))\n"
                 "sys.stderr.write('RESULT '+json.dumps(r.__dict__)+'\\n')\nsys.exit(0)\n")
-        return subprocess.Popen([sys.executable, "-c", code, json.dumps(spec)], cwd=self.proj, env=self.env(),
+        return subprocess.Popen([python, "-c", code, json.dumps(spec)], cwd=self.proj,
+                                env={**self.env(), **(extra_env or {})}, user=user, group=user,
+                                extra_groups=[] if user is not None else None,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def run(self, *agent_args: str, **kw: object) -> tuple[dict[str, object], dict[str, object], str]:
@@ -83,6 +87,24 @@ def _alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _survivors(box: Box) -> list[int]:
+    """Live processes of this box's runs, seen from here: those whose environment holds its
+    BOX_ROOT (pids inside a run's PID namespace mean nothing out here)."""
+    mark = f"BOX_ROOT={box.root}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in env and _alive(int(d)):
+            out.append(int(d))
+    return out
 
 
 def test_floor_reads_and_writes(box: Box) -> None:
@@ -189,9 +211,8 @@ def test_escape_attempts_fail(box: Box) -> None:
             continue
         assert value != "ok", f"escape {key}: {value}"
     assert result["refused"] >= 1  # the daemonised process's connection
-    # the daemonised processes are gone with the run
-    for key in ("pid_daemon", "pid_brokered_daemon"):
-        assert not _alive(int(report[key])), key
+    assert report["pid_daemon"] and report["pid_brokered_daemon"]
+    assert not _survivors(box)  # the daemonised processes are gone with the run
 
 
 def test_socket_refuses_processes_outside_the_run(box: Box) -> None:
@@ -232,13 +253,13 @@ def test_interrupt_and_kill_reach_the_process_group(box: Box) -> None:
     assert report["sigint_status"] in (130, -2)
     assert report["group_after_sigint"] == []
     assert report["group_after_kill"] == []
-    assert not any(_alive(int(p)) for p in report["all_pids"])
+    assert report["all_pids"] and not _survivors(box)
 
 
 def test_run_leaves_no_process_behind(box: Box) -> None:
     report, result, _ = box.run("leave")
     time.sleep(0.1)
-    assert report["pids"] and not any(_alive(int(p)) for p in report["pids"])
+    assert report["pids"] and not _survivors(box)
     assert result["killed_after"]
     assert not list((box.root / "run" / "sandbox").glob("*"))  # the run's directory is gone
 
@@ -306,7 +327,7 @@ def test_cli_run_timeout_kills_the_agent_and_its_tree(box: Box) -> None:
     assert time.monotonic() - t0 < 60
     assert r.returncode == 137, r.stderr  # SIGKILL, told as the shell does
     assert "ended (exit -9)" in r.stderr
-    assert not _alive(int(pidfile.read_text()))
+    assert pidfile.read_text().strip() and not _survivors(box)
 
 
 def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: Box) -> None:
@@ -331,3 +352,156 @@ def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: 
         with pytest.raises(UsageError):
             check_grantable(str(path), policy)
     check_grantable(str(box.home / "outside"), policy)
+
+
+def _agent_settings(box: Box) -> None:
+    """A project whose agent settings already exist in part (.claude), and in part do not."""
+    (box.proj / ".claude" / "hooks").mkdir(parents=True)
+    (box.proj / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
+    (box.proj / ".claude" / "hooks" / "check.sh").write_text("exit 0\n")
+    (box.proj / ".mcp.json").write_text("{}\n")
+    (box.proj / "src").mkdir()
+
+
+def _settings_unchanged(box: Box) -> None:
+    assert (box.proj / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'
+    assert (box.proj / ".claude" / "hooks" / "check.sh").read_text() == "exit 0\n"
+    assert (box.proj / ".mcp.json").read_text() == "{}\n"
+    assert sorted(os.listdir(box.proj / ".claude")) == ["hooks", "settings.json"]
+    for name in (".gemini", ".codex", ".cursor"):  # made as mount points, removed with the run
+        assert not (box.proj / name).exists(), name
+
+
+def test_agent_settings_in_the_project_cannot_be_made_or_changed(box: Box) -> None:
+    _agent_settings(box)
+    report, result, _ = box.run("settings")
+    assert result["exit_code"] == 0
+    for key in ("umount", "remount_rw"):  # as root too: Landlock forbids changing the mounts
+        assert report[key] == "EPERM", (key, report[key])
+    for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
+                "create_codex_config", "create_codex_hooks", "create_cursor_hooks", "modify_mcp_json",
+                "chmod_settings", "write_through_symlink"):
+        assert report[key] == "EROFS", (key, report[key])
+    for key in ("remove_settings", "rename_claude_dir", "remove_gemini_dir", "hardlink_settings",
+                "replace_settings"):
+        assert report[key] in ("EROFS", "EBUSY", "EXDEV"), (key, report[key])
+    assert report["brokered_settings"] == "denied"
+    # the rest of the project, its top level included, stays writable
+    assert report["write_top_new"] == report["mkdir_top"] == report["write_sub"] == "ok"
+    assert report["brokered_top"] == 0 and (box.proj / "from-broker.txt").read_text() == "y\n"
+    _settings_unchanged(box)
+    log = next((box.root / "logs" / "agentlog").glob("sandbox-*.jsonl")).read_text()
+    assert '"policy_denied"' in log  # the brokered attempt, recorded as denied by policy
+
+
+def test_agent_settings_without_namespaces_are_kept_by_landlock(box: Box) -> None:
+    """The fallback (no user namespaces): the walk keeps them, at the cost of the project's top level."""
+    _agent_settings(box)
+    p = box.start("settings", extra_env={"AGENTLOG_RUN_NO_NAMESPACES": "1"})
+    out, err = p.communicate(timeout=120)
+    report = json.loads(out.strip().splitlines()[-1])
+    for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
+                "create_codex_config", "create_cursor_hooks", "modify_mcp_json", "remove_settings",
+                "rename_claude_dir", "replace_settings", "write_through_symlink"):
+        assert report[key] == "EACCES", (key, report[key])
+    assert report["brokered_settings"] == "denied"
+    assert report["write_sub"] == "ok"
+    assert report["write_top_new"] == "EACCES"  # the cost, written down in docs/sandbox.md
+    _settings_unchanged(box)
+
+
+def test_sigkill_of_the_run_leaves_no_process(box: Box) -> None:
+    """kill -9 of `agentlog run` itself: its PID namespace dies with it, daemons included."""
+    ready = box.proj / "ready"
+    log = open(box.base / "run.err", "wb")
+    p = subprocess.Popen([sys.executable, "-m", "agentlog", "run", sys.executable, str(AGENT), "orphans", str(ready)],
+                         cwd=box.proj, env=box.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline and p.poll() is None, (box.base / "run.err").read_text()
+            time.sleep(0.05)
+        # the keeper, the init, the agent, its daemon, the brokered daemon's shell and sleep
+        assert len(_survivors(box)) >= 5, _survivors(box)
+        p.kill()
+        p.wait(30)
+        deadline = time.monotonic() + 10
+        while _survivors(box) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _survivors(box)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        log.close()
+    # the killed run's empty mount points are swept by the next run
+    assert (box.proj / ".claude").is_dir()
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run", "true"], cwd=box.proj, env=box.env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not [n for n in (".claude", ".codex", ".gemini", ".cursor") if (box.proj / n).exists()]
+    assert not list((box.root / "run" / "sandbox").glob("*"))
+
+
+NOBODY = 65534
+
+
+def _python_for_nobody(box: Box) -> str:
+    """An interpreter a user other than root can run agentlog with (this one may live under /root)."""
+    import sysconfig
+
+    site = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    for python in (sys.executable, "/usr/bin/python3"):
+        env = {**box.env(), "PYTHONPATH": os.pathsep.join([str(SRC), site])}
+        try:
+            r = subprocess.run([python, "-c", "import agentlog.sandbox.run, agentlog.cli"], env=env, user=NOBODY,
+                               group=NOBODY, extra_groups=[], cwd="/", capture_output=True, timeout=60)
+        except OSError:
+            continue
+        if r.returncode == 0:
+            box.site = site
+            return python
+    pytest.skip("no Python interpreter that the user nobody may run agentlog with")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run as a user already: every other test is this one")
+def test_as_a_user_not_root(box: Box) -> None:
+    """As a user (nobody), the run makes a user namespace of its own: the agents' settings are
+    still unwritable (umount now fails for want of a capability), the project's top level stays
+    writable, and a kill -9 of the run still leaves nothing."""
+    _agent_settings(box)
+    python = _python_for_nobody(box)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(box.base)], check=True, timeout=60)
+    extra = {"PYTHONPATH": os.pathsep.join([str(SRC), box.site])}
+    p = box.start("settings", python=python, user=NOBODY, extra_env=extra)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["umount"] == report["remount_rw"] == "EPERM"
+    for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
+                "create_codex_config", "create_cursor_hooks", "modify_mcp_json", "chmod_settings"):
+        assert report[key] == "EROFS", (key, report[key])
+    assert report["brokered_settings"] == "denied"
+    assert report["write_top_new"] == report["write_sub"] == "ok" and report["brokered_top"] == 0
+    _settings_unchanged(box)
+    # kill -9 of the run as this user
+    ready = box.proj / "ready"
+    cli = [python, "-m", "agentlog", "run", python, str(AGENT), "orphans", str(ready)]
+    log = open(box.base / "run.err", "wb")
+    k = subprocess.Popen(cli, cwd=box.proj, env={**box.env(), **extra}, user=NOBODY, group=NOBODY, extra_groups=[],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline and k.poll() is None, (box.base / "run.err").read_text()
+            time.sleep(0.05)
+        assert len(_survivors(box)) >= 5
+        k.kill()
+        k.wait(30)
+        deadline = time.monotonic() + 10
+        while _survivors(box) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _survivors(box)
+    finally:
+        if k.poll() is None:
+            k.kill()
+        log.close()

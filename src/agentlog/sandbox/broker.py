@@ -42,7 +42,9 @@ DRAIN_S = 0.2
 """After the command's leader exits, how long output from what it left running may keep the reply waiting."""
 RULESET_TTL_S = 10.0
 """A built ruleset is reused for this long while the policy's version is unchanged (the walk is a snapshot)."""
-DENIAL_MARKS = (b"Permission denied", b"Operation not permitted")
+DENIAL_MARKS = (b"Permission denied", b"Operation not permitted", b"Read-only file system")
+"""How a denial shows on stderr: Landlock's EACCES/EPERM, and EROFS from the read-only mounts
+over the project's agent directories."""
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """Forwarded signals after which nothing of the command's group may outlive its leader."""
 SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"

@@ -65,8 +65,10 @@ class RunInfo:
                 "denies": p.denies, "policy_version": p.version}
 
 
-def create(root: str, policy: Policy, agent: list[str]) -> str:
-    """Make the run's directory and files; returns it. Sweeps the directories of dead runs."""
+def create(root: str, policy: Policy, agent: list[str], made: list[str] | None = None) -> str:
+    """Make the run's directory and files; returns it. Sweeps the directories of dead runs.
+    ``made``: the mount points the run made in the project (removed again by the sweep, where
+    empty, when the run could not do it itself)."""
     sweep(root)
     d = run_dir(root, policy.run_id)
     if len(os.fsencode(os.path.join(d, SOCKET_FILE))) > SUN_PATH_MAX:
@@ -78,7 +80,7 @@ def create(root: str, policy: Policy, agent: list[str]) -> str:
     os.mkdir(d, 0o700)
     write_json_atomic(os.path.join(d, POLICY_FILE), policy.to_json())
     write_json_atomic(os.path.join(d, RUN_FILE), {"run": policy.run_id, "pid": os.getpid(), "agent": agent,
-                                                  "started_at": time.time()})
+                                                  "started_at": time.time(), "made": made or []})
     return d
 
 
@@ -95,7 +97,28 @@ def sweep(root: str) -> None:
         return
     for name in names:
         if name.isdigit() and not _alive(int(name)):
+            try:
+                with open(os.path.join(base, name, RUN_FILE), "rb") as fh:
+                    made = json.loads(fh.read()).get("made") or []
+            except (OSError, ValueError, AttributeError):
+                made = []
+            remove_mount_points(root, made)  # a killed run's, in its project
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def remove_mount_points(root: str, made: list[str], run_id: str | None = None) -> None:
+    """Remove the empty mount points a run made in its project, unless another live run has the
+    same project (its mount namespace may hold them: removing one would unmount it there)."""
+    if not made:
+        return
+    busy = [r.policy.project for r in live_runs(root) if r.run_id != run_id]
+    for p in made:
+        if any(under(p, project) for project in busy):
+            continue
+        try:
+            os.rmdir(p)
+        except OSError:
+            pass
 
 
 def load_policy(root: str, run_id: str) -> Policy:
