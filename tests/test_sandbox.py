@@ -348,10 +348,20 @@ def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: 
         finally:
             built.ruleset.close()
         assert [code == "0" for code in r.stdout.split()] == expect, (live, r.stdout, r.stderr)
-    for path in (box.home / ".ssh", box.home / ".claude" / "settings.json", box.root / "logs", box.base):
+    for path in (box.home / ".ssh", box.home / ".claude" / "settings.json", box.root / "logs", box.base,
+                 box.proj / ".claude", box.proj / ".gemini" / "settings.json"):
         with pytest.raises(UsageError):
             check_grantable(str(path), policy)
     check_grantable(str(box.home / "outside"), policy)
+    # guarded: the project's agent directories always, Claude's hook-carrying ones when ~/.claude is the state
+    guarded = set(policy.guarded)
+    assert {str(box.proj / n) for n in (".claude", ".codex", ".gemini", ".cursor", ".mcp.json")} <= guarded
+    assert str(box.home / ".claude" / "hooks") in guarded and str(box.home / ".claude" / "skills") in guarded
+    codex = floor_policy("t", str(box.proj), str(box.root), agent="codex", home=str(box.home), tmp=[str(box.tmp)])
+    assert not [p for p in codex.guarded if p.startswith(str(box.home) + "/")]
+    walked = floor_policy("t", str(box.proj), str(box.root), agent="claude", home=str(box.home), tmp=[str(box.tmp)],
+                          mounts=False)
+    assert not walked.guarded and guarded <= set(walked.protected)
 
 
 def _agent_settings(box: Box) -> None:
@@ -375,7 +385,7 @@ def _settings_unchanged(box: Box) -> None:
 def test_agent_settings_in_the_project_cannot_be_made_or_changed(box: Box) -> None:
     _agent_settings(box)
     report, result, _ = box.run("settings")
-    assert result["exit_code"] == 0
+    assert result["exit_code"] == 0 and result["mounts_ms"] is not None  # in the run's own namespaces
     for key in ("umount", "remount_rw"):  # as root too: Landlock forbids changing the mounts
         assert report[key] == "EPERM", (key, report[key])
     for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
@@ -400,6 +410,7 @@ def test_agent_settings_without_namespaces_are_kept_by_landlock(box: Box) -> Non
     p = box.start("settings", extra_env={"AGENTLOG_RUN_NO_NAMESPACES": "1"})
     out, err = p.communicate(timeout=120)
     report = json.loads(out.strip().splitlines()[-1])
+    assert '"mounts_ms": null' in err
     for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
                 "create_codex_config", "create_cursor_hooks", "modify_mcp_json", "remove_settings",
                 "rename_claude_dir", "replace_settings", "write_through_symlink"):
@@ -476,6 +487,7 @@ def test_as_a_user_not_root(box: Box) -> None:
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     report = json.loads(out.strip().splitlines()[-1])
+    assert '"mounts_ms": null' not in err  # a user namespace was made
     assert report["umount"] == report["remount_rw"] == "EPERM"
     for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
                 "create_codex_config", "create_cursor_hooks", "modify_mcp_json", "chmod_settings"):

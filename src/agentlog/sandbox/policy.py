@@ -48,6 +48,11 @@ PROTECTED_HOME = (".claude/settings.json", ".claude/settings.local.json", ".code
                   ".gemini/settings.json")
 """The agents' user-level hook and settings files: a session must not change the next one's hooks."""
 
+HOME_GUARDED_DIRS = (".claude/hooks", ".claude/agents", ".claude/skills", ".claude/commands")
+"""Where Claude Code's user-level hook scripts, and the subagents, skills and commands whose front
+matter may carry hooks, live: inside its writable state, so guarded like the project's
+directories (when ``~/.claude`` is the run's state)."""
+
 PROJECT_GUARDED_DIRS = (".claude", ".codex", ".gemini", ".cursor")
 """The agents' project-level configuration directories: their settings, hooks (``settings.json``,
 ``settings.local.json``, ``config.toml``, ``hooks.json``), hook scripts, subagents and skills (which
@@ -122,7 +127,8 @@ def floor_policy(run_id: str, project: str, data_root: str, *, agent: str | None
                  tmp: list[str] | None = None, mounts: bool = True) -> Policy:
     """The floor of a run in ``project``: read all but the secrets, write the project, temp and the
     agent's state, never agentlog's data root or the agents' settings files. The project's agent
-    directories are ``guarded`` by read-only mounts when ``mounts``, else ``protected`` by the walk."""
+    directories (and Claude's hook-carrying ones in its state) are ``guarded`` by read-only mounts
+    when ``mounts``, else ``protected`` by the walk."""
     if net not in NET_MODES:
         raise UsageError(f"--net must be one of {', '.join(NET_MODES)}, not {net!r}")
     home = canonical(home) if home else passwd_home()
@@ -131,6 +137,7 @@ def floor_policy(run_id: str, project: str, data_root: str, *, agent: str | None
     proj = canonical(project)
     state = [os.path.join(home, n) for n in state_names]
     guarded = [p for p in project_guarded(proj) if not any(under(p, s) or under(s, p) for s in state)]
+    guarded += [p for p in (os.path.join(home, n) for n in HOME_GUARDED_DIRS) if any(under(p, s) for s in state)]
     protected = [root] + [os.path.join(home, n) for n in PROTECTED_HOME]
     if not mounts:
         protected += guarded

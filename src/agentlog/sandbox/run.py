@@ -143,6 +143,8 @@ class RunResult:
     killed_after: list[int] = field(default_factory=list)
     floor_ms: float = 0.0
     floor_rules: int = 0
+    mounts_ms: float | None = None
+    """The init's mount namespace, /proc and read-only mounts; None without namespaces."""
 
 
 def capture_server_answers(root: str) -> bool:
@@ -296,8 +298,12 @@ def _keep(root: str, argv: list[str], policy: Policy, kind: str | None, abi: int
             os.close(alive_w)
             os.close(result_r)
             ns.die_with_parent(alive_r)
+            started = time.perf_counter()
             ns.isolate_mounts(guard)
-            payload = _serve(root, argv, policy, kind, abi, client, timeout=timeout, announce=announce).__dict__
+            mounts_ms = (time.perf_counter() - started) * 1000
+            result = _serve(root, argv, policy, kind, abi, client, timeout=timeout, announce=announce)
+            result.mounts_ms = mounts_ms
+            payload = result.__dict__
         except BaseException as e:  # reported to the keeper, never raised into its caller's code
             payload = {"error": str(e) or type(e).__name__, "exit": getattr(e, "exit_code", 1)}
         finally:
