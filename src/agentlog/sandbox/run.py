@@ -229,6 +229,10 @@ def _reap(keep: set[int] | None) -> None:
             return
 
 
+_STARTED = False
+"""Whether this process started a run (its children's PID namespace is then the run's)."""
+
+
 def _check_start(argv: list[str], allow: list[str]) -> tuple[str | None, int]:
     """The agent kind and the Landlock ABI, or a clear refusal."""
     if not argv:
@@ -252,12 +256,17 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
     agent's parent (:mod:`agentlog.sandbox.namespaces`). Where namespaces cannot be had (or
     ``AGENTLOG_RUN_NO_NAMESPACES=1``), this process is the broker itself, the project's agent
     directories are protected by the walk instead, and a SIGKILL of it can leave processes behind:
-    it says so on stderr."""
+    it says so on stderr. Once per process (the PID namespace for its children is made once): the
+    CLI's process, or a process started for the run."""
+    global _STARTED
+    if _STARTED:
+        raise AgentlogError("agentlog run: one run per process (this one already made its namespaces)")
     allow = allow or []
     kind, abi = _check_start(argv, allow)
     client = client_argv(root)  # forks the compiler: before the PID namespace, and before the walk sees bin/
     use_ns, why = not ns.disabled(), "AGENTLOG_RUN_NO_NAMESPACES is set"
     if use_ns:
+        _STARTED = True
         try:
             ns.enter_pid_namespace()
         except ns.NamespaceError as e:
