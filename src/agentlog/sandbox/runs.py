@@ -19,7 +19,7 @@ from agentlog.core import AgentlogError, UsageError
 from agentlog.core.fileio import write_json_atomic
 from agentlog.core.locks import open_locked
 from agentlog.core.paths import ensure_dir
-from agentlog.sandbox.policy import Policy, canonical, check_grantable, under
+from agentlog.sandbox.policy import Policy, canonical, check_grantable
 
 POLICY_FILE = "policy.json"
 RUN_FILE = "run.json"
@@ -67,8 +67,8 @@ class RunInfo:
 
 def create(root: str, policy: Policy, agent: list[str], made: list[str] | None = None) -> str:
     """Make the run's directory and files; returns it. Sweeps the directories of dead runs.
-    ``made``: the mount points the run made in the project (removed again by the sweep, where
-    empty, when the run could not do it itself)."""
+    ``made``: the mount points the run made (removed again by the sweep, where empty, when the
+    run could not do it itself)."""
     sweep(root)
     d = run_dir(root, policy.run_id)
     if len(os.fsencode(os.path.join(d, SOCKET_FILE))) > SUN_PATH_MAX:
@@ -107,13 +107,13 @@ def sweep(root: str) -> None:
 
 
 def remove_mount_points(root: str, made: list[str], run_id: str | None = None) -> None:
-    """Remove the empty mount points a run made in its project, unless another live run has the
-    same project (its mount namespace may hold them: removing one would unmount it there)."""
+    """Remove the empty mount points a run made, unless another live run guards the same path (its
+    mount namespace holds a mount there: removing the directory would unmount it there)."""
     if not made:
         return
-    busy = [r.policy.project for r in live_runs(root) if r.run_id != run_id]
+    busy = {g for r in live_runs(root) if r.run_id != run_id for g in r.policy.guarded}
     for p in made:
-        if any(under(p, project) for project in busy):
+        if p in busy:
             continue
         try:
             os.rmdir(p)
