@@ -62,7 +62,7 @@ class RunInfo:
         p = self.policy
         return {"run": self.run_id, "pid": self.pid, "agent": self.agent, "started_at": self.started_at,
                 "project": p.project, "net": p.net, "ports": p.ports, "allow": p.allow, "grants": p.grants,
-                "denies": p.denies, "policy_version": p.version}
+                "denies": p.denies, "guarded": p.guarded, "policy_version": p.version}
 
 
 def create(root: str, policy: Policy, agent: list[str], made: list[str] | None = None) -> str:
