@@ -23,6 +23,7 @@ dropped at the agent's exec. Everything here is ctypes over libc: Python 3.11 ha
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 
 from agentlog.core import AgentlogError
@@ -142,6 +143,8 @@ def mount_points(paths: list[str], file_names: tuple[str, ...]) -> tuple[list[st
             try:
                 os.mkdir(p, 0o755)
             except OSError as e:
+                if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    continue  # what this user cannot make, the agent (the same user, confined) cannot either
                 for m in made:
                     os.rmdir(m)
                 raise NamespaceError(f"cannot make the mount point {p}: {e.strerror}") from e
