@@ -279,8 +279,9 @@ def orphans(ready: str) -> dict[str, object]:
             os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)"])
         os._exit(0)
     os.waitpid(pid, 0)
-    brokered(f"setsid sh -c 'sleep 300 & echo $! > {PROJ}/bd.pid' </dev/null >/dev/null 2>&1 &")
-    wait_for(os.path.join(PROJ, "bd.pid"))
+    pidfile = os.path.join(os.path.dirname(ready), "bd.pid")
+    brokered(f"setsid sh -c 'sleep 300 & echo $! > {pidfile}' </dev/null >/dev/null 2>&1 &")
+    wait_for(pidfile)
     open(ready, "w").close()
     time.sleep(300)
     return {}
