@@ -176,7 +176,8 @@ def test_codex_hook_trust_is_told_truly(release: Release, scratch: Path) -> None
 SANDBOXED = {"name": "sandboxed", "about": "a write in the project, one into agentlog's data root, one into the "
                                             "project's agent settings",
              "prompt": "run the three commands", "final": "Done.",
-             "steps": [[{"shell": "echo inside > inside.txt"}], [{"shell": "echo planted > \"$AGENTLOG_HOME/planted\""}],
+             "steps": [[{"shell": "echo inside > inside.txt"}],
+                       [{"shell": "echo planted > \"$AGENTLOG_HOME/planted\""}],
                        [{"shell": "echo '{}' > .claude/settings.local.json"}]]}
 
 

@@ -430,19 +430,20 @@ def test_agent_settings_without_namespaces_are_kept_by_landlock(box: Box) -> Non
     _settings_unchanged(box)
 
 
-def test_sigkill_of_the_run_leaves_no_process(box: Box) -> None:
-    """kill -9 of `agentlog run` itself: its PID namespace dies with it, daemons included."""
+def _kill_9_leaves_nothing(box: Box, cli: list[str], env: dict[str, str], *, least: int,
+                           user: int | None = None) -> None:
+    """Start ``agentlog run`` (its agent touches ``box.tmp/ready`` when its daemons are up), see at
+    least ``least`` processes of it, kill -9 it, and see every one of them gone within 10 s."""
     ready = box.tmp / "ready"
     log = open(box.base / "run.err", "wb")
-    p = subprocess.Popen([sys.executable, "-m", "agentlog", "run", sys.executable, str(AGENT), "orphans", str(ready)],
-                         cwd=box.proj, env=box.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    p = subprocess.Popen(cli, cwd=box.proj, env=env, user=user, group=user, extra_groups=[] if user else None,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
             assert time.monotonic() < deadline and p.poll() is None, (box.base / "run.err").read_text()
             time.sleep(0.05)
-        # the keeper, (the init,) the agent, its daemon, the brokered daemon's sleep
-        assert len(_survivors(box)) >= 4, _survivors(box)
+        assert len(_survivors(box)) >= least, _survivors(box)
         p.kill()
         p.wait(30)
         deadline = time.monotonic() + 10
@@ -454,6 +455,13 @@ def test_sigkill_of_the_run_leaves_no_process(box: Box) -> None:
             p.kill()
         log.close()
         _kill_survivors(box)
+
+
+def test_sigkill_of_the_run_leaves_no_process(box: Box) -> None:
+    """kill -9 of `agentlog run` itself: its PID namespace dies with it, daemons included."""
+    ready = box.tmp / "ready"
+    _kill_9_leaves_nothing(box, [sys.executable, "-m", "agentlog", "run", sys.executable, str(AGENT), "orphans",
+                                 str(ready)], box.env(), least=4)  # the keeper, (the init,) the agent, 2 daemons
     # the killed run's empty mount points are swept by the next run
     assert (box.proj / ".claude").is_dir()
     r = subprocess.run([sys.executable, "-m", "agentlog", "run", "true"], cwd=box.proj, env=box.env(),
@@ -508,23 +516,4 @@ def test_as_a_user_not_root(box: Box) -> None:
     # kill -9 of the run as this user
     ready = box.tmp / "ready"
     cli = [python, "-m", "agentlog", "run", python, str(AGENT), "orphans", str(ready)]
-    log = open(box.base / "run.err", "wb")
-    k = subprocess.Popen(cli, cwd=box.proj, env={**box.env(), **extra}, user=NOBODY, group=NOBODY, extra_groups=[],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert time.monotonic() < deadline and k.poll() is None, (box.base / "run.err").read_text()
-            time.sleep(0.05)
-        assert len(_survivors(box)) >= 5  # the keeper, the init, the agent, its daemon, the brokered daemon's sleep
-        k.kill()
-        k.wait(30)
-        deadline = time.monotonic() + 10
-        while _survivors(box) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _survivors(box)
-    finally:
-        if k.poll() is None:
-            k.kill()
-        log.close()
-        _kill_survivors(box)
+    _kill_9_leaves_nothing(box, cli, {**box.env(), **extra}, least=5, user=NOBODY)  # the init too

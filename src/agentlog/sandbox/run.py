@@ -38,8 +38,8 @@ NOTE = (
     "directories in the project: .claude, .codex, .gemini, .cursor), ~/.ssh, ~/.aws and similar secrets are "
     "unreadable, and outbound TCP is limited to the run's ports (443 by default). A 'Permission denied', "
     "'Operation not permitted' or 'Read-only file system' there comes from agentlog's policy, not from your "
-    "permission settings: do not work around it; tell the user, who can run `agentlog allow PATH` so that the next command "
-    "may write there. Your own file-editing tools only ever see the fixed policy.")
+    "permission settings: do not work around it; tell the user, who can run `agentlog allow PATH` so that the "
+    "next command may write there. Your own file-editing tools only ever see the fixed policy.")
 
 
 def agent_kind(program: str) -> str | None:
