@@ -517,3 +517,34 @@ def test_as_a_user_not_root(box: Box) -> None:
     ready = box.tmp / "ready"
     cli = [python, "-m", "agentlog", "run", python, str(AGENT), "orphans", str(ready)]
     _kill_9_leaves_nothing(box, cli, {**box.env(), **extra}, least=5, user=NOBODY)  # the init too
+
+
+def _without_landlock() -> None:
+    """preexec_fn: a seccomp filter that answers ENOSYS to landlock_create_ruleset, as a kernel
+    without Landlock does (the generic syscall number; no_new_privs first, as seccomp asks)."""
+    import ctypes
+
+    class Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Insn))]
+
+    insns = (Insn * 4)(Insn(0x20, 0, 0, 0),  # load the syscall number
+                       Insn(0x15, 0, 1, 444),  # landlock_create_ruleset?
+                       Insn(0x06, 0, 0, 0x00050000 | 38),  # then ENOSYS
+                       Insn(0x06, 0, 0, 0x7FFF0000))  # else allow
+    prog = Prog(4, insns)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
+def test_refuses_on_a_kernel_without_landlock(box: Box) -> None:
+    """Never unconfined: where landlock_create_ruleset is ENOSYS, agentlog run refuses and starts nothing."""
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run", "touch", str(box.proj / "ran")], cwd=box.proj,
+                       env=box.env(), capture_output=True, text=True, timeout=120, preexec_fn=_without_landlock)
+    assert r.returncode == 1, r.stderr
+    assert "no usable Landlock" in r.stderr and "will not start the agent unconfined" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (box.proj / "ran").exists()
