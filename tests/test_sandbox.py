@@ -548,3 +548,42 @@ def test_refuses_on_a_kernel_without_landlock(box: Box) -> None:
     assert "no usable Landlock" in r.stderr and "will not start the agent unconfined" in r.stderr
     assert "Traceback" not in r.stderr
     assert not (box.proj / "ran").exists()
+
+
+def _live_sockets(box: Box, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(list((box.root / "run" / "sandbox").glob("*/broker.sock"))) < n:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_two_runs_listed_and_their_mount_points(box: Box) -> None:
+    """With two live runs, allow names them and wants --run; the mount points the first made in the
+    shared project outlive it while the second guards them, and go with the second."""
+    first = box.start("wait", str(box.tmp / "go1"))
+    try:
+        _live_sockets(box, 1)
+        second = box.start("wait", str(box.tmp / "go2"))
+        try:
+            _live_sockets(box, 2)
+            cli = [sys.executable, "-m", "agentlog"]
+            listed = subprocess.run([*cli, "run", "--list", "--json"], env=box.env(), capture_output=True, text=True,
+                                    timeout=60)
+            ids = [r["run"] for r in json.loads(listed.stdout)]
+            assert len(ids) == 2
+            grant = str(box.home / "outside")
+            r = subprocess.run([*cli, "allow", grant], env=box.env(), capture_output=True, text=True, timeout=60)
+            assert r.returncode == 2 and "several runs are live" in r.stderr and all(i in r.stderr for i in ids)
+            r = subprocess.run([*cli, "allow", grant, "--run", ids[1]], env=box.env(), capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 0 and f"run {ids[1]}:" in r.stdout
+            (box.tmp / "go1").write_text("1")
+            first.communicate(timeout=60)
+            assert (box.proj / ".claude").is_dir()  # the second run still guards it
+        finally:
+            (box.tmp / "go2").write_text("1")
+            second.communicate(timeout=60)
+    finally:
+        (box.tmp / "go1").write_text("1")
+        first.communicate(timeout=60)
+    assert not [n for n in (".claude", ".codex", ".gemini", ".cursor") if (box.proj / n).exists()]

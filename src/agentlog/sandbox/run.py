@@ -288,6 +288,7 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
             return _serve(root, argv, policy, kind, abi, client, timeout=timeout, announce=announce)
         return _keep(root, argv, policy, kind, abi, client, guard, timeout=timeout, announce=announce)
     finally:
+        made = runs.made_by(root, policy.run_id, made)  # with those handed over by runs that ended first
         runs.remove(root, policy.run_id)
         runs.remove_mount_points(root, made, policy.run_id)
         shutil.rmtree(gemini_fallback_dir(policy.run_id), ignore_errors=True)

@@ -106,14 +106,41 @@ def sweep(root: str) -> None:
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
+def made_by(root: str, run_id: str, made: list[str]) -> list[str]:
+    """The mount points run ``run_id`` must remove: those it made, and those handed over to it."""
+    try:
+        with open(os.path.join(run_dir(root, run_id), RUN_FILE), "rb") as fh:
+            recorded = json.loads(fh.read()).get("made") or []
+    except (OSError, ValueError, AttributeError):
+        recorded = []
+    return list(dict.fromkeys([*made, *recorded]))
+
+
+def _hand_over(root: str, run_id: str, path: str) -> None:
+    """Make ``path`` a mount point run ``run_id`` removes when it ends."""
+    f = os.path.join(run_dir(root, run_id), RUN_FILE)
+    try:
+        with open(f, "rb") as fh:
+            info = json.loads(fh.read())
+        made = info.get("made") or []
+        if path not in made:
+            info["made"] = [*made, path]
+            write_json_atomic(f, info)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def remove_mount_points(root: str, made: list[str], run_id: str | None = None) -> None:
-    """Remove the empty mount points a run made, unless another live run guards the same path (its
-    mount namespace holds a mount there: removing the directory would unmount it there)."""
+    """Remove the empty mount points a run made. One another live run guards too (its mount
+    namespace holds a mount there: removing the directory would unmount it there) is handed over
+    to that run instead."""
     if not made:
         return
-    busy = {g for r in live_runs(root) if r.run_id != run_id for g in r.policy.guarded}
+    others = [r for r in live_runs(root) if r.run_id != run_id]
     for p in made:
-        if p in busy:
+        holder = next((r for r in others if p in r.policy.guarded), None)
+        if holder is not None:
+            _hand_over(root, holder.run_id, p)
             continue
         try:
             os.rmdir(p)
