@@ -266,6 +266,27 @@ def settings() -> dict[str, object]:
     return r
 
 
+def home_settings() -> dict[str, object]:
+    """Claude's user-level settings and hook directories in its state (~/.claude)."""
+    c = os.path.join(HOME, ".claude")
+
+    def create(path: str) -> str:
+        def f() -> None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as fh:
+                fh.write("---\nhooks: {}\n---\n")
+        return outcome(f)
+
+    return {
+        "modify_settings": write(os.path.join(c, "settings.json")),
+        "create_settings_local": write(os.path.join(c, "settings.local.json")),
+        "modify_hook": write(os.path.join(c, "hooks", "h.sh")),
+        "create_skill": create(os.path.join(c, "skills", "x", "SKILL.md")),
+        "create_agent": create(os.path.join(c, "agents", "a.md")),
+        "write_state": write(os.path.join(c, "projects", "session.jsonl")),
+    }
+
+
 def orphans(ready: str) -> dict[str, object]:
     """A daemon of the agent's own (double fork, setsid) and a brokered command that daemonises,
     then wait to be killed with the run."""

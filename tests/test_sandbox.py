@@ -50,8 +50,9 @@ class Box:
 
     def start(self, *agent_args: str, net: str = "https", ports: tuple[int, ...] = (), timeout: float = 60.0,
               extra_env: dict[str, str] | None = None, python: str = sys.executable,
-              user: int | None = None) -> subprocess.Popen[str]:
-        spec = {"root": str(self.root), "argv": [python, str(AGENT), *agent_args], "project": str(self.proj),
+              user: int | None = None, program: list[str] | None = None) -> subprocess.Popen[str]:
+        argv = [*(program or [python, str(AGENT)]), *agent_args]
+        spec = {"root": str(self.root), "argv": argv, "project": str(self.proj),
                 "home": str(self.home), "tmp": [str(self.tmp)], "net": net, "ports": list(ports),
                 "timeout": timeout, "announce": False}
         code = ("import json,sys\nfrom agentlog.sandbox.run import run\n"
@@ -587,3 +588,26 @@ def test_two_runs_listed_and_their_mount_points(box: Box) -> None:
         (box.tmp / "go1").write_text("1")
         first.communicate(timeout=60)
     assert not [n for n in (".claude", ".codex", ".gemini", ".cursor") if (box.proj / n).exists()]
+
+
+def test_claude_user_settings_and_hook_directories(box: Box) -> None:
+    """Run as Claude (a stand-in named `claude`): in its writable state ~/.claude, the settings
+    files stay unwritable and uncreatable (the walk), its hook, agent, skill and command
+    directories read-only (mounts, made when missing), the rest of its state writable."""
+    claude = box.home / ".claude"
+    (claude / "hooks").mkdir(parents=True)
+    (claude / "hooks" / "h.sh").write_text("exit 0\n")
+    (claude / "settings.json").write_text("{}\n")
+    (claude / "projects").mkdir()
+    fake = box.base / "bin" / "claude"
+    fake.parent.mkdir()
+    # agentlog run passes Claude's flags (--settings S --append-system-prompt NOTE) first: drop them
+    fake.write_text(f"#!/bin/sh\nshift 4\nexec {sys.executable} {AGENT} \"$@\"\n")
+    fake.chmod(0o755)
+    report, result, _ = box.run("home_settings", program=[str(fake)])
+    assert result["exit_code"] == 0
+    assert report["modify_settings"] == report["create_settings_local"] == "EACCES"
+    assert report["modify_hook"] == report["create_skill"] == report["create_agent"] == "EROFS"
+    assert report["write_state"] == "ok"
+    assert (claude / "settings.json").read_text() == "{}\n" and (claude / "hooks" / "h.sh").read_text() == "exit 0\n"
+    assert sorted(os.listdir(claude)) == ["hooks", "projects", "settings.json"]  # the made mount points are gone
