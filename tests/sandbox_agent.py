@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -65,6 +66,8 @@ def floor() -> dict[str, object]:
         "read_ssh": read(SSH_KEY),
         "read_bashrc": read(os.path.join(HOME, ".bashrc")),
         "read_etc": read("/etc/passwd"),
+        # a block device node (root could otherwise make one for the disk and write it raw)
+        "mknod_block": outcome(lambda: os.mknod(os.path.join(PROJ, "disk"), 0o600 | stat.S_IFBLK, os.makedev(254, 0))),
     }
 
 
