@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -65,6 +66,8 @@ def floor() -> dict[str, object]:
         "read_ssh": read(SSH_KEY),
         "read_bashrc": read(os.path.join(HOME, ".bashrc")),
         "read_etc": read("/etc/passwd"),
+        # a block device node (root could otherwise make one for the disk and write it raw)
+        "mknod_block": outcome(lambda: os.mknod(os.path.join(PROJ, "disk"), 0o600 | stat.S_IFBLK, os.makedev(254, 0))),
     }
 
 
@@ -210,6 +213,102 @@ def leave() -> dict[str, object]:
         wait_for(f)
         pids.append(open(f).read().strip())
     return {"pids": pids}
+
+
+def settings() -> dict[str, object]:
+    """The agents' project-level settings and hooks: none may be made or changed; the rest of the
+    project stays writable (the test made .claude/settings.json, .claude/hooks/check.sh, .mcp.json
+    and src/)."""
+    def p(*names: str) -> str:
+        return os.path.join(PROJ, *names)
+
+    def create(*names: str) -> str:
+        def f() -> None:
+            os.makedirs(os.path.dirname(p(*names)), exist_ok=True)
+            with open(p(*names), "w") as fh:
+                fh.write('{"hooks": {"SessionStart": []}}')
+        return outcome(f)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def errno_of(result: int) -> str:
+        return "ok" if result == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+    settings = p(".claude", "settings.json")
+    r: dict[str, object] = {
+        # first the ways around the mounts (as root, Landlock is what stops these)
+        "umount": errno_of(libc.umount2(os.fsencode(p(".claude")), 2)),  # MNT_DETACH
+        "remount_rw": errno_of(libc.mount(None, os.fsencode(p(".claude")), None, 32 | 4096, None)),
+        "modify_claude_settings": write(settings),
+        "create_claude_local": create(".claude", "settings.local.json"),
+        "modify_hook_script": write(p(".claude", "hooks", "check.sh")),
+        "create_gemini_settings": create(".gemini", "settings.json"),
+        "create_codex_config": create(".codex", "config.toml"),
+        "create_codex_hooks": create(".codex", "hooks.json"),
+        "create_cursor_hooks": create(".cursor", "hooks.json"),
+        "modify_mcp_json": write(p(".mcp.json")),
+        "chmod_settings": outcome(lambda: os.chmod(settings, 0o666)),
+        "remove_settings": outcome(lambda: os.unlink(settings)),
+        "rename_claude_dir": outcome(lambda: os.rename(p(".claude"), p("claude-old"))),
+        "remove_gemini_dir": outcome(lambda: os.rmdir(p(".gemini"))),
+        "hardlink_settings": outcome(lambda: os.link(settings, p("settings-link"))),
+    }
+    with open(p("src", "planted.json"), "w") as fh:
+        fh.write("{}")
+    r["replace_settings"] = outcome(lambda: os.replace(p("src", "planted.json"), settings))
+    os.symlink(settings, p("src", "settings-sym"))
+    r["write_through_symlink"] = write(p("src", "settings-sym"))
+    b = brokered("echo x >> .claude/settings.json; mkdir -p .codex; echo x > .codex/config.toml", cwd=PROJ,
+                 stderr=subprocess.DEVNULL)
+    r["brokered_settings"] = "ok" if b.returncode == 0 else "denied"
+    # the rest of the project
+    r["write_top_new"] = write(p("new-top.txt"))
+    r["mkdir_top"] = outcome(lambda: os.mkdir(p("newdir")))
+    r["write_sub"] = write(p("src", "x.py"))
+    r["brokered_top"] = brokered("echo y > from-broker.txt", cwd=PROJ).returncode
+    return r
+
+
+def home_settings() -> dict[str, object]:
+    """Claude's user-level settings and hook directories in its state (~/.claude)."""
+    c = os.path.join(HOME, ".claude")
+
+    def create(path: str) -> str:
+        def f() -> None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as fh:
+                fh.write("---\nhooks: {}\n---\n")
+        return outcome(f)
+
+    return {
+        "modify_settings": write(os.path.join(c, "settings.json")),
+        "create_settings_local": write(os.path.join(c, "settings.local.json")),
+        "modify_hook": write(os.path.join(c, "hooks", "h.sh")),
+        "create_skill": create(os.path.join(c, "skills", "x", "SKILL.md")),
+        "create_agent": create(os.path.join(c, "agents", "a.md")),
+        "write_state": write(os.path.join(c, "projects", "session.jsonl")),
+    }
+
+
+def orphans(ready: str) -> dict[str, object]:
+    """A daemon of the agent's own (double fork, setsid) and a brokered command that daemonises,
+    then wait to be killed with the run."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            fd = os.open(os.devnull, os.O_RDWR)
+            for i in range(3):
+                os.dup2(fd, i)
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)"])
+        os._exit(0)
+    os.waitpid(pid, 0)
+    pidfile = os.path.join(os.path.dirname(ready), "bd.pid")
+    brokered(f"setsid sh -c 'sleep 300 & echo $! > {pidfile}' </dev/null >/dev/null 2>&1 &")
+    wait_for(pidfile)
+    open(ready, "w").close()
+    time.sleep(300)
+    return {}
 
 
 def wait(path: str) -> dict[str, object]:

@@ -173,9 +173,12 @@ def test_codex_hook_trust_is_told_truly(release: Release, scratch: Path) -> None
     assert "have a matching trust record" in doctor.stdout
 
 
-SANDBOXED = {"name": "sandboxed", "about": "a write in the project, then one into agentlog's data root",
-             "prompt": "run the two commands", "final": "Done.",
-             "steps": [[{"shell": "echo inside > inside.txt"}], [{"shell": "echo planted > \"$AGENTLOG_HOME/planted\""}]]}
+SANDBOXED = {"name": "sandboxed", "about": "a write in the project, one into agentlog's data root, one into the "
+                                            "project's agent settings",
+             "prompt": "run the three commands", "final": "Done.",
+             "steps": [[{"shell": "echo inside > inside.txt"}],
+                       [{"shell": "echo planted > \"$AGENTLOG_HOME/planted\""}],
+                       [{"shell": "echo '{}' > .claude/settings.local.json"}]]}
 
 
 @pytest.mark.skipif(abi_version() < 6, reason="the kernel's Landlock ABI is below 6: agentlog run refuses")
@@ -183,8 +186,9 @@ SANDBOXED = {"name": "sandboxed", "about": "a write in the project, then one int
                          ids=lambda r: r.label)
 def test_under_agentlog_run(release: Release, scratch: Path) -> None:
     """The CLI finishes its scenario under ``agentlog run`` (the daemon recording its hooks): the
-    write into the project lands, the one into the data root is denied; every shell command goes
-    through the broker, each recorded, the denied one as denied by policy."""
+    write into the project lands, the ones into the data root and the project's agent settings are
+    denied; every shell command goes through the broker, each recorded, the denied ones as denied
+    by policy."""
     scenario = parse(SANDBOXED, "inline")
     run = run_scenario(release, scenario, scratch, cache=npm.cache_dir(), daemon=True, sandbox=True)
     assert not run.timed_out and run.returncode == 0, run.stderr[-800:]
@@ -197,5 +201,6 @@ def test_under_agentlog_run(release: Release, scratch: Path) -> None:
     events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
     ends = [e for e in events if e["kind"] in ("tool_call_finished", "tool_call_failed")]
     assert [e["content"]["tool_input"]["command"] for e in ends] == [a.arg for step in scenario.steps for a in step]
-    assert [e["outcome"]["status"] for e in ends] == ["success", "denied"]
-    assert ends[1]["outcome"]["class"] == "policy_denied"
+    assert [e["outcome"]["status"] for e in ends] == ["success", "denied", "denied"]
+    assert ends[1]["outcome"]["class"] == ends[2]["outcome"]["class"] == "policy_denied"
+    assert not (scratch / "proj" / ".claude").exists()  # the run's read-only mount point, gone with it

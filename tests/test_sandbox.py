@@ -35,6 +35,7 @@ class Box:
 
     def __init__(self, base: Path) -> None:
         self.base = base
+        self.site = ""
         self.root, self.home, self.proj, self.tmp = (base / n for n in ("root", "home", "proj", "tmp"))
         for d in (self.root, self.home / ".ssh", self.proj, self.tmp, self.home / "outside"):
             d.mkdir(parents=True, exist_ok=True)
@@ -47,15 +48,19 @@ class Box:
                     "BOX_HOME": str(self.home), "BOX_ROOT": str(self.root), "BOX_PROJ": str(self.proj)})
         return env
 
-    def start(self, *agent_args: str, net: str = "https", ports: tuple[int, ...] = (),
-              timeout: float = 60.0) -> subprocess.Popen[str]:
-        spec = {"root": str(self.root), "argv": [sys.executable, str(AGENT), *agent_args], "project": str(self.proj),
+    def start(self, *agent_args: str, net: str = "https", ports: tuple[int, ...] = (), timeout: float = 60.0,
+              extra_env: dict[str, str] | None = None, python: str = sys.executable,
+              user: int | None = None, program: list[str] | None = None) -> subprocess.Popen[str]:
+        argv = [*(program or [python, str(AGENT)]), *agent_args]
+        spec = {"root": str(self.root), "argv": argv, "project": str(self.proj),
                 "home": str(self.home), "tmp": [str(self.tmp)], "net": net, "ports": list(ports),
                 "timeout": timeout, "announce": False}
         code = ("import json,sys\nfrom agentlog.sandbox.run import run\n"
                 "r=run(**json.loads(sys.argv[1]))\n"
                 "sys.stderr.write('RESULT '+json.dumps(r.__dict__)+'\\n')\nsys.exit(0)\n")
-        return subprocess.Popen([sys.executable, "-c", code, json.dumps(spec)], cwd=self.proj, env=self.env(),
+        return subprocess.Popen([python, "-c", code, json.dumps(spec)], cwd=self.proj,
+                                env={**self.env(), **(extra_env or {})}, user=user, group=user,
+                                extra_groups=[] if user is not None else None,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def run(self, *agent_args: str, **kw: object) -> tuple[dict[str, object], dict[str, object], str]:
@@ -85,6 +90,33 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _survivors(box: Box) -> list[int]:
+    """Live processes of this box's runs, seen from here: those whose environment holds its
+    BOX_ROOT (pids inside a run's PID namespace mean nothing out here)."""
+    mark = f"BOX_ROOT={box.root}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in env and _alive(int(d)):
+            out.append(int(d))
+    return out
+
+
+def _kill_survivors(box: Box) -> None:
+    """A failed test leaves nothing running either."""
+    for pid in _survivors(box):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
 def test_floor_reads_and_writes(box: Box) -> None:
     report, result, _ = box.run("floor")
     assert report["write_project"] == "ok"
@@ -94,6 +126,7 @@ def test_floor_reads_and_writes(box: Box) -> None:
     assert report["read_ssh"] == "EACCES"
     assert report["read_bashrc"] == "ok"
     assert report["read_etc"] == "ok"
+    assert report["mknod_block"] in ("EACCES", "EPERM")  # EPERM: no CAP_MKNOD (not root)
     assert result["exit_code"] == 0
     # the same writes outside any run succeed (so the EACCES above is the sandbox's)
     (box.home / "new.txt").write_text("x")
@@ -189,9 +222,8 @@ def test_escape_attempts_fail(box: Box) -> None:
             continue
         assert value != "ok", f"escape {key}: {value}"
     assert result["refused"] >= 1  # the daemonised process's connection
-    # the daemonised processes are gone with the run
-    for key in ("pid_daemon", "pid_brokered_daemon"):
-        assert not _alive(int(report[key])), key
+    assert report["pid_daemon"] and report["pid_brokered_daemon"]
+    assert not _survivors(box)  # the daemonised processes are gone with the run
 
 
 def test_socket_refuses_processes_outside_the_run(box: Box) -> None:
@@ -232,13 +264,13 @@ def test_interrupt_and_kill_reach_the_process_group(box: Box) -> None:
     assert report["sigint_status"] in (130, -2)
     assert report["group_after_sigint"] == []
     assert report["group_after_kill"] == []
-    assert not any(_alive(int(p)) for p in report["all_pids"])
+    assert report["all_pids"] and not _survivors(box)
 
 
 def test_run_leaves_no_process_behind(box: Box) -> None:
     report, result, _ = box.run("leave")
     time.sleep(0.1)
-    assert report["pids"] and not any(_alive(int(p)) for p in report["pids"])
+    assert report["pids"] and not _survivors(box)
     assert result["killed_after"]
     assert not list((box.root / "run" / "sandbox").glob("*"))  # the run's directory is gone
 
@@ -306,7 +338,7 @@ def test_cli_run_timeout_kills_the_agent_and_its_tree(box: Box) -> None:
     assert time.monotonic() - t0 < 60
     assert r.returncode == 137, r.stderr  # SIGKILL, told as the shell does
     assert "ended (exit -9)" in r.stderr
-    assert not _alive(int(pidfile.read_text()))
+    assert pidfile.read_text().strip() and not _survivors(box)
 
 
 def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: Box) -> None:
@@ -327,7 +359,256 @@ def test_live_denial_narrows_the_project_and_grants_refuse_protected_paths(box: 
         finally:
             built.ruleset.close()
         assert [code == "0" for code in r.stdout.split()] == expect, (live, r.stdout, r.stderr)
-    for path in (box.home / ".ssh", box.home / ".claude" / "settings.json", box.root / "logs", box.base):
+    for path in (box.home / ".ssh", box.home / ".claude" / "settings.json", box.root / "logs", box.base,
+                 box.proj / ".claude", box.proj / ".gemini" / "settings.json"):
         with pytest.raises(UsageError):
             check_grantable(str(path), policy)
     check_grantable(str(box.home / "outside"), policy)
+    # guarded: the project's agent directories always, Claude's hook-carrying ones when ~/.claude is the state
+    guarded = set(policy.guarded)
+    assert {str(box.proj / n) for n in (".claude", ".codex", ".gemini", ".cursor", ".mcp.json")} <= guarded
+    assert str(box.home / ".claude" / "hooks") in guarded and str(box.home / ".claude" / "skills") in guarded
+    codex = floor_policy("t", str(box.proj), str(box.root), agent="codex", home=str(box.home), tmp=[str(box.tmp)])
+    assert not [p for p in codex.guarded if p.startswith(str(box.home) + "/")]
+    walked = floor_policy("t", str(box.proj), str(box.root), agent="claude", home=str(box.home), tmp=[str(box.tmp)],
+                          mounts=False)
+    assert not walked.guarded and guarded <= set(walked.protected)
+
+
+def _agent_settings(box: Box) -> None:
+    """A project whose agent settings already exist in part (.claude), and in part do not."""
+    (box.proj / ".claude" / "hooks").mkdir(parents=True)
+    (box.proj / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
+    (box.proj / ".claude" / "hooks" / "check.sh").write_text("exit 0\n")
+    (box.proj / ".mcp.json").write_text("{}\n")
+    (box.proj / "src").mkdir()
+
+
+def _settings_unchanged(box: Box) -> None:
+    assert (box.proj / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'
+    assert (box.proj / ".claude" / "hooks" / "check.sh").read_text() == "exit 0\n"
+    assert (box.proj / ".mcp.json").read_text() == "{}\n"
+    assert sorted(os.listdir(box.proj / ".claude")) == ["hooks", "settings.json"]
+    for name in (".gemini", ".codex", ".cursor"):  # made as mount points, removed with the run
+        assert not (box.proj / name).exists(), name
+
+
+def test_agent_settings_in_the_project_cannot_be_made_or_changed(box: Box) -> None:
+    _agent_settings(box)
+    report, result, _ = box.run("settings")
+    assert result["exit_code"] == 0 and result["mounts_ms"] is not None  # in the run's own namespaces
+    for key in ("umount", "remount_rw"):  # as root too: Landlock forbids changing the mounts
+        assert report[key] == "EPERM", (key, report[key])
+    for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
+                "create_codex_config", "create_codex_hooks", "create_cursor_hooks", "modify_mcp_json",
+                "chmod_settings", "write_through_symlink"):
+        assert report[key] == "EROFS", (key, report[key])
+    for key in ("remove_settings", "rename_claude_dir", "remove_gemini_dir", "hardlink_settings",
+                "replace_settings"):
+        assert report[key] in ("EROFS", "EBUSY", "EXDEV"), (key, report[key])
+    assert report["brokered_settings"] == "denied"
+    # the rest of the project, its top level included, stays writable
+    assert report["write_top_new"] == report["mkdir_top"] == report["write_sub"] == "ok"
+    assert report["brokered_top"] == 0 and (box.proj / "from-broker.txt").read_text() == "y\n"
+    _settings_unchanged(box)
+    log = next((box.root / "logs" / "agentlog").glob("sandbox-*.jsonl")).read_text()
+    assert '"policy_denied"' in log  # the brokered attempt, recorded as denied by policy
+
+
+def test_agent_settings_without_namespaces_are_kept_by_landlock(box: Box) -> None:
+    """The fallback (no user namespaces): the walk keeps them, at the cost of the project's top level."""
+    _agent_settings(box)
+    p = box.start("settings", extra_env={"AGENTLOG_RUN_NO_NAMESPACES": "1"})
+    out, err = p.communicate(timeout=120)
+    report = json.loads(out.strip().splitlines()[-1])
+    assert '"mounts_ms": null' in err
+    for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
+                "create_codex_config", "create_cursor_hooks", "modify_mcp_json", "remove_settings",
+                "rename_claude_dir", "replace_settings", "write_through_symlink"):
+        assert report[key] == "EACCES", (key, report[key])
+    assert report["brokered_settings"] == "denied"
+    assert report["write_sub"] == "ok"
+    assert report["write_top_new"] == "EACCES"  # the cost, written down in docs/sandbox.md
+    _settings_unchanged(box)
+
+
+def _kill_9_leaves_nothing(box: Box, cli: list[str], env: dict[str, str], *, least: int,
+                           user: int | None = None) -> None:
+    """Start ``agentlog run`` (its agent touches ``box.tmp/ready`` when its daemons are up), see at
+    least ``least`` processes of it, kill -9 it, and see every one of them gone within 10 s."""
+    ready = box.tmp / "ready"
+    log = open(box.base / "run.err", "wb")
+    p = subprocess.Popen(cli, cwd=box.proj, env=env, user=user, group=user, extra_groups=[] if user else None,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline and p.poll() is None, (box.base / "run.err").read_text()
+            time.sleep(0.05)
+        assert len(_survivors(box)) >= least, _survivors(box)
+        p.kill()
+        p.wait(30)
+        deadline = time.monotonic() + 10
+        while _survivors(box) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _survivors(box)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        log.close()
+        _kill_survivors(box)
+
+
+def test_sigkill_of_the_run_leaves_no_process(box: Box) -> None:
+    """kill -9 of `agentlog run` itself: its PID namespace dies with it, daemons included."""
+    ready = box.tmp / "ready"
+    _kill_9_leaves_nothing(box, [sys.executable, "-m", "agentlog", "run", sys.executable, str(AGENT), "orphans",
+                                 str(ready)], box.env(), least=4)  # the keeper, (the init,) the agent, 2 daemons
+    # the killed run's empty mount points are swept by the next run
+    assert (box.proj / ".claude").is_dir()
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run", "true"], cwd=box.proj, env=box.env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not [n for n in (".claude", ".codex", ".gemini", ".cursor") if (box.proj / n).exists()]
+    assert not list((box.root / "run" / "sandbox").glob("*"))
+
+
+NOBODY = 65534
+
+
+def _python_for_nobody(box: Box) -> str:
+    """An interpreter a user other than root can run agentlog with (this one may live under /root)."""
+    import sysconfig
+
+    site = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    for python in (sys.executable, "/usr/bin/python3"):
+        env = {**box.env(), "PYTHONPATH": os.pathsep.join([str(SRC), site])}
+        try:
+            r = subprocess.run([python, "-c", "import agentlog.sandbox.run, agentlog.cli"], env=env, user=NOBODY,
+                               group=NOBODY, extra_groups=[], cwd="/", capture_output=True, timeout=60)
+        except OSError:
+            continue
+        if r.returncode == 0:
+            box.site = site
+            return python
+    pytest.skip("no Python interpreter that the user nobody may run agentlog with")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run as a user already: every other test is this one")
+def test_as_a_user_not_root(box: Box) -> None:
+    """As a user (nobody), the run makes a user namespace of its own: the agents' settings are
+    still unwritable (umount now fails for want of a capability), the project's top level stays
+    writable, and a kill -9 of the run still leaves nothing."""
+    _agent_settings(box)
+    python = _python_for_nobody(box)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(box.base)], check=True, timeout=60)
+    extra = {"PYTHONPATH": os.pathsep.join([str(SRC), box.site])}
+    p = box.start("settings", python=python, user=NOBODY, extra_env=extra)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert '"mounts_ms": null' not in err  # a user namespace was made
+    assert report["umount"] == report["remount_rw"] == "EPERM"
+    for key in ("modify_claude_settings", "create_claude_local", "modify_hook_script", "create_gemini_settings",
+                "create_codex_config", "create_cursor_hooks", "modify_mcp_json", "chmod_settings"):
+        assert report[key] == "EROFS", (key, report[key])
+    assert report["brokered_settings"] == "denied"
+    assert report["write_top_new"] == report["write_sub"] == "ok" and report["brokered_top"] == 0
+    _settings_unchanged(box)
+    # kill -9 of the run as this user
+    ready = box.tmp / "ready"
+    cli = [python, "-m", "agentlog", "run", python, str(AGENT), "orphans", str(ready)]
+    _kill_9_leaves_nothing(box, cli, {**box.env(), **extra}, least=5, user=NOBODY)  # the init too
+
+
+def _without_landlock() -> None:
+    """preexec_fn: a seccomp filter that answers ENOSYS to landlock_create_ruleset, as a kernel
+    without Landlock does (the generic syscall number; no_new_privs first, as seccomp asks)."""
+    import ctypes
+
+    class Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Insn))]
+
+    insns = (Insn * 4)(Insn(0x20, 0, 0, 0),  # load the syscall number
+                       Insn(0x15, 0, 1, 444),  # landlock_create_ruleset?
+                       Insn(0x06, 0, 0, 0x00050000 | 38),  # then ENOSYS
+                       Insn(0x06, 0, 0, 0x7FFF0000))  # else allow
+    prog = Prog(4, insns)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
+def test_refuses_on_a_kernel_without_landlock(box: Box) -> None:
+    """Never unconfined: where landlock_create_ruleset is ENOSYS, agentlog run refuses and starts nothing."""
+    r = subprocess.run([sys.executable, "-m", "agentlog", "run", "touch", str(box.proj / "ran")], cwd=box.proj,
+                       env=box.env(), capture_output=True, text=True, timeout=120, preexec_fn=_without_landlock)
+    assert r.returncode == 1, r.stderr
+    assert "no usable Landlock" in r.stderr and "will not start the agent unconfined" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (box.proj / "ran").exists()
+
+
+def _live_sockets(box: Box, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(list((box.root / "run" / "sandbox").glob("*/broker.sock"))) < n:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_two_runs_listed_and_their_mount_points(box: Box) -> None:
+    """With two live runs, allow names them and wants --run; the mount points the first made in the
+    shared project outlive it while the second guards them, and go with the second."""
+    first = box.start("wait", str(box.tmp / "go1"))
+    try:
+        _live_sockets(box, 1)
+        second = box.start("wait", str(box.tmp / "go2"))
+        try:
+            _live_sockets(box, 2)
+            cli = [sys.executable, "-m", "agentlog"]
+            listed = subprocess.run([*cli, "run", "--list", "--json"], env=box.env(), capture_output=True, text=True,
+                                    timeout=60)
+            ids = [r["run"] for r in json.loads(listed.stdout)]
+            assert len(ids) == 2
+            grant = str(box.home / "outside")
+            r = subprocess.run([*cli, "allow", grant], env=box.env(), capture_output=True, text=True, timeout=60)
+            assert r.returncode == 2 and "several runs are live" in r.stderr and all(i in r.stderr for i in ids)
+            r = subprocess.run([*cli, "allow", grant, "--run", ids[1]], env=box.env(), capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 0 and f"run {ids[1]}:" in r.stdout
+            (box.tmp / "go1").write_text("1")
+            first.communicate(timeout=60)
+            assert (box.proj / ".claude").is_dir()  # the second run still guards it
+        finally:
+            (box.tmp / "go2").write_text("1")
+            second.communicate(timeout=60)
+    finally:
+        (box.tmp / "go1").write_text("1")
+        first.communicate(timeout=60)
+    assert not [n for n in (".claude", ".codex", ".gemini", ".cursor") if (box.proj / n).exists()]
+
+
+def test_claude_user_settings_and_hook_directories(box: Box) -> None:
+    """Run as Claude (a stand-in named `claude`): in its writable state ~/.claude, the settings
+    files stay unwritable and uncreatable (the walk), its hook, agent, skill and command
+    directories read-only (mounts, made when missing), the rest of its state writable."""
+    claude = box.home / ".claude"
+    (claude / "hooks").mkdir(parents=True)
+    (claude / "hooks" / "h.sh").write_text("exit 0\n")
+    (claude / "settings.json").write_text("{}\n")
+    (claude / "projects").mkdir()
+    fake = box.base / "bin" / "claude"
+    fake.parent.mkdir()
+    # agentlog run passes Claude's flags (--settings S --append-system-prompt NOTE) first: drop them
+    fake.write_text(f"#!/bin/sh\nshift 4\nexec {sys.executable} {AGENT} \"$@\"\n")
+    fake.chmod(0o755)
+    report, result, _ = box.run("home_settings", program=[str(fake)])
+    assert result["exit_code"] == 0
+    assert report["modify_settings"] == report["create_settings_local"] == "EACCES"
+    assert report["modify_hook"] == report["create_skill"] == report["create_agent"] == "EROFS"
+    assert report["write_state"] == "ok"
+    assert (claude / "settings.json").read_text() == "{}\n" and (claude / "hooks" / "h.sh").read_text() == "exit 0\n"
+    assert sorted(os.listdir(claude)) == ["hooks", "projects", "settings.json"]  # the made mount points are gone

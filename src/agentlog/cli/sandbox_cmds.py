@@ -29,10 +29,13 @@ def run_cmd(allow: tuple[str, ...], net: str, ports: tuple[int, ...], timeout: f
     The agent and everything it starts run under the floor: read all but ~/.ssh,
     ~/.aws, ~/.gnupg's private keys and agentlog's keys and vault; write the
     project (the current directory), the temp directories and the agent's own
-    state; never agentlog's data root or the agents' settings files. Claude's
-    Bash commands are rewritten to go through the run's broker, which records
-    each one and runs it under the floor plus the grants of `agentlog allow`.
-    Refuses to start when the kernel has no Landlock. Exit status: the agent's.
+    state; never agentlog's data root or the agents' settings and hook files
+    (in the project, .claude, .codex, .gemini and .cursor are read-only). The
+    agents' shell commands are rewritten to go through the run's broker, which
+    records each one and runs it under the floor plus the grants of `agentlog
+    allow`. The run has its own PID namespace: when it ends, or is killed,
+    nothing it started is left. Refuses to start when the kernel has no
+    Landlock. Exit status: the agent's.
 
     Example: agentlog run --allow ~/src/shared-lib claude -p "fix the failing test"
     """

@@ -42,7 +42,11 @@ DRAIN_S = 0.2
 """After the command's leader exits, how long output from what it left running may keep the reply waiting."""
 RULESET_TTL_S = 10.0
 """A built ruleset is reused for this long while the policy's version is unchanged (the walk is a snapshot)."""
-DENIAL_MARKS = (b"Permission denied", b"Operation not permitted")
+STOP_WAIT_S = 10.0
+"""How long stopping waits for the connections' threads (their commands are killed first)."""
+DENIAL_MARKS = (b"Permission denied", b"Operation not permitted", b"Read-only file system")
+"""How a denial shows on stderr: Landlock's EACCES/EPERM, and EROFS from the read-only mounts
+over the project's agent directories."""
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """Forwarded signals after which nothing of the command's group may outlive its leader."""
 SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
@@ -80,6 +84,7 @@ class Broker:
     _cache: tuple[int, float, Built] | None = None
     _sock: socket.socket | None = None
     _stopping: bool = False
+    _serving: set[threading.Thread] = field(default_factory=set)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -110,6 +115,14 @@ class Broker:
             groups = list(self.live)
         for pg in groups:
             _killpg(pg, signal.SIGKILL)
+        # each connection's thread records its command after the client has its status: let it
+        # finish (the run's process may end right after this, taking threads with it)
+        deadline = time.monotonic() + STOP_WAIT_S
+        with self._lock:
+            serving = list(self._serving)
+        for t in serving:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
 
     def _accept_loop(self) -> None:
         assert self._sock is not None
@@ -118,7 +131,10 @@ class Broker:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            with self._lock:
+                self._serving.add(t)
+            t.start()
 
     # -- policy --------------------------------------------------------------------
 
@@ -152,6 +168,13 @@ class Broker:
         return None
 
     def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._serve_one(conn)
+        finally:
+            with self._lock:
+                self._serving.discard(threading.current_thread())
+
+    def _serve_one(self, conn: socket.socket) -> None:
         fds: list[int] = []
         try:
             problem = self._peer_ok(conn)

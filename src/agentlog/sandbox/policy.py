@@ -48,6 +48,19 @@ PROTECTED_HOME = (".claude/settings.json", ".claude/settings.local.json", ".code
                   ".gemini/settings.json")
 """The agents' user-level hook and settings files: a session must not change the next one's hooks."""
 
+HOME_GUARDED_DIRS = (".claude/hooks", ".claude/agents", ".claude/skills", ".claude/commands")
+"""Where Claude Code's user-level hook scripts, and the subagents, skills and commands whose front
+matter may carry hooks, live: inside its writable state, so guarded like the project's
+directories (when ``~/.claude`` is the run's state)."""
+
+PROJECT_GUARDED_DIRS = (".claude", ".codex", ".gemini", ".cursor")
+"""The agents' project-level configuration directories: their settings, hooks (``settings.json``,
+``settings.local.json``, ``config.toml``, ``hooks.json``), hook scripts, subagents and skills (which
+may carry hooks too). Read-only in a run, made (empty) when missing so they cannot be created."""
+
+PROJECT_GUARDED_FILES = (".mcp.json",)
+"""Project-level settings files outside those directories: read-only when they exist."""
+
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/random", "/dev/urandom")
 
 
@@ -64,6 +77,9 @@ class Policy:
     state_files: list[str] = field(default_factory=list)
     read_deny: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)
+    guarded: list[str] = field(default_factory=list)
+    """Paths in the project kept read-only by bind mounts in the run's mount namespace (not by the
+    walk, which would take every new entry at the project's top level away)."""
     net: str = "https"
     ports: list[int] = field(default_factory=list)
     allow: list[str] = field(default_factory=list)
@@ -108,24 +124,44 @@ def temp_dirs() -> list[str]:
 
 def floor_policy(run_id: str, project: str, data_root: str, *, agent: str | None, net: str = "https",
                  ports: list[int] | None = None, allow: list[str] | None = None, home: str | None = None,
-                 tmp: list[str] | None = None) -> Policy:
+                 tmp: list[str] | None = None, mounts: bool = True) -> Policy:
     """The floor of a run in ``project``: read all but the secrets, write the project, temp and the
-    agent's state, never agentlog's data root or the agents' settings files."""
+    agent's state, never agentlog's data root or the agents' settings files. The project's agent
+    directories (and Claude's hook-carrying ones in its state) are ``guarded`` by read-only mounts
+    when ``mounts``, else ``protected`` by the walk."""
     if net not in NET_MODES:
         raise UsageError(f"--net must be one of {', '.join(NET_MODES)}, not {net!r}")
     home = canonical(home) if home else passwd_home()
     root = canonical(data_root)
     state_names = AGENT_STATE.get(agent or "", ())
+    proj = canonical(project)
+    state = [os.path.join(home, n) for n in state_names]
+    guarded = [p for p in project_guarded(proj) if not any(under(p, s) or under(s, p) for s in state)]
+    guarded += [p for p in (os.path.join(home, n) for n in HOME_GUARDED_DIRS) if any(under(p, s) for s in state)]
+    protected = [root] + [os.path.join(home, n) for n in PROTECTED_HOME]
+    if not mounts:
+        protected += guarded
+        guarded = []
     return Policy(
-        run_id=run_id, project=canonical(project), home=home, data_root=root,
+        run_id=run_id, project=proj, home=home, data_root=root,
         tmp=[canonical(t) for t in tmp] if tmp is not None else temp_dirs(),
-        state=[os.path.join(home, n) for n in state_names],
+        state=state,
         state_files=[os.path.join(home, n) for n in AGENT_STATE_FILES] if agent == "claude" else [],
         read_deny=[os.path.join(home, n) for n in READ_DENIED_HOME] + [os.path.join(root, "keys"),
                                                                        os.path.join(root, "vault")],
-        protected=[root] + [os.path.join(home, n) for n in PROTECTED_HOME],
+        protected=protected, guarded=guarded,
         net=net, ports=sorted(set(ports or [])), allow=[canonical(a) for a in allow or []],
     )
+
+
+def project_guarded(project: str) -> list[str]:
+    """The project's agent directories and settings files (:data:`PROJECT_GUARDED_DIRS`,
+    :data:`PROJECT_GUARDED_FILES`), by the path the run sees (a symbolic link is followed)."""
+    out = []
+    for name in (*PROJECT_GUARDED_DIRS, *PROJECT_GUARDED_FILES):
+        p = os.path.join(project, name)
+        out.append(canonical(p) if os.path.exists(p) else p)
+    return out
 
 
 def under(path: str, parent: str) -> bool:
@@ -137,7 +173,7 @@ def check_grantable(path: str, policy: Policy) -> None:
     if under(path, policy.data_root) or under(policy.data_root, path):
         raise UsageError(f"{path} is in (or holds) agentlog's data root {policy.data_root}, which no run may "
                          "write; not granted")
-    for p in [*policy.protected, *policy.read_deny]:
+    for p in [*policy.protected, *policy.guarded, *policy.read_deny]:
         if under(path, p):
             raise UsageError(f"{path} is under {p}, which no agentlog run may write; not granted")
 

@@ -20,12 +20,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from agentlog.core import UsageError
+from agentlog.core import AgentlogError, UsageError
 from agentlog.sandbox import landlock as L
+from agentlog.sandbox import namespaces as ns
 from agentlog.sandbox import runs
 from agentlog.sandbox.broker import Broker
 from agentlog.sandbox.exec_client import client_argv
-from agentlog.sandbox.policy import Policy, build, floor_policy
+from agentlog.sandbox.policy import PROJECT_GUARDED_FILES, Policy, build, floor_policy
 
 PR_SET_CHILD_SUBREAPER = 36
 ROUTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "route.py")
@@ -33,11 +34,12 @@ ROUTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "route.p
 NOTE = (
     "You run under agentlog's Linux sandbox (Landlock). Your shell commands go through `agentlog exec`, which "
     "records them and runs them under the run's policy: the project, the temp directory and your own state "
-    "directory are writable, the rest of the filesystem is read-only, ~/.ssh, ~/.aws and similar secrets are "
-    "unreadable, and outbound TCP is limited to the run's ports (443 by default). A 'Permission denied' or "
-    "'Operation not permitted' outside those places comes from agentlog's policy, not from your permission "
-    "settings: do not work around it; tell the user, who can run `agentlog allow PATH` so that the next command "
-    "may write there. Your own file-editing tools only ever see the fixed policy.")
+    "directory are writable, the rest of the filesystem is read-only (so are the agents' settings and hook "
+    "directories in the project: .claude, .codex, .gemini, .cursor), ~/.ssh, ~/.aws and similar secrets are "
+    "unreadable, and outbound TCP is limited to the run's ports (443 by default). A 'Permission denied', "
+    "'Operation not permitted' or 'Read-only file system' there comes from agentlog's policy, not from your "
+    "permission settings: do not work around it; tell the user, who can run `agentlog allow PATH` so that the "
+    "next command may write there. Your own file-editing tools only ever see the fixed policy.")
 
 
 def agent_kind(program: str) -> str | None:
@@ -141,6 +143,8 @@ class RunResult:
     killed_after: list[int] = field(default_factory=list)
     floor_ms: float = 0.0
     floor_rules: int = 0
+    mounts_ms: float | None = None
+    """The init's mount namespace, /proc and read-only mounts; None without namespaces."""
 
 
 def capture_server_answers(root: str) -> bool:
@@ -225,37 +229,137 @@ def _reap(keep: set[int] | None) -> None:
             return
 
 
-def prepare(root: str, argv: list[str], *, project: str, net: str, ports: list[int], allow: list[str],
-            home: str | None = None, tmp: list[str] | None = None) -> tuple[Policy, str | None, int]:
-    """The run's policy (its directory made), the agent kind and the Landlock ABI."""
+_STARTED = False
+"""Whether this process started a run (its children's PID namespace is then the run's)."""
+
+
+def _check_start(argv: list[str], allow: list[str]) -> tuple[str | None, int]:
+    """The agent kind and the Landlock ABI, or a clear refusal."""
     if not argv:
         raise UsageError("agentlog run needs the agent to start, e.g. `agentlog run claude`")
     if shutil.which(argv[0]) is None:
         raise UsageError(f"{argv[0]}: no such program on PATH")
     abi = L.require_abi()
-    kind = agent_kind(argv[0])
     for a in allow:
         if not os.path.isdir(a):
             raise UsageError(f"--allow {a}: not a directory")
-    policy = floor_policy(str(os.getpid()), project, root, agent=kind, net=net, ports=ports, allow=allow, home=home,
-                          tmp=tmp)
-    for d in policy.state:
-        if os.path.basename(d) in (".claude", ".codex", ".gemini"):
-            os.makedirs(d, mode=0o700, exist_ok=True)
-    runs.create(root, policy, argv)
-    return policy, kind, abi
+    return agent_kind(argv[0]), abi
 
 
 def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: list[int] | None = None,
         allow: list[str] | None = None, timeout: float | None = None, home: str | None = None,
         tmp: list[str] | None = None, announce: bool = True) -> RunResult:
-    """Start ``argv`` under the floor with its broker; return when it exited and nothing of it is left."""
-    policy, kind, abi = prepare(root, argv, project=project, net=net, ports=ports or [], allow=allow or [], home=home,
-                                  tmp=tmp)
+    """Start ``argv`` under the floor with its broker; return when it exited and nothing of it is left.
+
+    This process is the *keeper*: it makes the run's PID namespace and forks its init, which
+    guards the project's agent directories with read-only mounts and is the broker and the
+    agent's parent (:mod:`agentlog.sandbox.namespaces`). Where namespaces cannot be had (or
+    ``AGENTLOG_RUN_NO_NAMESPACES=1``), this process is the broker itself, the project's agent
+    directories are protected by the walk instead, and a SIGKILL of it can leave processes behind:
+    it says so on stderr. Once per process (the PID namespace for its children is made once): the
+    CLI's process, or a process started for the run."""
+    global _STARTED
+    if _STARTED:
+        raise AgentlogError("agentlog run: one run per process (this one already made its namespaces)")
+    allow = allow or []
+    kind, abi = _check_start(argv, allow)
+    client = client_argv(root)  # forks the compiler: before the PID namespace, and before the walk sees bin/
+    use_ns, why = not ns.disabled(), "AGENTLOG_RUN_NO_NAMESPACES is set"
+    if use_ns:
+        _STARTED = True
+        try:
+            ns.enter_pid_namespace()
+        except ns.NamespaceError as e:
+            use_ns, why = False, str(e)
+    policy = floor_policy(str(os.getpid()), project, root, agent=kind, net=net, ports=ports or [], allow=allow,
+                          home=home, tmp=tmp, mounts=use_ns)
+    for d in policy.state:
+        if os.path.basename(d) in (".claude", ".codex", ".gemini"):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+    runs.sweep(root)  # a killed run's empty mount points go before this run looks for its own
+    guard, made = ns.mount_points(policy.guarded, PROJECT_GUARDED_FILES) if use_ns else ([], [])
+    try:
+        runs.create(root, policy, argv, made=made)
+        if not use_ns:
+            if announce:
+                sys.stderr.write(f"agentlog run: without namespaces ({why}): the project's agent directories "
+                                 "are protected by Landlock alone, so no new entry can be made at the project's top "
+                                 "level, and a SIGKILL of agentlog run can leave the agent's processes running\n")
+            return _serve(root, argv, policy, kind, abi, client, timeout=timeout, announce=announce)
+        return _keep(root, argv, policy, kind, abi, client, guard, timeout=timeout, announce=announce)
+    finally:
+        made = runs.made_by(root, policy.run_id, made)  # with those handed over by runs that ended first
+        runs.remove(root, policy.run_id)
+        runs.remove_mount_points(root, made, policy.run_id)
+        shutil.rmtree(gemini_fallback_dir(policy.run_id), ignore_errors=True)
+
+
+def _keep(root: str, argv: list[str], policy: Policy, kind: str | None, abi: int, client: list[str],
+          guard: list[str], *, timeout: float | None, announce: bool) -> RunResult:
+    """Fork the run's init (PID 1 of the namespace :func:`run` made), relay SIGTERM and SIGHUP to
+    it, and return the result it reports (or its death)."""
+    alive_r, alive_w = os.pipe()  # the init's way to see that this process has gone
+    result_r, result_w = os.pipe()
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the agent's
+    pid = os.fork()
+    if pid == 0:  # the init
+        payload: dict[str, Any] = {"error": "the run's init failed"}
+        try:
+            os.close(alive_w)
+            os.close(result_r)
+            ns.die_with_parent(alive_r)
+            started = time.perf_counter()
+            ns.isolate_mounts(guard)
+            mounts_ms = (time.perf_counter() - started) * 1000
+            result = _serve(root, argv, policy, kind, abi, client, timeout=timeout, announce=announce)
+            result.mounts_ms = mounts_ms
+            payload = result.__dict__
+        except BaseException as e:  # reported to the keeper, never raised into its caller's code
+            payload = {"error": str(e) or type(e).__name__, "exit": getattr(e, "exit_code", 1)}
+        finally:
+            try:
+                data = json.dumps(payload).encode()
+                while data:
+                    data = data[os.write(result_w, data):]
+            finally:
+                os._exit(0)
+    os.close(alive_r)
+    os.close(result_w)
+    forward = _forwarder(pid)
+    old_term = signal.signal(signal.SIGTERM, forward)
+    old_hup = signal.signal(signal.SIGHUP, forward)
+    try:
+        chunks = []
+        while chunk := os.read(result_r, 1 << 16):
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGHUP, old_hup)
+        os.close(result_r)
+        os.close(alive_w)
+    try:
+        payload = json.loads(b"".join(chunks))
+    except ValueError:
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:  # the init was killed, and with it everything in the run
+            return RunResult(policy.run_id, code, 0, 0)
+        raise AgentlogError(f"agentlog run: the run's init ended without a result (exit {code})") from None
+    if "error" in payload:
+        err = AgentlogError(f"agentlog run: {payload['error']}")
+        err.exit_code = int(payload.get("exit") or 1)
+        raise err
+    return RunResult(**payload)
+
+
+def _serve(root: str, argv: list[str], policy: Policy, kind: str | None, abi: int, client: list[str], *,
+           timeout: float | None, announce: bool) -> RunResult:
+    """The broker and the agent's parent: start the agent under the floor, serve its commands, and
+    kill what is left of it when it exits."""
     run_id = policy.run_id
     broker = Broker(root, run_id, abi)
     try:
-        client = client_argv(root)  # built before the walk sees bin/
         exec_prefix = " ".join(shlex.quote(a) for a in client)
         broker.launcher = client[0] if len(client) == 1 else None
         sock = broker.listen()
@@ -277,11 +381,11 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the agent's
         try:
             with broker._lock:
-                proc = subprocess.Popen(agent_argv(argv, kind), env=env, cwd=project,
+                proc = subprocess.Popen(agent_argv(argv, kind), env=env, cwd=policy.project,
                                         preexec_fn=floor.ruleset.preexec(signal.SIGKILL))
                 broker.agent_pid = proc.pid
             floor.ruleset.close()
-            forward = _forwarder(proc)
+            forward = _forwarder(proc.pid)
             old_term = signal.signal(signal.SIGTERM, forward)
             old_hup = signal.signal(signal.SIGHUP, forward)
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -304,14 +408,12 @@ def run(root: str, argv: list[str], *, project: str, net: str = "https", ports: 
     finally:
         broker.stop()
         kill_descendants()
-        runs.remove(root, run_id)
-        shutil.rmtree(gemini_fallback_dir(run_id), ignore_errors=True)
 
 
-def _forwarder(proc: subprocess.Popen[bytes]) -> Callable[[int, Any], None]:
+def _forwarder(pid: int) -> Callable[[int, Any], None]:
     def forward(sig: int, _frame: Any) -> None:
         try:
-            proc.send_signal(sig)
+            os.kill(pid, sig)
         except OSError:
             pass
     return forward

@@ -19,7 +19,7 @@ from agentlog.core import AgentlogError, UsageError
 from agentlog.core.fileio import write_json_atomic
 from agentlog.core.locks import open_locked
 from agentlog.core.paths import ensure_dir
-from agentlog.sandbox.policy import Policy, canonical, check_grantable, under
+from agentlog.sandbox.policy import Policy, canonical, check_grantable
 
 POLICY_FILE = "policy.json"
 RUN_FILE = "run.json"
@@ -62,11 +62,13 @@ class RunInfo:
         p = self.policy
         return {"run": self.run_id, "pid": self.pid, "agent": self.agent, "started_at": self.started_at,
                 "project": p.project, "net": p.net, "ports": p.ports, "allow": p.allow, "grants": p.grants,
-                "denies": p.denies, "policy_version": p.version}
+                "denies": p.denies, "guarded": p.guarded, "policy_version": p.version}
 
 
-def create(root: str, policy: Policy, agent: list[str]) -> str:
-    """Make the run's directory and files; returns it. Sweeps the directories of dead runs."""
+def create(root: str, policy: Policy, agent: list[str], made: list[str] | None = None) -> str:
+    """Make the run's directory and files; returns it. Sweeps the directories of dead runs.
+    ``made``: the mount points the run made (removed again by the sweep, where empty, when the
+    run could not do it itself)."""
     sweep(root)
     d = run_dir(root, policy.run_id)
     if len(os.fsencode(os.path.join(d, SOCKET_FILE))) > SUN_PATH_MAX:
@@ -78,7 +80,7 @@ def create(root: str, policy: Policy, agent: list[str]) -> str:
     os.mkdir(d, 0o700)
     write_json_atomic(os.path.join(d, POLICY_FILE), policy.to_json())
     write_json_atomic(os.path.join(d, RUN_FILE), {"run": policy.run_id, "pid": os.getpid(), "agent": agent,
-                                                  "started_at": time.time()})
+                                                  "started_at": time.time(), "made": made or []})
     return d
 
 
@@ -95,7 +97,55 @@ def sweep(root: str) -> None:
         return
     for name in names:
         if name.isdigit() and not _alive(int(name)):
+            try:
+                with open(os.path.join(base, name, RUN_FILE), "rb") as fh:
+                    made = json.loads(fh.read()).get("made") or []
+            except (OSError, ValueError, AttributeError):
+                made = []
+            remove_mount_points(root, made)  # a killed run's, in its project
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def made_by(root: str, run_id: str, made: list[str]) -> list[str]:
+    """The mount points run ``run_id`` must remove: those it made, and those handed over to it."""
+    try:
+        with open(os.path.join(run_dir(root, run_id), RUN_FILE), "rb") as fh:
+            recorded = json.loads(fh.read()).get("made") or []
+    except (OSError, ValueError, AttributeError):
+        recorded = []
+    return list(dict.fromkeys([*made, *recorded]))
+
+
+def _hand_over(root: str, run_id: str, path: str) -> None:
+    """Make ``path`` a mount point run ``run_id`` removes when it ends."""
+    f = os.path.join(run_dir(root, run_id), RUN_FILE)
+    try:
+        with open(f, "rb") as fh:
+            info = json.loads(fh.read())
+        made = info.get("made") or []
+        if path not in made:
+            info["made"] = [*made, path]
+            write_json_atomic(f, info)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def remove_mount_points(root: str, made: list[str], run_id: str | None = None) -> None:
+    """Remove the empty mount points a run made. One another live run guards too (its mount
+    namespace holds a mount there: removing the directory would unmount it there) is handed over
+    to that run instead."""
+    if not made:
+        return
+    others = [r for r in live_runs(root) if r.run_id != run_id]
+    for p in made:
+        holder = next((r for r in others if p in r.policy.guarded), None)
+        if holder is not None:
+            _hand_over(root, holder.run_id, p)
+            continue
+        try:
+            os.rmdir(p)
+        except OSError:
+            pass
 
 
 def load_policy(root: str, run_id: str) -> Policy:
