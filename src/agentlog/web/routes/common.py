@@ -135,13 +135,13 @@ def page_no(request: Request) -> int:
 
 
 def read(request: Request, fn: Callable[[Any], Any], key: str | None = None,
-         keep: Callable[[Any], bool] | None = None) -> Awaitable[Any]:
+         keep: Callable[[Any], bool] | None = None, max_age_s: float | None = None) -> Awaitable[Any]:
     """``fn(engine)`` in a thread; with ``key``, remembered until the store changes (unless
-    ``keep`` refuses the answer)."""
+    ``keep`` refuses the answer), and at most ``max_age_s`` seconds when given."""
     source = state(request).source
     if key is None:
         return run_in_threadpool(source.read, fn)
-    return run_in_threadpool(source.read_cached, key, fn, keep)
+    return run_in_threadpool(source.read_cached, key, fn, keep, max_age_s)
 
 
 def key_of(request: Request) -> str:
