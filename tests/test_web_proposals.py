@@ -89,7 +89,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                  "tool_input": {"command": FAILING_CMD}, "error": FAILING_ERR, "is_interrupt": False})
     attempt = _failed_attempt(root)
     # the agent proposes what it learned, citing the failed attempt
-    res = asyncio.run(_propose(root, {"kind": "pitfall", "title": TITLE, "statement": STATEMENT,
+    res = asyncio.run(_propose(root, {"kind": "fact", "title": TITLE, "statement": STATEMENT,
                                       "evidence": [f"attempt:{attempt}"]}))
     assert not res.is_error, res.content
     proposal = res.structured_content
@@ -140,6 +140,7 @@ def test_approve_a_memory_proposal_from_now(world: dict[str, str], browser: tupl
 
     driver, base = browser
     root, pid, attempt = world["root"], world["proposal"], world["attempt"]
+    stored = attempt.split("_", 1)[1]  # the evidence keeps the bare id
     problems: list[str] = []
 
     # Now and Proposals with the proposal waiting: photographed, axe, no overflow
@@ -161,41 +162,45 @@ def test_approve_a_memory_proposal_from_now(world: dict[str, str], browser: tupl
     assert _fetch(driver, "POST", f"/proposals/{pid}/approve") == 403
     assert P.get(root, pid).status == "open"
 
-    # the walk: Now → the proposal (1) → Approve (2) → the memory it wrote (3)
+    # the walk: Now → the proposal (1) → Approve (2) → the memory it wrote (3). Each click is retried
+    # while the live stream swaps the page's <main> under it (a decision is a change it reports).
+    def click(css: str, text: str = "") -> bool:
+        target = driver.find_element(By.CSS_SELECTOR, css)
+        assert text in target.text, target.text
+        target.click()
+        return True
+
     clicks = 0
-    links[0].click()
+    wait("the click on the proposal", lambda: click(f"#proposals-waiting a.proposal[href$='#p-{pid}']", "Run the"))
     clicks += 1
     card = wait("the proposal", lambda: driver.find_element(By.ID, f"p-{pid}"))
     assert driver.current_url.endswith(f"/proposals#p-{pid}")
     assert "open" in card.find_element(By.TAG_NAME, "h2").text
-    assert attempt in card.text, card.text  # its evidence, in the readable diff
+    assert f"evidence attempt: {stored}" in card.text, card.text  # its evidence, in the readable diff
     _escaped(driver, "the proposals")
-    card.find_element(By.CSS_SELECTOR, "button.approve").click()
+    wait("the click on Approve", lambda: click(f"#p-{pid} button.approve", "Approve"))
     clicks += 1
     wait("the approved proposal", lambda: "status=merged" in driver.current_url)
     assert driver.current_url.endswith(f"#p-{pid}")
-    card = driver.find_element(By.ID, f"p-{pid}")
-    assert "approved" in card.find_element(By.TAG_NAME, "h2").text
+    wait("the proposal approved", lambda: "approved" in driver.find_element(By.CSS_SELECTOR, f"#p-{pid} h2").text)
     merged_url = driver.current_url
-    made = card.find_element(By.CSS_SELECTOR, "a.memory")
-    assert "Run the parser tests" in made.text
-    made.click()
+    wait("the click on the memory it wrote", lambda: click(f"#p-{pid} a.memory", "Run the parser tests"))
     clicks += 1
     wait("the memory", lambda: driver.find_element(By.CSS_SELECTOR, "#main h1").text.startswith("Run the parser"))
     _escaped(driver, "the memory")
-    body = driver.find_element(By.ID, "main").text
+    body = wait("the memory's page", lambda: driver.find_element(By.ID, "main").text)
     assert "window.__xss=3" in body  # the statement, as text
-    assert attempt in body and pid in body  # its evidence, and its history naming the proposal
+    assert stored in body and pid in body  # its evidence, and its history naming the proposal
     memory_url = driver.current_url
-    evidence = driver.find_element(By.CSS_SELECTOR, f"#main a[href='/attempts/{attempt}']")
+    evidence = driver.find_element(By.CSS_SELECTOR, f"#main a[href='/attempts/{stored}']")
     assert evidence.is_displayed()
     assert clicks <= 3
 
     # it took effect: in the memory's own store, and Now no longer lists it
     assert P.get(root, pid).status == "merged"
     mine = [m for m in S.list_memories(root, limit=1000) if m.title == TITLE]
-    assert len(mine) == 1 and mine[0].kind == "pitfall" and memory_url.endswith(f"/memory/{mine[0].id}")
-    assert [e["value"] for e in mine[0].evidence or []] == [attempt]
+    assert len(mine) == 1 and mine[0].kind == "fact" and memory_url.endswith(f"/memory/{mine[0].id}")
+    assert [(e["type"], e["value"]) for e in S.get(root, mine[0].id).evidence or []] == [("attempt", stored)]
     driver.get(base + "/")
     wait("Now", lambda: driver.find_element(By.CSS_SELECTOR, "#main h1").text == "Now")
     assert pid not in driver.page_source
