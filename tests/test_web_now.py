@@ -325,7 +325,9 @@ def test_now_and_failures_in_the_browser_live(world: str, served: str, browser: 
 
     from axe_support import SIZES, check_page
 
-    memory_one = "/memory/" + service.list_memories(world, limit=1)[0].id
+    made = service.create(world, "fact", "The slow suite needs " + XSS_OUTPUT,
+                          attributes={"statement": "it runs for minutes " + XSS_PROMPT})
+    memory_one = "/memory/" + made.id
     every = (("now", "/"), ("failures", "/failures"), ("attempt", attempt_url.split(base, 1)[1]),
              ("timeline", "/timeline"), ("search", "/search?q=pytest"), ("memory", "/memory"),
              ("memory-one", memory_one), ("proposals", "/proposals?status=all"), ("sql", "/sql?q=select+1"),
@@ -333,6 +335,7 @@ def test_now_and_failures_in_the_browser_live(world: str, served: str, browser: 
     problems: list[str] = []
     for name, path in every:
         problems += check_page(browser, base + path, f"page-{name}", shots)
+        _escaped(browser, path)  # captured text (the memory's title and statement too) stays text
     assert problems == [], "\n".join(problems)
     assert len(list(shots.glob("page-*.png"))) == len(every) * len(SIZES)
 
