@@ -110,7 +110,7 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
     ]
     app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={404: not_found, 500: server_error})
     app.add_middleware(GuardMiddleware, guard=guard)
-    app.state.web = AppState(root=root, source=source, feed=feed, env=environment(), live=live)
+    app.state.web = AppState(root=root, source=source, feed=feed, env=environment(root), live=live)
     app.state.feed = feed
     app.state.source = source
     return app
