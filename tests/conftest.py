@@ -21,7 +21,7 @@ HOOK_SCRIPT = REPO / "src" / "agentlog" / "_hook.py"
 NOT_QUICK: frozenset[str] = frozenset({
     "test_bench_harness.py", "test_bench_ship.py", "test_demo.py", "test_ingest.py", "test_log_crash.py",
     "test_projection_incremental.py", "test_secret_gate.py", "test_store_large.py", "test_web_browser.py",
-    "test_workload.py",
+    "test_web_proposals.py", "test_workload.py",
 })
 
 

@@ -102,7 +102,8 @@ def test_every_page_renders_on_a_populated_store_with_links_that_work(client: Te
 
 def test_api_shapes(client: TestClient) -> None:
     now = client.get("/api/now").json()
-    assert set(now) == {"at", "needs_you", "live", "failures", "today", "bounds"}
+    assert set(now) == {"at", "needs_you", "live", "failures", "today", "bounds", "proposals"}
+    assert now["proposals"]["count"] >= 1 and now["proposals"]["newest"][0]["title"]  # the demo's suggested memory
     tl = client.get("/api/timeline").json()
     assert {"sessions", "page", "more", "project"} <= set(tl)
     s = tl["sessions"][0]
@@ -485,6 +486,39 @@ def test_the_server_warms_up_while_it_starts(populated: str) -> None:
         from agentlog.web.app import PAGES
 
         assert len(app.state.web.env.cache) >= len({template for _path, template, _fn in PAGES})
+
+
+def test_serve_warms_up_before_it_reports_ready(populated: str) -> None:
+    """Issue 37: the first page opened at once after start took 593–642 ms, racing the warm-up.
+    ``agentlog serve`` now warms before it prints its address: Now is answered and remembered
+    under the key its first request asks, for as long as a Now answer is good (then asked again)."""
+    from agentlog.web.app import warm
+    from agentlog.web.routes.pages import NOW_FRESH_S, NOW_KEY
+
+    app = create_app(populated, Guard(port=8765), live=False)
+    st = app.state.web
+    try:
+        warm(st)
+        assert st.source.is_open
+
+        def again(engine: Any) -> dict[str, Any]:
+            return {"asked": "again"}
+
+        got = st.source.read_cached(NOW_KEY, again, max_age_s=NOW_FRESH_S)  # the warm-up's answer
+        assert {"needs_you", "live", "failures", "today"} <= set(got)
+        assert st.source.read_cached(NOW_KEY, again, max_age_s=0.0) == {"asked": "again"}  # too old: asked again
+        assert st.source.read_cached(NOW_KEY, again, max_age_s=NOW_FRESH_S) == {"asked": "again"}
+    finally:
+        st.source.close()
+
+
+def test_what_waits_for_review_on_a_data_root_without_memory(tmp_path: Path) -> None:
+    from agentlog.memory.review import waiting
+    from agentlog.memory.store import db_path
+
+    root = str(tmp_path / "home")
+    assert waiting(root) == {"count": 0, "newest": []}
+    assert not os.path.exists(db_path(root))  # Now does not make a memory where there is none
 
 
 def test_the_servers_listening_socket_turns_nagle_off() -> None:

@@ -33,6 +33,10 @@ FIXTURE = (_SHARED / "fixtures" / "claude-code" / "entireio-cli__ckpt-10-a740e11
            if _SHARED is not None else Path("/nonexistent"))
 PROMPT = '<script>alert("p")</script> "><img src=x onerror=alert(1)>'
 REPLY = '</p><script>alert("a")</script> a reply'
+PROMPT_END = "the end of the prompt </p><script>alert('end')</script>"
+REPLY_END = "the end of the reply \"><img src=x onerror=alert(8)>"
+LONG_PROMPT = PROMPT + " " + "y" * 2000 + " " + PROMPT_END
+LONG_REPLY = REPLY + " " + "z" * 1500 + " " + REPLY_END
 MODEL = '</title></svg><script>alert("m")</script>'
 OUTPUT = '</pre><script>alert("o")</script>"onerror=alert(6) ' + "x" * 3000
 COMMAND = 'echo "<svg onload=alert(5)>"'
@@ -47,10 +51,10 @@ def _hostile_transcript(dir: Path) -> Path:
     cwd.mkdir(parents=True)
     env = {"sessionId": "s-hostile", "cwd": str(cwd), "version": "2.1.42", "isSidechain": False}
     records = [
-        _rec(env, 1, type="user", message={"role": "user", "content": PROMPT}),
+        _rec(env, 1, type="user", message={"role": "user", "content": LONG_PROMPT}),
         _rec(env, 2, type="assistant", message={
             "id": "m1", "model": MODEL, "role": "assistant", "type": "message",
-            "content": [{"type": "text", "text": REPLY},
+            "content": [{"type": "text", "text": LONG_REPLY},
                         {"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"command": COMMAND}}],
             "usage": {"input_tokens": 120, "output_tokens": 30}}),
         _rec(env, 3, type="user", message={"role": "user", "content": [
@@ -134,7 +138,7 @@ def test_a_real_session_reads_as_a_conversation(client: TestClient, imported: di
     assert write["diffs"] and any(kind == "add" for kind, _ in write["diffs"][0]["lines"])
     # the page: the same, as HTML
     page = client.get(f"/sessions/{imported['real']}").text
-    assert page.count('<li class="prompt">') == kinds.count("prompt")
+    assert page.count('<li class="prompt" id="e-') == kinds.count("prompt")
     assert re.search(r'<li id="c-[0-9a-f-]+" class="call failed( sub)?">', page)
     assert '<ol class="conversation nested"' in page and 'class="call sub"' in page
     assert '<svg class="strip"' in page and "seg-model" in page and "seg-tool" in page
@@ -150,6 +154,37 @@ def test_a_call_on_its_own_holds_the_whole_output(client: TestClient, imported: 
     assert api["output"]["more"] == 0 and api["output"]["text"].endswith("x" * 3000)
     assert client.get(f"/sessions/{imported['hostile']}/calls/tc_ffffffffffff").status_code == 404
     assert client.get(f"/sessions/{imported['real']}/calls/{call['id']}").status_code == 404  # another session's
+
+
+def test_a_long_prompt_and_message_on_their_own_hold_the_whole_text(client: TestClient,
+                                                                      imported: dict[str, str]) -> None:
+    """A prompt or a message cut in the conversation links to its own page, which holds it whole
+    (escaped like every captured text); an id of another kind, of nothing, or of another
+    session's prompt is refused."""
+    items = client.get(f"/api/sessions/{imported['hostile']}").json()["session"]["items"]
+    (prompt,) = [it for it in items if it["type"] == "prompt"]
+    (message,) = [it for it in items if it["type"] == "message"]
+    page = client.get(f"/sessions/{imported['hostile']}").text
+    for it, full, end in ((prompt, LONG_PROMPT, PROMPT_END), (message, LONG_REPLY, REPLY_END)):
+        assert it["more"] == len(full) - len(it["text"]) > 0 and end not in it["text"]
+        assert f'href="{it["href"]}" data-part="text">show all</a>' in page.replace("&amp;", "&")
+        whole = client.get(it["href"])
+        assert whole.status_code == 200
+        _no_live_markup(whole.text)
+        assert 'id="text-whole"' in whole.text and "show all" not in whole.text
+        assert f'href="/sessions/{imported["hostile"]}?page=0#{it["anchor"]}"' in whole.text  # the way back
+        assert f'id="{it["anchor"]}"' in page
+        api = client.get("/api" + it["href"]).json()["text"]
+        assert api["text"] == full and api["more"] == 0 and api["type"] == it["type"]
+    assert "the end of the prompt &lt;/p&gt;&lt;script&gt;alert(&#39;end&#39;)" in client.get(prompt["href"]).text
+    assert "the end of the reply &#34;&gt;&lt;img src=x onerror=alert(8)&gt;" in client.get(message["href"]).text
+    base = f"/sessions/{imported['hostile']}/texts/"
+    assert client.get(base + "ev_01900000-0000-7000-8000-000000000000").status_code == 404
+    assert client.get(base + "att_0123456789ab").status_code == 400
+    assert client.get(base + "ev_<script>").status_code == 400
+    real = client.get(f"/api/sessions/{imported['real']}").json()["session"]["items"]
+    other = next(it for it in real if it["type"] == "prompt")["anchor"].removeprefix("e-")
+    assert client.get(f"{base}ev_{other}").status_code == 404  # another session's prompt
 
 
 def test_a_failure_links_the_call_that_fixed_it_and_the_attempt_that_retried_it(tmp_path: Path) -> None:
@@ -287,6 +322,13 @@ def test_the_conversation_and_charts_in_a_real_browser(imported: dict[str, str],
         href = call.find_element(By.CSS_SELECTOR, "a.show-all").get_attribute("href")
         call.find_element(By.CSS_SELECTOR, "a.show-all[data-part=output]").click()
         _wait("the whole output", lambda: "x" * 3000 in call.find_element(By.CSS_SELECTOR, "pre.output").text)
+        # a long prompt: "show all" swaps in the whole text, still text
+        prompt = browser.find_element(By.CSS_SELECTOR, "li.prompt")
+        assert "the end of the prompt" not in prompt.text
+        text_href = prompt.find_element(By.CSS_SELECTOR, "a.show-all[data-part=text]").get_attribute("href")
+        prompt.find_element(By.CSS_SELECTOR, "a.show-all[data-part=text]").click()
+        _wait("the whole prompt", lambda: PROMPT_END in browser.find_element(By.CSS_SELECTOR, "li.prompt p.text").text)
+        assert not browser.find_elements(By.CSS_SELECTOR, "li.prompt a.show-all")
         assert browser.execute_script("return document.querySelectorAll('[onerror],[onload]').length") == 0
         assert browser.execute_script(
             "return Array.prototype.every.call(document.scripts, function (s) { return s.src.indexOf('/static/') > 0; })")
@@ -297,8 +339,10 @@ def test_the_conversation_and_charts_in_a_real_browser(imported: dict[str, str],
                            ("usage", "/usage"), ("timeline", "/timeline")):
             problems += check_page(browser, base + path, name, shots)
         problems += check_page(browser, href, "call", shots)
+        problems += check_page(browser, text_href, "prompt", shots)  # without script, the link opens it
+        assert PROMPT_END in browser.find_element(By.CSS_SELECTOR, "#text-whole p.text").text
         assert not problems, "\n".join(problems)
-        assert len(list(shots.glob("*.png"))) >= 8
+        assert len(list(shots.glob("*.png"))) >= 12
     finally:
         stop(proc)
     print("screenshots:", shots)

@@ -301,6 +301,9 @@ def test_now_and_failures_in_the_browser_live(world: str, served: str, browser: 
     _escaped(browser, "Failures")
     calls = browser.find_element(By.ID, "failed-calls").text
     assert LIVE_CMD in calls and HOSTILE_CMD in calls
+    row = [r for r in browser.find_elements(By.CSS_SELECTOR, "#failed-calls tbody tr") if LIVE_CMD in r.text][0]
+    why = row.find_element(By.CSS_SELECTOR, "td.why").text  # the command's error, on its row
+    assert "1 of 10 tests failed" in why or "AssertionError: 3 != 4" in why, row.text
     recurring = browser.find_element(By.ID, "recurring").text
     assert HOSTILE_CMD in recurring
     # keyboard: "/" focuses the filter, j and k walk the rows
@@ -316,33 +319,25 @@ def test_now_and_failures_in_the_browser_live(world: str, served: str, browser: 
     assert browser.switch_to.active_element.tag_name == "a"
     browser.save_screenshot(str(shots / "failures-1400.png"))
 
-    # every page at phone width: nothing wider than the window
-    _viewport(browser, 390, 844)
-    for name, path in (("now", "/"), ("failures", "/failures"), ("attempt", attempt_url.split(base, 1)[1]),
-                       ("timeline", "/timeline"), ("search", "/search?q=pytest"), ("memory", "/memory"),
-                       ("proposals", "/proposals"), ("sql", "/sql?q=select+1"), ("usage", "/usage"),
-                       ("integrity", "/integrity")):
-        browser.get(base + path)
-        _wait(f"the heading of {path}", lambda: browser.find_element(By.CSS_SELECTOR, "#main h1").text)
-        _no_overflow(browser, path)
-        browser.save_screenshot(str(shots / f"{name}-390.png"))
-    _viewport(browser, 1400, 1000)
-    for name, path in (("now", "/"), ("failures", "/failures")):
-        browser.get(base + path)
-        _wait(f"the heading of {path}", lambda: browser.find_element(By.CSS_SELECTOR, "#main h1").text)
-        _no_overflow(browser, path)
-    assert len(list(shots.iterdir())) == 13
+    # every page at 1400×1000 and at 390×844: photographed, no wider than the window, and axe-core in
+    # the page finds no serious or critical accessibility violation
+    from agentlog.memory import service
 
-    # axe-core in each page: no serious or critical accessibility violation
-    from axe_support import axe_violations
+    from axe_support import SIZES, check_page
 
-    found = []
-    for path in ("/", "/failures", attempt_url.split(base, 1)[1], "/search?q=pytest", "/memory", "/proposals",
-                 "/sql?q=select+1", "/integrity"):
-        browser.get(base + path)
-        _wait(f"the heading of {path}", lambda: browser.find_element(By.CSS_SELECTOR, "#main h1").text)
-        found += [f"{path}: {v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in axe_violations(browser)]
-    assert found == [], "\n".join(found)
+    made = service.create(world, "fact", "The slow suite needs " + XSS_OUTPUT,
+                          attributes={"statement": "it runs for minutes " + XSS_PROMPT})
+    memory_one = "/memory/" + made.id
+    every = (("now", "/"), ("failures", "/failures"), ("attempt", attempt_url.split(base, 1)[1]),
+             ("timeline", "/timeline"), ("search", "/search?q=pytest"), ("memory", "/memory"),
+             ("memory-one", memory_one), ("proposals", "/proposals?status=all"), ("sql", "/sql?q=select+1"),
+             ("usage", "/usage"), ("integrity", "/integrity"))
+    problems: list[str] = []
+    for name, path in every:
+        problems += check_page(browser, base + path, f"page-{name}", shots)
+        _escaped(browser, path)  # captured text (the memory's title and statement too) stays text
+    assert problems == [], "\n".join(problems)
+    assert len(list(shots.glob("page-*.png"))) == len(every) * len(SIZES)
 
 
 def test_first_error_line_and_compact_dates() -> None:

@@ -198,3 +198,29 @@ def test_without_team_url_there_are_no_team_pages(team: dict[str, Any]) -> None:
             assert c.get(path).status_code == 404, path
             r = c.get("/api" + path)
             assert r.status_code == 404 and r.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.slow  # the real browser (kept off the quick tier, which installs none)
+def test_the_team_pages_in_a_real_browser(team: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 37: every page in the real browser at 1400×1000 and 390×844 (photographed, no wider than
+    the window, no serious or critical axe-core violation), the hostile model name shown as text."""
+    from selenium.webdriver.common.by import By
+
+    from axe_support import check_page
+    from browser_support import chrome, keep_screenshots, need_browser, serving, wait
+
+    need_browser()
+    shots = tmp_path_factory.mktemp("team-shots")
+    with serving(team["roots"]["machine-a"]) as url, chrome(tmp_path_factory.mktemp("chromium")) as driver:
+        base = url.split("/?", 1)[0]
+        driver.get(url)  # the one-time token, exchanged for a cookie
+        wait("the sign-in", lambda: driver.current_url.rstrip("/") == base)
+        problems: list[str] = []
+        for path in PAGES:
+            problems += check_page(driver, base + path, path.strip("/").replace("/", "-"), shots)
+            assert driver.execute_script("return document.querySelectorAll('script:not([src])').length") == 0
+        driver.get(base + "/team/cost")
+        assert HOSTILE in wait("the cost page", lambda: driver.find_element(By.ID, "main").text)
+    keep_screenshots(shots)
+    assert problems == [], "\n".join(problems)
+    assert len(list(shots.glob("*.png"))) == 2 * len(PAGES)

@@ -301,6 +301,34 @@ def bench_team(ctx: click.Context, events: int, scale: int, rounds: int, s3rver:
                as_json=as_json)
 
 
+@bench.command(name="web")
+@click.option("--events", type=click.IntRange(1), default=1_450_000, show_default=True,
+              help="Events of the generated workload the dashboard serves (and 200,000 when fewer).")
+@click.option("--parts", default="pages,session,first,live", show_default=True,
+              help="What to time, comma-separated: pages (every page and API route), session (a 10,000-event "
+                   "session's page), first (start to first page), live (hook to browser).")
+@one_step_options("bench-results/web")
+def bench_web(ctx: click.Context, events: int, parts: str, seed: int, out: str, cache_dir: str | None,
+              as_json: bool) -> None:
+    """The dashboard (issue 37): every page and API route (first, p50, p95), the page of a
+    10,000-event session, start to first page over an empty, a small and the full data root,
+    and hook to browser over SSE with the daemon running. The `web` step of `bench run`, alone.
+
+    Example: agentlog bench web --events 200000 --parts first
+    """
+    import os
+
+    from agentlog.bench.web_steps import PARTS, PARTS_ENV
+
+    wanted = [p.strip() for p in parts.split(",") if p.strip()]
+    unknown = sorted(set(wanted) - set(PARTS))
+    if unknown or not wanted:
+        raise click.UsageError(f"--parts takes {', '.join(PARTS)} (comma-separated); not {', '.join(unknown) or parts!r}")
+    os.environ[PARTS_ENV] = ",".join(wanted)  # the step's process inherits it
+    ctx.invoke(bench_run, events=events, seed=seed, only="web", skip=None, out=out, time_cap_secs=3600.0,
+               rss_cap_gb=None, steps_module=None, cache_dir=cache_dir, list_steps=False, as_json=as_json)
+
+
 @bench.command(name="step")
 @click.argument("name")
 @click.option("--events", type=click.IntRange(1), default=200_000, show_default=True)

@@ -41,13 +41,14 @@ def run_dashboard(root: str, *, host: str = "127.0.0.1", port: int = 8765, allow
     """Serve the dashboard over ``root`` until interrupted; the address goes to stdout."""
     import uvicorn
 
-    from agentlog.web.app import create_app
+    from agentlog.web.app import create_app, warm
     from agentlog.web.security import Guard
 
     sock = listening_socket(host, port)
     port = sock.getsockname()[1]
     guard = Guard(port=port, bind_host=host, allow_remote=allow_remote)
     app = create_app(root, guard, live=live)
+    warm(app.state.web)  # ready means warm: the first page pays for no catch-up, engine or template
     # a browser holds the live stream open: without a bound, a graceful shutdown waits for it forever
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
                                            timeout_graceful_shutdown=3))

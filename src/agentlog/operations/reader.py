@@ -64,7 +64,8 @@ class Source:
         self._caught = 0.0
         self._quiet: tuple[Any, ...] | None = None
         """The logs' stamp before the last catch-up and the store's after it."""
-        self._cache: OrderedDict[tuple[str, Any], Any] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, Any], tuple[Any, float]] = OrderedDict()
+        """Answers by (key, store stamp), each with when it was asked (monotonic seconds)."""
 
     def store_stamp(self) -> tuple[Any, ...]:
         """(mtime, size) of the projection's manifest, of the store's Delta log directory and of a
@@ -117,20 +118,24 @@ class Source:
                 self._stamp = stamp
             return fn(self._engine)
 
-    def read_cached(self, key: str, fn: Callable[[Engine], T], keep: Callable[[T], bool] | None = None) -> T:
+    def read_cached(self, key: str, fn: Callable[[Engine], T], keep: Callable[[T], bool] | None = None,
+                    max_age_s: float | None = None) -> T:
         """:meth:`read`, remembered until the store or the projection changes (a question asked
         again over the same data is answered from memory; at most :data:`CACHE` answers);
-        an answer ``keep`` refuses is not remembered."""
+        an answer ``keep`` refuses is not remembered; with ``max_age_s``, one computed longer
+        ago than that is computed again (an answer measured against the wall clock)."""
         with self._lock:
             if self.catch_up:
                 self.bring_up_to_date()
             hit = self._cache.get((key, self.store_stamp()))
-            if hit is not None:
-                return hit  # type: ignore[no-any-return]
+            if hit is not None and (max_age_s is None or time.monotonic() - hit[1] <= max_age_s):
+                return hit[0]  # type: ignore[no-any-return]
+            asked = time.monotonic()
             value = self.read(fn)  # the engine is (re)opened at the current stamp
             if keep is not None and not keep(value):
                 return value
-            self._cache[(key, self._stamp)] = value
+            self._cache[(key, self._stamp)] = (value, asked)
+            self._cache.move_to_end((key, self._stamp))
             while len(self._cache) > CACHE:
                 self._cache.popitem(last=False)
             return value

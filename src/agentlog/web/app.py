@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import AsyncIterator
+from typing import AsyncIterator, Final
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -58,7 +58,7 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     st: AppState = app.state.web
     if st.live:
         await run_in_threadpool(st.feed.start)
-    threading.Thread(target=_warm, args=(st,), name="agentlog-warm", daemon=True).start()
+    threading.Thread(target=warm, args=(st,), name="agentlog-warm", daemon=True).start()
     try:
         yield
     finally:
@@ -66,18 +66,25 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
         st.source.close()
 
 
-def _warm(st: AppState) -> None:
-    """While the server starts: catch up, open the engine, answer Now once (remembered, as the
-    first request for it asks) and compile every
-    page's template, so that the first page a person opens does not pay for them (about 0.4 s
-    on an almost empty data root). A request meanwhile waits for the same lock; a failure
-    here is the first request's to report."""
-    from agentlog.web import data
+TEMPLATES: Final = (*(t for _path, t, _fn in PAGES), "usage.html", "call.html", "text.html", "error.html")
+"""Every page's template (compiled by :func:`warm`)."""
+
+
+def warm(st: AppState) -> None:
+    """What the first page a person opens would otherwise pay for: catch up, open the engine,
+    answer Now once (remembered, as its first request asks), read what memory proposals wait
+    and compile every page's template. ``agentlog serve`` runs it before it prints its
+    address (:func:`agentlog.cli.serve_cmd.run_dashboard`: ready means warm); the app's
+    start-up runs it again in a thread for a server started otherwise (what is done already
+    costs next to nothing). A request meanwhile waits for the same lock; a failure here is the
+    first request's to report."""
+    from agentlog.memory.review import waiting
 
     try:
-        for template in [t for _path, t, _fn in PAGES] + ["usage.html", "call.html"]:
+        for template in TEMPLATES:
             st.env.get_template(template)
-        st.source.read_cached(pages.now_key(), lambda e: data.now(e, st.root))
+        pages.now_answer(st.source, st.root)
+        waiting(st.root)
     except Exception:  # noqa: BLE001 - the first real request reports what is wrong
         pass
 
@@ -103,10 +110,10 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
     ]
     app = Starlette(routes=routes, lifespan=_lifespan, exception_handlers={404: not_found, 500: server_error})
     app.add_middleware(GuardMiddleware, guard=guard)
-    app.state.web = AppState(root=root, source=source, feed=feed, env=environment(), live=live)
+    app.state.web = AppState(root=root, source=source, feed=feed, env=environment(root), live=live)
     app.state.feed = feed
     app.state.source = source
     return app
 
 
-__all__ = ["NAV", "PAGES", "create_app"]
+__all__ = ["NAV", "PAGES", "TEMPLATES", "create_app", "warm"]

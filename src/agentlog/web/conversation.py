@@ -56,10 +56,7 @@ def session_rows(engine: Engine, ident: str) -> dict[str, Any]:
     (row,) = views.timeline(engine, Scope(session=ref.id, limit=1))
     row["byte_checks"] = _rows(engine, "SELECT seq, problem, failed FROM byte_checks WHERE session_id = ? "
                                        "ORDER BY seq, problem LIMIT 500", [ref.id])
-    (s,) = _rows(engine, "SELECT provider, provider_session_id, started_at, coalesce(ended_at, last_event_at) AS ended_at "
-                         "FROM sessions WHERE session_id = ?", [ref.id])
-    days = partition_days(s["started_at"], s["ended_at"])
-    where = (f"observed_date IN ({', '.join('?' for _ in days)}) AND " if days else "")
+    s, days, where = _span(engine, ref.id)
     calls = _rows(engine, f"SELECT {_CALL_COLUMNS} FROM tool_calls WHERE session_id = ? AND NOT retracted "
                           "ORDER BY started_at NULLS LAST, tool_call_id", [ref.id])
     for c in calls:
@@ -78,6 +75,15 @@ def session_rows(engine: Engine, ident: str) -> dict[str, Any]:
                              "supersedes FROM attempts WHERE session_id = ? AND NOT retracted", [ref.id])
     return {"row": row, "id": ref.id, "days": days, "calls": calls, "marks": marks, "turns": turns,
             "attempts": {a["attempt_id"]: a for a in attempts}}
+
+
+def _span(engine: Engine, session_id: str) -> tuple[dict[str, Any], list[str], str]:
+    """The session's provider and ids, the days its events are stored under, and the ``WHERE``
+    head that keeps a query of the events to those days (its ``?``s: the days, in order)."""
+    (s,) = _rows(engine, "SELECT provider, provider_session_id, started_at, coalesce(ended_at, last_event_at) AS ended_at "
+                         "FROM sessions WHERE session_id = ?", [session_id])
+    days = partition_days(s["started_at"], s["ended_at"])
+    return s, days, (f"observed_date IN ({', '.join('?' for _ in days)}) AND " if days else "")
 
 
 def _nest(rows: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
@@ -199,16 +205,26 @@ class _Ctx:
             return f"/sessions/{self.sid}/calls/tc_{call_id}"
         return anchor if p == self.page else f"/sessions/{self.sid}?page={p}{anchor}"
 
+    def text_href(self, event_id: Any) -> str | None:
+        """Where a prompt or message of this session is whole (its own page, which leads back here)."""
+        if not event_id:
+            return None
+        return f"/sessions/{self.sid}/texts/ev_{event_id}?page={max(self.page, 0)}"
+
     def item(self, it: dict[str, Any]) -> dict[str, Any]:
         if it["type"] == "prompt":
             t = it["turn"]
             text = _text(self.content.get(str(it.get("event_id")), {}), ("prompt",))
             return {"type": "prompt", "turn_index": t["turn_index"], "status": t["status"], "agent": it.get("agent"),
-                    "failure_class": t["failure_class"], **_cut(text, PREVIEW)}
+                    "failure_class": t["failure_class"], **_cut(text, PREVIEW), **self._at(it)}
         if it["type"] == "message":
             text = _text(self.content.get(str(it["event_id"]), {}), ("message",))
-            return {"type": "message", "agent": it.get("agent"), **_cut(text, PREVIEW)}
+            return {"type": "message", "agent": it.get("agent"), **_cut(text, PREVIEW), **self._at(it)}
         return call_item(it["call"], self, PREVIEW)
+
+    def _at(self, it: dict[str, Any]) -> dict[str, Any]:
+        eid = it.get("event_id")
+        return {"anchor": f"e-{eid}" if eid else None, "href": self.text_href(eid)}
 
 
 def call_item(c: dict[str, Any], ctx: _Ctx, limit: int) -> dict[str, Any]:
@@ -340,5 +356,42 @@ def call_detail(engine: Engine, ident: str, call_ident: str) -> dict[str, Any]:
     return {"call": d}
 
 
-__all__ = ["CHILD_CAP", "DIFF_LINES", "FULL", "PAGE_ITEMS", "PREVIEW", "call_detail", "call_item", "conversation",
-           "diffs", "event_content", "session_rows"]
+TEXT_KINDS: Final = {"prompt_submitted": "prompt", "agent_message": "message"}
+"""The events whose text the conversation shows as a prompt or a message."""
+
+
+def text_detail(engine: Engine, ident: str, event_ident: str, page: int = 0) -> dict[str, Any]:
+    """One prompt or assistant message of session ``ident`` whole (up to :data:`FULL`
+    characters), as the conversation shows it, with the way back to page ``page`` of it."""
+    from agentlog.projection.ids import split_display
+    from agentlog.query.views import BadId, UnknownId
+
+    typed, bare = split_display(event_ident)
+    if typed not in (None, "event") or not bare or not all(c in "0123456789abcdef-" for c in bare):
+        raise BadId(f"{event_ident!r} is not an event id (ev_ and the whole id)")
+    ref = resolve_id(engine, ident, ["session"])
+    s, days, where = _span(engine, ref.id)
+    found = _rows(engine, "SELECT event_id, kind, agent_id, observed_at FROM events "
+                          f"WHERE {where}provider = ? AND provider_session_id IS NOT DISTINCT FROM ? AND event_id = ? "
+                          "AND kind IN ('agent_message', 'prompt_submitted')",
+                  [*days, s["provider"], s["provider_session_id"], bare], max_rows=2)
+    if not found:
+        raise UnknownId(f"{event_ident} is not a prompt or message of this session")
+    ev = found[0]
+    sid = plain({"session_id": ref.id})["session_id"]
+    ctx = _Ctx(sid, {}, {}, event_content(engine, days, [bare]), page)
+    kind = TEXT_KINDS[ev["kind"]]
+    it: dict[str, Any] = {"type": kind, "event_id": ev["event_id"], "agent": ev.get("agent_id")}
+    if kind == "prompt":
+        turns = _rows(engine, "SELECT turn_index, status, failure_class FROM turns WHERE session_id = ? "
+                              "AND prompt_event_id = ? AND NOT retracted", [ref.id, bare], max_rows=2)
+        it["turn"] = turns[0] if turns else {"turn_index": "?", "status": None, "failure_class": None}
+    d = ctx.item(it)
+    d.update(_cut(_text(ctx.content.get(bare, {}), (kind,)), FULL))
+    d.update(href=None, whole=True, session_id=sid, event_id=f"ev_{bare}", at=iso(ev.get("observed_at")),
+             back=f"/sessions/{sid}?page={page}#e-{bare}")
+    return {"text": d}
+
+
+__all__ = ["CHILD_CAP", "DIFF_LINES", "FULL", "PAGE_ITEMS", "PREVIEW", "TEXT_KINDS", "call_detail", "call_item",
+           "conversation", "diffs", "event_content", "session_rows", "text_detail"]

@@ -2,8 +2,8 @@
 
 ``/sessions/{id}?page=N`` (and ``/api/sessions/{id}``) is :func:`agentlog.web.conversation.conversation`;
 ``/sessions/{id}/calls/{call}`` (and its ``/api`` twin) one call with its whole input and output,
-which the conversation's "show all" fetches (``static/conversation.js``) or links to (without
-script). ``/usage`` draws :mod:`agentlog.web.usage_charts` above the tables;
+``/sessions/{id}/texts/{event}`` one prompt or assistant message whole, which the conversation's
+"show all" fetches (``static/conversation.js``) or links to (without script). ``/usage`` draws :mod:`agentlog.web.usage_charts` above the tables;
 ``/api/usage`` keeps its shape and ``/api/usage/charts`` gives the charts' numbers.
 """
 
@@ -28,6 +28,11 @@ def session(request: Request) -> Awaitable[Any]:
 def session_call(request: Request) -> Awaitable[Any]:
     ident, call = request.path_params["ident"], request.path_params["call"]
     return read(request, lambda e: conv.call_detail(e, ident, call), key_of(request))
+
+
+def session_text(request: Request) -> Awaitable[Any]:
+    ident, event = request.path_params["ident"], request.path_params["event"]
+    return read(request, lambda e: conv.text_detail(e, ident, event, page_no(request)), key_of(request))
 
 
 def _usage_all(e: Any) -> dict[str, Any]:
@@ -60,8 +65,9 @@ def routes() -> list[Route]:
     from agentlog.web.routes.common import twins
 
     return [*twins("/sessions/{ident}/calls/{call}", "call.html", session_call),
+            *twins("/sessions/{ident}/texts/{event}", "text.html", session_text),
             Route("/usage", usage_page, name="usage"), Route("/api/usage", usage_api),
             Route("/api/usage/charts", usage_charts_api)]
 
 
-__all__ = ["routes", "session", "session_call", "usage_api", "usage_charts_api", "usage_page"]
+__all__ = ["routes", "session", "session_call", "session_text", "usage_api", "usage_charts_api", "usage_page"]

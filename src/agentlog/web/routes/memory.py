@@ -72,8 +72,12 @@ async def proposals(request: Request) -> Any:
         status = "open"
 
     def load() -> dict[str, Any]:
+        from agentlog.memory.review import merged_into
+
         items = P.list_proposals(root, status=None if status == "all" else status)
-        return {"status": status, "proposals": [{**p.to_dict(), "diff": P.diff(root, p.id)} for p in items[:100]]}
+        return {"status": status, "proposals": [{**p.to_dict(), "diff": P.diff(root, p.id),
+                                                 "memories": merged_into(root, p.merged) if p.status == "merged" else []}
+                                                for p in items[:100]]}
 
     return await run_in_threadpool(load)
 
@@ -100,7 +104,9 @@ async def proposal_action(request: Request) -> Response:
     st.feed.publish("memory", {"proposal": pid, "action": action})
     if request.url.path.startswith("/api/"):
         return JSON(result.to_dict())
-    return RedirectResponse(f"/proposals?status={'merged' if action == 'approve' else 'all'}", status_code=303)
+    # to the list the proposal is now in, at the proposal
+    return RedirectResponse(f"/proposals?status={'merged' if action == 'approve' else 'all'}#p-{result.id}",
+                            status_code=303)
 
 
 __all__ = ["memory_list", "memory_one", "needs_review", "proposal_action", "proposals"]

@@ -12,32 +12,43 @@ from __future__ import annotations
 
 import csv
 import io
-import time
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Final
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from agentlog.operations.reader import Source
 from agentlog.web import data
 from agentlog.web.routes.common import JSON, error, guarded, key_of, page_no, read, state
 
 
-NOW_FRESH_S = 15
+NOW_FRESH_S: Final = 15.0
 """Now is measured against the wall clock: its answer is remembered per store version for at
 most this many seconds (a request that has waited too long must leave without a new event)."""
+NOW_KEY: Final = "/?"
+"""What the Now page's answer is remembered under (:func:`.common.key_of` of ``/``; the
+server's warm-up fills it for the first visitor)."""
 
 
-def now_key(page_key: str = "/?") -> str:
-    """What Now's answer is remembered under: the page's key (:func:`.common.key_of`) and the
-    current :data:`NOW_FRESH_S` window (the server's warm-up fills it for the first visitor)."""
-    return f"{page_key}#{int(time.time() // NOW_FRESH_S)}"
+def now_answer(source: Source, root: str, key: str = NOW_KEY) -> dict[str, Any]:
+    """Now's answer from the store, remembered for :data:`NOW_FRESH_S` (the page and the warm-up ask it so)."""
+    got: dict[str, Any] = source.read_cached(key, lambda e: data.now(e, root), max_age_s=NOW_FRESH_S)
+    return got
 
 
-def now(request: Request) -> Awaitable[Any]:
-    root = state(request).root
-    return read(request, lambda e: data.now(e, root), now_key(key_of(request)))
+async def now(request: Request) -> Any:
+    """Now, and the memory proposals waiting for review (read each time: a decision on another
+    page must show here at once, and the memory is not the store whose version keys the answer)."""
+    from agentlog.memory.review import waiting
+
+    st = state(request)
+
+    def load() -> dict[str, Any]:
+        return {**now_answer(st.source, st.root, key_of(request)), "proposals": waiting(st.root)}
+
+    return await run_in_threadpool(load)
 
 
 def timeline(request: Request) -> Awaitable[Any]:
@@ -188,5 +199,5 @@ async def verify_action(request: Request) -> Response:
     return RedirectResponse("/integrity", status_code=303)
 
 
-__all__ = ["attempt", "failures", "integrity", "now", "now_key", "search", "session_proof", "session_share", "sql",
-           "sql_csv", "timeline", "verify_action"]
+__all__ = ["NOW_FRESH_S", "NOW_KEY", "attempt", "failures", "integrity", "now", "now_answer", "search", "session_proof",
+           "session_share", "sql", "sql_csv", "timeline", "verify_action"]
