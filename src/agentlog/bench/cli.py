@@ -297,6 +297,46 @@ def bench_team(ctx: click.Context, events: int, scale: int, rounds: int, seed: i
                as_json=as_json)
 
 
+@bench.command(name="relevance")
+@click.option("--work", default=None, help="Directory for the corpus (kept: a second run reuses it); a temporary one if not given.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_relevance(work: str | None, as_json: bool) -> None:
+    """Search quality on the relevance set (issue 35): recall@5 and nDCG@10 in each mode, over every
+    query, each kind (keyword, natural, paraphrase) and the held-out third.
+
+    Builds the corpus (the shared Claude Code fixtures and generated sessions) and searches it in
+    lexical, semantic and hybrid mode (the last two with the 'semantic' extra).
+
+    Example: agentlog bench relevance --work /tmp/relevance
+    """
+    import tempfile
+
+    from agentlog.api import relevance_report
+    from agentlog.operations.fixtures import shared_dir
+
+    shared = shared_dir()
+    fixtures = str(shared / "fixtures" / "claude-code") if shared else None
+    with tempfile.TemporaryDirectory(prefix="agentlog-relevance-") as tmp:
+        result = relevance_report(work or tmp, fixtures)
+    if as_json:
+        print_json(result)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Relevance set: {result['queries']} queries, recall@5 / nDCG@10")
+    parts = list(next(iter(result["modes"].values())))
+    table.add_column("mode")
+    for part in parts:
+        table.add_column(part)
+    for mode, by_part in result["modes"].items():
+        table.add_row(mode, *(f"{m['recall@5']:.3f} / {m['ndcg@10']:.3f}" for m in by_part.values()))
+    Console(highlight=False).print(table)
+    if "index" in result:
+        stderr().print(f"semantic index: {result['index']['vectors']} event vectors, "
+                       f"{result['index']['summaries']} turn summaries")
+
+
 @bench.command(name="step")
 @click.argument("name")
 @click.option("--events", type=click.IntRange(1), default=200_000, show_default=True)

@@ -26,9 +26,18 @@ POOL: Final = 100
 SEMANTIC_POOL: Final = 200
 """Nearest vectors looked up first; with filters that keep too few, four times more each round."""
 FLOOR: float = 0.21
-"""A query's semantic candidates are the vectors at least this similar to it (cosine): below it
-an event is not taken to be about the query. Queries nothing in the relevance corpus is about
-reach 0.13–0.198 (:data:`.relevance.NONSENSE`); relevant hits 0.2–0.6 (docs/search.md)."""
+"""A query's semantic candidates are the vectors at least this similar to it (cosine), or more in a
+large index (:func:`floor`): below it an event is not taken to be about the query. Queries nothing
+in the relevance corpus is about reach 0.13–0.198 (:data:`.relevance.NONSENSE`); relevant hits
+0.2–0.6 (docs/search.md)."""
+
+
+def floor(root: str) -> float:
+    """The similarity a candidate needs in this index: :data:`FLOOR`, raised to what unrelated
+    queries find in it (:mod:`.floor`); :data:`FLOOR` alone when it is negative (no floor)."""
+    from agentlog.search import semantic
+
+    return FLOOR if FLOOR < 0 else semantic.floor(root, FLOOR)
 
 Candidates = Callable[[int, int], list[tuple[float, Any]]]
 
@@ -43,6 +52,34 @@ def semantic_text(text: str) -> str:
             continue
         words.append(raw.strip('"').rstrip("*"))
     return " ".join(w for w in words if w)
+
+
+COMMON: Final = 0.05
+"""In hybrid mode's lexical side, a word more than this share of the events hold (and more than
+:data:`COMMON_MIN` of them) is left out (:func:`any_word`): it says little of what a query is
+about, and matching it costs the most."""
+COMMON_MIN: Final = 100
+"""In a small index a word's share says little: below this many holders, a word is kept."""
+
+
+def any_word(q: Any, searcher: Any) -> Any:
+    """Hybrid mode's lexical side: ``q`` with its words in one clause (an event holding any of them
+    is a candidate, BM25 ranking those holding more, and rarer, words first), less its
+    :data:`COMMON` words (None: nothing left, or a single clause already). Lexical mode keeps every
+    word required; a blend with meaning needs the events that hold some of the query's words —
+    a question's words are seldom all in one event."""
+    from agentlog.search.index import fold_term
+    from agentlog.search.text import Query
+
+    if len(q.clauses) < 2:
+        return None
+    cap = max(COMMON * searcher.num_docs, COMMON_MIN)
+    terms = [t for alts in q.clauses for t in map(fold_term, alts)
+             if t.tokens and not all(searcher.doc_freq("body", tok) > cap for tok in t.tokens)]
+    if not terms:
+        return None
+    return Query(clauses=[list(dict.fromkeys(terms))], excluded=list(q.excluded), filters=dict(q.filters),
+                 terms=list(q.terms))
 
 
 def exact(q: Any) -> bool:
@@ -64,24 +101,29 @@ def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
         want = n + skip
         pool = max(SEMANTIC_POOL, 4 * want)
         while True:
-            every = semantic.nearest(root, vector, pool)
-            near = [(s, k) for s, k in every if k not in exclude and (floor is None or s >= floor)]
+            every, last = semantic.nearest(root, vector, pool, exclude)
+            near = [(s, k) for s, k in every if floor is None or s >= floor]
+            # none further qualifies: the index holds no more, or the pool's last is below the floor
+            done = last is None or (floor is not None and last < floor)
             if not near:
-                return []
-            done = len(every) < pool or (floor is not None and every[-1][0] < floor)  # none further qualifies
+                if done:
+                    return []
+                pool *= 4
+                continue
             score = {k: s for s, k in near}
             q = tantivy.Query.boolean_query([
                 (tantivy.Occur.Must, allowed),
                 (tantivy.Occur.Must, tantivy.Query.term_set_query(schema(), "key", [_key(*k) for k in score]))])
-            found: list[tuple[float, Any]] = []
+            rank = {k: i for i, (_, k) in enumerate(near)}  # best first; a summary's members in their order
+            found: list[tuple[int, float, Any]] = []
             for _, addr in searcher.search(q, len(score), count=False).hits:
                 d = searcher.doc(addr)
                 k = (str(d.get_first("log")), int(d.get_first("seq") or 0))
                 if k in score:
-                    found.append((score[k], addr))
-            found.sort(key=lambda x: -x[0])
+                    found.append((rank[k], score[k], addr))
+            found.sort(key=lambda x: x[0])
             if len(found) >= want or done:
-                return found[skip:want]
+                return [(s, addr) for _, s, addr in found[skip:want]]
             pool *= 4
 
     return candidates
@@ -138,5 +180,5 @@ def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
     return mean / norm if norm else None
 
 
-__all__ = ["FLOOR", "MODES", "exact", "fused", "semantic_candidates", "semantic_text",
+__all__ = ["COMMON", "FLOOR", "MODES", "any_word", "exact", "floor", "fused", "semantic_candidates", "semantic_text",
            "similar_keys", "similar_vector"]

@@ -188,7 +188,17 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None, e
                 raise
             raise SearchSyntaxError(f"the index refused the query: {e}") from None
 
-    candidates = _blend(root, searcher, q, text, mode, similar, eng, lexical, sessions, machines)
+    from agentlog.search.hybrid import any_word
+
+    loose = any_word(q, searcher) if mode == "hybrid" and not similar else None
+    either = engine_query(loose, sessions, machines) if loose is not None else None
+
+    def any_of_the_words(n: int, skip: int) -> list[tuple[float, Any]]:  # hybrid's lexical side
+        assert either is not None
+        return _top(searcher, either[0], either[1], n, skip)
+
+    fusion = any_of_the_words if either is not None and either[2] is None else lexical
+    candidates = _blend(root, searcher, q, text, mode, similar, eng, lexical, sessions, machines, fusion)
     if candidates is None:
         return [], False, f"{similar} has no vector: nothing was embedded for it (no text, or not a kind embedded)"
     if not outcome:
@@ -225,9 +235,11 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None, e
 
 def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: str | None, eng: Callable[[], Any],
            lexical: Callable[[int, int], list[tuple[float, Any]]], sessions: dict[str, list[tuple[str, str]]],
-           machines: dict[str, list[str]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
-    """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`);
-    None when ``similar`` names something with no vector."""
+           machines: dict[str, list[str]],
+           fusion: Callable[[int, int], list[tuple[float, Any]]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
+    """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`:
+    ``fusion``, the lexical side of a blend, ranks events holding any of the words); None when
+    ``similar`` names something with no vector."""
     from agentlog.search import hybrid, semantic
 
     if similar:
@@ -243,8 +255,8 @@ def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: st
     if not semantic.count(root):  # nothing embedded: the model is not even loaded
         return lexical if mode == "hybrid" else (lambda n, skip: [])
     near = hybrid.semantic_candidates(root, searcher, semantic.embed([wanted])[0],
-                                      _filter_query(q, sessions, machines), floor=hybrid.FLOOR)
-    return near if mode == "semantic" else hybrid.fused(lexical, near)
+                                      _filter_query(q, sessions, machines), floor=hybrid.floor(root))
+    return near if mode == "semantic" else hybrid.fused(fusion, near)
 
 
 def _filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]], machines: dict[str, list[str]]) -> Any:
