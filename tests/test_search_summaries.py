@@ -124,25 +124,42 @@ def test_the_floor_rises_with_the_store() -> None:
     rng = np.random.default_rng(7)
     texts = [" ".join(rng.choice(words, size=8)) for _ in range(20_000)]
     vectors = semantic.quantise(semantic.embed(texts))
-    small, large = floor.background(vectors[:200]), floor.background(vectors)
+    queries = semantic.embed(list(floor.BACKGROUND))
+    small, large = floor.background(vectors[:200], queries), floor.background(vectors, queries)
     assert floor.floor(large, 0.0) > floor.floor(small, 0.0)  # more vectors, a higher best for unrelated queries
     assert floor.floor(None, 0.21) == 0.21 and floor.floor(small, 0.99) == 0.99  # never below the minimum
-    unrelated = semantic.embed(["a picnic by the river with sandwiches and lemonade",
-                                "the knight rode his horse to the castle gate"])
+    unrelated = semantic.embed([  # none of them is a background sentence
+        "a picnic by the river with sandwiches and lemonade", "the knight rode his horse to the castle gate",
+        "my aunt knits socks for the whole family", "sailing boats race around the island in july",
+        "the volcano erupted and covered the village in ash", "a quiet afternoon reading poetry in the park",
+        "penguins huddle together against the polar wind", "the baker sold out of croissants by nine",
+        "children built a snowman in the front yard", "the opera singer hit the highest note",
+        "we planted sunflowers along the fence", "a thunderstorm rolled over the wheat fields"])
     best = (vectors.astype(np.float32) / 127.0 @ unrelated.T).max(axis=0)
-    assert (best < floor.floor(large, 0.0)).all(), (best, floor.floor(large, 0.0))
+    # at 20,000 vectors a fixed 0.21 lets most of them find something; the store's floor, few
+    assert (best >= 0.21).sum() >= 6 and (best >= floor.floor(large, 0.21)).sum() <= 3, (best, floor.floor(large, 0))
     related = semantic.embed(["the docker image build failed with a timeout error"])[0]
     assert float((vectors.astype(np.float32) / 127.0 @ related).max()) > floor.floor(large, 0.0)
 
 
-def test_hybrid_ranks_events_holding_some_of_the_words(tmp_path: Path) -> None:
+def test_hybrid_ranks_events_holding_two_of_the_words(tmp_path: Path) -> None:
+    from agentlog.search import hybrid
+    from agentlog.search.engine_query import engine_query
+    from agentlog.search.service import _searcher
+    from agentlog.search.text import parse_query
+
     root = str(tmp_path / "home")
     for sid, text in (("a", "the invoice renderer crashes on empty line items"),
                       ("b", "rotate the signing keys of the vault every quarter"),
-                      ("c", "the penguin colony migrates across the frozen ice")):
+                      ("c", "the vault door of the bank was painted green")):
         _hook(root, {"session_id": sid, "hook_event_name": "UserPromptSubmit", "prompt": text})
     ingest(root)
-    query = "vault quarterly zebracanary"  # no event holds every word
+    query = "rotate vault zebracanary"  # no event holds every word; one holds two
     assert search(root, query, mode="lexical").hits == []
+    searcher = _searcher(root)
+    loose = hybrid.some_words(parse_query(query), searcher, lambda q: engine_query(q)[0])
+    found = [searcher.doc(a).get_first("seq") for _, a in searcher.search(loose, 10).hits]
+    assert len(found) == 1  # "rotate" and "vault": b; c holds one of them only
+    assert hybrid.some_words(parse_query("vault zebracanary"), searcher, lambda q: engine_query(q)[0]) is None
     hits = search(root, query, mode="hybrid").hits
-    assert hits and "vault" in hits[0].snippet
+    assert hits and "rotate" in hits[0].snippet

@@ -311,30 +311,26 @@ def bench_relevance(work: str | None, as_json: bool) -> None:
     """
     import tempfile
 
-    from agentlog.api import relevance_report
-    from agentlog.operations.fixtures import shared_dir
+    from agentlog.bench.search_steps import relevance_table
 
-    shared = shared_dir()
-    fixtures = str(shared / "fixtures" / "claude-code") if shared else None
     with tempfile.TemporaryDirectory(prefix="agentlog-relevance-") as tmp:
-        result = relevance_report(work or tmp, fixtures)
+        result = relevance_table(work or tmp)
     if as_json:
-        print_json(result)
+        print_json(result["raw"])
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Relevance set: {result['queries']} queries, recall@5 / nDCG@10")
-    parts = list(next(iter(result["modes"].values())))
-    table.add_column("mode")
-    for part in parts:
-        table.add_column(part)
-    for mode, by_part in result["modes"].items():
-        table.add_row(mode, *(f"{m['recall@5']:.3f} / {m['ndcg@10']:.3f}" for m in by_part.values()))
+    t = result["table"]
+    table = Table(title=t["title"])
+    for column in t["columns"]:
+        table.add_column(column)
+    for row in t["rows"]:
+        table.add_row(*row)
     Console(highlight=False).print(table)
-    if "index" in result:
-        stderr().print(f"semantic index: {result['index']['vectors']} event vectors, "
-                       f"{result['index']['summaries']} turn summaries")
+    if "index" in result["raw"]:
+        index = result["raw"]["index"]
+        stderr().print(f"semantic index: {index['vectors']} event vectors, {index['summaries']} turn summaries")
 
 
 @bench.command(name="step")

@@ -13,7 +13,6 @@ store, at its size. The floor is the :data:`QUANTILE` of those best scores, and 
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -60,21 +59,15 @@ them, so one sentence that happens to match the store (a cooking app's history a
 does not raise the floor alone."""
 
 
-@functools.cache
-def _queries() -> Any:
-    from agentlog.search.semantic import embed
-
-    return embed(list(BACKGROUND))
-
-
-def background(vectors: np.ndarray) -> np.ndarray:
-    """Each background sentence's best cosine with ``vectors`` (int8 rows; -1 when there are none)."""
+def background(vectors: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Each background sentence's best cosine with ``vectors`` (int8 rows; -1 when there are none):
+    ``queries`` are the sentences' unit vectors, one row each."""
     import numpy as np
 
-    best = np.full(len(BACKGROUND), -1.0, dtype=np.float32)
+    best = np.full(len(queries), -1.0, dtype=np.float32)
     for start in range(0, len(vectors), 65_536):
         block = vectors[start:start + 65_536].astype(np.float32) / 127.0
-        best = np.maximum(best, (block @ _queries().T).max(axis=0))
+        best = np.maximum(best, (block @ queries.T).max(axis=0))
     return best
 
 

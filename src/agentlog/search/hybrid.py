@@ -56,30 +56,45 @@ def semantic_text(text: str) -> str:
 
 COMMON: Final = 0.05
 """In hybrid mode's lexical side, a word more than this share of the events hold (and more than
-:data:`COMMON_MIN` of them) is left out (:func:`any_word`): it says little of what a query is
+:data:`COMMON_MIN` of them) is left out (:func:`some_words`): it says little of what a query is
 about, and matching it costs the most."""
-COMMON_MIN: Final = 100
-"""In a small index a word's share says little: below this many holders, a word is kept."""
+COMMON_MIN: Final = 20
+"""In a small index a word's share says little: up to this many holders, a word is kept."""
+RAREST: Final = 8
+"""Of a long query, the rarest words :func:`some_words` pairs."""
 
 
-def any_word(q: Any, searcher: Any) -> Any:
-    """Hybrid mode's lexical side: ``q`` with its words in one clause (an event holding any of them
-    is a candidate, BM25 ranking those holding more, and rarer, words first), less its
-    :data:`COMMON` words (None: nothing left, or a single clause already). Lexical mode keeps every
-    word required; a blend with meaning needs the events that hold some of the query's words —
-    a question's words are seldom all in one event."""
+def some_words(q: Any, searcher: Any, build: Callable[[Any], Any]) -> Any:
+    """Hybrid mode's lexical side beside the events holding every word: those holding **two** of the
+    query's words or more (any two of its :data:`RAREST` rarest, less the :data:`COMMON` ones),
+    ranked by BM25 — a tantivy query (``build`` makes one of a parsed query: its filters and
+    exclusions kept), or None when fewer than two such words are left. Lexical mode keeps every
+    word required; a question's words are seldom all in one event, and a blend with meaning
+    gains from the events that hold some of them. Two, not one: a single shared word (``for``,
+    ``the``) says too little, and a query about nothing here must still find nothing."""
+    import itertools
+
+    import tantivy
+
     from agentlog.search.index import fold_term
     from agentlog.search.text import Query
 
     if len(q.clauses) < 2:
         return None
     cap = max(COMMON * searcher.num_docs, COMMON_MIN)
-    terms = [t for alts in q.clauses for t in map(fold_term, alts)
-             if t.tokens and not all(searcher.doc_freq("body", tok) > cap for tok in t.tokens)]
-    if not terms:
+    held: dict[Any, int] = {}
+    for alternatives in q.clauses:
+        for t in map(fold_term, alternatives):
+            if len(t.tokens) == 1 and not t.phrase and not t.prefix:
+                df = searcher.doc_freq("body", t.tokens[0])
+                if 0 < df <= cap:
+                    held[t] = df
+    if len(held) < 2:
         return None
-    return Query(clauses=[list(dict.fromkeys(terms))], excluded=list(q.excluded), filters=dict(q.filters),
-                 terms=list(q.terms))
+    rare = sorted(held, key=lambda t: (held[t], t.tokens))[:RAREST]
+    pairs = [build(Query(clauses=[[a], [b]], excluded=list(q.excluded), filters=dict(q.filters)))
+             for a, b in itertools.combinations(rare, 2)]
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, p) for p in pairs])
 
 
 def exact(q: Any) -> bool:
@@ -180,5 +195,5 @@ def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
     return mean / norm if norm else None
 
 
-__all__ = ["COMMON", "FLOOR", "MODES", "any_word", "exact", "floor", "fused", "semantic_candidates", "semantic_text",
+__all__ = ["COMMON", "FLOOR", "MODES", "exact", "floor", "some_words", "fused", "semantic_candidates", "semantic_text",
            "similar_keys", "similar_vector"]

@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentlog.core import UsageError, locks
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.search import floor as background_floor
+from agentlog.search import summaries
 from agentlog.search.retracted import Retracted
 
 if TYPE_CHECKING:
@@ -58,9 +60,6 @@ KINDS: Final = frozenset({"prompt_submitted", "agent_message", "tool_call_failed
 """The events embedded: the units people ask about by meaning. ``turn_stopped`` holds the turn's
 last assistant message when a hook captured it (Claude Code's, Codex's and Gemini CLI's stop
 hooks send it): in a session recorded by hooks alone, the only assistant text there is."""
-CHUNK_END: int = 4_096
-"""Of a chunk's text longer than twice this, its first and last this many characters are embedded
-(an error's head and tail): a mean-pooled vector of a long output says less of it than of its ends."""
 MIN_CHARS: Final = 3
 """A chunk shorter than this (once stripped) is not embedded."""
 MERGE_AT: Final = 16
@@ -129,6 +128,11 @@ def embed(texts: list[str]) -> np.ndarray:
     return out
 
 
+@functools.cache
+def _background_queries() -> np.ndarray:
+    return embed(list(background_floor.BACKGROUND))
+
+
 def quantise(vectors: np.ndarray) -> np.ndarray:
     import numpy as np
 
@@ -154,8 +158,6 @@ def chunk_text(row: dict[str, Any]) -> str | None:
     text = plain(row.get("text"), content_of(row), None, None).strip()
     if len(text) < MIN_CHARS:
         return None
-    if len(text) > 2 * CHUNK_END:
-        text = text[:CHUNK_END] + "\n" + text[-CHUNK_END:]
     tool = row.get("tool_name")
     return f"{tool}: {text}" if tool else text
 
@@ -210,10 +212,9 @@ def _new_segment(root: str, vectors: np.ndarray, keys: list[Key], extra: list[li
 
     import numpy as np
 
-    from agentlog.search import floor
-
     name = f"s{time.time_ns():x}{os.getpid():x}"
-    for ext, array in ((".npy", vectors), (".bg.npy", floor.background(vectors))):
+    scores = background_floor.background(vectors, _background_queries())
+    for ext, array in ((".npy", vectors), (".bg.npy", scores)):
         buf = io.BytesIO()
         np.save(buf, array, allow_pickle=False)
         _write(os.path.join(path(root), name + ext), buf.getvalue())
@@ -265,8 +266,6 @@ def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
     among the rows is added to ``gone`` (the last value: whether one was)."""
     import numpy as np
 
-    from agentlog.search.summaries import role
-
     parts: list[np.ndarray] = []
     keys: list[Key] = []
     roles: list[list[Any]] = []
@@ -280,7 +279,7 @@ def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
             if text is not None:
                 texts.append(text)
                 keys.append(key)
-                roles.append([role(r.get("kind"))])
+                roles.append([summaries.role(r.get("kind"))])
         if texts:
             parts.append(quantise(embed(texts)))
     vectors = np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.int8)
@@ -291,8 +290,6 @@ def _drop(root: str, segments: list[str], keys: set[Key]) -> tuple[list[str], in
     """``segments`` with every vector of ``keys`` gone, and every summary holding one of them (a
     segment holding one rewritten); how many of ``keys`` went, and the logs whose summaries must be
     made again (:func:`_summarise`)."""
-    from agentlog.search.summaries import SUMMARY, log_of
-
     out: list[str] = []
     dropped = 0
     logs: set[str] = set()
@@ -302,9 +299,9 @@ def _drop(root: str, segments: list[str], keys: set[Key]) -> tuple[list[str], in
         for i, k in enumerate(seg_keys):
             if k in keys:
                 dropped += 1
-                logs.add(log_of(k))
-            elif extra[i][:1] == [SUMMARY] and any((log_of(k), s) in keys for s in extra[i][1]):
-                logs.add(log_of(k))
+                logs.add(summaries.log_of(k))
+            elif extra[i][:1] == [summaries.SUMMARY] and any((summaries.log_of(k), s) in keys for s in extra[i][1]):
+                logs.add(summaries.log_of(k))
             else:
                 keep.append(i)
         if len(keep) == len(seg_keys):
@@ -317,7 +314,7 @@ def _drop(root: str, segments: list[str], keys: set[Key]) -> tuple[list[str], in
 def _summarise(root: str, segments: list[str], logs: set[str]) -> list[str]:
     """``segments`` with the turn summaries of ``logs`` made again from their events' vectors
     (:mod:`.summaries`): the old ones dropped, the new ones in one new segment."""
-    from agentlog.search import summaries
+    import numpy as np
 
     if not logs:
         return segments
@@ -332,11 +329,11 @@ def _summarise(root: str, segments: list[str], logs: set[str]) -> list[str]:
                 old.add(k)
             else:
                 rows.append((k[0], k[1], str((extra[i] or ["o"])[0]), vectors[i]))
-    vectors, keys, extra = summaries.build(rows)
+    made, keys, extra = summaries.build(rows)
     if old:
         segments, _, _ = _drop(root, segments, old)
     if keys:
-        segments = [*segments, _new_segment(root, vectors, keys, extra)]
+        segments = [*segments, _new_segment(root, quantise(np.stack(made)), keys, extra)]
     return segments
 
 
@@ -414,7 +411,6 @@ def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, A
     import numpy as np
     from deltalake import DeltaTable
 
-    from agentlog.search import summaries
     from agentlog.search.delta import batches as _batches, delta as _delta, table_id as _table_id
 
     found = _delta(root)
@@ -429,8 +425,9 @@ def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, A
     vectors, keys, roles, _ = _embed_rows(_batches(found[0], files), without, gone)
     made, made_keys, made_extra = summaries.build(
         (k[0], k[1], str(x[0]), vectors[i]) for i, (k, x) in enumerate(zip(keys, roles, strict=True)))
-    segments = [_new_segment(root, np.concatenate([vectors, made]), keys + made_keys, roles + made_extra)] \
-        if keys else []
+    if made:
+        vectors = np.concatenate([vectors, quantise(np.stack(made))])
+    segments = [_new_segment(root, vectors, keys + made_keys, roles + made_extra)] if keys else []
     _save_manifest(root, dt.version(), _table_id(found[1]), segments, gone)
     return {"embedded": len(keys), "summaries": len(made_keys), "version": dt.version(), "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
@@ -483,8 +480,6 @@ def loaded(root: str) -> Loaded:
     """The index as its manifest names it (kept per process until the manifest changes)."""
     import numpy as np
 
-    from agentlog.search.summaries import SUMMARY
-
     file = os.path.join(path(root), "manifest.json")
     try:
         st = os.stat(file)
@@ -499,7 +494,7 @@ def loaded(root: str) -> Loaded:
     vectors = np.concatenate([v for v, _, _ in segments]) if segments else np.zeros((0, DIM), dtype=np.int8)
     keys = [k for _, ks, _ in segments for k in ks]
     members = {k: [int(s) for s in x[1]] for _, ks, xs in segments for k, x in zip(ks, xs, strict=True)
-               if x[:1] == [SUMMARY]}
+               if x[:1] == [summaries.SUMMARY]}
     backgrounds = [np.load(os.path.join(path(root), s + ".bg.npy"), allow_pickle=False) for s in m["segments"]]
     index = Loaded(vectors, keys, members, np.max(backgrounds, axis=0) if backgrounds else None)
     _LOADED[file] = (stamp, index)
@@ -513,9 +508,7 @@ def count(root: str) -> int:
 
 def floor(root: str, minimum: float) -> float:
     """The similarity a semantic candidate needs in this index, at least ``minimum`` (:mod:`.floor`)."""
-    from agentlog.search import floor as _floor
-
-    return _floor.floor(loaded(root).background, minimum)
+    return background_floor.floor(loaded(root).background, minimum)
 
 
 def nearest(root: str, query: np.ndarray, n: int,
@@ -523,12 +516,10 @@ def nearest(root: str, query: np.ndarray, n: int,
     """The events nearest ``query`` (a unit vector) by cosine, best first, from the ``n`` nearest
     vectors (a turn summary's hit scoring each of its members, :func:`.summaries.expand`); and the
     ``n``-th vector's score (None when the index holds no more than ``n``: none further)."""
-    from agentlog.search.summaries import expand
-
     index = loaded(root)
     found = ranked(index.vectors, query, n)
     last = found[-1][0] if found and len(index.keys) > n else None
-    return expand(((s, index.keys[i]) for s, i in found), index.members, exclude), last
+    return summaries.expand(((s, index.keys[i]) for s, i in found), index.members, exclude), last
 
 
 def signs(vectors: np.ndarray) -> np.ndarray:

@@ -188,16 +188,19 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None, e
                 raise
             raise SearchSyntaxError(f"the index refused the query: {e}") from None
 
-    from agentlog.search.hybrid import any_word
+    from agentlog.search.hybrid import some_words
 
-    loose = any_word(q, searcher) if mode == "hybrid" and not similar else None
-    either = engine_query(loose, sessions, machines) if loose is not None else None
+    loose = some_words(q, searcher, lambda part: engine_query(part, sessions, machines)[0]) \
+        if mode == "hybrid" and not similar else None
 
-    def any_of_the_words(n: int, skip: int) -> list[tuple[float, Any]]:  # hybrid's lexical side
-        assert either is not None
-        return _top(searcher, either[0], either[1], n, skip)
+    def some_of_the_words(n: int, skip: int) -> list[tuple[float, Any]]:
+        """Hybrid's lexical side: the events holding every word, then those holding two or more."""
+        every = lexical(n + skip, 0)
+        seen = {(a.segment_ord, a.doc) for _, a in every}
+        more = [(s, a) for s, a in _top(searcher, loose, True, n + skip, 0) if (a.segment_ord, a.doc) not in seen]
+        return (every + more)[skip:skip + n]
 
-    fusion = any_of_the_words if either is not None and either[2] is None else lexical
+    fusion = some_of_the_words if loose is not None else lexical
     candidates = _blend(root, searcher, q, text, mode, similar, eng, lexical, sessions, machines, fusion)
     if candidates is None:
         return [], False, f"{similar} has no vector: nothing was embedded for it (no text, or not a kind embedded)"
@@ -238,8 +241,8 @@ def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: st
            machines: dict[str, list[str]],
            fusion: Callable[[int, int], list[tuple[float, Any]]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
     """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`:
-    ``fusion``, the lexical side of a blend, ranks events holding any of the words); None when
-    ``similar`` names something with no vector."""
+    ``fusion`` is the lexical side of a blend, :func:`.hybrid.some_words`); None when ``similar``
+    names something with no vector."""
     from agentlog.search import hybrid, semantic
 
     if similar:

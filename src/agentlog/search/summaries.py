@@ -71,12 +71,12 @@ def members(rows: Sequence[tuple[int, str]]) -> list[list[int]]:
     return out
 
 
-def build(rows: Iterable[tuple[str, int, str, np.ndarray]]) -> tuple[np.ndarray, list[tuple[str, int]], list[list[Any]]]:
+def build(rows: Iterable[tuple[str, int, str, np.ndarray]]) -> tuple[list[np.ndarray], list[tuple[str, int]],
+                                                                      list[list[Any]]]:
     """The summaries of the logs whose event chunks are ``rows`` (``log``, ``seq``, role, int8
-    vector): their int8 vectors, keys and the rows' extra fields (:data:`SUMMARY` and the members)."""
+    vector): their unit vectors (float32), keys and the rows' extra fields (:data:`SUMMARY` and
+    the members)."""
     import numpy as np
-
-    from agentlog.search.semantic import DIM, quantise
 
     by_log: dict[str, dict[int, tuple[str, np.ndarray]]] = {}
     for log, seq, r, vector in rows:
@@ -94,9 +94,7 @@ def build(rows: Iterable[tuple[str, int, str, np.ndarray]]) -> tuple[np.ndarray,
             vectors.append(total / norm)
             keys.append((PREFIX + log, turn[0]))
             extra.append([SUMMARY, turn])
-    if not vectors:
-        return np.zeros((0, DIM), dtype=np.int8), [], []
-    return quantise(np.stack(vectors)), keys, extra
+    return vectors, keys, extra
 
 
 def expand(found: Iterable[tuple[float, tuple[str, int]]], extra: dict[tuple[str, int], list[int]],
