@@ -41,7 +41,7 @@ def spread(root: str, query: str) -> tuple[float, float]:
 
     from agentlog.search import semantic
 
-    vectors, _ = semantic._matrix(root)
+    vectors = semantic.loaded(root).vectors
     scores = vectors.astype(np.float32) @ (semantic.embed([hybrid.semantic_text(query)])[0] / 127.0)
     return float(scores.mean()), float(scores.std())
 

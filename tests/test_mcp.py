@@ -56,7 +56,7 @@ def test_initialize_list_and_call_every_tool(home: str) -> None:
     calls = [
         ("status", {}), ("timeline", {"max_rows": 5}), ("failures", {"path": "src/parser.py"}),
         ("why", {"subject": attempts[0]}), ("trace", {"subject": attempts[0], "depth": 2}),
-        ("state_at", {"at": "now"}), ("evidence", {"subject": attempts[0]}), ("search", {"query": "parser"}),
+        ("state_at", {"at": "now"}), ("evidence", {"subject": attempts[0]}), ("search", {"query": "parser", "mode": "lexical"}),
         ("query", {"statement": "select kind, count(*) as n from events group by 1 order by 1"}),
         ("query", {"statement": "SHOW FAILED ATTEMPTS"}), ("schema", {"table": "attempts"}),
         ("handoff_brief", {"project": "agentlog-demo-project"}), ("memory_search", {"query": "tests"}),
@@ -78,6 +78,7 @@ def test_initialize_list_and_call_every_tool(home: str) -> None:
     assert any(f["attempt_id"] == attempts[0] for f in by["failures"].structured_content["failures"])
     assert "captured from agent sessions" in by["search"].content[0].text
     found = by["search"].structured_content["hits"]  # the hits themselves, each where it belongs
+    # by words (the default, hybrid, also brings what a turn about the parser ended with: its summary's members)
     assert found and all("parser" in (h["snippet"] + " ".join(h["paths"])).lower() for h in found)
     # an agent's event belongs to its session; agentlog's own (a memory) to none
     assert all(h["session_id"].startswith("ses_") if h["provider"] != "agentlog" else h["session_id"] is None

@@ -59,7 +59,7 @@ def test_the_relevance_set_is_big_enough_and_its_paraphrases_share_no_word() -> 
 def test_hybrid_beats_lexical_and_keyword_queries_do_not_get_worse(corpus: str) -> None:
     lexical, hybrid = rel.measure(corpus, "lexical"), rel.measure(corpus, "hybrid")
     assert hybrid["recall@5"] > lexical["recall@5"] and hybrid["ndcg@10"] > lexical["ndcg@10"], (lexical, hybrid)
-    assert hybrid["recall@5"] >= 0.5, hybrid
+    assert hybrid["recall@5"] >= 0.65, hybrid  # 0.691 measured with turn summaries (0.539 before them)
     lex_kw, hyb_kw = rel.measure(corpus, "lexical", which="keyword"), rel.measure(corpus, "hybrid", which="keyword")
     assert hyb_kw["recall@5"] >= lex_kw["recall@5"] and hyb_kw["ndcg@10"] >= lex_kw["ndcg@10"], (lex_kw, hyb_kw)
     para = rel.measure(corpus, "semantic", which="paraphrase")

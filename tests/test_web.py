@@ -576,3 +576,24 @@ def test_sigterm_stops_the_dashboard_with_a_live_stream_open(agentlog_home: Path
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_search_page_mode_and_similar(client: TestClient) -> None:
+    from agentlog.search import semantic
+
+    if not semantic.available():
+        pytest.skip("the 'semantic' extra is not installed")
+    lexical = client.get("/api/search", params={"q": "parser", "mode": "lexical"}).json()
+    assert lexical["hits"] and lexical["mode"] == "lexical"
+    page = client.get("/search", params={"q": "parser", "mode": "semantic"}).text
+    assert '<select name="mode"' in page and '<option value="semantic" selected>' in page
+    assert "/search?similar=" in page  # each hit links to the events like it
+    embedded = [h for h in lexical["hits"] if h["kind"] in semantic.KINDS]
+    assert embedded, [h["kind"] for h in lexical["hits"]]
+    first = embedded[0]["event_id"]
+    like = client.get("/api/search", params={"similar": first}).json()
+    assert "error" not in like and like["similar"] == first
+    assert like["hits"] and first not in {h["event_id"] for h in like["hits"]}
+    assert f'name="similar" value="{first}"' in client.get("/search", params={"similar": first}).text
+    bad = client.get("/api/search", params={"similar": "ev_nothing"}).json()
+    assert bad["hits"] == [] and bad["error"]

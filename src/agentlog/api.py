@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from agentlog.query.failed_calls import failed_calls, failing_call, failure_groups, first_error_line
     from agentlog.search.index import index_path
     from agentlog.search.places import places_dir
+    from agentlog.search.relevance import report as relevance_report
     from agentlog.search.semantic import path as semantic_path
     from agentlog.search.service import search
     from agentlog.integrity.merkle import verify_consistency, verify_inclusion
@@ -173,6 +174,7 @@ _LAZY: dict[str, str] = {
     "index_path": "agentlog.search.index:index_path",
     "places_dir": "agentlog.search.places:places_dir",
     "semantic_path": "agentlog.search.semantic:path",
+    "relevance_report": "agentlog.search.relevance:report",
     # capture
     "capture_hook_payload": "agentlog.capture.hook:build",
     "record_hook_event": "agentlog.capture.hook:record",
@@ -292,6 +294,7 @@ __all__ = [
     "search",
     "search_memories",
     "semantic_path",
+    "relevance_report",
     "state_at",
     "timeline",
     "dashboard_now",

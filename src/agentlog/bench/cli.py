@@ -329,6 +329,42 @@ def bench_web(ctx: click.Context, events: int, parts: str, seed: int, out: str, 
                rss_cap_gb=None, steps_module=None, cache_dir=cache_dir, list_steps=False, as_json=as_json)
 
 
+@bench.command(name="relevance")
+@click.option("--work", default=None, help="Directory for the corpus (kept: a second run reuses it); a temporary one if not given.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
+def bench_relevance(work: str | None, as_json: bool) -> None:
+    """Search quality on the relevance set (issue 35): recall@5 and nDCG@10 in each mode, over every
+    query, each kind (keyword, natural, paraphrase) and the held-out third.
+
+    Builds the corpus (the shared Claude Code fixtures and generated sessions) and searches it in
+    lexical, semantic and hybrid mode (the last two with the 'semantic' extra).
+
+    Example: agentlog bench relevance --work /tmp/relevance
+    """
+    import tempfile
+
+    from agentlog.bench.search_steps import relevance_table
+
+    with tempfile.TemporaryDirectory(prefix="agentlog-relevance-") as tmp:
+        result = relevance_table(work or tmp)
+    if as_json:
+        print_json(result["raw"])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = result["table"]
+    table = Table(title=t["title"])
+    for column in t["columns"]:
+        table.add_column(column)
+    for row in t["rows"]:
+        table.add_row(*row)
+    Console(highlight=False).print(table)
+    if "index" in result["raw"]:
+        index = result["raw"]["index"]
+        stderr().print(f"semantic index: {index['vectors']} event vectors, {index['summaries']} turn summaries")
+
+
 @bench.command(name="step")
 @click.argument("name")
 @click.option("--events", type=click.IntRange(1), default=200_000, show_default=True)

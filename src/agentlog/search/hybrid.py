@@ -26,9 +26,18 @@ POOL: Final = 100
 SEMANTIC_POOL: Final = 200
 """Nearest vectors looked up first; with filters that keep too few, four times more each round."""
 FLOOR: float = 0.21
-"""A query's semantic candidates are the vectors at least this similar to it (cosine): below it
-an event is not taken to be about the query. Queries nothing in the relevance corpus is about
-reach 0.13–0.198 (:data:`.relevance.NONSENSE`); relevant hits 0.2–0.6 (docs/search.md)."""
+"""A query's semantic candidates are the vectors at least this similar to it (cosine), or more in a
+large index (:func:`floor`): below it an event is not taken to be about the query. Queries nothing
+in the relevance corpus is about reach 0.13–0.198 (:data:`.relevance.NONSENSE`); relevant hits
+0.2–0.6 (docs/search.md)."""
+
+
+def floor(root: str) -> float:
+    """The similarity a candidate needs in this index: :data:`FLOOR`, raised to what unrelated
+    queries find in it (:mod:`.floor`); :data:`FLOOR` alone when it is negative (no floor)."""
+    from agentlog.search import semantic
+
+    return FLOOR if FLOOR < 0 else semantic.floor(root, FLOOR)
 
 Candidates = Callable[[int, int], list[tuple[float, Any]]]
 
@@ -43,6 +52,49 @@ def semantic_text(text: str) -> str:
             continue
         words.append(raw.strip('"').rstrip("*"))
     return " ".join(w for w in words if w)
+
+
+COMMON: Final = 0.05
+"""In hybrid mode's lexical side, a word more than this share of the events hold (and more than
+:data:`COMMON_MIN` of them) is left out (:func:`some_words`): it says little of what a query is
+about, and matching it costs the most."""
+COMMON_MIN: Final = 20
+"""In a small index a word's share says little: up to this many holders, a word is kept."""
+RAREST: Final = 8
+"""Of a long query, the rarest words :func:`some_words` pairs."""
+
+
+def some_words(q: Any, searcher: Any, build: Callable[[Any], Any]) -> Any:
+    """Hybrid mode's lexical side beside the events holding every word: those holding **two** of the
+    query's words or more (any two of its :data:`RAREST` rarest, less the :data:`COMMON` ones),
+    ranked by BM25 — a tantivy query (``build`` makes one of a parsed query: its filters and
+    exclusions kept), or None when fewer than two such words are left. Lexical mode keeps every
+    word required; a question's words are seldom all in one event, and a blend with meaning
+    gains from the events that hold some of them. Two, not one: a single shared word (``for``,
+    ``the``) says too little, and a query about nothing here must still find nothing."""
+    import itertools
+
+    import tantivy
+
+    from agentlog.search.index import fold_term
+    from agentlog.search.text import Query
+
+    if len(q.clauses) < 2:
+        return None
+    cap = max(COMMON * searcher.num_docs, COMMON_MIN)
+    held: dict[Any, int] = {}
+    for alternatives in q.clauses:
+        for t in map(fold_term, alternatives):
+            if len(t.tokens) == 1 and not t.phrase and not t.prefix:
+                df = searcher.doc_freq("body", t.tokens[0])
+                if 0 < df <= cap:
+                    held[t] = df
+    if len(held) < 2:
+        return None
+    rare = sorted(held, key=lambda t: (held[t], t.tokens))[:RAREST]
+    pairs = [build(Query(clauses=[[a], [b]], excluded=list(q.excluded), filters=dict(q.filters)))
+             for a, b in itertools.combinations(rare, 2)]
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, p) for p in pairs])
 
 
 def exact(q: Any) -> bool:
@@ -64,24 +116,29 @@ def semantic_candidates(root: str, searcher: Any, vector: Any, allowed: Any,
         want = n + skip
         pool = max(SEMANTIC_POOL, 4 * want)
         while True:
-            every = semantic.nearest(root, vector, pool)
-            near = [(s, k) for s, k in every if k not in exclude and (floor is None or s >= floor)]
+            every, last = semantic.nearest(root, vector, pool, exclude)
+            near = [(s, k) for s, k in every if floor is None or s >= floor]
+            # none further qualifies: the index holds no more, or the pool's last is below the floor
+            done = last is None or (floor is not None and last < floor)
             if not near:
-                return []
-            done = len(every) < pool or (floor is not None and every[-1][0] < floor)  # none further qualifies
+                if done:
+                    return []
+                pool *= 4
+                continue
             score = {k: s for s, k in near}
             q = tantivy.Query.boolean_query([
                 (tantivy.Occur.Must, allowed),
                 (tantivy.Occur.Must, tantivy.Query.term_set_query(schema(), "key", [_key(*k) for k in score]))])
-            found: list[tuple[float, Any]] = []
+            rank = {k: i for i, (_, k) in enumerate(near)}  # best first; a summary's members in their order
+            found: list[tuple[int, float, Any]] = []
             for _, addr in searcher.search(q, len(score), count=False).hits:
                 d = searcher.doc(addr)
                 k = (str(d.get_first("log")), int(d.get_first("seq") or 0))
                 if k in score:
-                    found.append((score[k], addr))
-            found.sort(key=lambda x: -x[0])
+                    found.append((rank[k], score[k], addr))
+            found.sort(key=lambda x: x[0])
             if len(found) >= want or done:
-                return found[skip:want]
+                return [(s, addr) for _, s, addr in found[skip:want]]
             pool *= 4
 
     return candidates
@@ -138,5 +195,5 @@ def similar_vector(root: str, keys: list[tuple[str, int]]) -> Any:
     return mean / norm if norm else None
 
 
-__all__ = ["FLOOR", "MODES", "exact", "fused", "semantic_candidates", "semantic_text",
+__all__ = ["COMMON", "FLOOR", "MODES", "exact", "floor", "some_words", "fused", "semantic_candidates", "semantic_text",
            "similar_keys", "similar_vector"]

@@ -6,15 +6,18 @@ input and error, head and tail), a failed turn, a memory. Its text is the one
 the text index holds (:func:`.text.plain`, head and tail), less the paths and the
 tool name; an event with no captured text (metadata-only capture, a purged
 frame) has no vector. Each vector keeps its event's place in the log
-(``log``, ``seq``): a hit is then placed — session, turn, attempt, outcome —
-exactly as a lexical one.
+(``log``, ``seq``) and its role in its turn: a hit is then placed — session,
+turn, attempt, outcome — exactly as a lexical one. Each turn also has a
+**summary** vector, made from its prompt's, failures' and last message's
+vectors and placed at those events (:mod:`.summaries`).
 
 **The model.** ``wordllama``'s static 256-dimension embeddings, shipped inside
 its wheel (the ``semantic`` extra): loaded from the package's own files with
 downloads disabled, nothing is fetched (docs/search.md says why this model).
 
 **The store.** ``state/semantic/``: segments, each an ``int8`` matrix
-(``.npy``, unit vectors times 127) and its keys (``.keys.json``), listed by
+(``.npy``, unit vectors times 127), its keys (``.keys.json``) and its
+background scores (``.bg.npy``, :mod:`.floor`), listed by
 ``manifest.json`` with the store's Delta version and table id they account
 for. A catch-up writes one new segment (a segment holding a key written again
 is rewritten without it); a rebuild writes one; a purge rewrites the segments
@@ -28,6 +31,7 @@ measured cost and why this beats an approximate index at this size.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -38,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentlog.core import UsageError, locks
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.search import floor as background_floor
+from agentlog.search import summaries
 from agentlog.search.retracted import Retracted
 
 if TYPE_CHECKING:
@@ -45,10 +51,15 @@ if TYPE_CHECKING:
 
 DIR: Final = "semantic"
 MODEL: Final = "wordllama/l2_supercat/256"
+FORMAT: Final = 2
+"""The index's layout: 2 adds each vector's role and the turn summaries (:mod:`.summaries`) and each
+segment's background scores (:mod:`.floor`); an index of another layout is rebuilt."""
 DIM: Final = 256
 KINDS: Final = frozenset({"prompt_submitted", "agent_message", "tool_call_failed", "turn_failed", "memory",
-                          "permission_denied", "task_created", "task_completed"})
-"""The events embedded: the units people ask about by meaning."""
+                          "permission_denied", "task_created", "task_completed", "turn_stopped"})
+"""The events embedded: the units people ask about by meaning. ``turn_stopped`` holds the turn's
+last assistant message when a hook captured it (Claude Code's, Codex's and Gemini CLI's stop
+hooks send it): in a session recorded by hooks alone, the only assistant text there is."""
 MIN_CHARS: Final = 3
 """A chunk shorter than this (once stripped) is not embedded."""
 MERGE_AT: Final = 16
@@ -117,6 +128,11 @@ def embed(texts: list[str]) -> np.ndarray:
     return out
 
 
+@functools.cache
+def _background_queries() -> np.ndarray:
+    return embed(list(background_floor.BACKGROUND))
+
+
 def quantise(vectors: np.ndarray) -> np.ndarray:
     import numpy as np
 
@@ -159,7 +175,7 @@ def _manifest(root: str) -> dict[str, Any] | None:
             m = json.load(fh)
     except (FileNotFoundError, ValueError):
         return None
-    return m if isinstance(m, dict) and m.get("model") == MODEL else None
+    return m if isinstance(m, dict) and m.get("model") == MODEL and m.get("format") == FORMAT else None
 
 
 def _write(file: str, data: bytes) -> None:
@@ -175,40 +191,55 @@ def _write(file: str, data: bytes) -> None:
 def _save_manifest(root: str, version: int | None, table: str | None, segments: list[str],
                    gone: Retracted | None = None) -> None:
     _write(os.path.join(path(root), "manifest.json"),
-           json.dumps({"model": MODEL, "version": version, "table": table, "segments": segments,
+           json.dumps({"model": MODEL, "format": FORMAT, "version": version, "table": table, "segments": segments,
                        "retracted": (gone or Retracted()).to_json()}).encode())
     _collect(root, segments)
 
 
 def _collect(root: str, segments: list[str]) -> None:
     """Remove the files of segments the manifest no longer names."""
-    keep = {f"{s}{ext}" for s in segments for ext in (".npy", ".keys.json")} | {"manifest.json", "lock"}
+    keep = {f"{s}{ext}" for s in segments for ext in (".npy", ".keys.json", ".bg.npy")} | {"manifest.json", "lock"}
     for name in os.listdir(path(root)):
         if name not in keep:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(path(root), name))
 
 
-def _new_segment(root: str, vectors: np.ndarray, keys: list[Key]) -> str:
+def _new_segment(root: str, vectors: np.ndarray, keys: list[Key], extra: list[list[Any]]) -> str:
+    """A segment file of these vectors, their keys and each row's extra fields (an event's role, or
+    a summary's :data:`.summaries.SUMMARY` and members), with its background scores (:mod:`.floor`)."""
     import io
 
     import numpy as np
 
     name = f"s{time.time_ns():x}{os.getpid():x}"
-    buf = io.BytesIO()
-    np.save(buf, vectors, allow_pickle=False)
-    _write(os.path.join(path(root), name + ".npy"), buf.getvalue())
-    _write(os.path.join(path(root), name + ".keys.json"), json.dumps([list(k) for k in keys]).encode())
+    scores = background_floor.background(vectors, _background_queries())
+    for ext, array in ((".npy", vectors), (".bg.npy", scores)):
+        buf = io.BytesIO()
+        np.save(buf, array, allow_pickle=False)
+        _write(os.path.join(path(root), name + ext), buf.getvalue())
+    _write(os.path.join(path(root), name + ".keys.json"),
+           json.dumps([[k[0], k[1], *x] for k, x in zip(keys, extra, strict=True)]).encode())
     return name
 
 
-def _load_segment(root: str, name: str) -> tuple[np.ndarray, list[Key]]:
+Segment = tuple["np.ndarray", list[Key], list[list[Any]]]
+
+
+def _load_segment(root: str, name: str) -> Segment:
+    return _read_segment(path(root), name)
+
+
+@functools.lru_cache(maxsize=2 * 16 + 8)
+def _read_segment(directory: str, name: str) -> Segment:
+    """A segment's files (kept per process: a segment is never changed once written, its name is
+    new each time; a catch-up reads every segment's keys to find a log's vectors)."""
     import numpy as np
 
-    vectors = np.load(os.path.join(path(root), name + ".npy"), allow_pickle=False)
-    with open(os.path.join(path(root), name + ".keys.json"), "rb") as fh:
-        keys = [(str(k[0]), int(k[1])) for k in json.load(fh)]
-    return vectors, keys
+    vectors = np.load(os.path.join(directory, name + ".npy"), allow_pickle=False)
+    with open(os.path.join(directory, name + ".keys.json"), "rb") as fh:
+        rows = json.load(fh)
+    return vectors, [(str(k[0]), int(k[1])) for k in rows], [list(k[2:]) for k in rows]
 
 
 @contextlib.contextmanager
@@ -230,13 +261,14 @@ def _locked(root: str, wait: float) -> Iterator[bool]:
 
 
 def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
-                gone: Retracted) -> tuple[np.ndarray, list[Key], bool]:
-    """The rows' vectors and keys, less ``skip`` and what ``gone`` retracts; a retraction among
-    the rows is added to ``gone`` (the third value: whether one was)."""
+                gone: Retracted) -> tuple[np.ndarray, list[Key], list[list[Any]], bool]:
+    """The rows' vectors, keys and roles, less ``skip`` and what ``gone`` retracts; a retraction
+    among the rows is added to ``gone`` (the last value: whether one was)."""
     import numpy as np
 
     parts: list[np.ndarray] = []
     keys: list[Key] = []
+    roles: list[list[Any]] = []
     retracting = False
     for rows in batches:
         texts: list[str] = []
@@ -247,31 +279,68 @@ def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
             if text is not None:
                 texts.append(text)
                 keys.append(key)
+                roles.append([summaries.role(r.get("kind"))])
         if texts:
             parts.append(quantise(embed(texts)))
-    return (np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.int8)), keys, retracting
+    vectors = np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.int8)
+    return vectors, keys, roles, retracting
 
 
-def _drop(root: str, segments: list[str], keys: set[Key]) -> tuple[list[str], int]:
-    """``segments`` with every vector of ``keys`` gone (a segment holding one rewritten); how many went."""
+def _drop(root: str, segments: list[str], keys: set[Key]) -> tuple[list[str], int, set[str]]:
+    """``segments`` with every vector of ``keys`` gone, and every summary holding one of them (a
+    segment holding one rewritten); how many of ``keys`` went, and the logs whose summaries must be
+    made again (:func:`_summarise`)."""
     out: list[str] = []
     dropped = 0
+    logs: set[str] = set()
     for name in segments:
-        vectors, seg_keys = _load_segment(root, name)
-        keep = [i for i, k in enumerate(seg_keys) if k not in keys]
+        vectors, seg_keys, extra = _load_segment(root, name)
+        keep: list[int] = []
+        for i, k in enumerate(seg_keys):
+            if k in keys:
+                dropped += 1
+                logs.add(summaries.log_of(k))
+            elif extra[i][:1] == [summaries.SUMMARY] and any((summaries.log_of(k), s) in keys for s in extra[i][1]):
+                logs.add(summaries.log_of(k))
+            else:
+                keep.append(i)
         if len(keep) == len(seg_keys):
             out.append(name)
-            continue
-        dropped += len(seg_keys) - len(keep)
-        if keep:
-            out.append(_new_segment(root, vectors[keep], [seg_keys[i] for i in keep]))
-    return out, dropped
+        elif keep:
+            out.append(_new_segment(root, vectors[keep], [seg_keys[i] for i in keep], [extra[i] for i in keep]))
+    return out, dropped, logs
+
+
+def _summarise(root: str, segments: list[str], logs: set[str]) -> list[str]:
+    """``segments`` with the turn summaries of ``logs`` made again from their events' vectors
+    (:mod:`.summaries`): the old ones dropped, the new ones in one new segment."""
+    import numpy as np
+
+    if not logs:
+        return segments
+    rows: list[tuple[str, int, str, Any]] = []
+    old: set[Key] = set()
+    for name in segments:
+        vectors, seg_keys, extra = _load_segment(root, name)
+        for i, k in enumerate(seg_keys):
+            if summaries.log_of(k) not in logs:
+                continue
+            if summaries.is_summary(k):
+                old.add(k)
+            else:
+                rows.append((k[0], k[1], str((extra[i] or ["o"])[0]), vectors[i]))
+    made, keys, extra = summaries.build(rows)
+    if old:
+        segments, _, _ = _drop(root, segments, old)
+    if keys:
+        segments = [*segments, _new_segment(root, quantise(np.stack(made)), keys, extra)]
+    return segments
 
 
 def catch_up(root: str) -> dict[str, Any]:
     """Embed what the store committed since the version the index applied (a rebuild when it
-    never did, or the table changed, or a commit's files are gone); ``busy`` when another
-    process is writing."""
+    never did, or the table changed, or a commit's files are gone), and make again the turn
+    summaries of the logs it touched; ``busy`` when another process is writing."""
     from urllib.parse import unquote
 
     from agentlog.search.delta import batches as _batches, commit as _commit, delta as _delta
@@ -300,18 +369,21 @@ def catch_up(root: str) -> dict[str, Any]:
                 return _rebuild_locked(root, set(), started)
             files += adds
         gone = Retracted.from_json(m.get("retracted"))
-        vectors, keys, retracting = _embed_rows(_batches(table_path, files), set(), gone)
+        vectors, keys, roles, retracting = _embed_rows(_batches(table_path, files), set(), gone)
         segments = list(m["segments"])
+        touched = {k[0] for k in keys}
         if keys:
-            segments, _ = _drop(root, segments, set(keys))  # a row written again replaces its vector
-            segments.append(_new_segment(root, vectors, keys))
+            segments, _, _ = _drop(root, segments, set(keys))  # a row written again replaces its vector
+            segments.append(_new_segment(root, vectors, keys, roles))
         if retracting:  # the vectors already held for what a new retraction names go
             from deltalake import DeltaTable
 
             from agentlog.search.retracted import keys_in_store
 
             every = [u.removeprefix("file://") for u in DeltaTable(table_path).file_uris()]
-            segments, _ = _drop(root, segments, keys_in_store(table_path, every, gone))
+            segments, _, logs = _drop(root, segments, keys_in_store(table_path, every, gone))
+            touched |= logs
+        segments = _summarise(root, segments, touched)
         if len(segments) > MERGE_AT:
             segments = [_merge(root, segments)]
         _save_manifest(root, latest, table, segments, gone)
@@ -322,7 +394,8 @@ def _merge(root: str, segments: list[str]) -> str:
     import numpy as np
 
     loaded = [_load_segment(root, s) for s in segments]
-    return _new_segment(root, np.concatenate([v for v, _ in loaded]), [k for _, ks in loaded for k in ks])
+    return _new_segment(root, np.concatenate([v for v, _, _ in loaded]), [k for _, ks, _ in loaded for k in ks],
+                        [x for _, _, xs in loaded for x in xs])
 
 
 def rebuild(root: str, *, without: set[Key] | None = None, wait: float = 600.0) -> dict[str, Any]:
@@ -335,6 +408,7 @@ def rebuild(root: str, *, without: set[Key] | None = None, wait: float = 600.0) 
 
 
 def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, Any]:
+    import numpy as np
     from deltalake import DeltaTable
 
     from agentlog.search.delta import batches as _batches, delta as _delta, table_id as _table_id
@@ -348,16 +422,21 @@ def _rebuild_locked(root: str, without: set[Key], started: float) -> dict[str, A
     dt = DeltaTable(found[0])
     files = [u.removeprefix("file://") for u in dt.file_uris()]
     gone = in_store(found[0], files)  # first: a retraction may come after what it retracts
-    vectors, keys, _ = _embed_rows(_batches(found[0], files), without, gone)
-    segments = [_new_segment(root, vectors, keys)] if keys else []
+    vectors, keys, roles, _ = _embed_rows(_batches(found[0], files), without, gone)
+    made, made_keys, made_extra = summaries.build(
+        (k[0], k[1], str(x[0]), vectors[i]) for i, (k, x) in enumerate(zip(keys, roles, strict=True)))
+    if made:
+        vectors = np.concatenate([vectors, quantise(np.stack(made))])
+    segments = [_new_segment(root, vectors, keys + made_keys, roles + made_extra)] if keys else []
     _save_manifest(root, dt.version(), _table_id(found[1]), segments, gone)
-    return {"embedded": len(keys), "version": dt.version(), "rebuilt": True,
+    return {"embedded": len(keys), "summaries": len(made_keys), "version": dt.version(), "rebuilt": True,
             "seconds": round(time.perf_counter() - started, 3)}
 
 
 def forget(root: str, keys: set[Key]) -> int:
-    """Remove the vectors of these events (before the store deletes them): the segments holding
-    one are rewritten without it and the old files removed. How many were there."""
+    """Remove the vectors of these events (before the store deletes them), and the turn summaries
+    holding one (made again without it): the segments holding one are rewritten without it and
+    the old files removed. How many were there."""
     if not keys or _manifest(root) is None:
         return 0
     with _locked(root, 600.0) as held:
@@ -366,7 +445,8 @@ def forget(root: str, keys: set[Key]) -> int:
         m = _manifest(root)
         if m is None:
             return 0
-        segments, dropped = _drop(root, list(m["segments"]), keys)
+        segments, dropped, logs = _drop(root, list(m["segments"]), keys)
+        segments = _summarise(root, segments, logs)
         _save_manifest(root, m.get("version"), m.get("table"), segments, Retracted.from_json(m.get("retracted")))
     return dropped
 
@@ -377,39 +457,69 @@ def remove(root: str) -> None:
 
 # -- reading ---------------------------------------------------------------------------------------
 
-_LOADED: dict[str, tuple[tuple[int, int], Any, list[Key]]] = {}
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """Every vector of the index, its key, the members of each summary, and the index's background
+    scores (:mod:`.floor`)."""
+
+    vectors: Any
+    keys: list[Key]
+    members: dict[Key, list[int]]
+    background: Any
+
+    @property
+    def events(self) -> int:
+        return len(self.keys) - len(self.members)
 
 
-def _matrix(root: str) -> tuple[np.ndarray, list[Key]]:
-    """Every vector and its key (kept per process until the manifest changes)."""
+_LOADED: dict[str, tuple[tuple[int, int], Loaded]] = {}
+
+
+def loaded(root: str) -> Loaded:
+    """The index as its manifest names it (kept per process until the manifest changes)."""
     import numpy as np
 
     file = os.path.join(path(root), "manifest.json")
     try:
         st = os.stat(file)
     except FileNotFoundError:
-        return np.zeros((0, DIM), dtype=np.int8), []
+        return Loaded(np.zeros((0, DIM), dtype=np.int8), [], {}, None)
     stamp = (st.st_ino, st.st_mtime_ns)
     kept = _LOADED.get(file)
     if kept is not None and kept[0] == stamp:
-        return kept[1], kept[2]
+        return kept[1]
     m = _manifest(root) or {"segments": []}
-    loaded = [_load_segment(root, s) for s in m["segments"]]
-    vectors = np.concatenate([v for v, _ in loaded]) if loaded else np.zeros((0, DIM), dtype=np.int8)
-    keys = [k for _, ks in loaded for k in ks]
-    _LOADED[file] = (stamp, vectors, keys)
-    return vectors, keys
+    segments = [_load_segment(root, s) for s in m["segments"]]
+    vectors = np.concatenate([v for v, _, _ in segments]) if segments else np.zeros((0, DIM), dtype=np.int8)
+    keys = [k for _, ks, _ in segments for k in ks]
+    members = {k: [int(s) for s in x[1]] for _, ks, xs in segments for k, x in zip(ks, xs, strict=True)
+               if x[:1] == [summaries.SUMMARY]}
+    backgrounds = [np.load(os.path.join(path(root), s + ".bg.npy"), allow_pickle=False) for s in m["segments"]]
+    index = Loaded(vectors, keys, members, np.max(backgrounds, axis=0) if backgrounds else None)
+    _LOADED[file] = (stamp, index)
+    return index
 
 
 def count(root: str) -> int:
-    """Vectors held."""
-    return len(_matrix(root)[1])
+    """Event vectors held (turn summaries not counted)."""
+    return loaded(root).events
 
 
-def nearest(root: str, query: np.ndarray, n: int) -> list[tuple[float, Key]]:
-    """The ``n`` vectors nearest ``query`` (a unit vector) by cosine, best first."""
-    vectors, keys = _matrix(root)
-    return [(s, keys[i]) for s, i in ranked(vectors, query, n)]
+def floor(root: str, minimum: float) -> float:
+    """The similarity a semantic candidate needs in this index, at least ``minimum`` (:mod:`.floor`)."""
+    return background_floor.floor(loaded(root).background, minimum)
+
+
+def nearest(root: str, query: np.ndarray, n: int,
+            exclude: frozenset[Key] = frozenset()) -> tuple[list[tuple[float, Key]], float | None]:
+    """The events nearest ``query`` (a unit vector) by cosine, best first, from the ``n`` nearest
+    vectors (a turn summary's hit scoring each of its members, :func:`.summaries.expand`); and the
+    ``n``-th vector's score (None when the index holds no more than ``n``: none further)."""
+    index = loaded(root)
+    found = ranked(index.vectors, query, n)
+    last = found[-1][0] if found and len(index.keys) > n else None
+    return summaries.expand(((s, index.keys[i]) for s, i in found), index.members, exclude), last
 
 
 def signs(vectors: np.ndarray) -> np.ndarray:
@@ -455,10 +565,10 @@ def vector_of(root: str, key: Key) -> np.ndarray | None:
     """The stored vector of this event (as float32, scaled back to about unit length)."""
     import numpy as np
 
-    vectors, keys = _matrix(root)
-    for i, k in enumerate(keys):
+    index = loaded(root)
+    for i, k in enumerate(index.keys):
         if k == key:
-            found: np.ndarray = vectors[i].astype(np.float32) / 127.0
+            found: np.ndarray = index.vectors[i].astype(np.float32) / 127.0
             return found
     return None
 
@@ -468,9 +578,12 @@ def stats(root: str) -> dict[str, Any]:
     m = _manifest(root)
     size = sum(os.path.getsize(os.path.join(path(root), f)) for f in os.listdir(path(root))) \
         if os.path.isdir(path(root)) else 0
-    return {"vectors": len(_matrix(root)[1]) if m else 0, "bytes": size, "model": MODEL,
+    index = loaded(root)
+    return {"vectors": index.events if m else 0, "summaries": len(index.members) if m else 0, "bytes": size,
+            "model": MODEL,
             "version": m.get("version") if m else None}
 
 
-__all__ = ["ENABLE", "KINDS", "MODEL", "SemanticUnavailable", "available", "catch_up", "chunk_text", "count", "embed",
-           "forget", "nearest", "ranked", "rebuild", "remove", "require", "signs", "stats", "vector_of"]
+__all__ = ["ENABLE", "KINDS", "MODEL", "Loaded", "SemanticUnavailable", "available", "catch_up", "chunk_text", "count",
+           "embed", "floor", "forget", "loaded", "nearest", "ranked", "rebuild", "remove", "require", "signs", "stats",
+           "vector_of"]

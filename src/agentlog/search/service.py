@@ -188,7 +188,20 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None, e
                 raise
             raise SearchSyntaxError(f"the index refused the query: {e}") from None
 
-    candidates = _blend(root, searcher, q, text, mode, similar, eng, lexical, sessions, machines)
+    from agentlog.search.hybrid import some_words
+
+    loose = some_words(q, searcher, lambda part: engine_query(part, sessions, machines)[0]) \
+        if mode == "hybrid" and not similar else None
+
+    def some_of_the_words(n: int, skip: int) -> list[tuple[float, Any]]:
+        """Hybrid's lexical side: the events holding every word, then those holding two or more."""
+        every = lexical(n + skip, 0)
+        seen = {(a.segment_ord, a.doc) for _, a in every}
+        more = [(s, a) for s, a in _top(searcher, loose, True, n + skip, 0) if (a.segment_ord, a.doc) not in seen]
+        return (every + more)[skip:skip + n]
+
+    fusion = some_of_the_words if loose is not None else lexical
+    candidates = _blend(root, searcher, q, text, mode, similar, eng, lexical, sessions, machines, fusion)
     if candidates is None:
         return [], False, f"{similar} has no vector: nothing was embedded for it (no text, or not a kind embedded)"
     if not outcome:
@@ -225,9 +238,11 @@ def _search(root: str, q: Query, limit: int, offset: int, outcome: str | None, e
 
 def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: str | None, eng: Callable[[], Any],
            lexical: Callable[[int, int], list[tuple[float, Any]]], sessions: dict[str, list[tuple[str, str]]],
-           machines: dict[str, list[str]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
-    """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`);
-    None when ``similar`` names something with no vector."""
+           machines: dict[str, list[str]],
+           fusion: Callable[[int, int], list[tuple[float, Any]]]) -> Callable[[int, int], list[tuple[float, Any]]] | None:
+    """The candidates of this mode: lexical, the nearest vectors, or both fused (:mod:`.hybrid`:
+    ``fusion`` is the lexical side of a blend, :func:`.hybrid.some_words`); None when ``similar``
+    names something with no vector."""
     from agentlog.search import hybrid, semantic
 
     if similar:
@@ -243,8 +258,8 @@ def _blend(root: str, searcher: Any, q: Query, text: str, mode: str, similar: st
     if not semantic.count(root):  # nothing embedded: the model is not even loaded
         return lexical if mode == "hybrid" else (lambda n, skip: [])
     near = hybrid.semantic_candidates(root, searcher, semantic.embed([wanted])[0],
-                                      _filter_query(q, sessions, machines), floor=hybrid.FLOOR)
-    return near if mode == "semantic" else hybrid.fused(lexical, near)
+                                      _filter_query(q, sessions, machines), floor=hybrid.floor(root))
+    return near if mode == "semantic" else hybrid.fused(fusion, near)
 
 
 def _filter_query(q: Query, sessions: dict[str, list[tuple[str, str]]], machines: dict[str, list[str]]) -> Any:

@@ -162,12 +162,22 @@ def failures(engine: Engine, root: str, *, page: int = 0, project: str | None = 
     return {"failures": got["failures"], "groups": groups, "page": page, "more": got["more"], "project": project}
 
 
+def semantic_available() -> bool:
+    """Whether searches by meaning can run (the ``semantic`` extra is installed)."""
+    from agentlog.search.semantic import available
+
+    return available()
+
+
 def search_events(root: str, engine: Engine, text: str, *, page: int = 0, filters: dict[str, list[str]] | None = None,
-                  outcome: str | None = None) -> dict[str, Any]:
-    """A page of full-text hits (``search.service``), each with its session, attempt and outcome."""
+                  outcome: str | None = None, mode: str | None = None, similar: str | None = None) -> dict[str, Any]:
+    """A page of hits (``search.service``: ``mode`` lexical, semantic or hybrid, the library's
+    default when None; ``similar``, an event's or attempt's id), each with its session, attempt
+    and outcome."""
     from agentlog.search.service import search
 
-    res = search(root, text, limit=PAGE, offset=page * PAGE, engine=engine, filters=filters, outcome=outcome)
+    res = search(root, text, limit=PAGE, offset=page * PAGE, engine=engine, filters=filters, outcome=outcome,
+                 mode=mode, similar=similar)
     hits = []
     for h in res.hits:
         d = dict(h.__dict__)

@@ -71,7 +71,8 @@ def failures(request: Request) -> Awaitable[Any]:
 async def search(request: Request) -> Any:
     from agentlog.memory import service
 
-    from agentlog.search.text import MAX_QUERY, SearchSyntaxError
+    from agentlog.core import AgentlogError
+    from agentlog.search.text import MAX_QUERY
 
     root = state(request).root
     q = request.query_params.get("q", "").strip()
@@ -79,15 +80,20 @@ async def search(request: Request) -> Any:
                if (v := request.query_params.get(k, "")).strip()}
     outcome = request.query_params.get("outcome") or None
     outcome = outcome if outcome in ("failed", "succeeded", "superseded") else None
+    mode = request.query_params.get("mode") or None
+    mode = mode if mode in ("lexical", "semantic", "hybrid") else None
+    similar = request.query_params.get("similar", "").strip()[:200] or None
     # the next and previous pages keep every filter
     base = "/search?" + urlencode([("q", q), *((k, v[0]) for k, v in filters.items()),
-                                   *([("outcome", outcome)] if outcome else [])]) + "&"
-    if not q and not filters:
+                                   *([("outcome", outcome)] if outcome else []), *([("mode", mode)] if mode else []),
+                                   *([("similar", similar)] if similar else [])]) + "&"
+    shown = {"mode": mode, "similar": similar, "semantic": data.semantic_available()}
+    if not q and not filters and not similar:
         return {"query": "", "hits": [], "memories": [], "page": 0, "more": False, "filters": {}, "outcome": None,
-                "base": base}
+                "base": base, **shown}
     if len(q) > MAX_QUERY:
         return {"query": q[:MAX_QUERY], "hits": [], "memories": [], "page": 0, "more": False, "filters": filters,
-                "outcome": outcome, "base": base,
+                "outcome": outcome, "base": base, **shown,
                 "error": f"a query is at most {MAX_QUERY:,} characters; this one has {len(q):,}"}
 
     try:
@@ -95,13 +101,14 @@ async def search(request: Request) -> Any:
 
         # remembered per store version and per index commit (the index may catch up on its own)
         out = dict(await read(request, lambda e: data.search_events(root, e, q, page=page_no(request),
-                                                                    filters=filters, outcome=outcome),
+                                                                    filters=filters, outcome=outcome, mode=mode,
+                                                                    similar=similar),
                               f"{key_of(request)}#{index_stamp(root)}",
                               keep=lambda r: not r.get("indexing")))
-    except SearchSyntaxError as e:
+    except AgentlogError as e:  # the query language's, a mode without its extra, an id naming nothing
         out = {"query": q, "hits": [], "page": 0, "more": False, "error": str(e), "filters": filters,
                "outcome": outcome}
-    out["base"] = base
+    out.update(base=base, **shown)
     if not q:
         out["memories"] = []
         return out
