@@ -196,6 +196,7 @@ class SessionLog:
         for ev in events:
             if b"\n" in ev:
                 raise ValueError("an event's serialised form must not contain a raw newline")
+        events = at_rest(self.root, events)
         result = AppendResult(self.path)
         fd = self._open_locked()
         head_fd = -1
@@ -575,6 +576,30 @@ def _ends_frame(fd: int, tip: Tip) -> bool:
         return line.startswith(PREFIX) and line.startswith(SEQ_MARK, PREV_END) and parse_seq(line) == tip.seq
     except ValueError:
         return False
+
+
+def at_rest(root: str, events: list[bytes]) -> list[bytes]:
+    """``events`` as they may be written under ``root``: unchanged while encryption at rest is
+    off; else their content sealed with the unlocked data key (``core/sealing.py``) or, when the
+    key is locked, withheld (the frame keeps its metadata and says why its content is missing:
+    plain content is never written to a root that asked for encryption)."""
+    from agentlog.core.atrest import AtRestLockedError, unlocked_key
+
+    try:
+        got = unlocked_key(root)
+    except AtRestLockedError:
+        from agentlog.core.sealing import withhold_content
+
+        return [withhold_content(ev) for ev in events]
+    if got is None:
+        return events
+    from agentlog.core.sealing import seal_event, withhold_content
+
+    kid, key = got
+    try:
+        return [seal_event(ev, kid, key) for ev in events]
+    except ImportError:  # no PyNaCl where this process runs: still nothing in plain
+        return [withhold_content(ev) for ev in events]
 
 
 def _pwrite_all(fd: int, data: bytes) -> None:
