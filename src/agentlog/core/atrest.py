@@ -7,11 +7,11 @@ Standard library only: the hook path asks :func:`key_id` on every append (one sm
 - ``<root>/state/keys/at-rest.json`` holds the data key wrapped by key-encryption keys
   (``core/atrest_keys.py``); never the data key itself.
 - The *unlocked* data key lives outside the data root, in memory-backed storage
-  (:func:`runtime_dir`): ``<runtime>/<key id>/data-key``, 0600, 32 bytes. It is written by
+  (:func:`runtime_dir`): ``<runtime>/<key id>-<root id>/data-key``, 0600, 32 bytes. It is written by
   ``agentlog keys init --at-rest`` and ``agentlog keys unlock`` and read by whatever writes
   frames (the hook, the capture server) or reads content (ingest). A reboot forgets it.
 - The derived stores (Delta tables, projection, search and memory indexes) of a root with
-  encryption at rest on live beside it, in ``<runtime>/<key id>/derived/`` (:func:`derived_root`):
+  encryption at rest on live beside it, in ``<runtime>/<key id>-<root id>/derived/`` (:func:`derived_root`):
   captured text is kept there in plain form, but never on disk, and they are rebuilt from the
   (encrypted) logs after a reboot.
 """
@@ -21,6 +21,8 @@ from __future__ import annotations
 from agentlog.core import AgentlogError
 from agentlog.core import oslite as os
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir
+
+TYPE_CHECKING = False
 
 KEYS_DIR = "keys"
 ID_FILE = "at-rest.id"
@@ -76,19 +78,29 @@ def runtime_base(environ: dict[str, str] | None = None) -> str:
                         f"stores: set {RUNTIME_ENV} to a RAM disk (no XDG_RUNTIME_DIR and no /dev/shm here)")
 
 
-def runtime_dir(kid: str, environ: dict[str, str] | None = None) -> str:
-    """``<runtime base>/<key id>``: the unlocked key and the derived stores of one data root."""
-    return os.path.join(runtime_base(environ), kid)
+def runtime_dir(root: str, kid: str, environ: dict[str, str] | None = None) -> str:
+    """``<runtime base>/<key id>-<root id>``: the unlocked key and the derived stores of one data
+    root (the root's path is in the name: a snapshot restored elsewhere has the same key id)."""
+    if TYPE_CHECKING:
+        from hashlib import sha256
+    else:
+        try:
+            from _sha256 import sha256
+        except ImportError:  # Python >= 3.12
+            from _sha2 import sha256
+    rid = sha256(os.path.abspath(root).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return os.path.join(runtime_base(environ), f"{kid}-{rid}")
 
 
 def derived_root(root: str) -> str:
     """Where ``root``'s derived stores live: ``root`` itself, or with encryption at rest on,
-    ``<runtime>/<key id>/derived`` (made 0700 on first use)."""
+    ``<runtime>/<key id>-<root id>/derived`` (made 0700 on first use)."""
     kid = key_id(root)
     if kid is None:
         return root
-    path = os.path.join(runtime_dir(kid), "derived")
+    path = os.path.join(runtime_dir(root, kid), "derived")
     if not os.path.isdir(path):
+        check_runtime_base()
         ensure_dir(path)
     return path
 
@@ -99,7 +111,7 @@ def derived_state_dir(root: str) -> str:
 
 
 def data_key_path(root: str, kid: str) -> str:
-    return os.path.join(runtime_dir(kid), DATA_KEY_FILE)
+    return os.path.join(runtime_dir(root, kid), DATA_KEY_FILE)
 
 
 def unlocked_key(root: str) -> tuple[str, bytes] | None:
@@ -126,11 +138,12 @@ def locked_message(root: str) -> str:
             "`agentlog keys unlock` (the OS keyring or your passphrase opens it)")
 
 
-def store_unlocked_key(kid: str, key: bytes) -> str:
+def store_unlocked_key(root: str, kid: str, key: bytes) -> str:
     """Write the unlocked data key (0600, in a 0700 directory of memory-backed storage)."""
     import os as _os  # not on the hook path
 
-    d = runtime_dir(kid)
+    d = runtime_dir(root, kid)
+    check_runtime_base()
     ensure_dir(d)
     _os.chmod(d, DIR_MODE)
     path = _os.path.join(d, DATA_KEY_FILE)
@@ -145,12 +158,28 @@ def store_unlocked_key(kid: str, key: bytes) -> str:
     return path
 
 
-def forget_unlocked_key(kid: str) -> bool:
+def forget_unlocked_key(root: str, kid: str) -> bool:
     """Remove the unlocked data key; whether there was one."""
     import os as _os
 
     try:
-        _os.unlink(os.path.join(runtime_dir(kid), DATA_KEY_FILE))
+        _os.unlink(data_key_path(root, kid))
         return True
     except FileNotFoundError:
         return False
+
+
+def check_runtime_base() -> None:
+    """Refuse a runtime base that is a symbolic link or not the user's own 0700 directory (on
+    shared ``/dev/shm`` another user could have made it first). Made when missing."""
+    import os as _os
+    import stat
+
+    base = runtime_base()
+    ensure_dir(base)
+    st = _os.lstat(base)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != _os.getuid():
+        raise AgentlogError(f"{base} is not a directory of this user's own: refusing to keep an unlocked key there "
+                            f"(remove it, or set {RUNTIME_ENV})")
+    if st.st_mode & 0o077:
+        _os.chmod(base, DIR_MODE)

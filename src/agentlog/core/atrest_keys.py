@@ -35,6 +35,7 @@ from agentlog.core.atrest import (
 )
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import dumps_pretty, read_json
+from agentlog.core.sealing import NONCE_BYTES, decrypt, encrypt
 from agentlog.core.paths import FILE_MODE, ensure_dir
 
 KEYRING_SERVICE = "agentlog-at-rest"
@@ -65,12 +66,6 @@ class KeyStatus:
                 "derived_root": self.derived_root}
 
 
-def _nacl() -> Any:
-    from nacl import bindings
-
-    return bindings
-
-
 def _b64(b: bytes) -> str:
     return binascii.b2a_base64(b, newline=False).decode("ascii")
 
@@ -82,18 +77,17 @@ def _unb64(s: Any) -> bytes:
 
 
 def _wrap(kek: bytes, data_key: bytes, kid: str) -> dict[str, str]:
-    nonce = os.urandom(24)
-    box = _nacl().crypto_aead_xchacha20poly1305_ietf_encrypt(data_key, _WRAP_AAD + kid.encode(), nonce, kek)
-    return {"nonce": _b64(nonce), "wrapped": _b64(box)}
+    nonce = os.urandom(NONCE_BYTES)
+    return {"nonce": _b64(nonce), "wrapped": _b64(encrypt(data_key, _WRAP_AAD + kid.encode(), nonce, kek))}
 
 
 def _unwrap(kek: bytes, wrap: dict[str, Any], kid: str) -> bytes | None:
+    """The data key, or None when ``kek`` is not the key-encryption key of ``wrap``."""
     try:
-        key = _nacl().crypto_aead_xchacha20poly1305_ietf_decrypt(
-            _unb64(wrap.get("wrapped")), _WRAP_AAD + kid.encode(), _unb64(wrap.get("nonce")), kek)
-    except Exception:  # CryptoError: the wrong key-encryption key
+        key = decrypt(_unb64(wrap.get("wrapped")), _WRAP_AAD + kid.encode(), _unb64(wrap.get("nonce")), kek)
+    except ValueError:  # not base64
         return None
-    return key if len(key) == KEY_BYTES else None
+    return key if key is not None and len(key) == KEY_BYTES else None
 
 
 def _passphrase_kek(passphrase: str, salt: bytes, ops: int, mem: int) -> bytes:
@@ -115,8 +109,10 @@ def _passphrase_wrap(passphrase: str, data_key: bytes, kid: str) -> dict[str, An
 
 
 def _keyring() -> Any:
+    from importlib import import_module
+
     try:
-        import keyring
+        keyring = import_module("keyring")  # an extra (agentlog[atrest]): not imported by name
     except ImportError:
         raise AtRestKeyError("the OS keyring needs the `keyring` package (pip install 'agentlog[atrest]'); "
                              "or use a passphrase (--passphrase)") from None
@@ -174,7 +170,7 @@ def init(root: str, *, passphrase: str | None, use_keyring: bool) -> KeyStatus:
     if use_keyring:
         wraps.append(_keyring_wrap(data_key, kid, 1))
     _write_wraps(root, kid, 1, wraps)
-    store_unlocked_key(kid, data_key)
+    store_unlocked_key(root, kid, data_key)
     write_atomic(id_path(root), (kid + "\n").encode("ascii"), FILE_MODE)  # last: from here on, frames are sealed
     return status(root)
 
@@ -219,7 +215,7 @@ def _data_key(root: str, passphrase: str | None) -> tuple[str, bytes, dict[str, 
 def unlock(root: str, passphrase: str | None = None) -> KeyStatus:
     """Unwrap the data key into memory-backed storage until the next reboot (or ``lock``)."""
     kid, key, _ = _data_key(root, passphrase)
-    store_unlocked_key(kid, key)
+    store_unlocked_key(root, kid, key)
     return status(root)
 
 
@@ -233,7 +229,7 @@ def lock(root: str) -> bool:
     if kid is None:
         return False
     shutil.rmtree(derived_root(root), ignore_errors=True)
-    return forget_unlocked_key(kid)
+    return forget_unlocked_key(root, kid)
 
 
 def rotate(root: str, *, passphrase: str | None, use_keyring: bool) -> KeyStatus:

@@ -14,8 +14,8 @@ to another event does not open. The frame's hash covers these bytes, so ``agentl
 checks a sealed log without the key. Everything else in the event (kind, times, tool name,
 paths, outcome, sizes in ``attrs``) stays readable: docs/encryption.md says what that reveals.
 
-Off the hook's fast path: PyNaCl is imported on the first seal (only where encryption at rest
-is on); the module itself is standard library only.
+PyNaCl's libsodium is loaded on the first seal or open (only where encryption at rest is on);
+the module itself is standard library only.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ SEALED_MARK = b',"sealed":{"k":"'
 """How a sealed event's last member starts (a JSON string cannot hold these bytes unescaped)."""
 SEALED_FIELDS = ("content", "raw")
 NONCE_BYTES = 24
+TAG_BYTES = 16
 _AAD = b"agentlog/at-rest/v1\x1f"
 
 
@@ -41,22 +42,61 @@ class SealError(AgentlogError):
     """A sealed event does not open: the wrong key, or its bytes were changed."""
 
 
-def _aead() -> Any:
-    """PyNaCl's bindings, imported on the first seal or open in a process. The hook runs with
-    ``-S`` (no site-packages on the path, docs/hook-path.md): then the interpreter's own
-    site directories are added first, which only a root with encryption at rest on pays for."""
-    try:
-        from nacl import bindings
-    except ImportError:
-        import sys
-        import sysconfig
+_LIB: Any = None
 
-        for name in ("purelib", "platlib"):
-            path = sysconfig.get_paths()[name]
-            if path not in sys.path:
-                sys.path.append(path)
-        from nacl import bindings
-    return bindings
+
+def _sodium() -> Any:
+    """PyNaCl's libsodium (its cffi module ``nacl._sodium``, initialised once), imported on the
+    first seal or open in a process. ``nacl.bindings`` wraps the same calls and costs ~13.6 ms to
+    import (docs/share.md), most of a hook's budget; this module alone costs a fraction of that.
+    The hook runs with ``-S`` (no site-packages on the path, docs/hook-path.md): from a source
+    checkout the interpreter's site directory is added first (an installed package already
+    sits in it); only a root with encryption at rest on pays for any of this."""
+    global _LIB
+    if _LIB is None:
+        try:
+            mod = __import__("nacl._sodium", fromlist=["lib"])  # (a compiled module without stubs)
+        except ImportError:
+            import sys
+
+            v = sys.version_info
+            sys.path.append(f"{sys.prefix}/lib/python{v[0]}.{v[1]}/site-packages")
+            try:
+                mod = __import__("nacl._sodium", fromlist=["lib"])
+            except ImportError:
+                import sysconfig
+
+                sys.path += [sysconfig.get_paths()[n] for n in ("purelib", "platlib")]
+                mod = __import__("nacl._sodium", fromlist=["lib"])
+        if mod.lib.sodium_init() == -1:
+            raise SealError("libsodium did not initialise")
+        _LIB = mod
+    return _LIB
+
+
+def encrypt(message: bytes, ad: bytes, nonce: bytes, key: bytes) -> bytes:
+    """XChaCha20-Poly1305 (IETF): the ciphertext with its 16-byte tag."""
+    m = _sodium()
+    ffi, lib = m.ffi, m.lib
+    out = ffi.new("unsigned char[]", len(message) + TAG_BYTES)
+    n = ffi.new("unsigned long long *")
+    if lib.crypto_aead_xchacha20poly1305_ietf_encrypt(out, n, message, len(message), ad, len(ad), ffi.NULL,
+                                                      nonce, key) != 0:
+        raise SealError("encryption failed")
+    return bytes(ffi.buffer(out, n[0]))
+
+
+def decrypt(box: bytes, ad: bytes, nonce: bytes, key: bytes) -> bytes | None:
+    """The plaintext of ``box``, or None when it does not open (the wrong key, changed bytes)."""
+    if len(box) < TAG_BYTES or len(nonce) != NONCE_BYTES or len(key) != 32:
+        return None
+    m = _sodium()
+    ffi, lib = m.ffi, m.lib
+    out = ffi.new("unsigned char[]", max(1, len(box) - TAG_BYTES))
+    n = ffi.new("unsigned long long *")
+    if lib.crypto_aead_xchacha20poly1305_ietf_decrypt(out, n, ffi.NULL, box, len(box), ad, len(ad), nonce, key) != 0:
+        return None
+    return bytes(ffi.buffer(out, n[0]))
 
 
 def _aad(kid: str, event_id: str) -> bytes:
@@ -74,8 +114,7 @@ def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
     from agentlog.core import oslite as os
 
     nonce = os.urandom(NONCE_BYTES)
-    sealed = _aead().crypto_aead_xchacha20poly1305_ietf_encrypt(
-        dumps_bytes(inner), _aad(kid, str(ev.get("event_id", ""))), nonce, key)
+    sealed = encrypt(dumps_bytes(inner), _aad(kid, str(ev.get("event_id", ""))), nonce, key)
     ev[SEALED] = {"k": kid, "n": _b64(nonce), "c": _b64(sealed)}
     return dumps_bytes(ev)
 
@@ -101,7 +140,6 @@ def is_sealed(event: bytes) -> bool:
 def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
     """``event`` with its sealed member opened (``keys``: data keys by id); unchanged when
     not sealed. Raises :class:`SealError` when it does not open."""
-    from agentlog.core.jsonio import dumps as fast_dumps
     from agentlog.core.jsonio import loads as fast_loads
 
     ev = fast_loads(event)
@@ -114,18 +152,29 @@ def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
         raise SealError(f"event {ev.get('event_id')} is sealed with data key {kid!r}, which this data root "
                         "does not have")
     try:
-        plain = _aead().crypto_aead_xchacha20poly1305_ietf_decrypt(
-            binascii.a2b_base64(box["c"]), _aad(kid, str(ev.get("event_id", ""))), binascii.a2b_base64(box["n"]),
-            key)
-    except Exception:  # nacl's CryptoError, a bad base64 or member
+        plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, str(ev.get("event_id", ""))),
+                         binascii.a2b_base64(box["n"]), key)
+    except (KeyError, TypeError, ValueError):  # a member missing, not text, not base64
+        plain = None
+    if plain is None:
         raise SealError(f"event {ev.get('event_id')}: its sealed content does not open with data key {kid} "
-                        "(the bytes were changed, or the key is not this one)") from None
+                        "(the bytes were changed, or the key is not this one)")
     del ev[SEALED]
     inner = fast_loads(plain)
     for f in SEALED_FIELDS:
         if f in inner:
             ev[f] = inner[f]
-    return fast_dumps(ev)
+    return _dumps(ev)
+
+
+def _dumps(ev: dict[str, Any]) -> bytes:
+    """orjson where it can (ingest's pace), else the hook's codec (lone surrogates, big integers)."""
+    from agentlog.core.jsonio import dumps as fast_dumps
+
+    try:
+        return fast_dumps(ev)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return dumps_bytes(ev)
 
 
 class Opener:
@@ -152,4 +201,5 @@ def _b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener"]
+__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener", "encrypt", "decrypt",
+           "NONCE_BYTES"]

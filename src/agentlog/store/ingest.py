@@ -326,7 +326,7 @@ class _Ingest:
         # the table is opened once per run (~3 ms each time on a small store)
         self._dt: Any = table if table is not None else open_table(self.path)
         self.positions, self.version, self.cache_current = load_positions(root, self._dt)
-        self.keys = data_keys(root)  # None while encryption at rest is off; AtRestLockedError when locked
+        self.keys = data_keys(root) or None  # None while encryption at rest is off; AtRestLockedError when locked
         self.batch = EventBatch(fast=fast, keys=self.keys)
         self.pending: dict[str, Position] = {}
         self.advanced: set[str] = set()
