@@ -1,4 +1,5 @@
-"""``agentlog keys`` (the checkpoint signing key) and ``agentlog witness`` (who may cosign)."""
+"""``agentlog keys`` (the checkpoint signing key, the data key of encryption at rest) and ``agentlog witness``
+(who may cosign)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from agentlog.core.paths import data_root
 
 @click.group(name="keys")
 def keys_group() -> None:
-    """The data root's checkpoint signing key (Ed25519, under state/keys/).
+    """The data root's keys: the checkpoint signing key (Ed25519, under state/keys/), and the data
+    key of encryption at rest (`keys init --at-rest`, docs/encryption.md).
 
-    Example: agentlog keys show
+    Example: agentlog keys show; agentlog keys status
     """
 
 

@@ -92,14 +92,14 @@ def runtime_dir(root: str, kid: str, environ: dict[str, str] | None = None) -> s
     return os.path.join(runtime_base(environ), f"{kid}-{rid}")
 
 
-def derived_root(root: str) -> str:
+def derived_root(root: str, *, create: bool = True) -> str:
     """Where ``root``'s derived stores live: ``root`` itself, or with encryption at rest on,
     ``<runtime>/<key id>-<root id>/derived`` (made 0700 on first use)."""
     kid = key_id(root)
     if kid is None:
         return root
     path = os.path.join(runtime_dir(root, kid), "derived")
-    if not os.path.isdir(path):
+    if create and not os.path.isdir(path):
         check_runtime_base()
         ensure_dir(path)
     return path

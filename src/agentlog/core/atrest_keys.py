@@ -181,12 +181,11 @@ def status(root: str) -> KeyStatus:
         return KeyStatus(False)
     doc = read_json(wraps_path(root), {})
     kinds = [w.get("kind", "?") for w in doc.get("wraps", [])] if isinstance(doc, dict) else []
-    return KeyStatus(True, kid, os.path.exists(data_key_path(root, kid)), kinds, derived_root(root))
+    return KeyStatus(True, kid, os.path.exists(data_key_path(root, kid)), kinds, derived_root(root, create=False))
 
 
-def _data_key(root: str, passphrase: str | None) -> tuple[str, bytes, dict[str, Any]]:
-    """(key id, data key, wraps document): from the unlocked copy, else unwrapped by the
-    keyring (no passphrase given) or the passphrase."""
+def _unwrapped(root: str, passphrase: str | None) -> tuple[str, bytes]:
+    """(key id, data key), unwrapped by the keyring (no passphrase given) or the passphrase."""
     kid = key_id(root)
     if kid is None:
         raise UsageError(f"encryption at rest is off for {root}: `agentlog keys init --at-rest` turns it on")
@@ -203,7 +202,7 @@ def _data_key(root: str, passphrase: str | None) -> tuple[str, bytes, dict[str, 
             tried.append("keyring")
             got = _keyring_unwrap(w, kid)
         if got is not None:
-            return kid, got, doc
+            return kid, got
     if not tried:
         have = ", ".join(str(w.get("kind")) for w in doc["wraps"]) or "none"
         raise AtRestKeyError(f"the data key is wrapped by: {have}; "
@@ -214,7 +213,7 @@ def _data_key(root: str, passphrase: str | None) -> tuple[str, bytes, dict[str, 
 
 def unlock(root: str, passphrase: str | None = None) -> KeyStatus:
     """Unwrap the data key into memory-backed storage until the next reboot (or ``lock``)."""
-    kid, key, _ = _data_key(root, passphrase)
+    kid, key = _unwrapped(root, passphrase)
     store_unlocked_key(root, kid, key)
     return status(root)
 
@@ -228,7 +227,7 @@ def lock(root: str) -> bool:
     kid = key_id(root)
     if kid is None:
         return False
-    shutil.rmtree(derived_root(root), ignore_errors=True)
+    shutil.rmtree(derived_root(root, create=False), ignore_errors=True)
     return forget_unlocked_key(root, kid)
 
 

@@ -142,7 +142,10 @@ def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
     not sealed. Raises :class:`SealError` when it does not open."""
     from agentlog.core.jsonio import loads as fast_loads
 
-    ev = fast_loads(event)
+    try:
+        ev = fast_loads(event)
+    except ValueError:  # not JSON: not for this function to say (the reader reports it as ever)
+        return event
     box = ev.get(SEALED) if isinstance(ev, dict) else None
     if not isinstance(box, dict):
         return event
