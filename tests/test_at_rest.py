@@ -187,9 +187,12 @@ def test_rotate_rewraps_the_key_and_rewrites_no_frame(agentlog_home: Path, hook_
     assert [PROMPT] in rows
 
 
-def test_the_os_keyring_wraps_and_unwraps_the_key(agentlog_home: Path, tmp_path: Path) -> None:
+def test_the_os_keyring_wraps_and_unwraps_the_key(agentlog_home: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     keyring = pytest.importorskip("keyring")
     from keyring_file import FileKeyring
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # never the machine's own
 
     backend = FileKeyring(tmp_path / "keyring.json")
     before = keyring.get_keyring()

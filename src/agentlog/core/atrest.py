@@ -63,19 +63,24 @@ def key_id(root: str) -> str | None:
 
 
 def runtime_base(environ: dict[str, str] | None = None) -> str:
-    """Memory-backed storage of the user's: ``$AGENTLOG_RUNTIME_DIR``, else
-    ``$XDG_RUNTIME_DIR/agentlog`` (systemd's per-user tmpfs), else ``/dev/shm/agentlog-<uid>``."""
+    """Memory-backed storage of the user's: ``$AGENTLOG_RUNTIME_DIR``, else ``/run/user/<uid>/agentlog``
+    (systemd's per-user tmpfs, named by path so that a hook whose environment lacks
+    ``XDG_RUNTIME_DIR`` finds the same place), else ``$XDG_RUNTIME_DIR/agentlog``, else
+    ``/dev/shm/agentlog-<uid>``."""
     env = os.environ if environ is None else environ
     chosen = env.get(RUNTIME_ENV, "")
     if chosen:
         return os.path.abspath(chosen)
+    uid = os.getuid()
+    if os.path.isdir(f"/run/user/{uid}"):
+        return f"/run/user/{uid}/agentlog"
     xdg = env.get("XDG_RUNTIME_DIR", "")
     if xdg and os.path.isdir(xdg):
         return os.path.join(xdg, "agentlog")
     if os.path.isdir("/dev/shm"):
-        return f"/dev/shm/agentlog-{os.getuid()}"
+        return f"/dev/shm/agentlog-{uid}"
     raise AgentlogError("encryption at rest needs memory-backed storage for the unlocked key and the derived "
-                        f"stores: set {RUNTIME_ENV} to a RAM disk (no XDG_RUNTIME_DIR and no /dev/shm here)")
+                        f"stores: set {RUNTIME_ENV} to a RAM disk (no /run/user, XDG_RUNTIME_DIR or /dev/shm here)")
 
 
 def runtime_dir(root: str, kid: str, environ: dict[str, str] | None = None) -> str:
