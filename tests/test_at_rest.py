@@ -69,6 +69,10 @@ def _session(hook_path: HookPath) -> None:
         assert r.returncode == 0 and r.stdout == b"", r.stderr
 
 
+def _frames(home: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for p in iter_logs(str(home)) for line in Path(p).read_bytes().splitlines()]
+
+
 def _texts(path: Path) -> list[bytes]:
     """The file's bytes, and what they decompress to where they are Parquet or zstd."""
     data = path.read_bytes()
@@ -137,12 +141,13 @@ def test_with_encryption_at_rest_no_captured_text_is_on_disk_and_reads_work(
     assert MEMORY in _run("memory", "list", "--json").stdout
     sessions = json.loads(_run("sessions", "--all-projects", "--json").stdout)
     assert len(sessions) == 1
-    assert "zorblax" in _run("show", sessions[0]["session_id"], "--all-projects").stdout
+    _run("show", sessions[0]["session_id"], "--all-projects")
+    assert "zorblax" in _run("timeline", "--all-projects").stdout  # the turn's objective: the prompt
     _run("failures", "--all-projects", "--json")
     _run("verify")
 
     # the log holds ciphertext; the frames still verify; nothing under the data root has the text
-    frames = [json.loads(line) for p in iter_logs(str(agentlog_home)) for line in open(p, "rb")]
+    frames = _frames(agentlog_home)
     assert frames and all("content" not in f["event"] for f in frames)
     assert any("sealed" in f["event"] for f in frames)
     assert _found(agentlog_home) == {}
@@ -161,8 +166,7 @@ def test_with_encryption_at_rest_no_captured_text_is_on_disk_and_reads_work(
     # a hook while locked keeps the metadata and withholds the content
     hook_path.run(_payload(prompt="zorblax while locked"))
     assert _found(agentlog_home) == {}
-    last = [e for e in (json.loads(line)["event"] for p in iter_logs(str(agentlog_home)) for line in open(p, "rb"))
-            if e["provider"] == "claude_code"][-1]
+    last = [f["event"] for f in _frames(agentlog_home) if f["event"]["provider"] == "claude_code"][-1]
     assert last["kind"] == "prompt_submitted" and last["attrs"]["content_withheld"] == "at_rest_key_locked"
 
     _run("keys", "unlock", "--passphrase", stdin="not the passphrase\n", code=1)
@@ -173,10 +177,10 @@ def test_with_encryption_at_rest_no_captured_text_is_on_disk_and_reads_work(
 def test_rotate_rewraps_the_key_and_rewrites_no_frame(agentlog_home: Path, hook_path: HookPath) -> None:
     _run("keys", "init", "--at-rest", "--passphrase", stdin=PASS + "\n")
     _session(hook_path)
-    logs = {p: open(p, "rb").read() for p in iter_logs(str(agentlog_home))}
+    logs = {p: Path(p).read_bytes() for p in iter_logs(str(agentlog_home))}
     wraps = (agentlog_home / "state" / "keys" / "at-rest.json").read_bytes()
     _run("keys", "rotate", "--at-rest", "--passphrase", stdin="a whole new passphrase\n")
-    assert {p: open(p, "rb").read() for p in iter_logs(str(agentlog_home))} == logs
+    assert {p: Path(p).read_bytes() for p in iter_logs(str(agentlog_home))} == logs
     assert (agentlog_home / "state" / "keys" / "at-rest.json").read_bytes() != wraps
     _run("keys", "lock")
     r = _run("keys", "unlock", "--passphrase", stdin=PASS + "\n", code=1)

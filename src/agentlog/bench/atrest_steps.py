@@ -143,7 +143,7 @@ def run_at_rest_bench(*, hooks: int, runs: int, events: int, note: Callable[[str
         a, b = plain.get(key), sealed.get(key)
         if not a or not b:
             return None
-        x, y = a["median"], b["median"]
+        x, y = float(a["median"]), float(b["median"])
         return round(((x / y) - 1) * 100 if per_s else ((y / x) - 1) * 100, 1)
 
     return {"rows": rows, "runtime_on_shm": shm is not None,

@@ -492,7 +492,7 @@ def bench_share(runs: int, events: int, out: str, hooks: int, at_rest_only: bool
         if not as_json:
             console.print(text)
 
-    result = {"bench": "share", "runs": runs, "roots": []} if at_rest_only else \
+    result: dict[str, Any] = {"bench": "share", "runs": runs, "roots": []} if at_rest_only else \
         run_share_bench(runs=runs, events=events, note=note)
     result["at_rest"] = atrest_steps.run_at_rest_bench(hooks=hooks, runs=runs, events=events, note=note)
     md = ("" if at_rest_only else markdown(result)) + atrest_steps.markdown(result["at_rest"])

@@ -50,8 +50,8 @@ def _sodium() -> Any:
     first seal or open in a process. ``nacl.bindings`` wraps the same calls and costs ~13.6 ms to
     import (docs/share.md), most of a hook's budget; this module alone costs a fraction of that.
     The hook runs with ``-S`` (no site-packages on the path, docs/hook-path.md): from a source
-    checkout the interpreter's site directory is added first (an installed package already
-    sits in it); only a root with encryption at rest on pays for any of this."""
+    checkout the interpreter's (or its virtual environment's) site directory is added (an
+    installed package already sits in it); only a root with encryption at rest on pays for this."""
     global _LIB
     if _LIB is None:
         try:
@@ -60,7 +60,10 @@ def _sodium() -> Any:
             import sys
 
             v = sys.version_info
-            sys.path.append(f"{sys.prefix}/lib/python{v[0]}.{v[1]}/site-packages")
+            # a virtual environment's own (under -S, sys.prefix is the base interpreter's), then the base's
+            venv = sys.executable.rsplit("/", 2)[0]
+            lib = f"lib/python{v[0]}.{v[1]}/site-packages"
+            sys.path += [f"{venv}/{lib}", f"{sys.prefix}/{lib}"]
             try:
                 mod = __import__("nacl._sodium", fromlist=["lib"])
             except ImportError:
@@ -151,7 +154,7 @@ def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
         return event
     kid = box.get("k")
     key = keys.get(kid) if isinstance(kid, str) else None
-    if key is None:
+    if key is None or not isinstance(kid, str):
         raise SealError(f"event {ev.get('event_id')} is sealed with data key {kid!r}, which this data root "
                         "does not have")
     try:
@@ -204,5 +207,5 @@ def _b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener", "encrypt", "decrypt",
-           "NONCE_BYTES"]
+__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener",
+           "encrypt", "decrypt", "NONCE_BYTES"]

@@ -256,6 +256,11 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
         # (its stat from before it was opened: a file replaced in between is told apart at the next connect)
         con.file_id = file_id
         _OPEN[key] = con
+        if _applied(con) == 0 and _log_stamp(log_path(root))[0] > 0:
+            # a read model with nothing of a log that has frames: made again where it was gone (with
+            # encryption at rest it lives in memory: a reboot or `keys lock` drops it), so read the log now
+            with locked(root):
+                catch_up(root, con)
     return con
 
 
