@@ -138,6 +138,13 @@ def unlocked_key(root: str) -> tuple[str, bytes] | None:
     return kid, key
 
 
+def data_keys(root: str) -> dict[str, bytes]:
+    """The unlocked data keys by id, for opening sealed events (``{}`` when encryption at rest is
+    off). Raises :class:`AtRestLockedError` when it is on and locked."""
+    got = unlocked_key(root)
+    return {} if got is None else {got[0]: got[1]}
+
+
 def locked_message(root: str) -> str:
     return (f"captured content under {root} is encrypted at rest and its key is locked: run "
             "`agentlog keys unlock` (the OS keyring or your passphrase opens it)")

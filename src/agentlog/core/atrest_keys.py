@@ -258,12 +258,3 @@ def rotate(root: str, *, passphrase: str | None, use_keyring: bool) -> KeyStatus
             except Exception:
                 pass
     return status(root)
-
-
-def data_keys(root: str) -> dict[str, bytes]:
-    """The unlocked data keys by id, for opening sealed events (``{}`` when at rest is off).
-    Raises ``AtRestLockedError`` when it is on and locked."""
-    from agentlog.core.atrest import unlocked_key
-
-    got = unlocked_key(root)
-    return {} if got is None else {got[0]: got[1]}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import binascii
 
 from agentlog.core import AgentlogError
+from agentlog.core.atrest import data_keys
 from agentlog.core.fastjson import dumps_bytes, loads
 
 TYPE_CHECKING = False
@@ -197,8 +198,6 @@ class Opener:
         if SEALED_MARK not in event:
             return event
         if self.keys is None:
-            from agentlog.core.atrest_keys import data_keys
-
             self.keys = data_keys(self.root)
         return open_event(event, self.keys)
 

@@ -65,8 +65,7 @@ from agentlog.integrity.leaf_ids import frame_key
 from agentlog.integrity.tree import Fed, FrameTree, TreeDamaged
 from agentlog.integrity.tree_worker import TreeWorker
 from agentlog.core import AgentlogError
-from agentlog.core.atrest import derived_state_dir
-from agentlog.core.atrest_keys import data_keys
+from agentlog.core.atrest import data_keys, derived_state_dir
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
 from agentlog.core.locks import open_locked
