@@ -90,53 +90,56 @@ def _stats(xs: list[float]) -> dict[str, float]:
             "min": round(s[0], 3), "runs": len(s)}
 
 
-def _one_root(root: str, at_rest: bool, hooks: int, runs: int, transcript: str, env: dict[str, str],
-              note: Callable[[str], None]) -> dict[str, Any]:
-    agentlog = [sys.executable, "-m", "agentlog"]
-    label = "at rest" if at_rest else "plain"
-    if at_rest:
-        _run([*agentlog, "keys", "init", "--at-rest", "--passphrase"], env, (PASSPHRASE + "\n").encode())
-    argv = hook_argv("claude-code")
-    ms = []
-    for i in range(hooks):
-        if i % 50 == 0:
-            note(f"{label}: hook {i + 1}/{hooks}")
-        ms.append(_run(argv, env, _payload(i)) * 1000)
-    imports, ingests, events = [], [], 0
-    for r in range(runs):
-        note(f"{label}: import and ingest, run {r + 1}/{runs}")
-        sub = os.path.join(root, f"run{r}")
-        sub_env = {**env, "AGENTLOG_HOME": sub}
-        if at_rest:
-            _run([*agentlog, "keys", "init", "--at-rest", "--passphrase"], sub_env, (PASSPHRASE + "\n").encode())
-        imports.append(_run([*agentlog, "import", "claude-code", transcript], sub_env))
-        ingests.append(_run([*agentlog, "ingest"], sub_env))
-        if not events:
-            out = subprocess.run([*agentlog, "sql", "select count(*) from events", "--json"], env=sub_env,
-                                 capture_output=True, text=True, timeout=600)
-            events = int(json.loads(out.stdout)["rows"][0][0]) if out.returncode == 0 else 0
-        if at_rest:
-            _run([*agentlog, "keys", "lock"], sub_env)
-    if at_rest:
-        _run([*agentlog, "keys", "lock"], env)
-    return {"mode": label, "hook_ms": _stats(ms), "events": events,
-            "import_events_per_s": _stats([events / s for s in imports]) if events else None,
-            "ingest_events_per_s": _stats([events / s for s in ingests]) if events else None}
-
-
 def run_at_rest_bench(*, hooks: int, runs: int, events: int, note: Callable[[str], None]) -> dict[str, Any]:
-    """Both roots' rows, and how much slower the one with encryption at rest is (%)."""
+    """Both roots' rows, and how much slower the one with encryption at rest is (%). The two
+    roots take turns (a hook each, then an import and an ingest each per run), so that a machine
+    whose load changes during the benchmark weighs on both alike."""
+    agentlog = [sys.executable, "-m", "agentlog"]
+    modes = ("plain", "at rest")
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(prefix="agentlog-bench-atrest-") as tmp, \
             tempfile.TemporaryDirectory(prefix="agentlog-bench-runtime-", dir=shm) as runtime:
         transcript = os.path.join(tmp, "t.jsonl")
         _transcript(transcript, events)
-        rows = []
-        for at_rest in (False, True):
-            root = os.path.join(tmp, "at-rest" if at_rest else "plain")
-            env = {**os.environ, "AGENTLOG_HOME": root, "AGENTLOG_RUNTIME_DIR": runtime}
-            rows.append(_one_root(root, at_rest, hooks, runs, transcript, env, note))
+
+        def env_of(root: str) -> dict[str, str]:
+            return {**os.environ, "AGENTLOG_HOME": root, "AGENTLOG_RUNTIME_DIR": runtime}
+
+        def make(root: str, at_rest: bool) -> dict[str, str]:
+            env = env_of(root)
+            if at_rest:
+                _run([*agentlog, "keys", "init", "--at-rest", "--passphrase"], env, (PASSPHRASE + "\n").encode())
+            return env
+
+        envs = [make(os.path.join(tmp, m.replace(" ", "-")), m == "at rest") for m in modes]
+        argv = hook_argv("claude-code")
+        ms: list[list[float]] = [[], []]
+        for i in range(hooks):
+            if i % 50 == 0:
+                note(f"hooks {i + 1}/{hooks} (each root in turn)")
+            for k in (0, 1):
+                ms[k].append(_run(argv, envs[k], _payload(i)) * 1000)
+        imports: list[list[float]] = [[], []]
+        ingests: list[list[float]] = [[], []]
+        counts = [0, 0]
+        for r in range(runs):
+            note(f"import and ingest, run {r + 1}/{runs} (each root in turn)")
+            for k, mode in enumerate(modes):
+                env = make(os.path.join(tmp, f"{mode.replace(' ', '-')}-run{r}"), mode == "at rest")
+                imports[k].append(_run([*agentlog, "import", "claude-code", transcript], env))
+                ingests[k].append(_run([*agentlog, "ingest"], env))
+                if not counts[k]:
+                    out = subprocess.run([*agentlog, "sql", "select count(*) from events", "--json"], env=env,
+                                         capture_output=True, text=True, timeout=600)
+                    counts[k] = int(json.loads(out.stdout)["rows"][0][0]) if out.returncode == 0 else 0
+                if mode == "at rest":
+                    _run([*agentlog, "keys", "lock"], env)
+        _run([*agentlog, "keys", "lock"], envs[1])
         shutil.rmtree(runtime, ignore_errors=True)
+    rows: list[dict[str, Any]] = [{"mode": mode, "hook_ms": _stats(ms[k]), "events": counts[k],
+             "import_events_per_s": _stats([counts[k] / x for x in imports[k]]) if counts[k] else None,
+             "ingest_events_per_s": _stats([counts[k] / x for x in ingests[k]]) if counts[k] else None}
+            for k, mode in enumerate(modes)]
     plain, sealed = rows
 
     def slower(key: str, per_s: bool) -> float | None:
@@ -146,7 +149,7 @@ def run_at_rest_bench(*, hooks: int, runs: int, events: int, note: Callable[[str
         x, y = float(a["median"]), float(b["median"])
         return round(((x / y) - 1) * 100 if per_s else ((y / x) - 1) * 100, 1)
 
-    return {"rows": rows, "runtime_on_shm": shm is not None,
+    return {"rows": rows, "runtime_on_shm": shm is not None, "load_average": list(os.getloadavg()),
             "slower_pct": {"hook": slower("hook_ms", False), "import": slower("import_events_per_s", True),
                            "ingest": slower("ingest_events_per_s", True)}}
 

@@ -34,6 +34,9 @@ SEALED = "sealed"
 SEALED_MARK = b',"sealed":{"k":"'
 """How a sealed event's last member starts (a JSON string cannot hold these bytes unescaped)."""
 SEALED_FIELDS = ("content", "raw")
+_CONTENT_KEY = b',"content":'
+_RAW_KEY = b',"raw":'
+_ID_PREFIX = b'{"event_id":"'
 NONCE_BYTES = 24
 TAG_BYTES = 16
 _AAD = b"agentlog/at-rest/v1\x1f"
@@ -108,19 +111,36 @@ def _aad(kid: str, event_id: str) -> bytes:
 
 
 def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
-    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither."""
-    ev = loads(event.decode("utf-8", "surrogatepass"))
-    if not isinstance(ev, dict) or SEALED in ev:
-        return event
-    inner = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
-    if not inner:
-        return event
+    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither.
+
+    In the canonical order they are the last members, so the event's own bytes are cut where
+    they start: the head is kept as it is, and the plaintext is ``{`` and the rest, byte for byte
+    (:func:`open_event` splices them back: an opened event is the event that was sealed). Where
+    that cut does not hold (another order), the event is parsed and written again."""
+    cut = event.find(_CONTENT_KEY)
+    if cut < 0:
+        cut = event.find(_RAW_KEY)
+    head = None
+    if cut > 0 and event.endswith(b"}"):
+        try:
+            head = loads((event[:cut] + b"}").decode("utf-8", "surrogatepass"))
+        except ValueError:
+            head = None
+    if isinstance(head, dict) and "event_id" in head and "kind" in head and not any(
+            f in head for f in (*SEALED_FIELDS, SEALED)):
+        start, inner, eid = event[:cut], b"{" + event[cut + 1:], str(head["event_id"])
+    else:  # the whole event, parsed
+        ev = loads(event.decode("utf-8", "surrogatepass"))
+        if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
+            return event
+        members = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
+        start, inner, eid = dumps_bytes(ev)[:-1], dumps_bytes(members), str(ev.get("event_id", ""))
     from agentlog.core import oslite as os
 
     nonce = os.urandom(NONCE_BYTES)
-    sealed = encrypt(dumps_bytes(inner), _aad(kid, str(ev.get("event_id", ""))), nonce, key)
-    ev[SEALED] = {"k": kid, "n": _b64(nonce), "c": _b64(sealed)}
-    return dumps_bytes(ev)
+    box = encrypt(inner, _aad(kid, eid), nonce, key)
+    return b"".join((start, b',"sealed":{"k":"', kid.encode("ascii"), b'","n":"', _b64(nonce).encode("ascii"),
+                     b'","c":"', _b64(box).encode("ascii"), b'"}}'))
 
 
 def withhold_content(event: bytes) -> bytes:
@@ -142,46 +162,46 @@ def is_sealed(event: bytes) -> bool:
 
 
 def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
-    """``event`` with its sealed member opened (``keys``: data keys by id); unchanged when
-    not sealed. Raises :class:`SealError` when it does not open."""
+    """``event`` with its sealed member opened (``keys``: data keys by id): the head before the
+    sealed member, and the plaintext's members spliced after it, without parsing the event.
+    Unchanged when not sealed. Raises :class:`SealError` when it does not open."""
     from agentlog.core.jsonio import loads as fast_loads
 
-    try:
-        ev = fast_loads(event)
-    except ValueError:  # not JSON: not for this function to say (the reader reports it as ever)
+    at = event.rfind(SEALED_MARK)
+    if at <= 0 or not event.endswith(b"}}"):
         return event
-    box = ev.get(SEALED) if isinstance(ev, dict) else None
+    try:
+        box = fast_loads(event[at + len(b',"sealed":'):-1])
+    except ValueError:  # not the sealed member after all: not for this function to say
+        return event
     if not isinstance(box, dict):
         return event
+    eid = _event_id(event, at)
     kid = box.get("k")
     key = keys.get(kid) if isinstance(kid, str) else None
     if key is None or not isinstance(kid, str):
-        raise SealError(f"event {ev.get('event_id')} is sealed with data key {kid!r}, which this data root "
-                        "does not have")
+        raise SealError(f"event {eid} is sealed with data key {kid!r}, which this data root does not have")
     try:
-        plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, str(ev.get("event_id", ""))),
-                         binascii.a2b_base64(box["n"]), key)
+        plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, eid), binascii.a2b_base64(box["n"]), key)
     except (KeyError, TypeError, ValueError):  # a member missing, not text, not base64
         plain = None
-    if plain is None:
-        raise SealError(f"event {ev.get('event_id')}: its sealed content does not open with data key {kid} "
+    if plain is None or not plain.startswith(b"{") or len(plain) < 3:
+        raise SealError(f"event {eid}: its sealed content does not open with data key {kid} "
                         "(the bytes were changed, or the key is not this one)")
-    del ev[SEALED]
-    inner = fast_loads(plain)
-    for f in SEALED_FIELDS:
-        if f in inner:
-            ev[f] = inner[f]
-    return _dumps(ev)
+    return event[:at] + b"," + plain[1:]
 
 
-def _dumps(ev: dict[str, Any]) -> bytes:
-    """orjson where it can (ingest's pace), else the hook's codec (lone surrogates, big integers)."""
-    from agentlog.core.jsonio import dumps as fast_dumps
-
+def _event_id(event: bytes, at: int) -> str:
+    """The event id of a sealed event (its first member, read in place; else its head parsed)."""
+    if event.startswith(_ID_PREFIX):
+        end = event.find(b'"', len(_ID_PREFIX))
+        if end > 0 and b"\\" not in event[len(_ID_PREFIX):end]:
+            return event[len(_ID_PREFIX):end].decode("utf-8", "surrogatepass")
     try:
-        return fast_dumps(ev)
-    except TypeError:  # orjson.JSONEncodeError is one
-        return dumps_bytes(ev)
+        head = loads((event[:at] + b"}").decode("utf-8", "surrogatepass"))
+    except ValueError:
+        return ""
+    return str(head.get("event_id", "")) if isinstance(head, dict) else ""
 
 
 class Opener:
