@@ -149,8 +149,15 @@ def test_with_encryption_at_rest_no_captured_text_is_on_disk_and_reads_work(
     _run("failures", "--all-projects", "--json")
     _run("verify")
 
-    # the log holds ciphertext; the frames still verify; nothing under the data root has the text
+    # the log holds ciphertext; the frames still verify; nothing under the data root has the text,
+    # a sealed (zstd) segment and a snapshot included
     frames = _frames(agentlog_home)
+    _run("seal", "--session", SID, "--idle-hours", "0")
+    assert list(agentlog_home.rglob("*.zst")), "no sealed segment"
+    assert "glimmerstone" in _run("search", "glimmerstone", "--json").stdout  # (reads work after sealing)
+    snap = runtime.parent / f"snap-{hook_path.name}.tar.zst"
+    _run("snapshot", "create", "--out", str(snap))
+    assert not any(c.encode() in t for t in _texts(snap) for c in CANARIES)
     assert frames and all("content" not in f["event"] for f in frames)
     assert any("sealed" in f["event"] for f in frames)
     assert _found(agentlog_home) == {}
