@@ -147,6 +147,9 @@ def test_with_encryption_at_rest_no_captured_text_is_on_disk_and_reads_work(
     _run("show", sessions[0]["session_id"], "--all-projects")
     assert "zorblax" in _run("timeline", "--all-projects").stdout  # the turn's objective: the prompt
     _run("failures", "--all-projects", "--json")
+    shared = runtime.parent / f"share-{hook_path.name}.md"  # (a file the person asked for: in plain)
+    _run("share", sessions[0]["session_id"], "--markdown", str(shared))
+    assert "zorblax" in shared.read_text() and "glimmerstone" in shared.read_text()
     _run("verify")
 
     # the log holds ciphertext; the frames still verify; nothing under the data root has the text,
