@@ -122,10 +122,7 @@ def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
         cut = event.find(_RAW_KEY)
     head = None
     if cut > 0 and event.endswith(b"}"):
-        try:
-            head = loads((event[:cut] + b"}").decode("utf-8", "surrogatepass"))
-        except ValueError:
-            head = None
+        head = _parse_head(event[:cut] + b"}")
     if isinstance(head, dict) and "event_id" in head and "kind" in head and not any(
             f in head for f in (*SEALED_FIELDS, SEALED)):
         start, inner, eid = event[:cut], b"{" + event[cut + 1:], str(head["event_id"])
@@ -141,6 +138,23 @@ def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
     box = encrypt(inner, _aad(kid, eid), nonce, key)
     return b"".join((start, b',"sealed":{"k":"', kid.encode("ascii"), b'","n":"', _b64(nonce).encode("ascii"),
                      b'","c":"', _b64(box).encode("ascii"), b'"}}'))
+
+
+def _parse_head(data: bytes) -> Any:
+    """``data`` parsed (None: not JSON): with orjson where the process has loaded it (a bulk
+    writer: an import, the capture server), else the hook's own codec."""
+    import sys
+
+    fast = sys.modules.get("orjson")
+    if fast is not None:
+        try:
+            return fast.loads(data)
+        except ValueError:  # (lone surrogates, big integers: the codec below takes them)
+            pass
+    try:
+        return loads(data.decode("utf-8", "surrogatepass"))
+    except ValueError:
+        return None
 
 
 def withhold_content(event: bytes) -> bytes:
