@@ -268,6 +268,10 @@ def fuzz_env(seed: Seed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tup
     (home / ".claude").mkdir(parents=True)
     monkeypatch.setenv("AGENTLOG_HOME", str(root))
     monkeypatch.setenv("HOME", str(home))
+    # `keys init --at-rest` may turn encryption at rest on: its unlocked key goes here, and the OS
+    # keyring is never asked (keyring's own failing backend)
+    monkeypatch.setenv("AGENTLOG_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                 "AGENTLOG_DEBUG", "AGENTLOG_SERVICE_PLATFORM"):
         monkeypatch.delenv(var, raising=False)

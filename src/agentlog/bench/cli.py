@@ -537,21 +537,33 @@ def bench_load(events: int, seed: int | None, batch: int, jobs: int | None, allo
 @click.option("--events", type=click.IntRange(100), default=10_000, show_default=True,
               help="Events of the generated session.")
 @click.option("--out", default="bench-results", show_default=True, help="Directory for share.json and share.md.")
+@click.option("--hooks", type=click.IntRange(1), default=200, show_default=True,
+              help="Python hook runs per root in the encryption-at-rest rows.")
+@click.option("--at-rest-only", is_flag=True, help="Only the encryption-at-rest rows (hook, import, ingest).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
-def bench_share(runs: int, events: int, out: str, as_json: bool) -> None:
+def bench_share(runs: int, events: int, out: str, hooks: int, at_rest_only: bool, as_json: bool) -> None:
     """Export time of `agentlog share` (HTML and Markdown) for the largest fixture session and a
-    generated session of --events events, and `snapshot create`/`restore` MB/s of log bytes.
+    generated session of --events events, `snapshot create`/`restore` MB/s of log bytes, and
+    hook, import and ingest throughput with encryption at rest against without.
 
-    Example: agentlog bench share --runs 5
+    Example: agentlog bench share --runs 5; agentlog bench share --at-rest-only --hooks 100 --runs 3
     """
     import os
 
+    from agentlog.bench import atrest_steps
     from agentlog.bench.share_steps import markdown, run_share_bench
     from agentlog.core.fileio import write_atomic
 
     console = stderr()
-    result = run_share_bench(runs=runs, events=events, note=lambda text: console.print(text) if not as_json else None)
-    md = markdown(result)
+
+    def note(text: str) -> None:
+        if not as_json:
+            console.print(text)
+
+    result: dict[str, Any] = {"bench": "share", "runs": runs, "roots": []} if at_rest_only else \
+        run_share_bench(runs=runs, events=events, note=note)
+    result["at_rest"] = atrest_steps.run_at_rest_bench(hooks=hooks, runs=runs, events=events, note=note)
+    md = ("" if at_rest_only else markdown(result)) + atrest_steps.markdown(result["at_rest"])
     os.makedirs(out, exist_ok=True)
     write_atomic(os.path.join(out, "share.json"), (json.dumps(result, indent=1) + "\n").encode())
     write_atomic(os.path.join(out, "share.md"), md.encode())

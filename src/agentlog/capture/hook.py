@@ -342,6 +342,9 @@ def record(captured: Captured, root: str, durability: str, *, dedupe: bool = Fal
     result = log.append([dumps_bytes(event)], dedupe=[event["event_id"]] if dedupe else None)
     if result.skipped:
         return False
+    if result.withheld:
+        _complain(root, "encryption at rest is on and its key is locked (or PyNaCl is missing): the event was "
+                        "recorded without its content; run `agentlog keys unlock`")
     note_written(root, log, [captured])
     return True
 

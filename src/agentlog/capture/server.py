@@ -440,6 +440,9 @@ class CaptureServer:
             hook._complain(self.root, f"capture server could not append to {log.path}: {type(e).__name__}: {e}")
             return
         self._mark(log.path, result.tip)
+        if result.withheld:
+            hook._complain(self.root, f"encryption at rest is on and its key is locked: {result.withheld} events were "
+                                      "recorded without their content; run `agentlog keys unlock`")
         with self._lock:  # counted before the clients hear of it
             self.counts["appends"] += 1
             self.counts["frames"] += len(batch) - len(result.skipped)

@@ -1,4 +1,5 @@
-"""``agentlog keys`` (the checkpoint signing key) and ``agentlog witness`` (who may cosign)."""
+"""``agentlog keys`` (the checkpoint signing key, the data key of encryption at rest) and ``agentlog witness``
+(who may cosign)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from agentlog.core.paths import data_root
 
 @click.group(name="keys")
 def keys_group() -> None:
-    """The data root's checkpoint signing key (Ed25519, under state/keys/).
+    """The data root's keys: the checkpoint signing key (Ed25519, under state/keys/), and the data
+    key of encryption at rest (`keys init --at-rest`, docs/encryption.md).
 
-    Example: agentlog keys show
+    Example: agentlog keys show; agentlog keys status
     """
 
 
@@ -43,17 +45,28 @@ def keys_show(as_json: bool) -> None:
 
 @keys_group.command(name="rotate")
 @click.option("--yes", is_flag=True, help="Rotate without asking (needed when not on a terminal).")
+@click.option("--at-rest", is_flag=True, help="Re-wrap the data key of encryption at rest instead (no content "
+              "is rewritten; with --keyring and/or --passphrase).")
+@click.option("--keyring", "use_keyring", is_flag=True, help="--at-rest: wrap it by a new OS keyring entry.")
+@click.option("--passphrase", is_flag=True, help="--at-rest: wrap it by a new passphrase (asked, or stdin).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the new key, the retired one.")
-def keys_rotate(yes: bool, as_json: bool) -> None:
-    """Replace the checkpoint signing key by a new one.
+def keys_rotate(yes: bool, at_rest: bool, use_keyring: bool, passphrase: bool, as_json: bool) -> None:
+    """Replace the checkpoint signing key by a new one (or, with --at-rest, re-wrap the data key).
 
     Checkpoints signed before stay verifiable: the old verifier key is kept
     as retired, and the old private key is moved to state/keys/retired/ (not
     deleted; delete it yourself after a compromise). Give the new key
     (`agentlog keys show`) to whoever checks your checkpoints.
 
-    Example: agentlog keys rotate --yes
+    Example: agentlog keys rotate --yes; agentlog keys rotate --at-rest --keyring
     """
+    if at_rest:
+        from agentlog.cli.atrest_cmds import keys_rotate_at_rest
+
+        keys_rotate_at_rest(use_keyring, passphrase, as_json)
+        return
+    if use_keyring or passphrase:
+        raise click.UsageError("--keyring and --passphrase go with --at-rest")
     from agentlog.operations.checkpoints import rotate_key
 
     if not yes:
@@ -68,6 +81,65 @@ def keys_rotate(yes: bool, as_json: bool) -> None:
     click.echo(done.key)
     stderr().print(terminal_safe(f"rotated: the old key {done.retired} is retired (checkpoints it signed still "
                                  f"verify); its private key is now {done.retired_key_file}"), markup=False)
+
+
+@keys_group.command(name="init")
+@click.option("--at-rest", is_flag=True, help="Make the data key that seals captured content (required).")
+@click.option("--keyring", "use_keyring", is_flag=True, help="Wrap it by a key kept in the OS keyring.")
+@click.option("--passphrase", is_flag=True, help="Wrap it by a passphrase (asked, or stdin's first line).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the key's status.")
+def keys_init(at_rest: bool, use_keyring: bool, passphrase: bool, as_json: bool) -> None:
+    """Turn encryption at rest on for this data root (new frames' content and raw are sealed).
+
+    The data key is wrapped by a key kept in the OS keyring (--keyring), by a passphrase
+    (--passphrase; asked on the terminal, else read from stdin's first line), or both.
+    A lost keyring entry or a forgotten passphrase means that content is lost for good.
+
+    Example: agentlog keys init --at-rest --keyring --passphrase
+    """
+    from agentlog.cli import atrest_cmds
+
+    atrest_cmds.keys_init(at_rest, use_keyring, passphrase, as_json)
+
+
+@keys_group.command(name="unlock")
+@click.option("--passphrase", is_flag=True, help="Unwrap with the passphrase (asked, or stdin) instead of the keyring.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the key's status.")
+def keys_unlock(passphrase: bool, as_json: bool) -> None:
+    """Unwrap the data key of encryption at rest until the next reboot (or `keys lock`).
+
+    Without --passphrase the OS keyring is asked. While the key is locked, hooks record
+    events without their content, and reads of content fail.
+
+    Example: agentlog keys unlock --passphrase
+    """
+    from agentlog.cli import atrest_cmds
+
+    atrest_cmds.keys_unlock(passphrase, as_json)
+
+
+@keys_group.command(name="lock")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: the key's status.")
+def keys_lock(as_json: bool) -> None:
+    """Forget the unlocked data key (it stays wrapped; `keys unlock` brings it back).
+
+    Example: agentlog keys lock
+    """
+    from agentlog.cli import atrest_cmds
+
+    atrest_cmds.keys_lock(as_json)
+
+
+@keys_group.command(name="status")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: at_rest, key_id, unlocked, wraps.")
+def keys_status(as_json: bool) -> None:
+    """Whether encryption at rest is on, and whether its key is unlocked.
+
+    Example: agentlog keys status --json
+    """
+    from agentlog.cli import atrest_cmds
+
+    atrest_cmds.keys_status(as_json)
 
 
 @click.group(name="witness")

@@ -167,10 +167,12 @@ def line_held(ev: dict[str, Any], attrs: Any) -> int:
 
 def session_known(root: str, provider: str, session_id: str | None) -> Known:
     """What a session's log holds (sealed segments included)."""
+    from agentlog.core.sealing import Opener
     from agentlog.log.frame import event_bytes
     from agentlog.log.layout import log_path, session_key
     from agentlog.log.segments import lines_from
 
+    opened = Opener(root)  # a sealed prompt's merge key is its text (docs/encryption.md)
     known = Known()
     path = log_path(root, provider, session_key(session_id))
     if not os.path.exists(path):
@@ -178,8 +180,9 @@ def session_known(root: str, provider: str, session_id: str | None) -> Known:
     for _, line in lines_from(path, 0):
         if not line.startswith(b'{"v":1') or b',"event":' not in line:
             continue
+        body = opened(event_bytes(line))  # (the key locked: AtRestLockedError, said as it is)
         try:
-            ev = orjson.loads(event_bytes(line))
+            ev = orjson.loads(body)
         except Exception:
             continue
         if not isinstance(ev, dict):

@@ -17,6 +17,7 @@ def event_at(root: str, log: str, offset: int | None) -> dict[str, Any] | None:
     import orjson
 
     from agentlog.log.frame import event_bytes, is_purged
+    from agentlog.core.sealing import Opener
     from agentlog.log.layout import log_path
     from agentlog.log.segments import SegmentError, line_at
 
@@ -30,7 +31,7 @@ def event_at(root: str, log: str, offset: int | None) -> dict[str, Any] | None:
     if not line.endswith(b"\n") or is_purged(line[:128]):
         return None
     try:
-        ev = orjson.loads(event_bytes(line))
+        ev = orjson.loads(Opener(root)(event_bytes(line)))  # (sealed content opened: docs/encryption.md)
     except orjson.JSONDecodeError:
         return None
     return ev if isinstance(ev, dict) else None

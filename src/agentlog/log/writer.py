@@ -118,7 +118,7 @@ def parse_head(data: bytes) -> Tip:
 class AppendResult:
     """What one append wrote."""
 
-    __slots__ = ("seqs", "hashes", "gaps", "path", "written", "skipped", "tip")
+    __slots__ = ("seqs", "hashes", "gaps", "path", "written", "skipped", "tip", "withheld")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -130,6 +130,8 @@ class AppendResult:
         """Indices (into the events given) not written: their event id was already in the log."""
         self.tip: Tip | None = None
         """The log's last frame once the append is done (None for a log still without frames)."""
+        self.withheld = 0
+        """Events written without their content: encryption at rest is on and its key locked."""
 
 
 class UnsafeLogError(AgentlogError, PermissionError):
@@ -196,7 +198,9 @@ class SessionLog:
         for ev in events:
             if b"\n" in ev:
                 raise ValueError("an event's serialised form must not contain a raw newline")
+        events, withheld = at_rest(self.root, events)
         result = AppendResult(self.path)
+        result.withheld = withheld
         fd = self._open_locked()
         head_fd = -1
         try:
@@ -575,6 +579,30 @@ def _ends_frame(fd: int, tip: Tip) -> bool:
         return line.startswith(PREFIX) and line.startswith(SEQ_MARK, PREV_END) and parse_seq(line) == tip.seq
     except ValueError:
         return False
+
+
+def at_rest(root: str, events: list[bytes]) -> tuple[list[bytes], int]:
+    """``events`` as they may be written under ``root``: unchanged while encryption at rest is
+    off; else their content sealed with the unlocked data key (``core/sealing.py``) or, when the
+    key is locked, withheld (the frame keeps its metadata and says why its content is missing:
+    plain content is never written to a root that asked for encryption). With how many were withheld."""
+    from agentlog.core.atrest import AtRestLockedError, unlocked_key
+
+    try:
+        got = unlocked_key(root)
+    except AtRestLockedError:
+        from agentlog.core.sealing import withhold_content
+
+        return [withhold_content(ev) for ev in events], len(events)
+    if got is None:
+        return events, 0
+    from agentlog.core.sealing import seal_event, withhold_content
+
+    kid, key = got
+    try:
+        return [seal_event(ev, kid, key) for ev in events], 0
+    except ImportError:  # no PyNaCl where this process runs: still nothing in plain
+        return [withhold_content(ev) for ev in events], len(events)
 
 
 def _pwrite_all(fd: int, data: bytes) -> None:

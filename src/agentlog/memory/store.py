@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Iterable, Iterator
 from agentlog.core import AgentlogError
 from agentlog import __version__
 from agentlog.core.ids import uuid7
+from agentlog.core.atrest import derived_state_dir
 from agentlog.core.paths import FILE_MODE, config_file, ensure_dir, state_dir
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def log_path(root: str) -> str:
 
 
 def db_path(root: str) -> str:
-    return os.path.join(state_dir(root), DB_FILE)
+    return os.path.join(derived_state_dir(root), DB_FILE)
 
 
 _HELD = threading.local()
@@ -255,6 +256,11 @@ def connect(root: str, path: str | None = None) -> sqlite3.Connection:
         # (its stat from before it was opened: a file replaced in between is told apart at the next connect)
         con.file_id = file_id
         _OPEN[key] = con
+        if _applied(con) == 0 and _log_stamp(log_path(root))[0] > 0:
+            # a read model with nothing of a log that has frames: made again where it was gone (with
+            # encryption at rest it lives in memory: a reboot or `keys lock` drops it), so read the log now
+            with locked(root):
+                catch_up(root, con)
     return con
 
 
@@ -263,12 +269,15 @@ def _applied(con: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def _log_events(path: str, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
+def _log_events(path: str, start: int, root: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(offset after it, event) of each whole frame of the memory log from ``start``
-    (a purged frame's event is ``{}``). Parsed a thousand at a time: one ``json.loads``
-    of a thousand events costs a fraction of a thousand calls."""
+    (a purged frame's event is ``{}``; a sealed one opened, docs/encryption.md). Parsed a
+    thousand at a time: one ``json.loads`` of a thousand events costs a fraction of a thousand calls."""
+    from agentlog.core.sealing import Opener
     from agentlog.log.frame import event_bytes, is_purged
     from agentlog.log.segments import lines_from
+
+    opened = Opener(root)
 
     if not os.path.exists(path):
         return
@@ -276,7 +285,7 @@ def _log_events(path: str, start: int) -> Iterator[tuple[int, dict[str, Any]]]:
     bodies: list[bytes] = []
     for off, line in lines_from(path, start):
         ends.append(off + len(line))
-        bodies.append(b"{}" if is_purged(line) else event_bytes(line))
+        bodies.append(b"{}" if is_purged(line) else opened(event_bytes(line)))
         if len(bodies) == 1000:
             yield from zip(ends, _parse_all(bodies))
             ends, bodies = [], []
@@ -318,12 +327,13 @@ def catch_up(root: str, con: sqlite3.Connection) -> int:
     stamp = _log_stamp(path)
     if _SEEN.get(path) == (*stamp, start) and isinstance(con, _Shared):
         return 0
-    return _fold_from(con, path, start, stamp)
+    return _fold_from(con, root, path, start, stamp)
 
 
-def _fold_from(con: sqlite3.Connection, path: str, start: int, stamp: tuple[int, int], own: bool = True) -> int:
+def _fold_from(con: sqlite3.Connection, root: str, path: str, start: int, stamp: tuple[int, int],
+               own: bool = True) -> int:
     """Fold the log's frames from ``start`` (see :func:`_fold`); how many events."""
-    pending = _log_events(path, start)
+    pending = _log_events(path, start, root)
     first = next(pending, None)
     if first is None:
         if own and isinstance(con, _Shared):
@@ -407,7 +417,7 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
             start = _applied(con)
             stamp = _log_stamp(path)
             if (_SEEN.get(path) != (*stamp, start) or not isinstance(con, _Shared)) and \
-                    _fold_from(con, path, start, stamp, own=False):
+                    _fold_from(con, root, path, start, stamp, own=False):
                 start = _applied(con)
                 keep = True
             events, expected = decide(con)
@@ -424,7 +434,7 @@ def transact(root: str, decide: Callable[[sqlite3.Connection], tuple[list[dict[s
                 stamp = _log_stamp(path)
                 keep = False  # (a fold cut short is rolled back; the next write applies the frames)
                 if res.gaps:  # the writer repaired the log first: read back what it holds
-                    _fold_from(con, path, start, stamp, own=False)
+                    _fold_from(con, root, path, start, stamp, own=False)
                     start = _applied(con)
                 else:  # exactly these frames follow: fold their bytes (as a replay parses them) without reading them
                     # (no other write can append: the lock is held)

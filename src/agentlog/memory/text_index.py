@@ -43,6 +43,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final, Sequence, cast
 
+from agentlog.core.atrest import derived_state_dir
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ PRUNE_AFTER: Final = 10_000
 
 
 def index_path(root: str) -> str:
-    return os.path.join(state_dir(root), INDEX_DIR)
+    return os.path.join(derived_state_dir(root), INDEX_DIR)
 
 
 @functools.cache

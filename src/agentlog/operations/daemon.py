@@ -62,7 +62,8 @@ from agentlog.core.locks import Busy
 from agentlog.log.layout import iter_logs
 from agentlog.core.paths import ensure_dir, state_dir
 from agentlog.store.compact import CompactBusy, compact
-from agentlog.store.ingest import ingest, load_positions, log_id
+from agentlog.core.atrest import AtRestLockedError
+from agentlog.store.ingest import IngestReport, ingest, load_positions, log_id
 
 if TYPE_CHECKING:
     from agentlog.capture.serve import CaptureProcess
@@ -184,6 +185,25 @@ def _checkpoint(root: str, periodic: Periodic, final: bool = False) -> None:
             _log(root, f"checkpoint: tree size {made.checkpoint.size}, {made.name}")
     except Exception as e:
         _log(root, f"checkpoint failed: {type(e).__name__}: {e}")
+
+
+_LOCKED_SAID: set[str] = set()
+
+
+def _ingest_unless_locked(root: str) -> IngestReport:
+    """The pass's ingest; while encryption at rest is on and its key locked, none (a busy
+    report, so the next pass tries again) and one line in the daemon's log saying why."""
+    try:
+        report = ingest(root, lock_timeout=0.0)
+    except AtRestLockedError as e:
+        if root not in _LOCKED_SAID:
+            _LOCKED_SAID.add(root)
+            _log(root, f"not ingesting: {e}")
+        report = IngestReport()
+        report.busy = True
+        return report
+    _LOCKED_SAID.discard(root)
+    return report
 
 
 def check_memories(root: str) -> bool:
@@ -379,7 +399,7 @@ def run(root: str, *, interval: float = 0.5, compact_every: float = 3600.0, max_
                     _log(root, note)
             now = _fingerprint(root)
             if now != seen and settling.due(now):
-                report = work(ingest, root, lock_timeout=0.0)
+                report = work(_ingest_unless_locked, root)
                 if not report.busy:
                     seen = now
                     settling.done()

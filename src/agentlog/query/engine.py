@@ -211,9 +211,10 @@ def sanitize(message: str, statement: str) -> str:
 
 def _private_temp_dir(root: str) -> str | None:
     """``<data root>/state/duckdb-tmp`` (0700), or None when it cannot be made (spilling is then off)."""
-    from agentlog.core.paths import ensure_dir, state_dir
+    from agentlog.core.atrest import derived_state_dir
+    from agentlog.core.paths import ensure_dir
 
-    path = os.path.join(os.path.abspath(state_dir(root)), "duckdb-tmp")
+    path = os.path.join(os.path.abspath(derived_state_dir(root)), "duckdb-tmp")
     try:
         ensure_dir(path)
     except OSError:
@@ -519,7 +520,9 @@ class Engine(LockedEngine):
             self._views["turn_latency"] = (partial(self._con.execute, TURN_LATENCY_VIEW),
                                            ("telemetry", "events", "sessions", "turns", "tool_calls"))
         lock_down(self._con, allowed)
-        check_allowed(self._con, [root])
+        from agentlog.core.atrest import derived_root
+
+        check_allowed(self._con, [root, derived_root(root)])  # (the same but with encryption at rest on)
 
     def _events_view(self, root: str) -> None:
         from agentlog.store.schema import EVENTS_SCHEMA

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from agentlog.core import locks
+from agentlog.core.atrest import derived_state_dir
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
 from agentlog.search.delta import BATCH, COLUMNS, batches as _batches, commit as _commit, content_of, delta as _delta
 from agentlog.search.delta import latest_version as _latest_version, table_id as _table_id
@@ -74,7 +75,7 @@ indexed; the event id is neither)."""
 
 
 def index_path(root: str) -> str:
-    return os.path.join(state_dir(root), INDEX_DIR)
+    return os.path.join(derived_state_dir(root), INDEX_DIR)
 
 
 @functools.cache

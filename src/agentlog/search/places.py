@@ -38,7 +38,8 @@ from typing import Any, Final
 import orjson
 
 from agentlog.core.fileio import TMP_SUFFIX, atomic_writer
-from agentlog.core.paths import FILE_MODE, ensure_dir, state_dir
+from agentlog.core.atrest import derived_state_dir
+from agentlog.core.paths import FILE_MODE, ensure_dir
 
 DIR: Final = "search-places"
 GROUP_ROWS: Final = 256
@@ -60,7 +61,7 @@ TABLES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
 
 
 def places_dir(root: str) -> str:
-    return os.path.join(state_dir(root), DIR)
+    return os.path.join(derived_state_dir(root), DIR)
 
 
 Parts = tuple[tuple[str, str], ...]

@@ -41,7 +41,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from agentlog.core import UsageError, locks
-from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir, state_dir
+from agentlog.core.atrest import derived_state_dir
+from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir
 from agentlog.search import floor as background_floor
 from agentlog.search import summaries
 from agentlog.search.retracted import Retracted
@@ -166,7 +167,7 @@ def chunk_text(row: dict[str, Any]) -> str | None:
 
 
 def path(root: str) -> str:
-    return os.path.join(state_dir(root), DIR)
+    return os.path.join(derived_state_dir(root), DIR)
 
 
 def _manifest(root: str) -> dict[str, Any] | None:

@@ -44,6 +44,8 @@ class Target:
     only_turn: str | None = None
     only_attempt: str | None = None
     hosts: set[str] = field(default_factory=set)
+    root: str = ""
+    """The data root it is read from (its sealed frames are opened with its key)."""
 
 
 def target(root: str, ident: str) -> Target:
@@ -71,7 +73,7 @@ def target(root: str, ident: str) -> Target:
         hosts = {str(h) for (h,) in engine.run(
             "SELECT DISTINCT host FROM events WHERE provider = ? AND host IS NOT NULL", [session["provider"]]).rows if h}
     t = Target(ref.kind, ref.display, str(sid), session, turns, {str(a["attempt_id"]): a for a in attempts}, calls,
-               hosts=hosts)
+               hosts=hosts, root=root)
     if ref.kind == "turn":
         t.only_turn = ref.id
     elif ref.kind == "attempt":
@@ -95,17 +97,20 @@ class Shown:
     event: dict[str, Any]
 
 
-def frames_events(bundle: dict[str, Any]) -> list[Shown]:
-    """The events of the bundle's frames with content, in time order."""
+def frames_events(bundle: dict[str, Any], root: str = "") -> list[Shown]:
+    """The events of the bundle's frames with content, in time order (sealed ones opened with
+    ``root``'s data key: the shared file binds what it shows to frame hashes, never to bytes)."""
     import orjson
 
+    from agentlog.core.sealing import Opener
     from agentlog.log.frame import event_bytes
 
+    opened = Opener(root)
     out = []
     for e in bundle["entries"]:
         if e.get("frame") is None:
             continue
-        ev = orjson.loads(event_bytes((e["frame"] + "\n").encode("utf-8")))
+        ev = orjson.loads(opened(event_bytes((e["frame"] + "\n").encode("utf-8"))))
         if isinstance(ev, dict) and ev.get("kind") not in HIDDEN_KINDS:
             out.append(Shown(e["log"], int(e["seq"]), e["frame_hash"], ev))
     out.sort(key=lambda s: (int(s.event.get("observed_at") or 0), s.log, s.seq))
@@ -212,7 +217,7 @@ def _attempt_labels(t: Target) -> dict[str, str]:
 
 def build(t: Target, bundle: dict[str, Any], clean: Sanitizer) -> tuple[dict[str, Any], list[Shown]]:
     """(the sanitised view, the frames it shows) of target ``t`` from the proof bundle of its session."""
-    events = frames_events(bundle)
+    events = frames_events(bundle, t.root)
     by_id = {str(s.event.get("event_id")): s for s in events}
     calls_by_event: dict[str, dict[str, Any]] = {}
     for c in t.calls:

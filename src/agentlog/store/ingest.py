@@ -65,6 +65,7 @@ from agentlog.integrity.leaf_ids import frame_key
 from agentlog.integrity.tree import Fed, FrameTree, TreeDamaged
 from agentlog.integrity.tree_worker import TreeWorker
 from agentlog.core import AgentlogError
+from agentlog.core.atrest import data_keys, derived_state_dir
 from agentlog.core.fileio import write_atomic
 from agentlog.core.jsonio import read_json
 from agentlog.core.locks import open_locked
@@ -185,7 +186,7 @@ def cached_positions(root: str) -> dict[str, Position] | None:
     """The consumed positions as the cache holds them, without opening the table (None: no
     usable cache). Never ahead of the table (the cache is written after each commit); behind it
     only after a crash between a commit and the cache's write, or another writer's commit."""
-    got = _read_cache(os.path.join(state_dir(root), OFFSETS_NAME))
+    got = _read_cache(os.path.join(derived_state_dir(root), OFFSETS_NAME))
     return None if got is None else got[1]
 
 
@@ -208,7 +209,7 @@ def load_positions(root: str, table: Any = None) -> tuple[dict[str, Position], i
     if table is None:
         table = open_table(path)
     version = None if table is None else int(table.version())
-    cached = _read_cache(os.path.join(state_dir(root), OFFSETS_NAME))
+    cached = _read_cache(os.path.join(derived_state_dir(root), OFFSETS_NAME))
     if cached is not None and cached[0] == version:
         return cached[1], version, True
     if cached is not None and cached[0] is not None and version is not None and cached[0] < version:
@@ -242,7 +243,8 @@ def _commits_after(path: str, known: int, latest: int) -> list[str] | None:
 def _save_positions(root: str, positions: dict[str, Position], version: int | None) -> None:
     logs = {k: [p.offset, p.seq, p.hash] for k, p in sorted(positions.items())}
     # not durable: a cache of the table's commit history, replayed from it when lost or behind
-    write_atomic(os.path.join(state_dir(root), OFFSETS_NAME), _state_json({"version": version, "logs": logs}),
+    ensure_dir(derived_state_dir(root))
+    write_atomic(os.path.join(derived_state_dir(root), OFFSETS_NAME), _state_json({"version": version, "logs": logs}),
                  durable=False)
 
 
@@ -323,7 +325,8 @@ class _Ingest:
         # the table is opened once per run (~3 ms each time on a small store)
         self._dt: Any = table if table is not None else open_table(self.path)
         self.positions, self.version, self.cache_current = load_positions(root, self._dt)
-        self.batch = EventBatch(fast=fast)
+        self.keys = data_keys(root) or None  # None while encryption at rest is off; AtRestLockedError when locked
+        self.batch = EventBatch(fast=fast, keys=self.keys)
         self.pending: dict[str, Position] = {}
         self.advanced: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlog-commit")
@@ -535,7 +538,7 @@ class _Ingest:
         create = self.version is None and not self.report.commits
         self.report.commits += 1
         self._inflight = self._pool.submit(self._commit, table, meta, create, convert_ms, self.batch.frame_bytes)
-        self.batch = EventBatch(fast=self.fast)
+        self.batch = EventBatch(fast=self.fast, keys=self.keys)
         self.pending = {}
 
     def wait(self) -> None:
@@ -591,7 +594,7 @@ def reset_store(root: str) -> str | None:
         os.rename(store, trash)
     for name in (OFFSETS_NAME, BREAKS_NAME):
         try:
-            os.unlink(os.path.join(state_dir(root), name))
+            os.unlink(os.path.join(derived_state_dir(root), name))
         except FileNotFoundError:
             pass
     return trash
@@ -676,6 +679,7 @@ def _ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0
 
         durability = str(load_config(root).get("durability", "strict"))
     t0 = time.perf_counter()
+    data_keys(root)  # encryption at rest on and its key locked: AtRestLockedError says so before anything is read
     report = IngestReport()
     lock = acquire_lock(root, lock_timeout)
     if lock is None:
@@ -703,7 +707,8 @@ def _ingest(root: str, *, batch_bytes: int = 64 << 20, lock_timeout: float = 5.0
             _save_positions(root, job.positions, version)
         report.table_version = version
         # not durable: a report, written again by every ingest
-        write_atomic(os.path.join(state_dir(root), BREAKS_NAME), _state_json(report.breaks), durable=False)
+        ensure_dir(derived_state_dir(root))
+        write_atomic(os.path.join(derived_state_dir(root), BREAKS_NAME), _state_json(report.breaks), durable=False)
     finally:
         os.close(lock)
         if trash is not None:

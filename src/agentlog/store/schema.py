@@ -28,7 +28,9 @@ from typing import Any, Final
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from agentlog.core import AgentlogError
+from agentlog.core.atrest import derived_root
 from agentlog.core.jsonio import loads
+from agentlog.core import sealing as _sealing
 from agentlog.log import frame as _frame
 
 US_PER_DAY: Final = 86_400_000_000
@@ -127,7 +129,7 @@ _BAD_PATH_CHARS: Final = frozenset(map(chr, [*range(0x20), 0x7F])) | frozenset("
 def store_dir(root: str) -> str:
     """``<root>/store``; refused (:class:`StorePathError`) when the path holds a character of
     :data:`_BAD_PATH_CHARS`, which the store's tables cannot live under."""
-    path = os.path.join(root, "store")
+    path = os.path.join(derived_root(root), "store")
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 (a lone surrogate here): Delta takes UTF-8 paths only
@@ -346,8 +348,10 @@ class EventBatch:
     — and checks every field per row, naming the bad frame).
     """
 
-    def __init__(self, *, fast: bool = True) -> None:
+    def __init__(self, *, fast: bool = True, keys: dict[str, bytes] | None = None) -> None:
         self.fast = fast
+        self.keys = keys
+        """Data keys by id (encryption at rest is on): sealed events are opened as they are added."""
         self.heads: list[dict[str, Any]] = []
         self.attrs: list[str | None] = []
         self.texts: list[str | None] = []
@@ -371,6 +375,8 @@ class EventBatch:
             event.decode("utf-8")
         except UnicodeDecodeError:
             raise EventRowError("event_not_utf8") from None
+        if self.keys is not None and _sealing.SEALED_MARK in event:
+            event = _sealing.open_event(event, self.keys)  # the one place a derived store reads sealed content
         if self.fast:
             ev, head_len = parse_head(event)
         else:

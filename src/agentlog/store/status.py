@@ -17,6 +17,7 @@ from agentlog.log.segments import SegmentError, logical_size
 from agentlog.core.fileio import dir_usage
 from agentlog.core.jsonio import read_json
 from agentlog.core.paths import logs_dir, state_dir
+from agentlog.core.atrest import derived_state_dir
 from agentlog.store.ingest import BREAKS_NAME, IngestReport, load_positions, log_id
 from agentlog.store.ingest import catch_up as _catch_up
 from agentlog.store.schema import events_path, store_dir
@@ -89,7 +90,7 @@ def status(root: str, *, catch_up: bool = True) -> StoreStatus:
         if size > consumed:
             out.lag_logs += 1
             out.lag_bytes += size - consumed
-    breaks = read_json(os.path.join(state_dir(root), BREAKS_NAME), [])
+    breaks = read_json(os.path.join(derived_state_dir(root), BREAKS_NAME), [])
     out.breaks = list(breaks.values()) if isinstance(breaks, dict) else list(breaks)
     txlog = dir_usage(os.path.join(path, "_delta_log"))
     store_all = dir_usage(store_dir(root))

@@ -14,6 +14,7 @@ from typing import Any, Final, Iterable
 
 import orjson
 
+from agentlog.core.atrest import derived_root
 from agentlog.core.paths import FILE_MODE
 from agentlog.projection.observe import COLUMNS, Obs, from_arrow
 from agentlog.projection.session import ALGORITHM_VERSION, SessionResult
@@ -39,7 +40,7 @@ FAMILIES: Final[dict[str, tuple[str, ...]]] = {
 
 
 def projection_dir(root: str) -> str:
-    return os.path.join(root, "projection")
+    return os.path.join(derived_root(root), "projection")
 
 
 def shard_of(key: str) -> int:

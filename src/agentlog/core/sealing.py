@@ -1,0 +1,244 @@
+"""Sealing an event's captured content with the data key, and opening it again.
+
+The one place frames are sealed (``log/writer.py`` calls :func:`seal_event` on every event
+it appends while encryption at rest is on) and the one place they are opened
+(:func:`open_event`, which the store's ingest calls). A sealed event is the event with its
+``content`` and ``raw`` members replaced by one last member::
+
+    "sealed":{"k":"<key id>","n":"<base64 24-byte nonce>","c":"<base64 ciphertext>"}
+
+The ciphertext is XChaCha20-Poly1305 (libsodium's IETF construction, through PyNaCl) of the
+compact JSON ``{"content":…,"raw":…}`` (the members the event had), under the data key, with
+the associated data ``agentlog/at-rest/v1 \\x1f <key id> \\x1f <event id>``: a ciphertext moved
+to another event does not open. The frame's hash covers these bytes, so ``agentlog verify``
+checks a sealed log without the key. Everything else in the event (kind, times, tool name,
+paths, outcome, sizes in ``attrs``) stays readable: docs/encryption.md says what that reveals.
+
+PyNaCl's libsodium is loaded on the first seal or open (only where encryption at rest is on);
+the module itself is standard library only.
+"""
+
+from __future__ import annotations
+
+import binascii
+
+from agentlog.core import AgentlogError
+from agentlog.core.atrest import data_keys
+from agentlog.core.fastjson import dumps_bytes, loads
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SEALED = "sealed"
+SEALED_MARK = b',"sealed":{"k":"'
+"""How a sealed event's last member starts (a JSON string cannot hold these bytes unescaped)."""
+SEALED_FIELDS = ("content", "raw")
+_CONTENT_KEY = b',"content":'
+_RAW_KEY = b',"raw":'
+_ID_PREFIX = b'{"event_id":"'
+NONCE_BYTES = 24
+TAG_BYTES = 16
+_AAD = b"agentlog/at-rest/v1\x1f"
+
+
+class SealError(AgentlogError):
+    """A sealed event does not open: the wrong key, or its bytes were changed."""
+
+
+_LIB: Any = None
+
+
+def _sodium() -> Any:
+    """PyNaCl's libsodium (its cffi module ``nacl._sodium``, initialised once), imported on the
+    first seal or open in a process. ``nacl.bindings`` wraps the same calls and costs ~13.6 ms to
+    import (docs/share.md), most of a hook's budget; this module alone costs a fraction of that.
+    The hook runs with ``-S`` (no site-packages on the path, docs/hook-path.md): from a source
+    checkout the interpreter's (or its virtual environment's) site directory is added (an
+    installed package already sits in it); only a root with encryption at rest on pays for this."""
+    global _LIB
+    if _LIB is None:
+        try:
+            mod = __import__("nacl._sodium", fromlist=["lib"])  # (a compiled module without stubs)
+        except ImportError:
+            import sys
+
+            v = sys.version_info
+            # a virtual environment's own (under -S, sys.prefix is the base interpreter's), then the base's
+            venv = sys.executable.rsplit("/", 2)[0]
+            lib = f"lib/python{v[0]}.{v[1]}/site-packages"
+            sys.path += [f"{venv}/{lib}", f"{sys.prefix}/{lib}"]
+            try:
+                mod = __import__("nacl._sodium", fromlist=["lib"])
+            except ImportError:
+                import sysconfig
+
+                sys.path += [sysconfig.get_paths()[n] for n in ("purelib", "platlib")]
+                mod = __import__("nacl._sodium", fromlist=["lib"])
+        if mod.lib.sodium_init() == -1:
+            raise SealError("libsodium did not initialise")
+        _LIB = mod
+    return _LIB
+
+
+def encrypt(message: bytes, ad: bytes, nonce: bytes, key: bytes) -> bytes:
+    """XChaCha20-Poly1305 (IETF): the ciphertext with its 16-byte tag."""
+    m = _sodium()
+    ffi, lib = m.ffi, m.lib
+    out = ffi.new("unsigned char[]", len(message) + TAG_BYTES)
+    n = ffi.new("unsigned long long *")
+    if lib.crypto_aead_xchacha20poly1305_ietf_encrypt(out, n, message, len(message), ad, len(ad), ffi.NULL,
+                                                      nonce, key) != 0:
+        raise SealError("encryption failed")
+    return bytes(ffi.buffer(out, n[0]))
+
+
+def decrypt(box: bytes, ad: bytes, nonce: bytes, key: bytes) -> bytes | None:
+    """The plaintext of ``box``, or None when it does not open (the wrong key, changed bytes)."""
+    if len(box) < TAG_BYTES or len(nonce) != NONCE_BYTES or len(key) != 32:
+        return None
+    m = _sodium()
+    ffi, lib = m.ffi, m.lib
+    out = ffi.new("unsigned char[]", max(1, len(box) - TAG_BYTES))
+    n = ffi.new("unsigned long long *")
+    if lib.crypto_aead_xchacha20poly1305_ietf_decrypt(out, n, ffi.NULL, box, len(box), ad, len(ad), nonce, key) != 0:
+        return None
+    return bytes(ffi.buffer(out, n[0]))
+
+
+def _aad(kid: str, event_id: str) -> bytes:
+    return _AAD + kid.encode("ascii") + b"\x1f" + event_id.encode("utf-8", "surrogatepass")
+
+
+def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
+    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither.
+
+    In the canonical order they are the last members, so the event's own bytes are cut where
+    they start: the head is kept as it is, and the plaintext is ``{`` and the rest, byte for byte
+    (:func:`open_event` splices them back: an opened event is the event that was sealed). Where
+    that cut does not hold (another order), the event is parsed and written again."""
+    cut = event.find(_CONTENT_KEY)
+    if cut < 0:
+        cut = event.find(_RAW_KEY)
+    head = None
+    if cut > 0 and event.endswith(b"}"):
+        head = _parse_head(event[:cut] + b"}")
+    if isinstance(head, dict) and "event_id" in head and "kind" in head and not any(
+            f in head for f in (*SEALED_FIELDS, SEALED)):
+        start, inner, eid = event[:cut], b"{" + event[cut + 1:], str(head["event_id"])
+    else:  # the whole event, parsed
+        ev = loads(event.decode("utf-8", "surrogatepass"))
+        if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
+            return event
+        members = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
+        start, inner, eid = dumps_bytes(ev)[:-1], dumps_bytes(members), str(ev.get("event_id", ""))
+    from agentlog.core import oslite as os
+
+    nonce = os.urandom(NONCE_BYTES)
+    box = encrypt(inner, _aad(kid, eid), nonce, key)
+    return b"".join((start, b',"sealed":{"k":"', kid.encode("ascii"), b'","n":"', _b64(nonce).encode("ascii"),
+                     b'","c":"', _b64(box).encode("ascii"), b'"}}'))
+
+
+def _parse_head(data: bytes) -> Any:
+    """``data`` parsed (None: not JSON): with orjson where the process has loaded it (a bulk
+    writer: an import, the capture server), else the hook's own codec."""
+    import sys
+
+    fast = sys.modules.get("orjson")
+    if fast is not None:
+        try:
+            return fast.loads(data)
+        except ValueError:  # (lone surrogates, big integers: the codec below takes them)
+            pass
+    try:
+        return loads(data.decode("utf-8", "surrogatepass"))
+    except ValueError:
+        return None
+
+
+def withhold_content(event: bytes) -> bytes:
+    """``event`` without its ``content`` and ``raw``, ``attrs.content_withheld`` saying why
+    (encryption at rest is on and the data key is locked: nothing may be written in plain)."""
+    ev = loads(event.decode("utf-8", "surrogatepass"))
+    if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
+        return event
+    for f in SEALED_FIELDS:
+        ev.pop(f, None)
+    attrs = ev.get("attrs")
+    ev["attrs"] = {**(attrs if isinstance(attrs, dict) else {}), "content_withheld": "at_rest_key_locked"}
+    return dumps_bytes(ev)
+
+
+def is_sealed(event: bytes) -> bool:
+    """Whether ``event`` may be sealed (a cheap look for its last member's start)."""
+    return SEALED_MARK in event
+
+
+def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
+    """``event`` with its sealed member opened (``keys``: data keys by id): the head before the
+    sealed member, and the plaintext's members spliced after it, without parsing the event.
+    Unchanged when not sealed. Raises :class:`SealError` when it does not open."""
+    from agentlog.core.jsonio import loads as fast_loads
+
+    at = event.rfind(SEALED_MARK)
+    if at <= 0 or not event.endswith(b"}}"):
+        return event
+    try:
+        box = fast_loads(event[at + len(b',"sealed":'):-1])
+    except ValueError:  # not the sealed member after all: not for this function to say
+        return event
+    if not isinstance(box, dict):
+        return event
+    eid = _event_id(event, at)
+    kid = box.get("k")
+    key = keys.get(kid) if isinstance(kid, str) else None
+    if key is None or not isinstance(kid, str):
+        raise SealError(f"event {eid} is sealed with data key {kid!r}, which this data root does not have")
+    try:
+        plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, eid), binascii.a2b_base64(box["n"]), key)
+    except (KeyError, TypeError, ValueError):  # a member missing, not text, not base64
+        plain = None
+    if plain is None or not plain.startswith(b"{") or len(plain) < 3:
+        raise SealError(f"event {eid}: its sealed content does not open with data key {kid} "
+                        "(the bytes were changed, or the key is not this one)")
+    return event[:at] + b"," + plain[1:]
+
+
+def _event_id(event: bytes, at: int) -> str:
+    """The event id of a sealed event (its first member, read in place; else its head parsed)."""
+    if event.startswith(_ID_PREFIX):
+        end = event.find(b'"', len(_ID_PREFIX))
+        if end > 0 and b"\\" not in event[len(_ID_PREFIX):end]:
+            return event[len(_ID_PREFIX):end].decode("utf-8", "surrogatepass")
+    try:
+        head = loads((event[:at] + b"}").decode("utf-8", "surrogatepass"))
+    except ValueError:
+        return ""
+    return str(head.get("event_id", "")) if isinstance(head, dict) else ""
+
+
+class Opener:
+    """Opens the sealed events of one data root (a reader of log frames calls it on each
+    event's bytes); the data key is loaded at the first sealed event, so a root without
+    encryption at rest never loads it. Raises ``AtRestLockedError`` (the key is locked) or
+    :class:`SealError`."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.keys: dict[str, bytes] | None = None
+
+    def __call__(self, event: bytes) -> bytes:
+        if SEALED_MARK not in event:
+            return event
+        if self.keys is None:
+            self.keys = data_keys(self.root)
+        return open_event(event, self.keys)
+
+
+def _b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener",
+           "encrypt", "decrypt", "NONCE_BYTES"]
