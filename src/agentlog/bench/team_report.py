@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlog.bench.common import describe
-from agentlog.bench.team_steps import ENGINES, ID_COLUMNS, QUERIES, Queries, same_rows
+from agentlog.bench.team_queries import ENGINES, ID_COLUMNS, QUERIES, Queries, same_rows
 
 MIB = 1 << 20
 
