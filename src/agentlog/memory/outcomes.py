@@ -53,7 +53,6 @@ CONFIRM_STEP: Final = 0.05
 CONFIRM_MAX: Final = 4
 """The confirming events that count (the factor is at most ``1 + CONFIRM_STEP · CONFIRM_MAX``)."""
 _EVIDENCE_MAX: Final = 5
-_DONE: Final = "('tool_call_finished', 'tool_call_failed')"
 
 
 @dataclass
@@ -100,69 +99,37 @@ def _proposal_status(con: sqlite3.Connection, rule: str, mid: str) -> str | None
     return str(row[0]) if row else None
 
 
-_SINCE: Final = ("provider != 'agentlog' AND observed_at >= to_timestamp(?::DOUBLE / 1e6 - 1) "
-                  "AND epoch_us(observed_at) > ?")
-"""After the memory's anchor: exactly (``epoch_us``), and on the column itself, a second
-earlier, so that DuckDB skips the Parquet row groups before it by their statistics."""
+def _pitfall(m: Memory, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The pitfall rule on ``m``'s counts (:mod:`.rule_state`)."""
+    from agentlog.memory.rule_state import pitfall_paths
 
-
-def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
-    paths = [p for p in m.attributes.get("paths") or [] if p.strip()]
-    if not paths:
-        return None
-    match = " OR ".join("len(list_filter(paths, lambda x: x = ? OR ends_with(x, ?))) > 0" for _ in paths)
-    args: list[Any] = [a for p in paths for a in (p, "/" + p.lstrip("/"))]
+    paths = pitfall_paths(m)
     fc = m.attributes.get("failure_class")
-    failed = "st IS NOT NULL AND st != 'success'" + (" AND cls = ?" if fc else "")
-    fc_args = [fc] if fc else []
-    # counted and picked by the engine (a long history has more matching edits than a result's rows)
-    rows = act.rows(f"WITH e AS (SELECT event_id, outcome_status AS st, outcome_class AS cls, observed_at AS ts "
-                    f"FROM events WHERE kind IN {_DONE} AND tool_category IN ('file_edit', 'file_write') AND {_SINCE} "
-                    f"AND ({match})) SELECT (SELECT count(*) FROM e WHERE st = 'success'), "
-                    "(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE st = 'success' "
-                    f"ORDER BY ts DESC, event_id DESC LIMIT {_EVIDENCE_MAX})), "
-                    f"(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE {failed} "
-                    f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1})), (SELECT count(*) FROM e WHERE {failed})",
-                    [since, since, *args, *fc_args, *fc_args])
-    n_ok, last_ok, first_failed, n_failed = rows[0] if rows else (0, [], [], 0)
-    if n_failed:
-        return confirmation("pitfall_recurred", list(first_failed or []),
+    if state["bad"]:
+        return confirmation("pitfall_recurred", list(state["bad_first"]),
                             f"edits of {', '.join(paths)} failed" + (f" with {fc}" if fc else ""))
-    if n_ok < PITFALL_SUCCESSES:
+    if state["ok"] < PITFALL_SUCCESSES:
         return None
-    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in last_ok or []],
-            "detail": f"edits of {', '.join(paths)} succeeded {n_ok} times since, none failed"
+    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in state["ok_last"][-_EVIDENCE_MAX:]],
+            "detail": f"edits of {', '.join(paths)} succeeded {state['ok']} times since, none failed"
                       + (f" with {fc}" if fc else "")}
 
 
-def _procedure(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
-    cmd = m.attributes.get("command")
-    commands = [cmd.strip()] if isinstance(cmd, str) and cmd.strip() else [s.strip() for s in m.attributes.get("steps")
-                                                                          or [] if s.strip()]
-    confirmed: dict[str, Any] | None = None  # (a contradiction of any step comes first)
-    for command in commands:
-        # the first successes (a confirmation's evidence), then the latest run that succeeded
-        # (or says nothing) and every run after it — not the whole history
-        rows = act.rows(f"WITH r AS (SELECT event_id, outcome_status AS st, observed_at AS ts FROM events "
-                        f"WHERE kind IN {_DONE} AND tool_category = 'shell' AND {_SINCE} "
-                        "AND trim(json_extract_string(content, '$.command')) = ?), "
-                        "last_ok AS (SELECT max(ts) AS ts FROM r WHERE st IS NULL OR st = 'success') "
-                        "SELECT 'first' AS part, event_id, st, ts FROM (SELECT * FROM r WHERE st = 'success' "
-                        f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1}) UNION ALL SELECT 'tail', event_id, st, ts "
-                        "FROM (SELECT * FROM r WHERE (SELECT ts FROM last_ok) IS NULL OR ts >= (SELECT ts FROM last_ok) "
-                        "ORDER BY ts DESC, event_id DESC LIMIT 1000) ORDER BY part, ts, event_id", [since, since, command])
-        first = [eid for part, eid, _, _ in rows if part == "first"]
-        tail: list[str] = []  # the failed runs up to the latest
-        latest: str | None = None
-        for part, eid, status, _ in rows:
-            if part == "tail":
-                tail = [*tail, eid] if status not in ("success", None) else []
-                latest = status
-        if len(tail) >= PROCEDURE_FAILURES:
-            return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in tail[-_EVIDENCE_MAX:]],
-                    "detail": f"`{command}` failed its last {len(tail)} runs since"}
-        if latest == "success" and first and confirmed is None:
-            confirmed = confirmation("procedure_succeeded", first, f"`{command}` succeeded, its latest run too,")
+def _procedure(m: Memory, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The procedure rule on ``m``'s counts per command (:mod:`.rule_state`): a contradiction of
+    any step comes first."""
+    from agentlog.memory.rule_state import procedure_commands
+
+    confirmed: dict[str, Any] | None = None
+    for command in procedure_commands(m):
+        s = state["commands"].get(command)
+        if s is None:
+            continue
+        if s["tail"] >= PROCEDURE_FAILURES:
+            return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in s["tail_ids"][-_EVIDENCE_MAX:]],
+                    "detail": f"`{command}` failed its last {s['tail']} runs since"}
+        if s["latest"] == "success" and s["first"] and confirmed is None:
+            confirmed = confirmation("procedure_succeeded", list(s["first"]), f"`{command}` succeeded, its latest run too,")
     return confirmed
 
 
@@ -204,15 +171,21 @@ def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
     return None
 
 
-def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity) -> list[dict[str, Any]]:
+def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity,
+                   state: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The rules' findings on ``m``: each ``{"rule", "status", "detail", "evidence"}`` (and
-    ``weight``, a confirmation's)."""
-    since = m.last_confirmed_at or m.created_at
+    ``weight``, a confirmation's). ``state``: a pitfall's or procedure's counts
+    (:mod:`.rule_state`; computed from the store when not given)."""
+    from agentlog.memory import rule_state
+
     found = None
-    if m.kind == "pitfall":
-        found = _pitfall(m, act, since)
-    elif m.kind == "procedure":
-        found = _procedure(m, act, since)
+    if m.kind in ("pitfall", "procedure") and rule_state.key_of(m) is not None:
+        if state is None:
+            engine = act.engine()
+            if engine is None:
+                return []
+            state = rule_state.compute(engine, [m])[m.id]
+        found = _pitfall(m, state) if m.kind == "pitfall" else _procedure(m, state)
     elif m.kind == "decision":
         found = _decision(m, act)
     if found is None:

@@ -43,6 +43,9 @@ DIFF_MAX_BYTES: Final = 8 << 20
 MEMORY_LOG: Final = "agentlog/memory"
 """The memory log's id: its own events touch nothing (read by the read model, not here)."""
 _DONE: Final = ("tool_call_finished", "tool_call_failed")
+DONE_MAX: Final = 200_000
+"""Finished tool calls kept for the rules' counts (:mod:`.rule_state`); past that many, the
+touched memories' counts are computed again from the store."""
 _RULE_KEY: Final = re.compile(r"\[rule \w+ on ([0-9a-f-]{36})\]")
 
 
@@ -115,6 +118,10 @@ class Activity:
     """The project roots the events name (the repositories the daemon checks against)."""
     unreadable: bool = False
     """A log could not be read from the watermark: select every memory."""
+    done: list[Any] = field(default_factory=list)
+    """The finished edits, writes and shell calls read (:data:`.rule_state.Done` each), for the rules' counts."""
+    overflow: bool = False
+    """More than :data:`DONE_MAX` of them: ``done`` is not whole."""
 
 
 def read_since(root: str, since: dict[str, list[int]], now: dict[str, list[int]]) -> Activity:
@@ -165,12 +172,28 @@ def _note(act: Activity, ev: dict[str, Any]) -> None:
     if kind not in _DONE:
         return
     category = (ev.get("tool") or {}).get("category")
+    paths: tuple[str, ...] = ()
+    command = ""
     if category in ("file_edit", "file_write"):
-        act.paths.update(p for p in ev.get("paths") or () if isinstance(p, str))
+        paths = tuple(p for p in ev.get("paths") or () if isinstance(p, str))
+        act.paths.update(paths)
     elif category == "shell":
-        command = (ev.get("content") or {}).get("command")
-        if isinstance(command, str) and command.strip():
-            act.commands.add(command.strip())
+        text = (ev.get("content") or {}).get("command")
+        command = text.strip() if isinstance(text, str) else ""
+        if command:
+            act.commands.add(command)
+    else:
+        return
+    if ev.get("provider") == "agentlog" or act.overflow:
+        return
+    if len(act.done) >= DONE_MAX:
+        act.overflow, act.done = True, []
+        return
+    outcome = ev.get("outcome") or {}
+    at = ev.get("observed_at")
+    act.done.append((at if isinstance(at, int) else 0, str(ev.get("event_id") or ""), category, paths, command,
+                     outcome.get("status") if isinstance(outcome, dict) else None,
+                     outcome.get("class") if isinstance(outcome, dict) else None))
 
 
 def _ends_with(path: str, name: str) -> bool:
