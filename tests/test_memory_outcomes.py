@@ -186,13 +186,14 @@ def test_the_dashboard_needs_review_section_keeps_or_archives(agentlog_home: Pat
         c.cookies.set(COOKIE, r.cookies[COOKIE])
         page = c.get("/memory").text
         assert "Needs review" in page and "Use &lt;b&gt;uv&lt;/b&gt;" in page and "rule decision_replaced" in page
-        assert f"/proposals/{p.id}/reject" in page and f"/proposals/{p.id}/approve" in page
+        assert f"/memory/{dec.id}/keep" in page and f"/proposals/{p.id}/approve" in page
         api = c.get("/api/memory").json()["needs_review"]
         assert [d["id"] for d in api] == [dec.id] and api[0]["proposal"] == p.id
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
         assert token is not None
-        kept = c.post(f"/proposals/{p.id}/reject", data={"csrf": token.group(1), "reason": "kept after review"},
-                      follow_redirects=False)
+        kept = c.post(f"/memory/{dec.id}/keep", data={"csrf": token.group(1), "reason": "kept after review"},
+                      follow_redirects=False)  # (Keep rejects the rule's proposal)
         assert kept.status_code == 303
+    assert P.get(root, p.id).status == "rejected"
     truth.check(root, repo_dir=str(repo), everything=True)
     assert not S.get(root, dec.id).doubtful and truth.doubtful(root) == []

@@ -76,6 +76,11 @@ class Activity:
                 self.failed = str(e)
         return self._engine
 
+    @property
+    def opened(self) -> bool:
+        """Whether the store was asked (an engine opened, or tried)."""
+        return self._engine is not None or self.failed is not None
+
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()

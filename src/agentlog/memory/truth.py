@@ -68,6 +68,9 @@ class Report:
     """Selected but not checked: the time budget ran out (the next run checks them first)."""
     events_read: int = 0
     """Recorded events read since the last run's watermark (an incremental run)."""
+    store_read: bool = False
+    """Whether the store was asked (a query engine opened): an incremental run whose memories'
+    rule counts were kept, and whose recorded evidence nothing touched, reads only the new frames."""
     ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -364,6 +367,7 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
                 con.execute("ROLLBACK")
                 raise
     finally:
+        report.store_read = activity.opened
         activity.close()
         con.close()
     report.ms = round((time.monotonic() - started) * 1000, 1)
