@@ -58,6 +58,7 @@ class Repo:
     _hunks: dict[tuple[str, str, str], list[tuple[int, int, int, int]]] = field(default_factory=dict)
     _logs: dict[tuple[str, str], str] = field(default_factory=dict)
     _changed: dict[str, set[str]] = field(default_factory=dict)
+    _naming: dict[str, list[str]] = field(default_factory=dict)
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", self.top, *args], capture_output=True, text=True,
@@ -77,6 +78,14 @@ class Repo:
             p = self.git("show", f"{commit}:{path}")
             self._files[key] = p.stdout.split("\n") if p.returncode == 0 else None
         return self._files[key]
+
+    def naming(self, word: str) -> list[str]:
+        """The files at ``HEAD`` that name ``word`` (a whole word, any case: ``git grep -w -i``)."""
+        key = word.strip().lower()
+        if key not in self._naming:
+            p = self.git("grep", "-l", "-w", "-F", "-i", "-e", word.strip(), self.head, "--")
+            self._naming[key] = [line.split(":", 1)[1] for line in p.stdout.splitlines()] if p.returncode == 0 else []
+        return self._naming[key]
 
     def prefetch(self, wanted: list[tuple[str, str]]) -> None:
         """Read the files ``wanted`` ((commit, path) each) in one ``git cat-file --batch`` (rather

@@ -32,8 +32,9 @@ raises its truth factor by :data:`CONFIRM_STEP` per matching event, at most
   reason), low with one. Successful edits do not confirm a pitfall: they may follow its
   advice or show it is gone, which is the contradiction rule's question.
 
-Activity is read from the projection (``events``); commands are matched exactly, paths by
-their end (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
+The pitfall and procedure rules read their counts of the activity (:mod:`.rule_state`:
+computed from the projection's ``events`` for many memories at once, or folded from the
+frames an incremental check read); commands are matched exactly, paths by their end (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
 (memories name no project). A finding is ``contradicted`` (weight 0.5, :mod:`.truth`), or
 ``kept`` when a person rejected the proposal the rule opened for it, or ``confirmed``.
 """
@@ -160,14 +161,10 @@ def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
     if not alts:
         return None
 
-    def where(word: str) -> list[str]:
-        p = repo.git("grep", "-l", "-w", "-F", "-i", "-e", word.strip(), repo.head, "--")
-        return [line.split(":", 1)[1] for line in p.stdout.splitlines()] if p.returncode == 0 else []
-
-    if where(chosen):
+    if repo.naming(chosen):
         return None
     for alt in alts:
-        files = where(alt)
+        files = repo.naming(alt)
         if files:
             return {"rule": "decision_replaced", "repo": repo.top,
                     "evidence": [f"file:{f}@{repo.head[:12]}" for f in files[:_EVIDENCE_MAX]],

@@ -110,9 +110,17 @@ def fold(m: Memory, state: dict[str, Any], events: Iterable[Done]) -> dict[str, 
     return state
 
 
-def load(con: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+def load(con: sqlite3.Connection, ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The kept states (of ``ids``; None: all)."""
+    rows: Iterable[tuple[Any, ...]]
+    if ids is None:
+        rows = con.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ?", (PREFIX, PREFIX[:-1] + ";"))
+    else:
+        rows = (r for i in range(0, len(ids), 500) for r in con.execute(
+            f"SELECT key, value FROM meta WHERE key IN ({', '.join('?' * len(ids[i:i + 500]))})",
+            [PREFIX + mid for mid in ids[i:i + 500]]))
     out: dict[str, dict[str, Any]] = {}
-    for k, v in con.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ?", (PREFIX, PREFIX[:-1] + ";")):
+    for k, v in rows:
         try:
             out[str(k)[len(PREFIX):]] = json.loads(v)
         except ValueError:

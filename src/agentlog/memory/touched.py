@@ -21,6 +21,10 @@ and derives from them what was touched:
   decisions whose chosen or alternative word appears in the move's diff; when the old
   ``HEAD`` is unknown or gone, every memory with file evidence and every decision.
 
+The finished edits, writes and shell calls read are kept too (``Activity.done``): the
+rules' counts of the touched memories are folded from them (:mod:`.rule_state`), so a run
+costs by the new events, not by the history.
+
 Whatever happened, memories never checked, and memories changed since the last run started
 (edited, confirmed, given evidence: their ``updated_at``) or whose rule proposal a person
 decided since, are selected too. The watermark lives in the read model,

@@ -253,7 +253,7 @@ def _rule_states(con: sqlite3.Connection, sel: _Selection, ms: list[Memory], act
     need = [m for m in ms if rule_state.key_of(m) is not None]
     if not need:
         return {}
-    kept = rule_state.load(con) if sel.mark is not None and sel.delta is not None else {}
+    kept = rule_state.load(con, [m.id for m in need]) if sel.mark is not None and sel.delta is not None else {}
     done = sorted(sel.delta.done) if sel.delta is not None else []
     out: dict[str, dict[str, Any]] = {}
     fresh = []
