@@ -41,6 +41,7 @@ frames an incremental check read); commands are matched exactly, paths by their 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final
@@ -65,6 +66,8 @@ class Activity:
     repo: Any
     _engine: Any = None
     failed: str | None = None
+    statuses: dict[tuple[str, str], str] | None = None
+    """The rules' proposals' statuses (:func:`rule_statuses`), when read for the run."""
 
     def engine(self) -> Any:
         if self._engine is None and self.failed is None:
@@ -98,8 +101,26 @@ def _key(rule: str, mid: str) -> str:
     return f"[rule {rule} on {mid}]"
 
 
-def _proposal_status(con: sqlite3.Connection, rule: str, mid: str) -> str | None:
-    """The status of the proposal a rule opened for a memory (None: none)."""
+_RULE_KEY: Final = re.compile(r"\[rule (\w+) on ([0-9a-f-]{36})\]")
+
+
+def rule_statuses(con: sqlite3.Connection) -> dict[tuple[str, str], str]:
+    """Per (rule, memory id): the status of the latest proposal that rule opened for it (one
+    read of the proposals, for a whole run)."""
+    out: dict[tuple[str, str], str] = {}
+    for note, status in con.execute("SELECT note, status FROM proposals WHERE instr(coalesce(note, ''), '[rule ') > 0 "
+                                    "ORDER BY created_at, id"):
+        for rule, mid in _RULE_KEY.findall(note or ""):
+            out[(rule, mid)] = str(status)
+    return out
+
+
+def _proposal_status(con: sqlite3.Connection, rule: str, mid: str,
+                     statuses: dict[tuple[str, str], str] | None = None) -> str | None:
+    """The status of the proposal a rule opened for a memory (None: none); ``statuses``: as
+    :func:`rule_statuses` gives them, read already."""
+    if statuses is not None:
+        return statuses.get((rule, mid))
     row = con.execute("SELECT status FROM proposals WHERE instr(coalesce(note, ''), ?) > 0 ORDER BY created_at DESC "
                       "LIMIT 1", (_key(rule, mid),)).fetchone()
     return str(row[0]) if row else None
@@ -192,34 +213,53 @@ def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity,
         found = _decision(m, act)
     if found is None:
         return []
-    return [restate(con, m.id, found)]
+    return [restate(con, m.id, found, act.statuses)]
 
 
-def restate(con: sqlite3.Connection, mid: str, found: dict[str, Any]) -> dict[str, Any]:
+def restate(con: sqlite3.Connection, mid: str, found: dict[str, Any],
+            statuses: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """``found`` with its status now: ``confirmed`` stays; a contradiction is ``kept`` when a
     person rejected its proposal, else ``contradicted``."""
     if found.get("status") == "confirmed":
         return found
-    kept = _proposal_status(con, found["rule"], mid) == "rejected"
+    kept = _proposal_status(con, found["rule"], mid, statuses) == "rejected"
     return {**found, "status": "kept" if kept else "contradicted"}
 
 
-def open_proposals(root: str, con: sqlite3.Connection, m: Memory) -> list[str]:
-    """One proposal (to archive ``m``, with the evidence) per rule finding of its last check
-    that has none yet; their ids. A second run opens none."""
+def open_proposals(root: str, con: sqlite3.Connection, ms: list[Memory],
+                   statuses: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """One proposal (to archive the memory, with the evidence) per rule finding of the last
+    check of each of ``ms`` that has none yet, all opened in one write; their ids. A second run
+    opens none. A memory that cannot be archived now (archived or gone meanwhile) is left out."""
+    from agentlog.core.ids import uuid7
     from agentlog.memory import proposals
+    from agentlog.memory.model import validate_title
+    from agentlog.memory.store import new_event, transact
 
-    checked = last(con, m.id)
-    out: list[str] = []
-    for r in (checked or {}).get("results", []):
-        if r.get("on") != "outcome" or r.get("status") != "contradicted":
-            continue
-        if _proposal_status(con, r["rule"], m.id) is not None:
-            continue
-        note = (f"{r['detail']}.\nevidence: {', '.join(r.get('evidence') or [])}\n"
-                f"Approve to archive it; reject to keep it. {_key(r['rule'], m.id)}")
-        p = proposals.open_proposal(root, [{"op": "archive", "memory": m.id}],
-                                    title=f"Archive {m.slug}? ({r['rule'].replace('_', ' ')})", note=note,
-                                    actor="agent")
-        out.append(p.id)
-    return out
+    known = statuses if statuses is not None else rule_statuses(con)
+    wanted: list[tuple[str, Memory, dict[str, Any]]] = []
+    for m in ms:
+        for r in (last(con, m.id) or {}).get("results", []):
+            if r.get("on") == "outcome" and r.get("status") == "contradicted" and (r["rule"], m.id) not in known:
+                wanted.append((uuid7(), m, r))
+    opened: list[str] = []
+
+    def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        events = []
+        for pid, m, r in wanted:
+            # (checked as proposals.open_proposal checks a change; no evidence to look up)
+            checked, per, errors = proposals._all_checked(con, [{"op": "archive", "memory": m.id}])
+            if errors:
+                continue
+            note = (f"{r['detail']}.\nevidence: {', '.join(r.get('evidence') or [])}\n"
+                    f"Approve to archive it; reject to keep it. {_key(r['rule'], m.id)}")
+            body = {"title": validate_title(f"Archive {m.slug}? ({r['rule'].replace('_', ' ')})"),
+                    "note": note, "changes": checked, "bases": {mid: v for b in per for mid, v in b.items()}}
+            events.append(new_event("proposal_opened", "", 0, "agent", body, proposal_id=pid))
+            opened.append(pid)
+            known[(r["rule"], m.id)] = "open"
+        return events, {}
+
+    if wanted:
+        transact(root, decide)
+    return opened

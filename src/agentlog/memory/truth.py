@@ -153,7 +153,8 @@ def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any, activity:
     old_rules = [r for r in old if r.get("on") == "outcome"]
     if m.kind == "decision" and old_rules and (repo is None or any(r.get("repo") not in (None, repo.top)
                                                                    for r in old_rules)):
-        results.extend({**outcomes.restate(con, m.id, r), "on": "outcome"} for r in old_rules)
+        results.extend({**outcomes.restate(con, m.id, r, getattr(activity, "statuses", None)), "on": "outcome"}
+                       for r in old_rules)
     elif activity is not None:
         for found in outcomes.contradictions(root, con, m, activity, state):
             results.append({"on": "outcome", **found})
@@ -314,6 +315,7 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
         else:
             sel = _select(root, con, everything, repo, report)
         todo = sel.todo
+        activity.statuses = outcomes.rule_statuses(con)
         batch = prefetch.read(con, todo, _now())
         ms = [batch.memories[mid] for mid in todo if mid in batch.memories]
         batch.recorded = statuses(root, prefetch.recorded_refs(batch), activity)
@@ -351,9 +353,8 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
                 _write(root, events)
         _write(root, events)
         report.pending = [m.id for m in ms[done:]]
-        if propose:
-            for m in contradicted:
-                report.proposals += outcomes.open_proposals(root, con, m)
+        if propose and contradicted:
+            report.proposals += outcomes.open_proposals(root, con, contradicted, activity.statuses)
         if sel.mark is not None:
             sel.mark.pending = report.pending
             con.execute("BEGIN IMMEDIATE")
