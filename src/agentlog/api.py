@@ -66,6 +66,11 @@ if TYPE_CHECKING:
     from agentlog.memory.store import verify as verify_memory_store
     from agentlog.memory.truth import check as check_memories
     from agentlog.memory.truth import doubtful as doubtful_memories
+    from agentlog.memory.store import new_event as new_memory_event
+    from agentlog.memory.store import write as write_memory_events
+    from agentlog.memory.model import validate_attributes as validate_memory_attributes
+    from agentlog.memory.model import validate_evidence as validate_memory_evidence
+    from agentlog.memory.confidence import prior as memory_prior
     from agentlog.operations.corrections import record_correction, record_retraction
     from agentlog.operations.refresh import bring_up_to_date, open_current, run_sql
     from agentlog.projection.ids import display as display_id
@@ -263,6 +268,11 @@ __all__ = [
     "diff_state",
     "display_id",
     "doubtful_memories",
+    "memory_prior",
+    "new_memory_event",
+    "validate_memory_attributes",
+    "validate_memory_evidence",
+    "write_memory_events",
     "edit_memory",
     "events_path",
     "execute_aql",

@@ -38,7 +38,7 @@ DECISIONS: Final = (("uv", ["poetry"]), ("pytest", ["nose"]), ("ruff", ["flake8"
 def _history(root: str) -> dict[str, Any]:
     """What the memories cite, picked from the history: event and attempt ids, edited paths,
     commands run, and when the history began (µs)."""
-    from agentlog.query.engine import Engine
+    from agentlog.api import Engine
 
     with Engine(root) as engine:
         first = engine.arrow("SELECT epoch_us(min(observed_at)) AS t FROM events").column(0).to_pylist()[0]
@@ -78,10 +78,9 @@ def _memory(i: int, h: dict[str, Any], files: int, first: str) -> tuple[str, dic
 
 
 def _create(root: str, n: int, h: dict[str, Any], files: int, first: str) -> None:
+    from agentlog.api import memory_prior, new_memory_event, validate_memory_attributes, validate_memory_evidence
+    from agentlog.api import write_memory_events
     from agentlog.core.ids import uuid7
-    from agentlog.memory import confidence as conf
-    from agentlog.memory.model import validate_attributes, validate_evidence
-    from agentlog.memory.store import new_event, write
 
     at = h["first"] - 86_400_000_000  # a day before the history began
     batch: list[dict[str, Any]] = []
@@ -90,25 +89,25 @@ def _create(root: str, n: int, h: dict[str, Any], files: int, first: str) -> Non
         kind, attrs, evidence = _memory(i, h, files, first)
         mid = uuid7()
         body = {"kind": kind, "title": f"bench memory {i}", "slug": f"bench-{i}", "content": "",
-                "attributes": validate_attributes(kind, attrs), "tags": [], "confidence": conf.prior("person"),
-                "evidence": [validate_evidence(r) for r in evidence],
+                "attributes": validate_memory_attributes(kind, attrs), "tags": [],
+                "confidence": memory_prior("person"), "evidence": [validate_memory_evidence(r) for r in evidence],
                 "lifetime": {"policy": "standard", "until": None},
                 "visibility": {"visibility": "shared", "allowed_actors": []}}
-        batch.append(new_event("memory_created", mid, 1, "person", body, at_us=at + i))
+        batch.append(new_memory_event("memory_created", mid, 1, "person", body, at_us=at + i))
         expected[mid] = None
         if len(batch) >= WRITE:
-            write(root, batch, expected)
+            write_memory_events(root, batch, expected)
             batch, expected = [], {}
     if batch:
-        write(root, batch, expected)
+        write_memory_events(root, batch, expected)
 
 
 def history_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any]:
     """``memories`` memories against the workload's history of ``events`` events: the first full
     check and a second, timed (with the load average when each ran)."""
+    from agentlog.api import check_memories
     from agentlog.bench.memory_truth_steps import _git, _lines, _relaxed
     from agentlog.bench.roots import built_root, clone
-    from agentlog.memory import truth
 
     built, _ = built_root(ctx, events)
     root = clone(ctx, built, link=True)
@@ -134,7 +133,7 @@ def history_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any
     for name in ("first", "again"):
         load = os.getloadavg()[0]
         t = time.perf_counter()
-        r = truth.check(root, repo_dir=repo, everything=True, catch_up=False)
+        r = check_memories(root, repo_dir=repo, everything=True, catch_up=False)
         out[name] = {"ms": (time.perf_counter() - t) * 1000, "checked": r.checked, "written": r.written,
                      "doubtful": len(r.doubtful), "moved": r.moved, "proposals": len(r.proposals),
                      "load": round(load, 2)}
@@ -166,10 +165,9 @@ def history_incremental(ctx: StepContext, memories: int, events: int, new_events
     (timed: no catch-up; whether it read the store at all is reported)."""
     import statistics
 
-    from agentlog.api import bring_up_to_date, create_memory
+    from agentlog.api import bring_up_to_date, check_memories, create_memory
     from agentlog.bench.memory_truth_steps import _Agent, _relaxed
     from agentlog.bench.roots import built_root, clone
-    from agentlog.memory import truth
 
     built, _ = built_root(ctx, events)
     root = clone(ctx, built)  # (copied: the new events are ingested into its store)
@@ -181,7 +179,7 @@ def history_incremental(ctx: StepContext, memories: int, events: int, new_events
                                                                       "command": "make test"})
         create_memory(root, "pitfall", "other.py edits fail", attributes={"symptom": "s", "avoid": "a",
                                                                          "paths": ["src/other.py"]})
-    truth.check(root, repo_dir=repo, everything=True, catch_up=True)
+    check_memories(root, repo_dir=repo, everything=True, catch_up=True)
     agent = _Agent(root, repo, "bench-incremental")
     got = []
     for _ in range(runs):
@@ -189,7 +187,7 @@ def history_incremental(ctx: StepContext, memories: int, events: int, new_events
         bring_up_to_date(root)
         load = os.getloadavg()[0]
         t = time.perf_counter()
-        r = truth.check(root, repo_dir=repo, catch_up=False)
+        r = check_memories(root, repo_dir=repo, catch_up=False)
         got.append({"ms": (time.perf_counter() - t) * 1000, "checked": r.checked, "events_read": r.events_read,
                     "store_read": r.store_read, "load": round(load, 2)})
     return {"memories": memories + 2, "events": events, "new_events": new_events,
