@@ -106,21 +106,13 @@ def history_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any
     """``memories`` memories against the workload's history of ``events`` events: the first full
     check and a second, timed (with the load average when each ran)."""
     from agentlog.api import check_memories
-    from agentlog.bench.memory_truth_steps import _git, _lines, _relaxed
+    from agentlog.bench.memory_truth_steps import _relaxed, second_commit
     from agentlog.bench.roots import built_root, clone
 
     built, _ = built_root(ctx, events)
     root = clone(ctx, built, link=True)
     repo, first, files = _repo(ctx, memories)
-    for f in range(files):
-        lines = _lines(f)
-        if f % 3 == 0:
-            lines = ["# moved down"] * 2 + lines
-        if f % 10 == 1:
-            lines[1] = "edited = True"
-        with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-    _git(repo, "commit", "-q", "-am", "second")
+    second_commit(repo, files)
     ctx.progress(f"memory check: {memories:,} memories against {events:,} events")
     t = time.perf_counter()
     h = _history(root)

@@ -136,15 +136,9 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {**runs[-1], "ms": statistics.median(r["ms"] for r in runs), "runs": [round(r["ms"], 1) for r in runs]}
 
 
-def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: int = RUNS) -> dict[str, Any]:
-    """``n`` memories (:func:`_setup`); a second commit inserts lines at the top of a third of
-    the files (their citations move) and edits one cited line in a tenth (changed). Then: the
-    first full check, a second (nothing new), the incremental one with nothing new, after
-    :data:`NEW_EVENTS` recorded events (ingested first, untimed; ``make test`` among them
-    touches the procedure), and after a commit that edits one file in ten."""
-    from agentlog.api import bring_up_to_date
-
-    root, repo, files = _setup(ctx, n)
+def second_commit(repo: str, files: int) -> None:
+    """Lines inserted at the top of a third of the files (their citations move), a cited line
+    edited in a tenth (changed), committed."""
     for f in range(files):
         lines = _lines(f)
         if f % 3 == 0:
@@ -154,6 +148,18 @@ def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: i
         with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
             fh.write("\n".join(lines) + "\n")
     _git(repo, "commit", "-q", "-am", "second")
+
+
+def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: int = RUNS) -> dict[str, Any]:
+    """``n`` memories (:func:`_setup`); a second commit inserts lines at the top of a third of
+    the files (their citations move) and edits one cited line in a tenth (changed). Then: the
+    first full check, a second (nothing new), the incremental one with nothing new, after
+    :data:`NEW_EVENTS` recorded events (ingested first, untimed; ``make test`` among them
+    touches the procedure), and after a commit that edits one file in ten."""
+    from agentlog.api import bring_up_to_date
+
+    root, repo, files = _setup(ctx, n)
+    second_commit(repo, files)
     out: dict[str, Any] = {"memories": n, "files": files}
     out["first"] = _timed(root, repo, everything=True)
     out["again"] = _timed(root, repo, everything=True)

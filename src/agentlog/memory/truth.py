@@ -255,7 +255,7 @@ def _rule_states(con: sqlite3.Connection, sel: _Selection, ms: list[Memory], act
     if not need:
         return {}
     kept = rule_state.load(con, [m.id for m in need]) if sel.mark is not None and sel.delta is not None else {}
-    done = sorted(sel.delta.done) if sel.delta is not None else []
+    done = sorted(sel.delta.done, key=lambda d: (d[0], d[1])) if sel.delta is not None else []
     out: dict[str, dict[str, Any]] = {}
     fresh = []
     for m in need:
