@@ -320,9 +320,12 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
         ms = [batch.memories[mid] for mid in todo if mid in batch.memories]
         batch.recorded = statuses(root, prefetch.recorded_refs(batch), activity)
         batch.states = _rule_states(con, sel, ms, activity)
-        if repo is not None:  # the cited files at their commits, read in one git process
-            repo.prefetch([(c, drift.relative(repo, r["value"])) for rows in batch.evidence.values() for _, r, _ in rows
-                           if r["type"] == "file" and r.get("commit") and (c := repo.commit(str(r["commit"])))])
+        if repo is not None:  # the cited files at their commits, and their diffs since, read in few git processes
+            cited = [(c, drift.relative(repo, r["value"])) for rows in batch.evidence.values() for _, r, _ in rows
+                     if r["type"] == "file" and r.get("commit") and (c := repo.commit(str(r["commit"])))]
+            repo.prefetch(cited)
+            for c in sorted({c for c, _ in cited}):
+                repo.prefetch_hunks(c, [p for cc, p in cited if cc == c])
         events: list[dict[str, Any]] = []
         contradicted: list[Memory] = []
         done = 0
