@@ -123,7 +123,7 @@ class Repo:
                        and (commit, p, p) not in self._hunks})
         for i in range(0, len(todo), 200):
             part = todo[i:i + 200]
-            d = self.git("-c", "core.quotePath=false", "diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff",
+            d = self.git("--literal-pathspecs", "-c", "core.quotePath=false", "diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff",
                          "--src-prefix=a/", "--dst-prefix=b/",
                          commit, self.head, "--", *part)
             if d.returncode != 0:
