@@ -209,7 +209,8 @@ def truth_checks(ctx: StepContext, sizes: tuple[int, ...] = SIZES, full: tuple[i
         n, e = big["memories"], big["events"]
         first, again = big["first"], big["again"]
         metrics.update({f"check.full.{n}.{e}.first_ms": first["ms"], f"check.full.{n}.{e}.again_ms": again["ms"],
-                        f"check.full.{n}.{e}.first_load": first["load"], f"check.full.{n}.{e}.again_load": again["load"]})
+                        f"check.full.{n}.{e}.first_load": first["load"],
+                        f"check.full.{n}.{e}.again_load": again["load"]})
         rows.append([f"{n:,} against {e:,} events", f"{first['ms']:.0f} ms ({first['doubtful']} doubtful, "
                      f"{first['proposals']} proposals; load {first['load']:.2f})",
                      f"{again['ms']:.0f} ms (load {again['load']:.2f})", f"{again['ms'] / n:.2f} ms", "", "", ""])

@@ -94,8 +94,8 @@ class Repo:
         if not todo:
             return
         try:
-            p = subprocess.run(["git", "-C", self.top, "cat-file", "--batch"], capture_output=True, timeout=GIT_TIMEOUT_S
-                               * 4, input="".join(f"{c}:{path}\n" for c, path in todo).encode())
+            p = subprocess.run(["git", "-C", self.top, "cat-file", "--batch"], capture_output=True,
+                               timeout=GIT_TIMEOUT_S * 4, input="".join(f"{c}:{path}\n" for c, path in todo).encode())
         except (OSError, subprocess.TimeoutExpired):
             return  # (each is read on its own when asked)
         out, at = p.stdout, 0
@@ -123,9 +123,9 @@ class Repo:
                        and (commit, p, p) not in self._hunks})
         for i in range(0, len(todo), 200):
             part = todo[i:i + 200]
-            d = self.git("--literal-pathspecs", "-c", "core.quotePath=false", "diff", "-U0", "--no-renames", "--no-color", "--no-ext-diff",
-                         "--src-prefix=a/", "--dst-prefix=b/",
-                         commit, self.head, "--", *part)
+            d = self.git("--literal-pathspecs", "-c", "core.quotePath=false", "diff", "-U0", "--no-renames",
+                         "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", commit, self.head, "--",
+                         *part)
             if d.returncode != 0:
                 continue
             got: dict[str, list[tuple[int, int, int, int]]] = {}

@@ -34,7 +34,8 @@ raises its truth factor by :data:`CONFIRM_STEP` per matching event, at most
 
 The pitfall and procedure rules read their counts of the activity (:mod:`.rule_state`:
 computed from the projection's ``events`` for many memories at once, or folded from the
-frames an incremental check read); commands are matched exactly, paths by their end (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
+frames an incremental check read); commands are matched exactly, paths by their end
+(``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
 (memories name no project). A finding is ``contradicted`` (weight 0.5, :mod:`.truth`), or
 ``kept`` when a person rejected the proposal the rule opened for it, or ``confirmed``.
 """
@@ -156,7 +157,8 @@ def _procedure(m: Memory, state: dict[str, Any]) -> dict[str, Any] | None:
             return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in s["tail_ids"][-_EVIDENCE_MAX:]],
                     "detail": f"`{command}` failed its last {s['tail']} runs since"}
         if s["latest"] == "success" and s["first"] and confirmed is None:
-            confirmed = confirmation("procedure_succeeded", list(s["first"]), f"`{command}` succeeded, its latest run too,")
+            confirmed = confirmation("procedure_succeeded", list(s["first"]),
+                                     f"`{command}` succeeded, its latest run too,")
     return confirmed
 
 

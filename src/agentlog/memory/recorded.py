@@ -73,7 +73,8 @@ def statuses(root: str, refs: list[tuple[str, int, dict[str, Any]]], act: Any) -
         elif row[0]:
             out[(mid, seq)] = {"status": "retracted", "detail": "a person retracted it (agentlog retract)"}
         elif row[1]:
-            out[(mid, seq)] = {"status": "corrected", "detail": f"a person corrected it ({row[2] or 'correction'} {row[1]})"}
+            out[(mid, seq)] = {"status": "corrected",
+                               "detail": f"a person corrected it ({row[2] or 'correction'} {row[1]})"}
         else:
             out[(mid, seq)] = {"status": "recorded", "detail": "as recorded"}
     return out

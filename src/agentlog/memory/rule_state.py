@@ -151,8 +151,8 @@ def _upto(engine: Any, upto: dict[str, list[int]]) -> tuple[str, str]:
     import pyarrow as pa
 
     names = sorted(upto)
-    _register(engine, "_rule_upto", {"p": [n.partition("/")[0] for n in names], "k": [n.partition("/")[2] for n in names],
-                                     "s": [int(upto[n][1]) for n in names]},
+    _register(engine, "_rule_upto", {"p": [n.partition("/")[0] for n in names],
+                                     "k": [n.partition("/")[2] for n in names], "s": [int(upto[n][1]) for n in names]},
               {"p": pa.string(), "k": pa.string(), "s": pa.int64()})
     return ("LEFT JOIN _rule_upto u ON u.p = e.log_provider AND u.k = e.log_key", "AND (u.s IS NULL OR e.seq <= u.s)")
 
@@ -224,6 +224,7 @@ def compute(engine: Any, ms: list[Memory], upto: dict[str, list[int]] | None = N
             "FROM n JOIN k ON k.mid = n.mid AND k.command = n.command GROUP BY n.mid, n.command")
         for r in table.to_pylist():
             out[r["mid"]]["commands"][r["command"]] = {
-                "first": list(r["first"] or []), "tail": int(r["tail"]), "tail_ids": list(reversed(r["tail_ids"] or [])),
+                "first": list(r["first"] or []), "tail": int(r["tail"]),
+                "tail_ids": list(reversed(r["tail_ids"] or [])),
                 "latest": r["latest"]}
     return out

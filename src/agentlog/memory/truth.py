@@ -246,7 +246,8 @@ def _select(root: str, con: sqlite3.Connection, everything: bool, repo: Any, rep
     return _Selection([mid for mid in live if mid in chosen], now, None if act.overflow else act, changed)
 
 
-def _rule_states(con: sqlite3.Connection, sel: _Selection, ms: list[Memory], activity: Any) -> dict[str, dict[str, Any]]:
+def _rule_states(con: sqlite3.Connection, sel: _Selection, ms: list[Memory],
+                 activity: Any) -> dict[str, dict[str, Any]]:
     """The rules' counts of ``ms`` (:mod:`.rule_state`): the kept ones with the frames read since
     folded in, the others computed from the store (in one statement per kind)."""
     from agentlog.memory import rule_state
