@@ -203,6 +203,12 @@ _LAZY: dict[str, str] = {
     "verify_memory_store": "agentlog.memory.store:verify",
     "check_memories": "agentlog.memory.truth:check",
     "doubtful_memories": "agentlog.memory.truth:doubtful",
+    # memory events written straight (`bench memory`'s setup: many memories in few writes)
+    "new_memory_event": "agentlog.memory.store:new_event",
+    "write_memory_events": "agentlog.memory.store:write",
+    "validate_memory_attributes": "agentlog.memory.model:validate_attributes",
+    "validate_memory_evidence": "agentlog.memory.model:validate_evidence",
+    "memory_prior": "agentlog.memory.confidence:prior",
     # vault (the machine side, and the sealed batch format: `bench ship`)
     "ship_once": "agentlog.vault.ship:run_once",
     "load_vault_machine": "agentlog.vault.machine:load",

@@ -106,7 +106,7 @@ def history_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any
     """``memories`` memories against the workload's history of ``events`` events: the first full
     check and a second, timed (with the load average when each ran)."""
     from agentlog.api import check_memories
-    from agentlog.bench.memory_truth_steps import _relaxed, second_commit
+    from agentlog.bench.memory_truth_setup import relaxed, second_commit
     from agentlog.bench.roots import built_root, clone
 
     built, _ = built_root(ctx, events)
@@ -116,7 +116,7 @@ def history_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any
     ctx.progress(f"memory check: {memories:,} memories against {events:,} events")
     t = time.perf_counter()
     h = _history(root)
-    with _relaxed():
+    with relaxed():
         _create(root, memories, h, files, first)
     setup_s = time.perf_counter() - t
     out: dict[str, Any] = {"memories": memories, "events": events, "setup_s": setup_s,
@@ -134,19 +134,19 @@ def history_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any
 
 def _repo(ctx: StepContext, memories: int) -> tuple[str, str, int]:
     """The git repository the file evidence cites (its first commit), and its files."""
-    from agentlog.bench.memory_truth_steps import _git, _lines
+    from agentlog.bench.memory_truth_setup import file_lines, git
 
     repo = ctx.tmpdir()
     files = max(1, memories * 2 // 50)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     for f in range(files):
         with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
-            fh.write("\n".join(_lines(f)) + "\n")
+            fh.write("\n".join(file_lines(f)) + "\n")
     with open(os.path.join(repo, "pyproject.toml"), "w") as fh:
         fh.write("[tool.poetry]\n# ruff\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "first")
-    return repo, _git(repo, "rev-parse", "HEAD"), files
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first")
+    return repo, git(repo, "rev-parse", "HEAD"), files
 
 
 def history_incremental(ctx: StepContext, memories: int, events: int, new_events: int, runs: int) -> dict[str, Any]:
@@ -158,21 +158,21 @@ def history_incremental(ctx: StepContext, memories: int, events: int, new_events
     import statistics
 
     from agentlog.api import bring_up_to_date, check_memories, create_memory
-    from agentlog.bench.memory_truth_steps import _Agent, _relaxed
+    from agentlog.bench.memory_truth_setup import Agent, relaxed
     from agentlog.bench.roots import built_root, clone
 
     built, _ = built_root(ctx, events)
     root = clone(ctx, built)  # (copied: the new events are ingested into its store)
     repo, first, files = _repo(ctx, memories)
     h = _history(root)
-    with _relaxed():
+    with relaxed():
         _create(root, memories, h, files, first)
         create_memory(root, "procedure", "Run the tests", attributes={"goal": "test", "steps": ["make test"],
                                                                       "command": "make test"})
         create_memory(root, "pitfall", "other.py edits fail", attributes={"symptom": "s", "avoid": "a",
                                                                          "paths": ["src/other.py"]})
     check_memories(root, repo_dir=repo, everything=True, catch_up=True)
-    agent = _Agent(root, repo, "bench-incremental")
+    agent = Agent(root, repo, "bench-incremental")
     got = []
     for _ in range(runs):
         agent.calls(new_events)

@@ -5,18 +5,15 @@ against a recorded history."""
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import time
-from contextlib import contextmanager
-from typing import Any, Final, Iterator
+from typing import Any, Final
 
 from agentlog.bench.context import StepContext
+from agentlog.bench.memory_truth_setup import Agent, file_lines, git, relaxed, second_commit
 
 SIZES: Final = (100, 1000)
-LINES_PER_FILE: Final = 60
 CITES_PER_FILE: Final = 10
 NEW_EVENTS: Final = 1000
 RUNS: Final = 3
@@ -29,73 +26,6 @@ FULL_MEMORIES: Final = 10_000
 (:mod:`.memory_truth_history`; the issue's goal: 10,000 memories against 1.45 M events in 30 s)."""
 
 
-def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid",
-                           "-c", "commit.gpgsign=false", *args], check=True, capture_output=True, text=True,
-                          timeout=120).stdout.strip()
-
-
-def _lines(f: int) -> list[str]:
-    return [f"value_{f}_{i} = compute({f}, {i})" for i in range(LINES_PER_FILE)]
-
-
-@contextmanager
-def _relaxed() -> Iterator[None]:
-    """Durability relaxed meanwhile (the setup's writes, not what is measured)."""
-    was = os.environ.get("AGENTLOG_DURABILITY")
-    os.environ["AGENTLOG_DURABILITY"] = "relaxed"
-    try:
-        yield
-    finally:
-        if was is None:
-            os.environ.pop("AGENTLOG_DURABILITY", None)
-        else:
-            os.environ["AGENTLOG_DURABILITY"] = was
-
-
-class _Agent:
-    """Hook payloads of one Claude Code session through the real capture path."""
-
-    def __init__(self, root: str, repo: str, sid: str) -> None:
-        self.root, self.repo, self.sid = root, repo, sid
-        self.t = time.time_ns() // 1000
-        self.n = 0
-
-    def _emit(self, payload: dict[str, Any]) -> None:
-        from agentlog import api
-
-        self.t += 1000
-        data = json.dumps({"session_id": self.sid, "transcript_path": f"/tmp/{self.sid}.jsonl", "cwd": self.repo,
-                           "permission_mode": "default", **payload}).encode()
-        captured = api.capture_hook_payload("claude-code", data, len(data), [], environ={}, captured_at=self.t,
-                                            cwd=self.repo)
-        api.record_hook_event(captured, self.root, "relaxed")
-
-    def calls(self, n: int) -> None:
-        """``n`` events: tool calls (a start and an end each) — ``make test`` succeeding, edits of
-        ``src/other.py`` succeeding, ``make lint`` failing — in turn."""
-        for i in range(n // 2):
-            self.n += 1
-            cid = f"toolu_{self.sid}_{self.n:06d}"
-            kind = i % 3
-            if kind == 1:
-                full = f"{self.repo}/src/other.py"
-                inp: dict[str, Any] = {"file_path": full, "old_string": "a", "new_string": "b"}
-                end: dict[str, Any] = {"hook_event_name": "PostToolUse", "tool_response": {
-                    "filePath": full, "oldString": "a", "newString": "b", "originalFile": "a", "replaceAll": False,
-                    "structuredPatch": [], "userModified": False}}
-                name = "Edit"
-            else:
-                inp = {"command": "make test" if kind == 0 else "make lint", "description": "run"}
-                end = {"hook_event_name": "PostToolUse", "tool_response": {
-                    "stdout": "ok\n", "stderr": "", "interrupted": False, "isImage": False,
-                    "noOutputExpected": False}} if kind == 0 else {
-                    "hook_event_name": "PostToolUseFailure", "is_interrupt": False, "error": "Exit code 2"}
-                name = "Bash"
-            self._emit({"hook_event_name": "PreToolUse", "tool_name": name, "tool_input": inp, "tool_use_id": cid})
-            self._emit({"tool_name": name, "tool_input": inp, "tool_use_id": cid, **end})
-
-
 def _setup(ctx: StepContext, n: int) -> tuple[str, str, int]:
     """A data root with ``n`` memories (each citing 3 lines of one of ``n / 10`` files at the first
     commit; and a procedure, ``make test``, and a pitfall, on ``src/pit.py``), and its repository."""
@@ -103,14 +33,14 @@ def _setup(ctx: StepContext, n: int) -> tuple[str, str, int]:
 
     root, repo = ctx.tmpdir(), ctx.tmpdir()
     files = max(1, n // CITES_PER_FILE)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     for f in range(files):
         with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
-            fh.write("\n".join(_lines(f)) + "\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "first")
-    first = _git(repo, "rev-parse", "HEAD")
-    with _relaxed():
+            fh.write("\n".join(file_lines(f)) + "\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first")
+    first = git(repo, "rev-parse", "HEAD")
+    with relaxed():
         for i in range(n):
             f, k = divmod(i, CITES_PER_FILE)
             create_memory(root, "fact", f"m{i}", attributes={"statement": f"m{i}"},
@@ -136,20 +66,6 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {**runs[-1], "ms": statistics.median(r["ms"] for r in runs), "runs": [round(r["ms"], 1) for r in runs]}
 
 
-def second_commit(repo: str, files: int) -> None:
-    """Lines inserted at the top of a third of the files (their citations move), a cited line
-    edited in a tenth (changed), committed."""
-    for f in range(files):
-        lines = _lines(f)
-        if f % 3 == 0:
-            lines = ["# moved down"] * 2 + lines
-        if f % 10 == 1:
-            lines[1] = "edited = True"
-        with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-    _git(repo, "commit", "-q", "-am", "second")
-
-
 def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: int = RUNS) -> dict[str, Any]:
     """``n`` memories (:func:`_setup`); a second commit inserts lines at the top of a third of
     the files (their citations move) and edits one cited line in a tenth (changed). Then: the
@@ -164,7 +80,7 @@ def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: i
     out["first"] = _timed(root, repo, everything=True)
     out["again"] = _timed(root, repo, everything=True)
     out["incremental"] = _median([_timed(root, repo) for _ in range(runs_of)])
-    agent = _Agent(root, repo, f"bench-{n}")
+    agent = Agent(root, repo, f"bench-{n}")
     runs = []
     for _ in range(runs_of):
         agent.calls(new_events)
@@ -176,7 +92,7 @@ def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: i
         for f in list(range(r % 10, files, 10)) or [r % files]:  # one file in ten gains a line at its end
             with open(os.path.join(repo, f"m{f}.py"), "a") as fh:
                 fh.write(f"tail_{r} = True\n")
-        _git(repo, "commit", "-q", "-am", f"tail {r}")
+        git(repo, "commit", "-q", "-am", f"tail {r}")
         runs.append(_timed(root, repo))
     out["commit"] = _median(runs)
     return out
