@@ -34,7 +34,8 @@ raises its truth factor by :data:`CONFIRM_STEP` per matching event, at most
 
 The pitfall and procedure rules read their counts of the activity (:mod:`.rule_state`:
 computed from the projection's ``events`` for many memories at once, or folded from the
-frames an incremental check read); commands are matched exactly, paths by their end
+frames an incremental check read); commands are matched with blanks collapsed (the capture's
+``command_key``, kept in the store's ``attrs``: no event's content is read), paths by their end
 (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
 (memories name no project). A finding is ``contradicted`` (weight 0.5, :mod:`.truth`), or
 ``kept`` when a person rejected the proposal the rule opened for it, or ``confirmed``.

@@ -49,6 +49,15 @@ def procedure_commands(m: Memory) -> list[str]:
     return [s.strip() for s in m.attributes.get("steps") or [] if isinstance(s, str) and s.strip()]
 
 
+def command_key(cmd: str) -> str:
+    """The capture's key of a command line (blanks collapsed: ``make  test`` is ``make test``),
+    which the store keeps in each shell call's ``attrs`` — matched on it, the rule reads no
+    event's content (a shell call's output makes its ``event`` column kilobytes long)."""
+    from agentlog.capture.adapters.common import command_key as key
+
+    return key(cmd)
+
+
 def anchor(m: Memory) -> int:
     return m.last_confirmed_at or m.created_at
 
@@ -95,8 +104,9 @@ def fold(m: Memory, state: dict[str, Any], events: Iterable[Done]) -> dict[str, 
                     state["bad_first"].append(eid)
         return state
     runs = state["commands"]
+    by_key = {command_key(c): s for c, s in runs.items()}
     for us, eid, cat, _paths, cmd, st, _cls in events:
-        s = runs.get(cmd) if cat == "shell" and us > since else None
+        s = by_key.get(command_key(cmd)) if cat == "shell" and us > since and cmd else None
         if s is None:
             continue
         if st is None or st == "success":
@@ -198,18 +208,20 @@ def compute(engine: Any, ms: list[Memory], upto: dict[str, list[int]] | None = N
             s.update(ok=int(r["ok"]), ok_last=list(reversed(r["ok_last"] or [])), bad=int(r["bad"]),
                      bad_first=list(r["bad_first"] or []))
     if procs:
-        rows = {"mid": [], "command": [], "since": []}
+        rows = {"mid": [], "command": [], "key": [], "since": []}
         for m in procs:
             for c in dict.fromkeys(procedure_commands(m)):
                 rows["mid"].append(m.id)
                 rows["command"].append(c)
+                rows["key"].append(command_key(c))
                 rows["since"].append(anchor(m))
-        _register(engine, "_rule_procs", rows, {"mid": pa.string(), "command": pa.string(), "since": pa.int64()})
+        _register(engine, "_rule_procs", rows, {"mid": pa.string(), "command": pa.string(), "key": pa.string(),
+                                                "since": pa.int64()})
         low = min(rows["since"])
         table = engine.arrow(
             "WITH r AS (SELECT c.mid, c.command, e.event_id, e.outcome_status AS st, e.observed_at AS ts "
             "FROM events e " + join + " JOIN _rule_procs c "
-            "ON trim(json_extract_string(e.event, '$.content.command')) = c.command "
+            "ON json_extract_string(e.attrs, '$.command_key') = c.key "
             f"WHERE e.kind IN {DONE} AND e.tool_category = 'shell' AND e.provider != 'agentlog' "
             f"AND e.observed_at >= to_timestamp({int(low)}::DOUBLE / 1e6 - 1) AND epoch_us(e.observed_at) > c.since "
             f"{keep}), "

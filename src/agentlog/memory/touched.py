@@ -208,6 +208,7 @@ def _ends_with(path: str, name: str) -> bool:
 def by_activity(con: sqlite3.Connection, act: Activity) -> set[str]:
     """The memories ``act`` touches (outcome rules, recorded evidence)."""
     out: set[str] = set()
+    ran = {" ".join(c.split()) for c in act.commands}
     if act.paths or act.commands:
         for mid, kind, attrs in con.execute("SELECT id, kind, attributes FROM memories WHERE kind IN "
                                             "('pitfall', 'procedure') AND deleted = 0 AND archived = 0"):
@@ -216,11 +217,11 @@ def by_activity(con: sqlite3.Connection, act: Activity) -> set[str]:
                 names = [p for p in a.get("paths") or [] if isinstance(p, str)]
                 if any(_ends_with(x, p) for p in names for x in act.paths):
                     out.add(mid)
-            else:
+            else:  # (blanks collapsed, as the rule matches them: rule_state.command_key)
                 cmd = a.get("command")
-                wanted = {cmd.strip()} if isinstance(cmd, str) and cmd.strip() else \
-                    {s.strip() for s in a.get("steps") or [] if isinstance(s, str)}
-                if wanted & act.commands:
+                wanted = {" ".join(cmd.split())} if isinstance(cmd, str) and cmd.strip() else \
+                    {" ".join(s.split()) for s in a.get("steps") or [] if isinstance(s, str)}
+                if wanted & ran:
                     out.add(mid)
     if act.recorded:
         out.update(r[0] for r in con.execute(
