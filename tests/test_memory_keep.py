@@ -16,7 +16,7 @@ from agentlog.memory import keep as K
 from agentlog.memory import proposals as P
 from agentlog.memory import rule_state, store, truth
 from agentlog.memory import service as S
-from test_memory_outcomes import Session
+from test_memory_outcomes import Session, dashboard
 from test_memory_truth import LINES, _edit_line, cite, commit, new_repo, write
 
 
@@ -107,11 +107,8 @@ def test_keep_recorded_evidence_and_a_rule_proposal(agentlog_home: Path, tmp_pat
 
 def test_keep_from_the_cli_and_the_dashboard(agentlog_home: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
-    from starlette.testclient import TestClient
 
     from agentlog.cli import cli
-    from agentlog.web.app import create_app
-    from agentlog.web.security import COOKIE, Guard
 
     root = str(agentlog_home)
     repo, c1 = new_repo(tmp_path)
@@ -129,11 +126,7 @@ def test_keep_from_the_cli_and_the_dashboard(agentlog_home: Path, tmp_path: Path
     out = r.invoke(cli, ["memory", "keep", a.id, "--reason", "still true", "--json"], env=env)
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["doubtful"] is False
-    guard = Guard(port=8765)
-    app = create_app(root, guard, live=False)
-    with TestClient(app, base_url=f"http://127.0.0.1:{guard.port}") as c:
-        got = c.get(f"/?token={guard.token}", follow_redirects=False)
-        c.cookies.set(COOKIE, got.cookies[COOKIE])
+    with dashboard(root) as c:
         page = c.get("/memory").text
         assert f'action="/memory/{b.id}/keep"' in page and f"/memory/{a.id}/keep" not in page
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
