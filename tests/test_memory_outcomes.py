@@ -6,8 +6,9 @@ its evidence; a second run opens none; a rejected proposal keeps the memory."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import scenario
 from agentlog.memory import proposals as P
@@ -51,6 +52,21 @@ class Session:
                 "stdout": "ok\n", "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}})
         return self.call("Bash", inp, {"hook_event_name": "PostToolUseFailure", "is_interrupt": False,
                                        "error": "Exit code 2\nmake: *** [test] Error 2"})
+
+
+@contextmanager
+def dashboard(root: str) -> Iterator[Any]:
+    """A client of the real dashboard over ``root``, signed in (its session cookie set)."""
+    from starlette.testclient import TestClient
+
+    from agentlog.web.app import create_app
+    from agentlog.web.security import COOKIE, Guard
+
+    guard = Guard(port=8765)
+    with TestClient(create_app(root, guard, live=False), base_url=f"http://127.0.0.1:{guard.port}") as c:
+        r = c.get(f"/?token={guard.token}", follow_redirects=False)
+        c.cookies.set(COOKIE, r.cookies[COOKIE])
+        yield c
 
 
 def _rule_proposals(root: str) -> list[P.Proposal]:
@@ -167,11 +183,6 @@ def test_recorded_evidence_present_corrected_retracted(agentlog_home: Path, tmp_
 def test_the_dashboard_needs_review_section_keeps_or_archives(agentlog_home: Path, tmp_path: Path) -> None:
     import re
 
-    from starlette.testclient import TestClient
-
-    from agentlog.web.app import create_app
-    from agentlog.web.security import COOKIE, Guard
-
     root = str(agentlog_home)
     repo, _ = new_repo(tmp_path)
     write(repo, "pyproject.toml", ["[tool.poetry]"])
@@ -179,20 +190,17 @@ def test_the_dashboard_needs_review_section_keeps_or_archives(agentlog_home: Pat
     dec = S.create(root, "decision", "Use <b>uv</b>", attributes={"chosen": "uv", "alternatives": ["poetry"]})
     truth.check(root, repo_dir=str(repo))
     (p,) = _rule_proposals(root)
-    guard = Guard(port=8765)
-    app = create_app(root, guard, live=False)
-    with TestClient(app, base_url=f"http://127.0.0.1:{guard.port}") as c:
-        r = c.get(f"/?token={guard.token}", follow_redirects=False)
-        c.cookies.set(COOKIE, r.cookies[COOKIE])
+    with dashboard(root) as c:
         page = c.get("/memory").text
         assert "Needs review" in page and "Use &lt;b&gt;uv&lt;/b&gt;" in page and "rule decision_replaced" in page
-        assert f"/proposals/{p.id}/reject" in page and f"/proposals/{p.id}/approve" in page
+        assert f"/memory/{dec.id}/keep" in page and f"/proposals/{p.id}/approve" in page
         api = c.get("/api/memory").json()["needs_review"]
         assert [d["id"] for d in api] == [dec.id] and api[0]["proposal"] == p.id
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
         assert token is not None
-        kept = c.post(f"/proposals/{p.id}/reject", data={"csrf": token.group(1), "reason": "kept after review"},
-                      follow_redirects=False)
+        kept = c.post(f"/memory/{dec.id}/keep", data={"csrf": token.group(1), "reason": "kept after review"},
+                      follow_redirects=False)  # (Keep rejects the rule's proposal)
         assert kept.status_code == 303
+    assert P.get(root, p.id).status == "rejected"
     truth.check(root, repo_dir=str(repo), everything=True)
     assert not S.get(root, dec.id).doubtful and truth.doubtful(root) == []

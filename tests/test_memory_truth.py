@@ -310,16 +310,20 @@ def test_the_bench_rows_of_the_memory_check(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("AGENTLOG_HOME", str(tmp_path / "unused"))
     ctx = StepContext("memory", 1000, 1)
     try:
-        table, metrics = truth_checks(ctx, sizes=(20,), full=(30, 200), new_events=40, runs=2)
+        table, metrics = truth_checks(ctx, sizes=(20,), full=(60, 300), new_events=40, runs=2, full_incremental=40)
     finally:
         ctx.cleanup()
-    row, full = table["rows"]
+    row, full, inc = table["rows"]
     assert row[0] == "20 / 2" and "(10 moved, 1 doubtful)" in row[1], row
     assert "(1 checked)" in row[5], row  # the events ran `make test`: the procedure, only
     assert "(10 checked)" in row[6] or "(11 checked)" in row[6], row  # the memories citing the file committed
     assert metrics["check.20.incremental_ms"] > 0 and metrics["check.20.per_memory_ms"] > 0
     assert metrics["check.20.after_events_ms"] > 0 and metrics["check.20.after_commit_ms"] > 0
-    assert full[0] == "30 against 200 events" and metrics["check.full.30.200.first_ms"] > 0
+    assert full[0] == "60 against 300 events" and metrics["check.full.60.300.first_ms"] > 0, full
+    assert "proposals; load" in full[1] and metrics["check.full.60.300.again_ms"] > 0
+    # the incremental check over the workload's history: only the new frames read, not the store
+    assert inc[0] == "42 over 300 events" and "store not read" in inc[5], inc
+    assert metrics["check.history.300.store_read"] is False
 
 
 def test_a_file_cited_by_its_absolute_path_or_dot_slash_is_checked(agentlog_home: Path, tmp_path: Path) -> None:

@@ -66,6 +66,11 @@ if TYPE_CHECKING:
     from agentlog.memory.store import verify as verify_memory_store
     from agentlog.memory.truth import check as check_memories
     from agentlog.memory.truth import doubtful as doubtful_memories
+    from agentlog.memory.store import new_event as new_memory_event
+    from agentlog.memory.store import write as write_memory_events
+    from agentlog.memory.model import validate_attributes as validate_memory_attributes
+    from agentlog.memory.model import validate_evidence as validate_memory_evidence
+    from agentlog.memory.confidence import prior as memory_prior
     from agentlog.operations.corrections import record_correction, record_retraction
     from agentlog.operations.refresh import bring_up_to_date, open_current, run_sql
     from agentlog.projection.ids import display as display_id
@@ -200,6 +205,12 @@ _LAZY: dict[str, str] = {
     "verify_memory_store": "agentlog.memory.store:verify",
     "check_memories": "agentlog.memory.truth:check",
     "doubtful_memories": "agentlog.memory.truth:doubtful",
+    # memory events written straight (`bench memory`'s setup: many memories in few writes)
+    "new_memory_event": "agentlog.memory.store:new_event",
+    "write_memory_events": "agentlog.memory.store:write",
+    "validate_memory_attributes": "agentlog.memory.model:validate_attributes",
+    "validate_memory_evidence": "agentlog.memory.model:validate_evidence",
+    "memory_prior": "agentlog.memory.confidence:prior",
     # vault (the machine side, and the sealed batch format: `bench ship`)
     "ship_once": "agentlog.vault.ship:run_once",
     "load_vault_machine": "agentlog.vault.machine:load",
@@ -265,6 +276,11 @@ __all__ = [
     "diff_state",
     "display_id",
     "doubtful_memories",
+    "memory_prior",
+    "new_memory_event",
+    "validate_memory_attributes",
+    "validate_memory_evidence",
+    "write_memory_events",
     "edit_memory",
     "events_path",
     "execute_aql",

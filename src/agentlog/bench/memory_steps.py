@@ -289,10 +289,10 @@ def memory(ctx: StepContext) -> dict[str, Any]:
         runs = [child([sys.executable, "-m", "agentlog", "memory", *args], env)["secs"] * 1000 for _ in range(7)]
         cli[name] = describe(runs)
     dashboard = _dashboard(ctx, root)
-    from agentlog.bench.memory_truth_steps import FULL, truth_checks
+    from agentlog.bench.memory_truth_steps import FULL_MEMORIES, truth_checks
 
     ctx.progress("memory checks through git")
-    checks_table, checks = truth_checks(ctx, full=(FULL[0], min(ctx.events, FULL[1])))
+    checks_table, checks = truth_checks(ctx, full=(FULL_MEMORIES, ctx.events))
     big_n = min(100_000, ctx.events // 14)
     big: dict[str, Any] | None = None
     larger: list[dict[str, Any]] = []  # the sizes above engram's, smallest first

@@ -5,92 +5,25 @@ against a recorded history."""
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import time
-from contextlib import contextmanager
-from typing import Any, Final, Iterator
+from typing import Any, Final
 
 from agentlog.bench.context import StepContext
+from agentlog.bench.memory_truth_setup import Agent, file_lines, git, relaxed, second_commit
 
 SIZES: Final = (100, 1000)
-LINES_PER_FILE: Final = 60
 CITES_PER_FILE: Final = 10
 NEW_EVENTS: Final = 1000
 RUNS: Final = 3
 """Runs of each incremental case (their median is shown)."""
-FULL: Final = (10_000, 20_000)
-"""The full check's memories and recorded events when the step is run at its own size
-(``truth_checks(full=…)``; the issue's goal is 10,000 memories against 1.45 M events)."""
-
-
-def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid",
-                           "-c", "commit.gpgsign=false", *args], check=True, capture_output=True, text=True,
-                          timeout=120).stdout.strip()
-
-
-def _lines(f: int) -> list[str]:
-    return [f"value_{f}_{i} = compute({f}, {i})" for i in range(LINES_PER_FILE)]
-
-
-@contextmanager
-def _relaxed() -> Iterator[None]:
-    """Durability relaxed meanwhile (the setup's writes, not what is measured)."""
-    was = os.environ.get("AGENTLOG_DURABILITY")
-    os.environ["AGENTLOG_DURABILITY"] = "relaxed"
-    try:
-        yield
-    finally:
-        if was is None:
-            os.environ.pop("AGENTLOG_DURABILITY", None)
-        else:
-            os.environ["AGENTLOG_DURABILITY"] = was
-
-
-class _Agent:
-    """Hook payloads of one Claude Code session through the real capture path."""
-
-    def __init__(self, root: str, repo: str, sid: str) -> None:
-        self.root, self.repo, self.sid = root, repo, sid
-        self.t = time.time_ns() // 1000
-        self.n = 0
-
-    def _emit(self, payload: dict[str, Any]) -> None:
-        from agentlog import api
-
-        self.t += 1000
-        data = json.dumps({"session_id": self.sid, "transcript_path": f"/tmp/{self.sid}.jsonl", "cwd": self.repo,
-                           "permission_mode": "default", **payload}).encode()
-        captured = api.capture_hook_payload("claude-code", data, len(data), [], environ={}, captured_at=self.t,
-                                            cwd=self.repo)
-        api.record_hook_event(captured, self.root, "relaxed")
-
-    def calls(self, n: int) -> None:
-        """``n`` events: tool calls (a start and an end each) — ``make test`` succeeding, edits of
-        ``src/other.py`` succeeding, ``make lint`` failing — in turn."""
-        for i in range(n // 2):
-            self.n += 1
-            cid = f"toolu_{self.sid}_{self.n:06d}"
-            kind = i % 3
-            if kind == 1:
-                full = f"{self.repo}/src/other.py"
-                inp: dict[str, Any] = {"file_path": full, "old_string": "a", "new_string": "b"}
-                end: dict[str, Any] = {"hook_event_name": "PostToolUse", "tool_response": {
-                    "filePath": full, "oldString": "a", "newString": "b", "originalFile": "a", "replaceAll": False,
-                    "structuredPatch": [], "userModified": False}}
-                name = "Edit"
-            else:
-                inp = {"command": "make test" if kind == 0 else "make lint", "description": "run"}
-                end = {"hook_event_name": "PostToolUse", "tool_response": {
-                    "stdout": "ok\n", "stderr": "", "interrupted": False, "isImage": False,
-                    "noOutputExpected": False}} if kind == 0 else {
-                    "hook_event_name": "PostToolUseFailure", "is_interrupt": False, "error": "Exit code 2"}
-                name = "Bash"
-            self._emit({"hook_event_name": "PreToolUse", "tool_name": name, "tool_input": inp, "tool_use_id": cid})
-            self._emit({"tool_name": name, "tool_input": inp, "tool_use_id": cid, **end})
+INCREMENTAL_MEMORIES: Final = 1000
+"""The memories of the incremental check over the workload's history (the issue's goal: 200 ms
+after 1,000 new events with 1,000 memories, whatever the history)."""
+FULL_MEMORIES: Final = 10_000
+"""The full check's memories, against the workload's history at the run's ``--events``
+(:mod:`.memory_truth_history`; the issue's goal: 10,000 memories against 1.45 M events in 30 s)."""
 
 
 def _setup(ctx: StepContext, n: int) -> tuple[str, str, int]:
@@ -100,14 +33,14 @@ def _setup(ctx: StepContext, n: int) -> tuple[str, str, int]:
 
     root, repo = ctx.tmpdir(), ctx.tmpdir()
     files = max(1, n // CITES_PER_FILE)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     for f in range(files):
         with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
-            fh.write("\n".join(_lines(f)) + "\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "first")
-    first = _git(repo, "rev-parse", "HEAD")
-    with _relaxed():
+            fh.write("\n".join(file_lines(f)) + "\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first")
+    first = git(repo, "rev-parse", "HEAD")
+    with relaxed():
         for i in range(n):
             f, k = divmod(i, CITES_PER_FILE)
             create_memory(root, "fact", f"m{i}", attributes={"statement": f"m{i}"},
@@ -142,20 +75,12 @@ def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: i
     from agentlog.api import bring_up_to_date
 
     root, repo, files = _setup(ctx, n)
-    for f in range(files):
-        lines = _lines(f)
-        if f % 3 == 0:
-            lines = ["# moved down"] * 2 + lines
-        if f % 10 == 1:
-            lines[1] = "edited = True"
-        with open(os.path.join(repo, f"m{f}.py"), "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-    _git(repo, "commit", "-q", "-am", "second")
+    second_commit(repo, files)
     out: dict[str, Any] = {"memories": n, "files": files}
     out["first"] = _timed(root, repo, everything=True)
     out["again"] = _timed(root, repo, everything=True)
     out["incremental"] = _median([_timed(root, repo) for _ in range(runs_of)])
-    agent = _Agent(root, repo, f"bench-{n}")
+    agent = Agent(root, repo, f"bench-{n}")
     runs = []
     for _ in range(runs_of):
         agent.calls(new_events)
@@ -167,32 +92,19 @@ def _one_size(ctx: StepContext, n: int, new_events: int = NEW_EVENTS, runs_of: i
         for f in list(range(r % 10, files, 10)) or [r % files]:  # one file in ten gains a line at its end
             with open(os.path.join(repo, f"m{f}.py"), "a") as fh:
                 fh.write(f"tail_{r} = True\n")
-        _git(repo, "commit", "-q", "-am", f"tail {r}")
+        git(repo, "commit", "-q", "-am", f"tail {r}")
         runs.append(_timed(root, repo))
     out["commit"] = _median(runs)
     return out
 
 
-def full_check(ctx: StepContext, memories: int, events: int) -> dict[str, Any]:
-    """``memories`` memories (:func:`_setup`) against a history of ``events`` recorded events:
-    the first full check, and a second one."""
-    from agentlog.api import bring_up_to_date
-
-    root, repo, _ = _setup(ctx, memories)
-    agent = _Agent(root, repo, "bench-history")
-    t = time.perf_counter()
-    for _ in range(max(1, events // 10_000)):
-        agent.calls(min(events, 10_000))
-    bring_up_to_date(root)
-    setup_s = time.perf_counter() - t
-    return {"memories": memories, "events": events, "history_s": setup_s, "first": _timed(root, repo, True),
-            "again": _timed(root, repo, True)}
-
-
 def truth_checks(ctx: StepContext, sizes: tuple[int, ...] = SIZES, full: tuple[int, int] | None = None,
-                 new_events: int = NEW_EVENTS, runs: int = RUNS) -> tuple[dict[str, Any], dict[str, Any]]:
+                 new_events: int = NEW_EVENTS, runs: int = RUNS, full_incremental: int = INCREMENTAL_MEMORIES
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The table and the metrics of the memory check at each of ``sizes``, and with ``full``
-    (memories, recorded events) the full check of that many memories against that history;
+    (memories, recorded events) the full check of that many memories against the workload's
+    history of that many events (:mod:`.memory_truth_history`), and the incremental one with
+    ``full_incremental`` memories over it;
     ``new_events`` recorded before each "after new events" run, ``runs`` of each incremental case."""
     found = [_one_size(ctx, n, new_events, runs) for n in sizes]
     metrics: dict[str, Any] = {}
@@ -207,13 +119,24 @@ def truth_checks(ctx: StepContext, sizes: tuple[int, ...] = SIZES, full: tuple[i
                      f"doubtful)", f"{again['ms']:.0f} ms", f"{again['ms'] / n:.2f} ms", f"{inc['ms']:.0f} ms",
                      f"{ev['ms']:.0f} ms ({ev['checked']} checked)", f"{com['ms']:.0f} ms ({com['checked']} checked)"])
     if full is not None:
-        big = full_check(ctx, *full)
-        n = big["memories"]
-        metrics.update({f"check.full.{n}.{big['events']}.first_ms": big["first"]["ms"],
-                        f"check.full.{n}.{big['events']}.again_ms": big["again"]["ms"]})
-        rows.append([f"{n:,} against {big['events']:,} events", f"{big['first']['ms']:.0f} ms "
-                     f"({big['first']['doubtful']} doubtful)", f"{big['again']['ms']:.0f} ms",
-                     f"{big['again']['ms'] / n:.2f} ms", "", "", ""])
+        from agentlog.bench.memory_truth_history import history_check, history_incremental
+
+        big = history_check(ctx, *full)
+        n, e = big["memories"], big["events"]
+        first, again = big["first"], big["again"]
+        metrics.update({f"check.full.{n}.{e}.first_ms": first["ms"], f"check.full.{n}.{e}.again_ms": again["ms"],
+                        f"check.full.{n}.{e}.first_load": first["load"],
+                        f"check.full.{n}.{e}.again_load": again["load"]})
+        rows.append([f"{n:,} against {e:,} events", f"{first['ms']:.0f} ms ({first['doubtful']} doubtful, "
+                     f"{first['proposals']} proposals; load {first['load']:.2f})",
+                     f"{again['ms']:.0f} ms (load {again['load']:.2f})", f"{again['ms'] / n:.2f} ms", "", "", ""])
+        inc = history_incremental(ctx, full_incremental, e, new_events, runs)
+        metrics.update({f"check.history.{e}.after_events_ms": inc["ms"],
+                        f"check.history.{e}.store_read": any(r["store_read"] for r in inc["runs"])})
+        rows.append([f"{inc['memories']:,} over {e:,} events", "", "", "", "",
+                     f"{inc['ms']:.0f} ms ({inc['runs'][-1]['checked']} checked, store "
+                     f"{'read' if any(r['store_read'] for r in inc['runs']) else 'not read'}; load "
+                     f"{inc['runs'][-1]['load']:.2f})", ""])
     table = {
         "title": "Memory checks through git (agentlog memory check)",
         "columns": ["memories / files cited", "first full check", "full check again", "per memory (again)",
@@ -228,6 +151,10 @@ def truth_checks(ctx: StepContext, sizes: tuple[int, ...] = SIZES, full: tuple[i
                 f"{new_events:,} hook events (tool calls: make test succeeding, which touches the procedure, edits, "
                 "make lint failing), ingested before the timed run; a commit appending a line to one file in ten "
                 f"(the memories citing them are checked). Median of {runs} runs each (the full checks: one run). "
-                "A full-check row 'N against E events' checks N memories against a recorded history of E events.",
+                "A row 'N over E events' runs the incremental check after new events (as the daemon does: no "
+                "catch-up) with N memories of the same mix over the workload's history of E events; "
+                "A full-check row 'N against E events' checks N memories of every kind (file, event, attempt and URL "
+                "citations, pitfalls, procedures, decisions: memory_truth_history) against the workload's recorded "
+                "history of E events, with the 1-minute load average when each run began.",
     }
     return table, metrics

@@ -192,9 +192,18 @@ def served_root(ctx: StepContext, size: int) -> tuple[str, dict[str, Any]]:
     return root, info | done
 
 
-def clone(ctx: StepContext, built: str) -> str:
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # (another file system)
+        shutil.copy2(src, dst)
+
+
+def clone(ctx: StepContext, built: str, link: bool = False) -> str:
     """A data root a step may change: its own log directories (each existing log linked,
-    so new sessions' logs land here) and copies of the store, state and projection."""
+    so new sessions' logs land here) and copies of the store, state and projection (with
+    ``link``, the store's and projection's files hard-linked where they can be — they are
+    never written in place — for a step that writes neither; its search indexes left out)."""
     root = ctx.tmpdir()
     src_logs = os.path.realpath(os.path.join(built, "logs"))
     dst_logs = os.path.join(root, "logs")
@@ -209,7 +218,10 @@ def clone(ctx: StepContext, built: str) -> str:
             os.symlink(src, os.path.join(dst_logs, name))
     for part in ("store", "state", "projection"):
         if os.path.isdir(os.path.join(built, part)):
-            shutil.copytree(os.path.join(built, part), os.path.join(root, part))
+            linked = link and part != "state"
+            shutil.copytree(os.path.join(built, part), os.path.join(root, part),
+                            copy_function=_link_or_copy if linked else shutil.copy2,
+                            ignore=shutil.ignore_patterns("search*") if link and part == "state" else None)
     return root
 
 

@@ -661,9 +661,10 @@ def unlink_cmd(ident: str, relation: str, target: str, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from agentlog.cli.memory_truth_cmds import check_cmd
+    from agentlog.cli.memory_truth_cmds import check_cmd, keep_cmd
 
     memory.add_command(check_cmd)
+    memory.add_command(keep_cmd)
 
 
 _register()

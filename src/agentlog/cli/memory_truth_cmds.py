@@ -54,6 +54,35 @@ def check_cmd(idents: tuple[str, ...], everything: bool, repo: str | None, no_pr
         click.echo(f"proposal {pid} (agentlog memory review {pid})")
 
 
+@click.command(name="keep")
+@click.argument("ident")
+@click.option("--reason", default=None, help="Why it still holds (kept in the memory log).")
+@click.option("--json", "as_json", is_flag=True, help="Print the memory as JSON.")
+def keep_cmd(ident: str, reason: str | None, as_json: bool) -> None:
+    """Keep a doubtful memory: it still holds.
+
+    The findings of its last check that lowered it (a citation changed,
+    deleted, retracted, corrected or purged) are kept: it is not flagged again
+    until that evidence changes again. Its open rule proposals are rejected.
+    Recorded in the memory log (a rebuild gives the same).
+
+    Example: agentlog memory keep run-the-tests --reason "still true after the refactor"
+    """
+    from agentlog.memory.keep import NothingToKeep, keep
+    from agentlog.memory.proposals import StaleProposal
+    from agentlog.memory.store import NotFound
+
+    try:
+        m = keep(data_root(), ident, reason=reason)
+    except (NotFound, NothingToKeep, StaleProposal) as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        print_json(m.to_dict())
+        return
+    click.echo(f"kept {terminal_safe(m.slug)}: confidence {m.effective_confidence:.2f}"
+               f"{' — still doubtful: ' + '; '.join(_why(d) for d in m.doubts or []) if m.doubtful else ''}")
+
+
 def print_doubtful(limit: int, as_json: bool) -> None:
     """The doubtful memories, least true first, each with why."""
     from agentlog.memory import truth

@@ -57,6 +57,8 @@ class Repo:
     _commits: dict[str, str | None] = field(default_factory=dict)
     _hunks: dict[tuple[str, str, str], list[tuple[int, int, int, int]]] = field(default_factory=dict)
     _logs: dict[tuple[str, str], str] = field(default_factory=dict)
+    _changed: dict[str, set[str]] = field(default_factory=dict)
+    _naming: dict[str, list[str]] = field(default_factory=dict)
 
     def git(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", self.top, *args], capture_output=True, text=True,
@@ -77,10 +79,84 @@ class Repo:
             self._files[key] = p.stdout.split("\n") if p.returncode == 0 else None
         return self._files[key]
 
+    def naming(self, word: str) -> list[str]:
+        """The files at ``HEAD`` that name ``word`` (a whole word, any case: ``git grep -w -i``)."""
+        key = word.strip().lower()
+        if key not in self._naming:
+            p = self.git("grep", "-l", "-w", "-F", "-i", "-e", word.strip(), self.head, "--")
+            self._naming[key] = [line.split(":", 1)[1] for line in p.stdout.splitlines()] if p.returncode == 0 else []
+        return self._naming[key]
+
+    def prefetch(self, wanted: list[tuple[str, str]]) -> None:
+        """Read the files ``wanted`` ((commit, path) each) in one ``git cat-file --batch`` (rather
+        than a ``git show`` each), for :meth:`lines`."""
+        todo = sorted({w for w in wanted if w not in self._files and "\n" not in w[1] and "\r" not in w[1]})
+        if not todo:
+            return
+        try:
+            p = subprocess.run(["git", "-C", self.top, "cat-file", "--batch"], capture_output=True,
+                               timeout=GIT_TIMEOUT_S * 4, input="".join(f"{c}:{path}\n" for c, path in todo).encode())
+        except (OSError, subprocess.TimeoutExpired):
+            return  # (each is read on its own when asked)
+        out, at = p.stdout, 0
+        for key in todo:
+            nl = out.find(b"\n", at)
+            if nl < 0:
+                return
+            head = out[at:nl].split(b" ")
+            if len(head) == 3 and head[1] == b"blob" and head[2].isdigit():
+                size = int(head[2])
+                text = out[nl + 1:nl + 1 + size].decode("utf-8", "replace")
+                # (as ``git show`` read in text mode gives it: universal newlines)
+                self._files[key] = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+                at = nl + 1 + size + 1
+            elif head[-1] == b"missing" or head[-1] == b"ambiguous":
+                self._files[key] = None
+                at = nl + 1
+            else:  # (a tree, a submodule: what ``git show`` would give is not a blob's lines)
+                return
+
+    def prefetch_hunks(self, commit: str, paths: list[str]) -> None:
+        """:meth:`hunks` of each of ``paths`` (changed since ``commit``, not renamed) from one
+        ``git diff`` per 200 of them; a path whose section cannot be read back is asked alone."""
+        todo = sorted({p for p in paths if p in self.changed(commit) and p not in self.renames(commit)
+                       and (commit, p, p) not in self._hunks})
+        for i in range(0, len(todo), 200):
+            part = todo[i:i + 200]
+            d = self.git("--literal-pathspecs", "-c", "core.quotePath=false", "diff", "-U0", "--no-renames",
+                         "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", commit, self.head, "--",
+                         *part)
+            if d.returncode != 0:
+                continue
+            got: dict[str, list[tuple[int, int, int, int]]] = {}
+            current: str | None = None
+            for line in d.stdout.split("\n"):
+                if line.startswith("diff --git "):
+                    current = None
+                elif line.startswith("--- a/"):
+                    current = line[len("--- a/"):].removesuffix("\t")
+                    got[current] = []
+                elif line.startswith("@@") and current is not None:
+                    m = _HUNK.match(line)
+                    if m:
+                        s, c, t, n = m.groups()
+                        got[current].append((int(s), int(c) if c else 1, int(t), int(n) if n else 1))
+            for path in part:
+                if path in got:
+                    self._hunks[(commit, path, path)] = got[path]
+
+    def changed(self, commit: str) -> set[str]:
+        """The paths changed between ``commit`` and ``HEAD`` (both sides of a rename)."""
+        self.renames(commit)
+        return self._changed[commit]
+
     def hunks(self, commit: str, path: str, now_path: str) -> list[tuple[int, int, int, int]]:
         """``git diff -U0``'s hunks of ``path`` (``now_path`` at ``HEAD``) from ``commit`` to ``HEAD``:
-        (old start, old count, new start, new count) each."""
+        (old start, old count, new start, new count) each; none, without asking git, for a path
+        that did not change."""
         key = (commit, path, now_path)
+        if path == now_path and path not in self.changed(commit):
+            return []
         if key not in self._hunks:
             diff = self.git("diff", "-U0", "-M", commit, self.head, "--", *dict.fromkeys((path, now_path)))
             self._hunks[key] = [(int(s), int(c) if c else 1, int(t), int(d) if d else 1)
@@ -101,19 +177,40 @@ class Repo:
             p = self.git("diff", "-M", "--name-status", "-z", commit, self.head)
             parts = p.stdout.split("\0")
             out: dict[str, str | None] = {}
+            changed: set[str] = set()
             i = 0
             while i < len(parts) - 1:
                 st = parts[i]
                 if st.startswith(("R", "C")):
                     if st.startswith("R"):
                         out[parts[i + 1]] = parts[i + 2]
+                    changed.update(parts[i + 1:i + 3])
                     i += 3
                     continue
                 if st.startswith("D"):
                     out[parts[i + 1]] = None
+                changed.add(parts[i + 1])
                 i += 2
+            if p.returncode != 0:  # (unknown: every path is asked about)
+                changed = _Everything()
             self._renames[commit] = out
+            self._changed[commit] = changed
         return self._renames[commit]
+
+
+class _Everything(set[str]):
+    """A set holding every path (what changed is not known)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def relative(repo: Repo, value: str) -> str:
+    """A cited path as the repository names it (an absolute path in it, or ``./x``, made relative)."""
+    path = str(value)
+    if path.startswith(repo.top + "/"):
+        path = path[len(repo.top) + 1:]
+    return path.removeprefix("./")
 
 
 def open_repo(directory: str) -> Repo:
@@ -181,10 +278,7 @@ def _find_block(repo: Repo, block: list[str], prefer: str | None) -> tuple[str, 
 
 def file_drift(repo: Repo, ref: dict[str, Any]) -> Drift:
     """``ref`` (file evidence) against ``repo`` at ``HEAD``."""
-    path = str(ref["value"])
-    if path.startswith(repo.top + "/"):  # (cited by its absolute path in this repository)
-        path = path[len(repo.top) + 1:]
-    path = path.removeprefix("./")
+    path = relative(repo, ref["value"])  # (cited by its absolute path in this repository, or ./x)
     rev = ref.get("commit")
     if rev is None:
         if repo.lines(repo.head, path) is not None:

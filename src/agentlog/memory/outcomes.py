@@ -32,14 +32,18 @@ raises its truth factor by :data:`CONFIRM_STEP` per matching event, at most
   reason), low with one. Successful edits do not confirm a pitfall: they may follow its
   advice or show it is gone, which is the contradiction rule's question.
 
-Activity is read from the projection (``events``); commands are matched exactly, paths by
-their end (``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
+The pitfall and procedure rules read their counts of the activity (:mod:`.rule_state`:
+computed from the projection's ``events`` for many memories at once, or folded from the
+frames an incremental check read); commands are matched with blanks collapsed (the capture's
+``command_key``, kept in the store's ``attrs``: no event's content is read), paths by their end
+(``src/x.py`` matches ``/home/me/proj/src/x.py``); events of every project count
 (memories name no project). A finding is ``contradicted`` (weight 0.5, :mod:`.truth`), or
 ``kept`` when a person rejected the proposal the rule opened for it, or ``confirmed``.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final
@@ -53,7 +57,6 @@ CONFIRM_STEP: Final = 0.05
 CONFIRM_MAX: Final = 4
 """The confirming events that count (the factor is at most ``1 + CONFIRM_STEP · CONFIRM_MAX``)."""
 _EVIDENCE_MAX: Final = 5
-_DONE: Final = "('tool_call_finished', 'tool_call_failed')"
 
 
 @dataclass
@@ -65,6 +68,8 @@ class Activity:
     repo: Any
     _engine: Any = None
     failed: str | None = None
+    statuses: dict[tuple[str, str], str] | None = None
+    """The rules' proposals' statuses (:func:`rule_statuses`), when read for the run."""
 
     def engine(self) -> Any:
         if self._engine is None and self.failed is None:
@@ -76,6 +81,11 @@ class Activity:
             except AgentlogError as e:
                 self.failed = str(e)
         return self._engine
+
+    @property
+    def opened(self) -> bool:
+        """Whether the store was asked (an engine opened, or tried)."""
+        return self._engine is not None or self.failed is not None
 
     def close(self) -> None:
         if self._engine is not None:
@@ -93,76 +103,63 @@ def _key(rule: str, mid: str) -> str:
     return f"[rule {rule} on {mid}]"
 
 
-def _proposal_status(con: sqlite3.Connection, rule: str, mid: str) -> str | None:
-    """The status of the proposal a rule opened for a memory (None: none)."""
+_RULE_KEY: Final = re.compile(r"\[rule (\w+) on ([0-9a-f-]{36})\]")
+
+
+def rule_statuses(con: sqlite3.Connection) -> dict[tuple[str, str], str]:
+    """Per (rule, memory id): the status of the latest proposal that rule opened for it (one
+    read of the proposals, for a whole run)."""
+    out: dict[tuple[str, str], str] = {}
+    for note, status in con.execute("SELECT note, status FROM proposals WHERE instr(coalesce(note, ''), '[rule ') > 0 "
+                                    "ORDER BY created_at, id"):
+        for rule, mid in _RULE_KEY.findall(note or ""):
+            out[(rule, mid)] = str(status)
+    return out
+
+
+def _proposal_status(con: sqlite3.Connection, rule: str, mid: str,
+                     statuses: dict[tuple[str, str], str] | None = None) -> str | None:
+    """The status of the proposal a rule opened for a memory (None: none); ``statuses``: as
+    :func:`rule_statuses` gives them, read already."""
+    if statuses is not None:
+        return statuses.get((rule, mid))
     row = con.execute("SELECT status FROM proposals WHERE instr(coalesce(note, ''), ?) > 0 ORDER BY created_at DESC "
                       "LIMIT 1", (_key(rule, mid),)).fetchone()
     return str(row[0]) if row else None
 
 
-_SINCE: Final = ("provider != 'agentlog' AND observed_at >= to_timestamp(?::DOUBLE / 1e6 - 1) "
-                  "AND epoch_us(observed_at) > ?")
-"""After the memory's anchor: exactly (``epoch_us``), and on the column itself, a second
-earlier, so that DuckDB skips the Parquet row groups before it by their statistics."""
+def _pitfall(m: Memory, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The pitfall rule on ``m``'s counts (:mod:`.rule_state`)."""
+    from agentlog.memory.rule_state import pitfall_paths
 
-
-def _pitfall(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
-    paths = [p for p in m.attributes.get("paths") or [] if p.strip()]
-    if not paths:
-        return None
-    match = " OR ".join("len(list_filter(paths, lambda x: x = ? OR ends_with(x, ?))) > 0" for _ in paths)
-    args: list[Any] = [a for p in paths for a in (p, "/" + p.lstrip("/"))]
+    paths = pitfall_paths(m)
     fc = m.attributes.get("failure_class")
-    failed = "st IS NOT NULL AND st != 'success'" + (" AND cls = ?" if fc else "")
-    fc_args = [fc] if fc else []
-    # counted and picked by the engine (a long history has more matching edits than a result's rows)
-    rows = act.rows(f"WITH e AS (SELECT event_id, outcome_status AS st, outcome_class AS cls, observed_at AS ts "
-                    f"FROM events WHERE kind IN {_DONE} AND tool_category IN ('file_edit', 'file_write') AND {_SINCE} "
-                    f"AND ({match})) SELECT (SELECT count(*) FROM e WHERE st = 'success'), "
-                    "(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE st = 'success' "
-                    f"ORDER BY ts DESC, event_id DESC LIMIT {_EVIDENCE_MAX})), "
-                    f"(SELECT list(event_id ORDER BY ts, event_id) FROM (SELECT * FROM e WHERE {failed} "
-                    f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1})), (SELECT count(*) FROM e WHERE {failed})",
-                    [since, since, *args, *fc_args, *fc_args])
-    n_ok, last_ok, first_failed, n_failed = rows[0] if rows else (0, [], [], 0)
-    if n_failed:
-        return confirmation("pitfall_recurred", list(first_failed or []),
+    if state["bad"]:
+        return confirmation("pitfall_recurred", list(state["bad_first"]),
                             f"edits of {', '.join(paths)} failed" + (f" with {fc}" if fc else ""))
-    if n_ok < PITFALL_SUCCESSES:
+    if state["ok"] < PITFALL_SUCCESSES:
         return None
-    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in last_ok or []],
-            "detail": f"edits of {', '.join(paths)} succeeded {n_ok} times since, none failed"
+    return {"rule": "pitfall_succeeded", "evidence": [f"event:{e}" for e in state["ok_last"][-_EVIDENCE_MAX:]],
+            "detail": f"edits of {', '.join(paths)} succeeded {state['ok']} times since, none failed"
                       + (f" with {fc}" if fc else "")}
 
 
-def _procedure(m: Memory, act: Activity, since: int) -> dict[str, Any] | None:
-    cmd = m.attributes.get("command")
-    commands = [cmd.strip()] if isinstance(cmd, str) and cmd.strip() else [s.strip() for s in m.attributes.get("steps")
-                                                                          or [] if s.strip()]
-    confirmed: dict[str, Any] | None = None  # (a contradiction of any step comes first)
-    for command in commands:
-        # the first successes (a confirmation's evidence), then the latest run that succeeded
-        # (or says nothing) and every run after it — not the whole history
-        rows = act.rows(f"WITH r AS (SELECT event_id, outcome_status AS st, observed_at AS ts FROM events "
-                        f"WHERE kind IN {_DONE} AND tool_category = 'shell' AND {_SINCE} "
-                        "AND trim(json_extract_string(content, '$.command')) = ?), "
-                        "last_ok AS (SELECT max(ts) AS ts FROM r WHERE st IS NULL OR st = 'success') "
-                        "SELECT 'first' AS part, event_id, st, ts FROM (SELECT * FROM r WHERE st = 'success' "
-                        f"ORDER BY ts, event_id LIMIT {CONFIRM_MAX + 1}) UNION ALL SELECT 'tail', event_id, st, ts "
-                        "FROM (SELECT * FROM r WHERE (SELECT ts FROM last_ok) IS NULL OR ts >= (SELECT ts FROM last_ok) "
-                        "ORDER BY ts DESC, event_id DESC LIMIT 1000) ORDER BY part, ts, event_id", [since, since, command])
-        first = [eid for part, eid, _, _ in rows if part == "first"]
-        tail: list[str] = []  # the failed runs up to the latest
-        latest: str | None = None
-        for part, eid, status, _ in rows:
-            if part == "tail":
-                tail = [*tail, eid] if status not in ("success", None) else []
-                latest = status
-        if len(tail) >= PROCEDURE_FAILURES:
-            return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in tail[-_EVIDENCE_MAX:]],
-                    "detail": f"`{command}` failed its last {len(tail)} runs since"}
-        if latest == "success" and first and confirmed is None:
-            confirmed = confirmation("procedure_succeeded", first, f"`{command}` succeeded, its latest run too,")
+def _procedure(m: Memory, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The procedure rule on ``m``'s counts per command (:mod:`.rule_state`): a contradiction of
+    any step comes first."""
+    from agentlog.memory.rule_state import procedure_commands
+
+    confirmed: dict[str, Any] | None = None
+    for command in procedure_commands(m):
+        s = state["commands"].get(command)
+        if s is None:
+            continue
+        if s["tail"] >= PROCEDURE_FAILURES:
+            return {"rule": "procedure_failed", "evidence": [f"event:{e}" for e in s["tail_ids"][-_EVIDENCE_MAX:]],
+                    "detail": f"`{command}` failed its last {s['tail']} runs since"}
+        if s["latest"] == "success" and s["first"] and confirmed is None:
+            confirmed = confirmation("procedure_succeeded", list(s["first"]),
+                                     f"`{command}` succeeded, its latest run too,")
     return confirmed
 
 
@@ -188,14 +185,10 @@ def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
     if not alts:
         return None
 
-    def where(word: str) -> list[str]:
-        p = repo.git("grep", "-l", "-w", "-F", "-i", "-e", word.strip(), repo.head, "--")
-        return [line.split(":", 1)[1] for line in p.stdout.splitlines()] if p.returncode == 0 else []
-
-    if where(chosen):
+    if repo.naming(chosen):
         return None
     for alt in alts:
-        files = where(alt)
+        files = repo.naming(alt)
         if files:
             return {"rule": "decision_replaced", "repo": repo.top,
                     "evidence": [f"file:{f}@{repo.head[:12]}" for f in files[:_EVIDENCE_MAX]],
@@ -204,47 +197,72 @@ def _decision(m: Memory, act: Activity) -> dict[str, Any] | None:
     return None
 
 
-def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity) -> list[dict[str, Any]]:
+def contradictions(root: str, con: sqlite3.Connection, m: Memory, act: Activity,
+                   state: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The rules' findings on ``m``: each ``{"rule", "status", "detail", "evidence"}`` (and
-    ``weight``, a confirmation's)."""
-    since = m.last_confirmed_at or m.created_at
+    ``weight``, a confirmation's). ``state``: a pitfall's or procedure's counts
+    (:mod:`.rule_state`; computed from the store when not given)."""
+    from agentlog.memory import rule_state
+
     found = None
-    if m.kind == "pitfall":
-        found = _pitfall(m, act, since)
-    elif m.kind == "procedure":
-        found = _procedure(m, act, since)
+    if m.kind in ("pitfall", "procedure") and rule_state.key_of(m) is not None:
+        if state is None:
+            engine = act.engine()
+            if engine is None:
+                return []
+            state = rule_state.compute(engine, [m])[m.id]
+        found = _pitfall(m, state) if m.kind == "pitfall" else _procedure(m, state)
     elif m.kind == "decision":
         found = _decision(m, act)
     if found is None:
         return []
-    return [restate(con, m.id, found)]
+    return [restate(con, m.id, found, act.statuses)]
 
 
-def restate(con: sqlite3.Connection, mid: str, found: dict[str, Any]) -> dict[str, Any]:
+def restate(con: sqlite3.Connection, mid: str, found: dict[str, Any],
+            statuses: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """``found`` with its status now: ``confirmed`` stays; a contradiction is ``kept`` when a
     person rejected its proposal, else ``contradicted``."""
     if found.get("status") == "confirmed":
         return found
-    kept = _proposal_status(con, found["rule"], mid) == "rejected"
+    kept = _proposal_status(con, found["rule"], mid, statuses) == "rejected"
     return {**found, "status": "kept" if kept else "contradicted"}
 
 
-def open_proposals(root: str, con: sqlite3.Connection, m: Memory) -> list[str]:
-    """One proposal (to archive ``m``, with the evidence) per rule finding of its last check
-    that has none yet; their ids. A second run opens none."""
+def open_proposals(root: str, con: sqlite3.Connection, ms: list[Memory],
+                   statuses: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """One proposal (to archive the memory, with the evidence) per rule finding of the last
+    check of each of ``ms`` that has none yet, all opened in one write; their ids. A second run
+    opens none. A memory that cannot be archived now (archived or gone meanwhile) is left out."""
+    from agentlog.core.ids import uuid7
     from agentlog.memory import proposals
+    from agentlog.memory.model import validate_title
+    from agentlog.memory.store import new_event, transact
 
-    checked = last(con, m.id)
-    out: list[str] = []
-    for r in (checked or {}).get("results", []):
-        if r.get("on") != "outcome" or r.get("status") != "contradicted":
-            continue
-        if _proposal_status(con, r["rule"], m.id) is not None:
-            continue
-        note = (f"{r['detail']}.\nevidence: {', '.join(r.get('evidence') or [])}\n"
-                f"Approve to archive it; reject to keep it. {_key(r['rule'], m.id)}")
-        p = proposals.open_proposal(root, [{"op": "archive", "memory": m.id}],
-                                    title=f"Archive {m.slug}? ({r['rule'].replace('_', ' ')})", note=note,
-                                    actor="agent")
-        out.append(p.id)
-    return out
+    known = statuses if statuses is not None else rule_statuses(con)
+    wanted: list[tuple[str, Memory, dict[str, Any]]] = []
+    for m in ms:
+        for r in (last(con, m.id) or {}).get("results", []):
+            if r.get("on") == "outcome" and r.get("status") == "contradicted" and (r["rule"], m.id) not in known:
+                wanted.append((uuid7(), m, r))
+    opened: list[str] = []
+
+    def decide(con: sqlite3.Connection) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+        events = []
+        for pid, m, r in wanted:
+            # (checked as proposals.open_proposal checks a change; no evidence to look up)
+            checked, per, errors = proposals._all_checked(con, [{"op": "archive", "memory": m.id}])
+            if errors:
+                continue
+            note = (f"{r['detail']}.\nevidence: {', '.join(r.get('evidence') or [])}\n"
+                    f"Approve to archive it; reject to keep it. {_key(r['rule'], m.id)}")
+            body = {"title": validate_title(f"Archive {m.slug}? ({r['rule'].replace('_', ' ')})"),
+                    "note": note, "changes": checked, "bases": {mid: v for b in per for mid, v in b.items()}}
+            events.append(new_event("proposal_opened", "", 0, "agent", body, proposal_id=pid))
+            opened.append(pid)
+            known[(r["rule"], m.id)] = "open"
+        return events, {}
+
+    if wanted:
+        transact(root, decide)
+    return opened

@@ -693,6 +693,9 @@ def _apply_op(con: sqlite3.Connection, name: str, mid: str, version: int, actor:
     if name == "memory_checked":
         _apply_check(con, mid, actor, at, c)
         return
+    if name == "memory_kept":
+        _apply_keep(con, mid, actor, at, c)
+        return
     sets: dict[str, Any] = {}  # the row's columns the event changes, with its version and time: one UPDATE
     if name == "memory_edited":
         sets.update((k, c[k]) for k in ("title", "slug", "content") if k in c)
@@ -763,6 +766,30 @@ def _apply_check(con: sqlite3.Connection, mid: str, actor: str, at: int, c: dict
         con.execute("UPDATE evidence SET value = ?, ref = ? WHERE memory_id = ? AND seq = ?",
                     (ref["value"], dumps_sorted(ref), mid, int(mv["seq"])))
     _history(con, mid, int(row[0]), "checked", actor, at, None)
+
+
+def _apply_keep(con: sqlite3.Connection, mid: str, actor: str, at: int, c: dict[str, Any]) -> None:
+    """A person kept a doubtful memory (:mod:`.keep`): each lowering finding of its last check that
+    the event names (seq, status, detail) becomes ``kept`` (weight 1, with what was kept), and
+    its truth factor and doubt follow. The version stays; the history gains a ``kept`` row."""
+    row = con.execute("SELECT t.results, m.version FROM truth t JOIN memories m ON m.id = t.memory_id "
+                      "WHERE t.memory_id = ?", (mid,)).fetchone()
+    if row is None:
+        return
+    named = {(k.get("seq"), k.get("status"), k.get("detail")) for k in c.get("kept") or ()}
+    results = []
+    for r in json.loads(row[0]):
+        if r.get("on") == "evidence" and (r.get("seq"), r.get("status"), r.get("detail")) in named:
+            r = {**r, "status": "kept", "weight": 1.0, "detail": f"kept by a {actor} ({r.get('status')}: {r.get('detail')})",
+                 "kept": {"status": r.get("status"), "detail": r.get("detail"), "by": actor, "at": at}}
+        results.append(r)
+    factor = 1.0
+    for r in results:
+        factor *= float(r.get("weight", 1.0))
+    con.execute("UPDATE truth SET factor = ?, doubtful = ?, results = ? WHERE memory_id = ?",
+                (round(factor, 6), int(any(float(r.get("weight", 1.0)) < 1.0 for r in results)),
+                 dumps_sorted(results), mid))
+    _history(con, mid, int(row[1]), "kept", actor, at, None)
 
 
 def verify(root: str) -> dict[str, Any]:

@@ -21,6 +21,10 @@ and derives from them what was touched:
   decisions whose chosen or alternative word appears in the move's diff; when the old
   ``HEAD`` is unknown or gone, every memory with file evidence and every decision.
 
+The finished edits, writes and shell calls read are kept too (``Activity.done``): the
+rules' counts of the touched memories are folded from them (:mod:`.rule_state`), so a run
+costs by the new events, not by the history.
+
 Whatever happened, memories never checked, and memories changed since the last run started
 (edited, confirmed, given evidence: their ``updated_at``) or whose rule proposal a person
 decided since, are selected too. The watermark lives in the read model,
@@ -43,6 +47,9 @@ DIFF_MAX_BYTES: Final = 8 << 20
 MEMORY_LOG: Final = "agentlog/memory"
 """The memory log's id: its own events touch nothing (read by the read model, not here)."""
 _DONE: Final = ("tool_call_finished", "tool_call_failed")
+DONE_MAX: Final = 200_000
+"""Finished tool calls kept for the rules' counts (:mod:`.rule_state`); past that many, the
+touched memories' counts are computed again from the store."""
 _RULE_KEY: Final = re.compile(r"\[rule \w+ on ([0-9a-f-]{36})\]")
 
 
@@ -115,6 +122,10 @@ class Activity:
     """The project roots the events name (the repositories the daemon checks against)."""
     unreadable: bool = False
     """A log could not be read from the watermark: select every memory."""
+    done: list[Any] = field(default_factory=list)
+    """The finished edits, writes and shell calls read (:data:`.rule_state.Done` each), for the rules' counts."""
+    overflow: bool = False
+    """More than :data:`DONE_MAX` of them: ``done`` is not whole."""
 
 
 def read_since(root: str, since: dict[str, list[int]], now: dict[str, list[int]]) -> Activity:
@@ -165,12 +176,28 @@ def _note(act: Activity, ev: dict[str, Any]) -> None:
     if kind not in _DONE:
         return
     category = (ev.get("tool") or {}).get("category")
+    paths: tuple[str, ...] = ()
+    command = ""
     if category in ("file_edit", "file_write"):
-        act.paths.update(p for p in ev.get("paths") or () if isinstance(p, str))
+        paths = tuple(p for p in ev.get("paths") or () if isinstance(p, str))
+        act.paths.update(paths)
     elif category == "shell":
-        command = (ev.get("content") or {}).get("command")
-        if isinstance(command, str) and command.strip():
-            act.commands.add(command.strip())
+        text = (ev.get("content") or {}).get("command")
+        command = text.strip() if isinstance(text, str) else ""
+        if command:
+            act.commands.add(command)
+    else:
+        return
+    if ev.get("provider") == "agentlog" or act.overflow:
+        return
+    if len(act.done) >= DONE_MAX:
+        act.overflow, act.done = True, []
+        return
+    outcome = ev.get("outcome") or {}
+    at = ev.get("observed_at")
+    act.done.append((at if isinstance(at, int) else 0, str(ev.get("event_id") or ""), category, paths, command,
+                     outcome.get("status") if isinstance(outcome, dict) else None,
+                     outcome.get("class") if isinstance(outcome, dict) else None))
 
 
 def _ends_with(path: str, name: str) -> bool:
@@ -181,6 +208,7 @@ def _ends_with(path: str, name: str) -> bool:
 def by_activity(con: sqlite3.Connection, act: Activity) -> set[str]:
     """The memories ``act`` touches (outcome rules, recorded evidence)."""
     out: set[str] = set()
+    ran = {" ".join(c.split()) for c in act.commands}
     if act.paths or act.commands:
         for mid, kind, attrs in con.execute("SELECT id, kind, attributes FROM memories WHERE kind IN "
                                             "('pitfall', 'procedure') AND deleted = 0 AND archived = 0"):
@@ -189,11 +217,11 @@ def by_activity(con: sqlite3.Connection, act: Activity) -> set[str]:
                 names = [p for p in a.get("paths") or [] if isinstance(p, str)]
                 if any(_ends_with(x, p) for p in names for x in act.paths):
                     out.add(mid)
-            else:
+            else:  # (blanks collapsed, as the rule matches them: rule_state.command_key)
                 cmd = a.get("command")
-                wanted = {cmd.strip()} if isinstance(cmd, str) and cmd.strip() else \
-                    {s.strip() for s in a.get("steps") or [] if isinstance(s, str)}
-                if wanted & act.commands:
+                wanted = {" ".join(cmd.split())} if isinstance(cmd, str) and cmd.strip() else \
+                    {" ".join(s.split()) for s in a.get("steps") or [] if isinstance(s, str)}
+                if wanted & ran:
                     out.add(mid)
     if act.recorded:
         out.update(r[0] for r in con.execute(

@@ -68,6 +68,9 @@ class Report:
     """Selected but not checked: the time budget ran out (the next run checks them first)."""
     events_read: int = 0
     """Recorded events read since the last run's watermark (an incremental run)."""
+    store_read: bool = False
+    """Whether the store was asked (a query engine opened): an incremental run whose memories'
+    rule counts were kept, and whose recorded evidence nothing touched, reads only the new frames."""
     ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,99 +84,79 @@ def factor_of(results: list[dict[str, Any]]) -> float:
     return round(f, 6)
 
 
-def _recorded(root: str, refs: list[tuple[int, dict[str, Any]]], act: Any) -> dict[int, dict[str, Any]]:
-    """Per evidence seq: ``recorded``, ``corrected``, ``retracted`` or ``purged``, with why
-    (asked through ``act``'s engine, :class:`.outcomes.Activity`)."""
-    if not refs:
-        return {}
-    from agentlog.log.purge_record import purged_events
-    from agentlog.query.engine import QueryError
-
-    sql = {
-        "event": "SELECT (SELECT count(*) FROM retractions WHERE list_contains(retracted_events, e.event_id)) > 0, "
-                 "NULL, NULL FROM events e WHERE e.event_id = ?",
-        "attempt": "SELECT coalesce(retracted, false), corrected_by, correction_type FROM attempts WHERE attempt_id = ?",
-        "session": "SELECT coalesce(retracted, false), NULL, NULL FROM sessions WHERE session_id = ?",
-        "tool_call": "SELECT coalesce(retracted, false), NULL, NULL FROM tool_calls WHERE tool_call_id = ?",
-    }
-    out: dict[int, dict[str, Any]] = {}
-    purged = purged_events(root)
-    engine = act.engine() if act is not None else None
-    if engine is None:  # (no usable projection: nothing can be said of them)
-        why = act.failed if act is not None else "no projection asked"
-        return {seq: {"status": "unverifiable", "detail": f"the projection could not be read: {why}"} for seq, _ in refs}
-    for seq, ref in refs:
-        value = str(ref["value"])
-        try:
-            rows = engine.run(sql[ref["type"]], [value]).rows
-        except QueryError as e:
-            out[seq] = {"status": "unverifiable", "detail": f"the projection could not be asked: {e}"}
-            continue
-        if not rows:
-            if value in purged:
-                out[seq] = {"status": "purged", "detail": f"its content was purged (purge {purged[value]})"}
-            else:
-                out[seq] = {"status": "retracted", "detail": "no longer in the recorded history"}
-        elif rows[0][0]:
-            out[seq] = {"status": "retracted", "detail": "a person retracted it (agentlog retract)"}
-        elif rows[0][1]:
-            out[seq] = {"status": "corrected",
-                        "detail": f"a person corrected it ({rows[0][2] or 'correction'} {rows[0][1]})"}
-        else:
-            out[seq] = {"status": "recorded", "detail": "as recorded"}
-    return out
-
-
 def _evidence_rows(con: sqlite3.Connection, mid: str) -> list[tuple[int, dict[str, Any], int]]:
     return [(int(s), loads_column(r), int(at)) for s, r, at in con.execute(
         "SELECT seq, ref, added_at FROM evidence WHERE memory_id = ? ORDER BY seq", (mid,))]
 
 
+def _still_kept(was: dict[str, Any] | None, now: dict[str, Any]) -> bool:
+    """Whether ``now`` (a lowering evidence finding) is what a person kept (:mod:`.keep`): the
+    same status and detail as when kept (a file's detail names the commits that touched it
+    since: another commit is a change again)."""
+    if was is None or was.get("status") != "kept" or was.get("value") != now.get("value"):
+        return False
+    kept = was.get("kept") or {}
+    return bool(kept.get("status") == now.get("status") and kept.get("detail") == now.get("detail"))
+
+
 def findings(root: str, con: sqlite3.Connection, m: Memory, repo: Any, activity: Any,
-             before: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+             before: dict[str, Any] | None = None, *, rows: list[tuple[int, dict[str, Any], int]] | None = None,
+             recorded: dict[tuple[str, int], dict[str, Any]] | None = None,
+             state: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The findings of one memory (each ``{"on", "status", "detail", "weight"}`` and what it is
     about) and its moved citations (``{"seq", "ref"}``). ``repo``: a :class:`.drift.Repo` or
     None (no git repository: file evidence is unverifiable); ``activity``: the outcome rules'
-    view of the projection (:class:`.outcomes.Activity`) or None; ``before``: its last check.
+    view of the projection (:class:`.outcomes.Activity`) or None; ``before``: its last check;
+    ``rows``, ``recorded``, ``state``: its evidence, the status of its recorded evidence and its
+    rule's counts when read already for many memories (:mod:`.prefetch`).
 
     What one repository cannot see, another may have: a citation whose commit this repository
     lacks (or no repository at all) keeps the finding of the last check that could verify it,
     and a decision's finding made in another repository (or with none) stands — so a check run
-    from another project, or by the daemon for another project, neither clears nor flips them."""
+    from another project, or by the daemon for another project, neither clears nor flips them.
+    A lowering finding a person kept (:mod:`.keep`) stays kept while it is the same."""
     from agentlog.memory import drift, outcomes
+    from agentlog.memory.recorded import statuses
 
     results: list[dict[str, Any]] = []
     moves: list[dict[str, Any]] = []
     old = before["results"] if before else []
     old_evidence = {r.get("seq"): r for r in old if r.get("on") == "evidence"}
-    rows = _evidence_rows(con, m.id)
-    recorded = _recorded(root, [(s, r) for s, r, _ in rows if r["type"] in RECORDED_EVIDENCE], activity)
+    if rows is None:
+        rows = _evidence_rows(con, m.id)
+    if recorded is None:
+        recorded = statuses(root, [(m.id, s, r) for s, r, _ in rows if r["type"] in RECORDED_EVIDENCE], activity)
     for seq, ref, added_at in rows:
         on = {"on": "evidence", "seq": seq, "type": ref["type"], "value": ref["value"]}
+        was = old_evidence.get(seq)
         if ref["type"] == "file":
             if repo is None:
                 d = drift.Drift("unverifiable", "no git repository to check it against")
             else:
                 d = drift.file_drift(repo, ref)
-            was = old_evidence.get(seq)
             if d.status == "unverifiable" and was is not None and was.get("value") == ref["value"] \
                     and was.get("status") != "unverifiable":
                 results.append(dict(was))
                 continue
             if d.moved_to is not None:
                 moves.append({"seq": seq, "ref": d.moved_to})
-            results.append({**on, "status": d.status, "detail": d.detail})
+            found = {**on, "status": d.status, "detail": d.detail}
         elif ref["type"] in RECORDED_EVIDENCE:
-            results.append({**on, **recorded[seq]})
+            found = {**on, **recorded[(m.id, seq)]}
         elif ref["type"] in ("url", "uri"):
-            results.append({**on, "status": "not_fetched", "detail": "a URL is never fetched: only its age is shown",
-                            "added_at": added_at})
+            found = {**on, "status": "not_fetched", "detail": "a URL is never fetched: only its age is shown",
+                     "added_at": added_at}
+        else:
+            continue
+        kept = was is not None and WEIGHTS.get(found["status"], 1.0) < 1.0 and _still_kept(was, found)
+        results.append(dict(was) if was is not None and kept else found)
     old_rules = [r for r in old if r.get("on") == "outcome"]
     if m.kind == "decision" and old_rules and (repo is None or any(r.get("repo") not in (None, repo.top)
                                                                    for r in old_rules)):
-        results.extend({**outcomes.restate(con, m.id, r), "on": "outcome"} for r in old_rules)
+        results.extend({**outcomes.restate(con, m.id, r, getattr(activity, "statuses", None)), "on": "outcome"}
+                       for r in old_rules)
     elif activity is not None:
-        for found in outcomes.contradictions(root, con, m, activity):
+        for found in outcomes.contradictions(root, con, m, activity, state):
             results.append({"on": "outcome", **found})
     for r in results:
         r["weight"] = r["weight"] if "weight" in r and r.get("status") == "confirmed" else \
@@ -220,8 +203,19 @@ def _live(con: sqlite3.Connection) -> list[str]:
     return [r[0] for r in con.execute("SELECT id FROM memories WHERE deleted = 0 AND archived = 0 ORDER BY id")]
 
 
-def _select(root: str, con: sqlite3.Connection, everything: bool, repo: Any,
-            report: Report) -> tuple[list[str], Any]:
+@dataclass
+class _Selection:
+    todo: list[str]
+    mark: Any = None
+    """The watermark to keep once they are checked (None: a run of given memories keeps the old one)."""
+    delta: Any = None
+    """What the frames since the old watermark touched (:class:`.touched.Activity`; None: the
+    rules' counts are computed again from the store, for every memory)."""
+    fresh: set[str] = field(default_factory=set)
+    """Memories whose rule counts are computed again whatever the delta (changed since the last run)."""
+
+
+def _select(root: str, con: sqlite3.Connection, everything: bool, repo: Any, report: Report) -> _Selection:
     """The memories an incremental run checks (:mod:`.touched`; every one with ``everything``
     or when there is no usable watermark), and the watermark to keep once they are checked."""
     from agentlog.core import AgentlogError
@@ -239,16 +233,42 @@ def _select(root: str, con: sqlite3.Connection, everything: bool, repo: Any,
         now.heads[repo.top] = repo.head
     live = _live(con)
     if everything or old is None:
-        return live, now
+        return _Selection(live, now)
     act = touched.read_since(root, old.logs, now.logs)
     report.events_read = act.events
     if act.unreadable:
-        return live, now
+        return _Selection(live, now)
     act.recorded = act.recorded or old.purges != now.purges
-    chosen = set(old.pending) | touched.by_state(con, old.at) | touched.by_activity(con, act)
+    changed = touched.by_state(con, old.at)
+    chosen = set(old.pending) | changed | touched.by_activity(con, act)
     if repo is not None and old.heads.get(repo.top) != repo.head:
         chosen |= touched.by_head(con, repo, old.heads.get(repo.top))
-    return [mid for mid in live if mid in chosen], now
+    return _Selection([mid for mid in live if mid in chosen], now, None if act.overflow else act, changed)
+
+
+def _rule_states(con: sqlite3.Connection, sel: _Selection, ms: list[Memory],
+                 activity: Any) -> dict[str, dict[str, Any]]:
+    """The rules' counts of ``ms`` (:mod:`.rule_state`): the kept ones with the frames read since
+    folded in, the others computed from the store (in one statement per kind)."""
+    from agentlog.memory import rule_state
+
+    need = [m for m in ms if rule_state.key_of(m) is not None]
+    if not need:
+        return {}
+    kept = rule_state.load(con, [m.id for m in need]) if sel.mark is not None and sel.delta is not None else {}
+    done = sorted(sel.delta.done, key=lambda d: (d[0], d[1])) if sel.delta is not None else []
+    out: dict[str, dict[str, Any]] = {}
+    fresh = []
+    for m in need:
+        st = kept.get(m.id)
+        if st is not None and st.get("key") == rule_state.key_of(m) and m.id not in sel.fresh:
+            out[m.id] = rule_state.fold(m, st, done)
+        else:
+            fresh.append(m)
+    engine = activity.engine() if fresh else None
+    if engine is not None:
+        out.update(rule_state.compute(engine, fresh, sel.mark.logs if sel.mark is not None else None))
+    return out
 
 
 def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = None, everything: bool = False,
@@ -261,11 +281,16 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
     ``repo_dir``: the repository file evidence is checked against (default: the current
     directory's; none with ``use_repo=False``); ``catch_up``: bring the store and the
     projection up to date first (the daemon has just done so); ``budget_s``: stop checking
-    after that long, the rest kept for the next run (``Report.pending``)."""
+    after that long, the rest kept for the next run (``Report.pending``).
+
+    What the memories need is read for all of them first (:mod:`.prefetch`): their rows,
+    evidence and last checks, their recorded evidence's status and their rules' counts, in a
+    few statements whatever their number."""
     import os
 
     from agentlog.core import AgentlogError
-    from agentlog.memory import drift, outcomes, service, touched
+    from agentlog.memory import drift, outcomes, prefetch, rule_state, service, touched
+    from agentlog.memory.recorded import statuses
     from agentlog.memory.store import connect, new_event
 
     started = time.monotonic()
@@ -286,25 +311,39 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
     activity = outcomes.Activity(root, repo)
     con = connect(root)
     try:
-        mark = None
         if ids is not None:
-            todo = [service.get(root, i, con=con).id for i in ids]
+            sel = _Selection([service.get(root, i, con=con).id for i in ids])
         else:
-            todo, mark = _select(root, con, everything, repo, report)
+            sel = _select(root, con, everything, repo, report)
+        todo = sel.todo
+        activity.statuses = outcomes.rule_statuses(con)
+        batch = prefetch.read(con, todo, _now())
+        ms = [batch.memories[mid] for mid in todo if mid in batch.memories]
+        batch.recorded = statuses(root, prefetch.recorded_refs(batch), activity)
+        batch.states = _rule_states(con, sel, ms, activity)
+        if repo is not None:  # the cited files at their commits, and their diffs since, read in few git processes
+            cited = [(c, drift.relative(repo, r["value"])) for rows in batch.evidence.values() for _, r, _ in rows
+                     if r["type"] == "file" and r.get("commit") and (c := repo.commit(str(r["commit"])))]
+            repo.prefetch(cited)
+            for c in sorted({c for c, _ in cited}):
+                repo.prefetch_hunks(c, [p for cc, p in cited if cc == c])
         events: list[dict[str, Any]] = []
+        contradicted: list[Memory] = []
         done = 0
-        for mid in todo:
+        for m in ms:
             if budget_s is not None and done and time.monotonic() - started > budget_s:
                 break  # (one memory at least: a run whose selection alone outlasts its budget still progresses)
             done += 1
-            m = service.get(root, mid, con=con)
-            before = last(con, m.id)
-            results, moves = findings(root, con, m, repo, activity, before)
+            before = batch.last.get(m.id)
+            results, moves = findings(root, con, m, repo, activity, before, rows=batch.evidence.get(m.id, []),
+                                      recorded=batch.recorded, state=batch.states.get(m.id))
             report.checked += 1
             factor = factor_of(results)
             doubtful = any(float(r["weight"]) < 1.0 for r in results)
             if doubtful:
                 report.doubtful.append(m.id)
+            if any(r.get("on") == "outcome" and r.get("status") == "contradicted" for r in results):
+                contradicted.append(m)
             same = before is not None and [r for r in before["results"] if r.get("on") != "run"] == results \
                 and not moves
             if same:
@@ -317,15 +356,23 @@ def check(root: str, *, repo_dir: str | None = None, ids: list[str] | None = Non
             if len(events) >= WRITE_BATCH:
                 _write(root, events)
         _write(root, events)
-        report.pending = todo[done:]
-        if propose:
-            for mid in todo[:done]:
-                m = service.get(root, mid, con=con)
-                report.proposals += outcomes.open_proposals(root, con, m)
-        if mark is not None:
-            mark.pending = report.pending
-            touched.save(con, mark)
+        report.pending = [m.id for m in ms[done:]]
+        if propose and contradicted:
+            report.proposals += outcomes.open_proposals(root, con, contradicted, activity.statuses)
+        if sel.mark is not None:
+            sel.mark.pending = report.pending
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                if sel.delta is None:
+                    rule_state.drop_all(con)
+                rule_state.save(con, batch.states)
+                touched.save(con, sel.mark)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
     finally:
+        report.store_read = activity.opened
         activity.close()
         con.close()
     report.ms = round((time.monotonic() - started) * 1000, 1)

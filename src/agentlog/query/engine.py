@@ -350,6 +350,12 @@ class LockedEngine:
         rel = self._con.sql(sql, params=params) if params else self._con.sql(sql)
         return rel.to_arrow_reader(batch_rows)
 
+    def register(self, name: str, table: Any) -> None:
+        """Make the Arrow ``table`` readable as ``name`` (replacing one of that name): what agentlog
+        joins the store with (e.g. the memories a check asks about), not a file."""
+        self._con.register(name, table)
+        self._created.add(name)
+
     def close(self) -> None:
         self._con.close()
 

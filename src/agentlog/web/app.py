@@ -5,7 +5,7 @@ Pages (``GET``): ``/`` Now, ``/timeline``, ``/sessions/{id}``, ``/attempts/{id}`
 ``/sql`` (``/sql.csv`` downloads), ``/usage`` (with its charts), ``/integrity``; ``/sessions/{id}/calls/{call}``
 one tool call of the session's conversation whole (:mod:`.routes.conversation`); ``/sessions/{id}/proof.json``
 downloads a session's proof bundle, ``/sessions/{id}/share`` the session as a shared file (docs/share.md). Changes (``POST``,
-CSRF-checked): ``/proposals/{id}/approve|reject|undo``, ``/integrity/verify``.
+CSRF-checked): ``/proposals/{id}/approve|reject|undo``, ``/memory/{id}/keep``, ``/integrity/verify``.
 JSON: ``/api/now``, ``/api/timeline``, ``/api/sessions/{id}``, ``/api/attempts/{id}``,
 ``/api/failures``, ``/api/search``, ``/api/memory``, ``/api/memory/{id}``,
 ``/api/proposals``, ``/api/sql``, ``/api/usage``, ``/api/integrity`` and the live
@@ -100,6 +100,8 @@ def create_app(root: str, guard: Guard, *, live: bool = True, catch_up: bool = T
         Route("/sessions/{ident}/proof.json", pages.session_proof),
         Route("/sessions/{ident}/share", pages.session_share),
         Route("/proposals/{pid}/{action}", memory.proposal_action, methods=["POST"]),
+        Route("/memory/{ident}/keep", memory.memory_keep, methods=["POST"]),
+        Route("/api/memory/{ident}/keep", memory.memory_keep, methods=["POST"]),
         Route("/api/proposals/{pid}/{action}", memory.proposal_action, methods=["POST"]),
         Route("/integrity/verify", pages.verify_action, methods=["POST"]),
         Route("/api/integrity/verify", pages.verify_action, methods=["POST"]),

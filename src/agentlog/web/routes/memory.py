@@ -109,4 +109,27 @@ async def proposal_action(request: Request) -> Response:
                             status_code=303)
 
 
-__all__ = ["memory_list", "memory_one", "needs_review", "proposal_action", "proposals"]
+async def memory_keep(request: Request) -> Response:
+    """A person keeps a doubtful memory (:func:`agentlog.memory.keep.keep`): its lowering evidence
+    findings kept, its open rule proposals rejected."""
+    from agentlog.memory.keep import NothingToKeep, keep
+    from agentlog.memory.proposals import StaleProposal
+    from agentlog.memory.store import NotFound
+
+    st = state(request)
+    ident = request.path_params["ident"]
+    form = await request.form()
+    reason = str(form.get("reason") or "") or None
+    try:
+        m = await run_in_threadpool(keep, st.root, ident, reason=reason)
+    except (NotFound, NothingToKeep, StaleProposal) as e:
+        if request.url.path.startswith("/api/"):
+            return problem(409, "Refused", str(e), instance=request.url.path)
+        return error(request, 409, "Cannot keep", str(e))
+    st.feed.publish("memory", {"memory": m.id, "action": "keep"})
+    if request.url.path.startswith("/api/"):
+        return JSON(m.to_dict())
+    return RedirectResponse("/memory", status_code=303)
+
+
+__all__ = ["memory_keep", "memory_list", "memory_one", "needs_review", "proposal_action", "proposals"]
