@@ -10,12 +10,25 @@ the environment back. :func:`build_team_tables` publishes a data root as a named
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from agentlog.bench.teamserve import S3Server, free_port
 
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
-__all__ = ["AWS_ENV", "Moto", "build_team_tables", "free_port", "s3_users", "start_moto"]
+__all__ = ["AWS_ENV", "Moto", "build_team_tables", "closed_port", "free_port", "s3_users", "start_moto"]
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections for as long as the block runs: bound by this
+    process but not listening, so no other test's server can take it meanwhile (a port that
+    was merely free when asked for can be)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 @dataclass

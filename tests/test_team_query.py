@@ -26,7 +26,7 @@ from agentlog.team import TeamError
 from agentlog.team.location import Location
 from agentlog.team.query import ask
 from scenario import Scenario, _claude, _codex, build_reference, make_repo
-from team_support import Moto, build_team_tables, free_port, start_moto
+from team_support import Moto, build_team_tables, closed_port, start_moto
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -137,11 +137,11 @@ def _agentlog(*args: str, env: dict[str, str] | None = None, timeout: float = 12
 
 
 def test_unreachable_endpoint_is_a_clear_error(tmp_path: Path, moto: Moto) -> None:
-    closed = free_port()
-    started = time.monotonic()
-    r = _agentlog("team", "query", "SELECT count(*) FROM sessions", "--from", "s3://team/org",
-                  env={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}", "AGENTLOG_HOME": str(tmp_path)})
-    took = time.monotonic() - started
+    with closed_port() as closed:
+        started = time.monotonic()
+        r = _agentlog("team", "query", "SELECT count(*) FROM sessions", "--from", "s3://team/org",
+                      env={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}", "AGENTLOG_HOME": str(tmp_path)})
+        took = time.monotonic() - started
     assert r.returncode == 1, r.stderr
     assert "unreachable" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert took < 60, took

@@ -15,7 +15,7 @@ from agentlog.team.query import ask
 from agentlog.web import team_data
 from agentlog.web.app import create_app
 from agentlog.web.security import Guard
-from team_support import HOSTILE, dashboard_team, free_port, set_team_url
+from team_support import HOSTILE, closed_port, dashboard_team, set_team_url
 from test_web import _signed_in
 
 PAGES = ("/team", "/team/sessions", "/team/failures", "/team/cost")
@@ -159,22 +159,23 @@ def test_answers_are_remembered_for_a_while(team: dict[str, Any], monkeypatch: p
 
 def test_an_unreachable_store_is_an_error_panel(team: dict[str, Any], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
-    for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    root = str(tmp_path / "root")
-    set_team_url(root, "s3://team/org")
-    guard = Guard(port=8765)
-    with _signed_in(create_app(root, guard, live=False), guard) as c:
-        for path in PAGES:
-            r = c.get(path)
-            assert r.status_code == 503, (path, r.text[:300])
-            panel = re.search(r'<p class="error">([^<]*)</p>', r.text)
-            assert panel and "unreachable" in panel.group(1) and "Traceback" not in r.text, r.text[-1500:]
-            assert '<a href="/team" class="here">Team</a>' in r.text  # the page around it, with the nav
-            api = c.get("/api" + path)
-            assert api.status_code == 503 and api.headers["content-type"].startswith("application/problem+json")
-            assert "unreachable" in api.json()["detail"]
+    with closed_port() as port:  # bound, not listening: refused, and no other server can take it
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(k, v)
+        root = str(tmp_path / "root")
+        set_team_url(root, "s3://team/org")
+        guard = Guard(port=8765)
+        with _signed_in(create_app(root, guard, live=False), guard) as c:
+            for path in PAGES:
+                r = c.get(path)
+                assert r.status_code == 503, (path, r.text[:300])
+                panel = re.search(r'<p class="error">([^<]*)</p>', r.text)
+                assert panel and "unreachable" in panel.group(1) and "Traceback" not in r.text, r.text[-1500:]
+                assert '<a href="/team" class="here">Team</a>' in r.text  # the page around it, with the nav
+                api = c.get("/api" + path)
+                assert api.status_code == 503 and api.headers["content-type"].startswith("application/problem+json")
+                assert "unreachable" in api.json()["detail"]
 
 
 def test_a_store_that_does_not_answer_in_time_is_an_error_panel(team: dict[str, Any],
