@@ -51,6 +51,8 @@ SKIPS: dict[tuple[str, ...], str] = {
     ("bench", "proofs"): "the proofs step of bench run: loads --events synthetic events and ingests them four times",
     ("bench", "team"): "starts moto's S3 server and a Ray cluster, publishes --events synthetic events, queries for minutes",
     ("bench", "sandbox"): "a timed benchmark: a real agentlog run brokering --runs commands and --size-mb MB",
+    ("bench", "relevance"): "builds the relevance corpus and embeds it (minutes) before it measures anything",
+    ("bench", "web"): "the web step of bench run: builds a --events store and starts servers over it (minutes)",
     ("run",): "starts the named program under the sandbox and waits for it to exit",
     ("exec",): "its exit status is the brokered command's (126 outside a run), not agentlog's 0/1/2",
     ("bench", "hook"): "a timed benchmark spawning hook processes by the hundred",
