@@ -150,12 +150,18 @@ def test_approve_a_memory_proposal_from_now(world: dict[str, str], browser: tupl
     driver.get(base + "/")
     wait("Now", lambda: driver.find_element(By.CSS_SELECTOR, "#main h1").text == "Now")
     _escaped(driver, "Now")
-    waiting = driver.find_element(By.ID, "proposals-waiting")
-    assert "window.__xss=1" in waiting.text  # the title, as text
-    strip = driver.find_element(By.ID, "today").text
+
+    # each read of the page is one retried step: the live stream may swap <main> between a find and a look
+    def now_page() -> tuple[str, str, list[tuple[str, str]]]:
+        waiting = driver.find_element(By.ID, "proposals-waiting")
+        links = [(a.text, a.get_attribute("href") or "") for a in waiting.find_elements(By.CSS_SELECTOR, "a.proposal")]
+        return waiting.text, driver.find_element(By.ID, "today").text, links
+
+    waiting_text, strip, all_links = wait("the Now page", now_page)
+    assert "window.__xss=1" in waiting_text  # the title, as text
     assert "to review" in strip, strip
-    links = [a for a in waiting.find_elements(By.CSS_SELECTOR, "a.proposal") if a.text.startswith("Run the parser")]
-    assert len(links) == 1 and links[0].get_attribute("href").endswith(f"/proposals#p-{pid}")
+    links = [href for text, href in all_links if text.startswith("Run the parser")]
+    assert len(links) == 1 and links[0].endswith(f"/proposals#p-{pid}")
 
     # the action is a POST with the page's CSRF token: the page's own GET and token-less POST change nothing
     assert _fetch(driver, "GET", f"/proposals/{pid}/approve") == 405
@@ -173,10 +179,14 @@ def test_approve_a_memory_proposal_from_now(world: dict[str, str], browser: tupl
     clicks = 0
     wait("the click on the proposal", lambda: click(f"#proposals-waiting a.proposal[href$='#p-{pid}']", "Run the"))
     clicks += 1
-    card = wait("the proposal", lambda: driver.find_element(By.ID, f"p-{pid}"))
+    def card() -> tuple[str, str]:
+        found = driver.find_element(By.ID, f"p-{pid}")
+        return found.find_element(By.TAG_NAME, "h2").text, found.text
+
+    heading, card_text = wait("the proposal", card)
     assert driver.current_url.endswith(f"/proposals#p-{pid}")
-    assert "open" in card.find_element(By.TAG_NAME, "h2").text
-    assert f"evidence attempt: {stored}" in card.text, card.text  # its evidence, in the readable diff
+    assert "open" in heading
+    assert f"evidence attempt: {stored}" in card_text, card_text  # its evidence, in the readable diff
     _escaped(driver, "the proposals")
     wait("the click on Approve", lambda: click(f"#p-{pid} button.approve", "Approve"))
     clicks += 1
@@ -192,8 +202,8 @@ def test_approve_a_memory_proposal_from_now(world: dict[str, str], browser: tupl
     assert "window.__xss=3" in body  # the statement, as text
     assert stored in body and pid in body  # its evidence, and its history naming the proposal
     memory_url = driver.current_url
-    evidence = driver.find_element(By.CSS_SELECTOR, f"#main a[href='/attempts/{stored}']")
-    assert evidence.is_displayed()
+    # the live stream may swap <main> between the find and the look, so both are one retried step
+    wait("the evidence link shown", lambda: driver.find_element(By.CSS_SELECTOR, f"#main a[href='/attempts/{stored}']").is_displayed())
     assert clicks <= 3
 
     # it took effect: in the memory's own store, and Now no longer lists it
