@@ -195,7 +195,7 @@ def test_metadata_only_leaves_no_content_anywhere_in_the_bucket(tmp_path: Path, 
     assert r.returncode == 0, r.stderr
     events = team_rows(url, "events", s3)
     assert events.num_rows > 0
-    for gone in ("event", "text", "attrs", "paths", "project_root", "project_remote"):
+    for gone in ("event", "text", "attrs", "paths", "project_root", "project_remote", "command_key"):
         assert gone not in events.column_names
     for name, cols in (("turns", ("objective",)), ("tool_calls", ("result_summary", "first_error", "paths")),
                        ("attempts", ("objective", "note"))):
@@ -400,3 +400,30 @@ def test_commits_hold_whole_days(days: list[int], read: int, batch_rows: int, da
     for n, d in enumerate(days):
         if d < 2 * batch_rows:
             assert len([c for c in commits if any(t // day_us == n for t in c)]) == 1, (n, d)
+
+
+@pytest.mark.quick
+@settings(max_examples=60, deadline=None)
+@given(days=st.lists(st.integers(0, 4), min_size=1, max_size=200), max_runs=st.sampled_from([1, 3, 64]))
+def test_a_batch_split_by_day_keeps_every_row_in_order(days: list[int], max_runs: int) -> None:
+    """Each day's rows of a batch, in the batch's order, whether cut into slices (a few runs of
+    a day) or sorted by day first (interleaved rows): the same as a filter per day."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from agentlog.team import publish as P
+
+    batch = pa.record_batch({"day": pa.array(days, pa.int32()), "row": pa.array(range(len(days)), pa.int64()),
+                             "event": pa.array([f'{{"n":{i}}}' for i in range(len(days))], pa.string())})
+    old = P._MAX_RUNS
+    P._MAX_RUNS = max_runs
+    try:
+        parts = P._split_by_day(batch, batch.column("day"))
+    finally:
+        P._MAX_RUNS = old
+    got: dict[int, list[int]] = {}
+    for day, part in parts:
+        assert set(part.column("day").to_pylist()) == {day}
+        got.setdefault(day, []).extend(part.column("row").to_pylist())
+    want = {d: batch.filter(pc.equal(batch.column("day"), d)).column("row").to_pylist() for d in set(days)}
+    assert got == want

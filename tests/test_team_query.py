@@ -74,12 +74,24 @@ def test_duckdb_rows_are_the_local_engines(team: dict[str, Any], view: str) -> N
     for machine, root in team["roots"].items():
         local = _local(root, f"SELECT * FROM {view}")
         keep = [i for i, c in enumerate(local.columns) if c not in ("machine", "host")]  # (events and sessions')
-        got = ask(team["loc"], f"SELECT * EXCLUDE (machine, host, day, publisher) FROM {view} WHERE machine = '{machine}'")
+        team_own = "machine, host, day, publisher" + (", command_key" if view == "events" else "")
+        got = ask(team["loc"], f"SELECT * EXCLUDE ({team_own}) FROM {view} WHERE machine = '{machine}'")
         assert got.columns == [local.columns[i] for i in keep]
         assert got.types == [local.types[i] for i in keep]
         assert _sorted(got.rows) == _sorted([tuple(r[i] for i in keep) for r in local.rows])
         if view != "usage":
             assert got.rows, view
+
+
+def test_the_events_command_key_is_the_captures(team: dict[str, Any]) -> None:
+    """The team's own ``command_key`` column holds what each event's ``attrs`` says (null when
+    nothing), so "which commands fail most" need not match every row's JSON."""
+    for machine, root in team["roots"].items():
+        local = _local(root, "SELECT event_id, json_extract_string(attrs, '$.command_key') FROM events")
+        got = ask(team["loc"], f"SELECT event_id, command_key FROM events WHERE machine = '{machine}'")
+        assert _sorted(got.rows) == _sorted(local.rows)
+        keys = [k for _, k in got.rows if k is not None]
+        assert keys and all(len(k) == 16 for k in keys), got.rows  # a shell command's digest
 
 
 def test_duckdb_statement_language(team: dict[str, Any]) -> None:
@@ -183,6 +195,8 @@ QUERIES: list[tuple[str, bool]] = [
      "WHERE outcome = 'superseded') ORDER BY session_id", True),
     ("SELECT kind, content FROM events WHERE kind = 'prompt_submitted' ORDER BY observed_at, event_id", True),
     ("SELECT count(*) AS n FROM usage", True),
+    ("SELECT command_key, count(*) AS n, count(DISTINCT machine) AS machines FROM events "
+     "WHERE command_key IS NOT NULL GROUP BY command_key ORDER BY n DESC, command_key", True),
     ("SHOW SUPERSEDED ATTEMPTS", True),
     ("SHOW TURNS", True),
 ]

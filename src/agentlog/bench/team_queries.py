@@ -29,9 +29,7 @@ QUERIES: list[tuple[str, str, str]] = [
      "FROM usage GROUP BY project_name, day ORDER BY day, project_name"),
     ("failing_commands", "top recurring failing commands",
      "SELECT command_key, count(*) AS failures, count(DISTINCT provider_session_id) AS sessions, "
-     "count(DISTINCT machine) AS machines FROM (SELECT regexp_extract(attrs, '\"command_key\":\"([0-9a-f]+)\"', 1) "
-     "AS command_key, provider_session_id, machine FROM events "
-     "WHERE kind = 'tool_call_failed' AND tool_category = 'shell') f "
+     "count(DISTINCT machine) AS machines FROM events WHERE kind = 'tool_call_failed' AND tool_category = 'shell' "
      "GROUP BY command_key ORDER BY failures DESC, command_key LIMIT 20"),
     ("sessions_on_path", "sessions touching a path",
      "SELECT s.machine, s.session_id, s.provider, s.project_name, s.started_at, t.touches FROM sessions s "

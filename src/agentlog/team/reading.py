@@ -66,7 +66,7 @@ def empty_table(name: str) -> Any:
     if name == "events":
         from agentlog.store.schema import EVENTS_SCHEMA
 
-        schema = EVENTS_SCHEMA
+        schema = EVENTS_SCHEMA.append(pa.field("command_key", pa.string()))  # (tables.command_keys)
     else:
         from agentlog.query.engine import Engine
 

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 TEAM_COLUMNS: Final = ("machine", "host", "day", "publisher")
+TEAM_DERIVED: Final = ("command_key",)
+"""Columns the team's ``events`` table adds to the store's (not with ``--metadata-only``): see
+:func:`command_keys`."""
 PARTITION_BY: Final = ["machine", "day"]
 
 
@@ -125,14 +128,33 @@ def with_team_columns(table: Any, spec: TeamTable, machine: Any, host: Any, publ
     table's time column, ``publisher``; only the metadata columns with ``metadata_only``."""
     import pyarrow as pa
 
-    keep = [c for c in table.column_names if c not in TEAM_COLUMNS
+    keep = [c for c in table.column_names if c not in TEAM_COLUMNS and c not in TEAM_DERIVED
             and (not metadata_only or c in spec.metadata)]
     out = table.select(keep)
+    if spec.name == "events" and not metadata_only and "attrs" in table.column_names:
+        out = out.append_column("command_key", command_keys(table.column("attrs")))
     when = table.column(spec.time) if spec.time in table.column_names else pa.nulls(table.num_rows, pa.timestamp("us"))
     day = utc_day(when)
     n = table.num_rows
     return (out.append_column("machine", _column(machine, n)).append_column("host", _column(host, n))
             .append_column("day", day).append_column("publisher", pa.array([publisher] * n, pa.string())))
+
+
+def command_keys(attrs: Any) -> Any:
+    """Each event's ``attrs.command_key`` (the capture's digest of a shell command; null when it
+    has none): the events table keeps it as a column of its own, so "which commands fail
+    most" groups a short column instead of matching every failed call's ``attrs`` JSON.
+    Read from the JSON text as the store writes it (compact, keys quoted, no blanks)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    if isinstance(attrs, pa.ChunkedArray):
+        attrs = attrs.combine_chunks() if attrs.num_chunks != 1 else attrs.chunk(0)
+    if len(attrs) == 0:
+        return pa.array([], pa.string())
+    found = pc.extract_regex(pc.cast(attrs, pa.large_string()), r'"command_key":"(?P<k>[0-9a-f]{1,64})"')
+    keys = pc.struct_field(found, [0])
+    return pc.if_else(pc.is_valid(found), pc.cast(keys, pa.string()), pa.scalar(None, pa.string()))
 
 
 def utc_day(when: Any) -> Any:
