@@ -196,12 +196,18 @@ def test_memory_propose_takes_the_natural_short_form_and_shows_the_shape_when_wr
                             "evidence": ["file:src/main.py"]}),
         ("memory_propose", {"kind": "decision", "title": "Use uv", "statement": "uv, not pip"}),
         ("memory_propose", {"title": "nothing to propose"}),
+        # a pitfall also needs "avoid": the answer names it and how to give it, and with it the call works
+        ("memory_propose", {"kind": "pitfall", "title": "pytest -x", "statement": "-x hides later failures"}),
+        ("memory_propose", {"kind": "pitfall", "title": "pytest -x", "statement": "-x hides later failures",
+                            "attributes": {"avoid": "run the whole suite"}}),
     ]
     _, results = asyncio.run(_session(home, calls))
-    assert [r.is_error for r in results] == [False, False, True]
+    assert [r.is_error for r in results] == [False, False, True, True, False]
+    assert 'a pitfall also needs avoid: add "attributes": {"avoid": "…"}' in results[3].content[0].text
     assert "short form" in results[2].content[0].text and '"kind": "fact"' in results[2].content[0].text
     opened = list_proposals(home, status="open")[: len(list_proposals(home, status="open")) - before_open]
     made = {c["title"]: c for p in opened for c in p.changes}
     assert made["The API listens on 8080"]["attributes"] == {"statement": "The API listens on 8080"}
     assert made["The API listens on 8080"]["evidence"][0]["type"] == "file"
     assert made["Use uv"]["attributes"]["chosen"] == "uv, not pip"
+    assert made["pytest -x"]["attributes"] == {"symptom": "-x hides later failures", "avoid": "run the whole suite"}

@@ -436,6 +436,20 @@ def short_form_changes(kind: Any, title: Any, statement: Any = None, content: An
     return [change]
 
 
+def _short_form_complete(change: dict[str, Any]) -> None:
+    """Refuse a short form whose kind needs attributes the statement cannot fill (a pitfall's
+    ``avoid``), naming them and how to give them."""
+    from agentlog.memory.model import MAIN_ATTRIBUTE, SCHEMAS
+
+    kind, attrs = change.get("kind"), change.get("attributes") or {}
+    schema = SCHEMAS.get(kind) if isinstance(kind, str) else None
+    missing = [a.name for a in schema or () if a.required and attrs.get(a.name) is None]
+    if missing:
+        given = ", ".join(f'"{n}": "…"' for n in missing)
+        raise ToolError(f"a {kind} also needs {', '.join(missing)}: add \"attributes\": {{{given}}} to the short "
+                        f"form (the statement fills its {MAIN_ATTRIBUTE.get(kind, 'main attribute')}); {PROPOSE_EXAMPLE}")
+
+
 def memory_propose(root: str, *, changes: list[dict[str, Any]] | None = None, title: str | None = None,
                    note: str | None = None, kind: str | None = None, statement: str | None = None,
                    content: str | None = None, attributes: dict[str, Any] | None = None,
@@ -449,6 +463,7 @@ def memory_propose(root: str, *, changes: list[dict[str, Any]] | None = None, ti
 
     if changes is None and kind is not None:
         changes = short_form_changes(kind, title, statement, content, attributes, evidence, tags)
+        _short_form_complete(changes[0])
     if not isinstance(changes, list) or not changes or len(changes) > 50:
         raise ToolError("give kind, title and statement (or content) for one new memory, or title and changes (a "
                         "list of 1–50 changes {op: create|edit|confirm|contradict|add_evidence|link|unlink|archive|"
