@@ -167,12 +167,20 @@ def key_of(request: Request) -> str:
 
 async def guarded(request: Request, produce: Callable[[], Awaitable[Any]],
                   render: Callable[[Any], Response]) -> Response:
-    """Run ``produce`` (in a thread); map an unknown id to 404 and a bad query to 400."""
+    """Run ``produce`` (in a thread); map an unknown id to 404, a bad query to 400, and content
+    encrypted at rest whose key is locked to 503 (see :func:`locked`)."""
+    from agentlog.core.atrest import AtRestLockedError
     from agentlog.memory.store import NotFound
     from agentlog.query.views import IdError, UnknownId
 
+    if request.url.path.removeprefix("/api") != "/integrity":  # (verifying needs no key)
+        refused = locked(request)
+        if refused is not None:
+            return refused
     try:
         result = await produce()
+    except AtRestLockedError as e:
+        return error(request, 503, "Content locked", str(e))
     except (UnknownId, NotFound) as e:
         return error(request, 404, "Not found", str(e))
     except IdError as e:
@@ -180,6 +188,20 @@ async def guarded(request: Request, produce: Callable[[], Awaitable[Any]],
     except data.QueryError as e:
         return error(request, 400, "Query refused", str(e))
     return render(result)
+
+
+def locked(request: Request) -> Response | None:
+    """503 naming ``agentlog keys unlock`` while the data root's content is encrypted at rest and
+    its key locked (None otherwise): its derived stores are gone with the key, so a page would
+    otherwise answer as if nothing had been recorded."""
+    from agentlog.core.atrest import AtRestLockedError, data_keys, locked_message
+
+    root = state(request).root
+    try:
+        data_keys(root)
+    except AtRestLockedError:
+        return error(request, 503, "Content locked", locked_message(root))
+    return None
 
 
 def error(request: Request, status: int, title: str, detail: str) -> Response:
@@ -218,5 +240,5 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return error(request, 500, "Internal error", f"{type(exc).__name__} (see the server's output)")
 
 
-__all__ = ["JSON", "NAV", "TEAM_NAV", "AppState", "Producer", "compact_time", "environment", "when_markup", "whole_id", "error", "guarded", "key_of", "nav", "not_found", "page",
+__all__ = ["JSON", "NAV", "TEAM_NAV", "AppState", "Producer", "compact_time", "environment", "when_markup", "whole_id", "error", "guarded", "key_of", "locked", "nav", "not_found", "page",
            "page_no", "read", "server_error", "state", "twins"]

@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 
 from agentlog.operations.reader import Source
 from agentlog.web import data
-from agentlog.web.routes.common import JSON, error, guarded, key_of, page_no, read, state
+from agentlog.web.routes.common import JSON, error, guarded, key_of, locked, page_no, read, state
 
 
 NOW_FRESH_S: Final = 15.0
@@ -141,6 +141,9 @@ async def sql_csv(request: Request) -> Response:
     q = request.query_params.get("q", "").strip()
     if not q:
         return error(request, 400, "No statement", "give ?q=STATEMENT")
+    refused = locked(request)
+    if refused is not None:
+        return refused
 
     def render(res: dict[str, Any]) -> Response:
         buf = io.StringIO()
