@@ -264,25 +264,30 @@ def _locked(root: str, wait: float) -> Iterator[bool]:
 def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
                 gone: Retracted) -> tuple[np.ndarray, list[Key], list[list[Any]], bool]:
     """The rows' vectors, keys and roles, less ``skip`` and what ``gone`` retracts; a retraction
-    among the rows is added to ``gone`` (the last value: whether one was)."""
+    among the rows is added to ``gone`` (the last value: whether one was). A large run embeds on
+    every CPU (:mod:`.embed_pool`)."""
     import numpy as np
+
+    from agentlog.search.embed_pool import Embedder
 
     parts: list[np.ndarray] = []
     keys: list[Key] = []
     roles: list[list[Any]] = []
     retracting = False
-    for rows in batches:
-        texts: list[str] = []
-        for r in rows:
-            retracting = gone.add(r) or retracting
-            key = (f"{r['log_provider']}/{r['log_key']}", int(r["seq"]))
-            text = chunk_text(r) if key not in skip and not (gone and gone.holds(r)) else None
-            if text is not None:
-                texts.append(text)
-                keys.append(key)
-                roles.append([summaries.role(r.get("kind"))])
-        if texts:
-            parts.append(quantise(embed(texts)))
+    with Embedder() as embedder:
+        for rows in batches:
+            texts: list[str] = []
+            for r in rows:
+                retracting = gone.add(r) or retracting
+                key = (f"{r['log_provider']}/{r['log_key']}", int(r["seq"]))
+                text = chunk_text(r) if key not in skip and not (gone and gone.holds(r)) else None
+                if text is not None:
+                    texts.append(text)
+                    keys.append(key)
+                    roles.append([summaries.role(r.get("kind"))])
+            if texts:
+                parts.extend(embedder.add(texts))
+        parts.extend(embedder.finish())
     vectors = np.concatenate(parts) if parts else np.zeros((0, DIM), dtype=np.int8)
     return vectors, keys, roles, retracting
 
