@@ -111,36 +111,78 @@ def _aad(kid: str, event_id: str) -> bytes:
 
 
 def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
-    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither.
+    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither."""
+    return seal_events([event], kid, key)[0]
+
+
+def seal_events(events: list[bytes], kid: str, key: bytes) -> list[bytes]:
+    """Each of ``events`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it
+    has neither. The nonces of all of them come from one read of the OS's random source.
 
     In the canonical order they are the last members, so the event's own bytes are cut where
     they start: the head is kept as it is, and the plaintext is ``{`` and the rest, byte for byte
     (:func:`open_event` splices them back: an opened event is the event that was sealed). Where
     that cut does not hold (another order), the event is parsed and written again."""
+    from agentlog.core import oslite as os
+
+    nonces = os.urandom(NONCE_BYTES * len(events))
+    m = _sodium()
+    ffi, encrypt_into = m.ffi, m.lib.crypto_aead_xchacha20poly1305_ietf_encrypt
+    new = ffi.new_allocator(should_clear_after_alloc=False)  # (libsodium writes every byte read back)
+    kid_b = kid.encode("ascii")
+    ad_start = _AAD + kid_b + b"\x1f"
+    mark = b',"sealed":{"k":"' + kid_b + b'","n":"'
+    out: list[bytes] = []
+    for i, event in enumerate(events):
+        cut = _cut(event)
+        if cut is not None:
+            start, inner, eid = event[:cut[0]], b"{" + event[cut[0] + 1:], cut[1]
+        else:  # the whole event, parsed
+            ev = loads(event.decode("utf-8", "surrogatepass"))
+            if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
+                out.append(event)
+                continue
+            members = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
+            start, inner = dumps_bytes(ev)[:-1], dumps_bytes(members)
+            eid = str(ev.get("event_id", "")).encode("utf-8", "surrogatepass")
+        nonce = nonces[i * NONCE_BYTES:(i + 1) * NONCE_BYTES]
+        ad = ad_start + eid
+        size = len(inner) + TAG_BYTES
+        box = new("unsigned char[]", size)
+        if encrypt_into(box, ffi.NULL, inner, len(inner), ad, len(ad), ffi.NULL, nonce, key) != 0:
+            raise SealError("encryption failed")
+        out.append(b"".join((start, mark, binascii.b2a_base64(nonce, newline=False), b'","c":"',
+                             binascii.b2a_base64(ffi.buffer(box, size), newline=False), b'"}}')))
+    return out
+
+
+def _cut(event: bytes) -> tuple[int, bytes] | None:
+    """Where the canonical event ``event``'s sealed members start, and its event id (UTF-8), or
+    None when the cut does not hold (then the event is parsed whole).
+
+    The cut is at the first ``,"content":`` (else ``,"raw":``); it holds when the event id is
+    its first member (read in place, no escapes), the head before the cut names none of
+    ``content``, ``raw`` and ``sealed`` anywhere (agentlog's JSON writers never escape a letter,
+    so a member of those names shows as its bytes), and the rest after it, opened with ``{``,
+    is one JSON object of those members alone: it then closes exactly the event's own object,
+    so the cut is at the event's top level. The rest is smaller than the head, so parsing it
+    costs less."""
     cut = event.find(_CONTENT_KEY)
     if cut < 0:
         cut = event.find(_RAW_KEY)
-    head = None
-    if cut > 0 and event.endswith(b"}"):
-        head = _parse_head(event[:cut] + b"}")
-    if isinstance(head, dict) and "event_id" in head and "kind" in head and not any(
-            f in head for f in (*SEALED_FIELDS, SEALED)):
-        start, inner, eid = event[:cut], b"{" + event[cut + 1:], str(head["event_id"])
-    else:  # the whole event, parsed
-        ev = loads(event.decode("utf-8", "surrogatepass"))
-        if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
-            return event
-        members = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
-        start, inner, eid = dumps_bytes(ev)[:-1], dumps_bytes(members), str(ev.get("event_id", ""))
-    from agentlog.core import oslite as os
-
-    nonce = os.urandom(NONCE_BYTES)
-    box = encrypt(inner, _aad(kid, eid), nonce, key)
-    return b"".join((start, b',"sealed":{"k":"', kid.encode("ascii"), b'","n":"', _b64(nonce).encode("ascii"),
-                     b'","c":"', _b64(box).encode("ascii"), b'"}}'))
+    if cut <= 0 or not event.startswith(_ID_PREFIX):
+        return None
+    end = event.find(b'"', len(_ID_PREFIX), cut)
+    if end < 0 or event.find(b"\\", len(_ID_PREFIX), end) >= 0 or any(
+            event.find(name, 0, cut) >= 0 for name in (b'"content":', b'"raw":', b'"sealed":')):
+        return None
+    tail = _parse(b"{" + event[cut + 1:])
+    if not isinstance(tail, dict) or not tail or any(f not in SEALED_FIELDS for f in tail):
+        return None
+    return cut, event[len(_ID_PREFIX):end]
 
 
-def _parse_head(data: bytes) -> Any:
+def _parse(data: bytes) -> Any:
     """``data`` parsed (None: not JSON): with orjson where the process has loaded it (a bulk
     writer: an import, the capture server), else the hook's own codec."""
     import sys
@@ -178,31 +220,102 @@ def is_sealed(event: bytes) -> bool:
 def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
     """``event`` with its sealed member opened (``keys``: data keys by id): the head before the
     sealed member, and the plaintext's members spliced after it, without parsing the event.
-    Unchanged when not sealed. Raises :class:`SealError` when it does not open."""
-    from agentlog.core.jsonio import loads as fast_loads
+    Unchanged when not sealed. Raises :class:`SealError` when it does not open. (A reader of
+    many events makes one :class:`EventOpener` and calls it on each.)"""
+    return EventOpener(keys)(event)
 
-    at = event.rfind(SEALED_MARK)
-    if at <= 0 or not event.endswith(b"}}"):
-        return event
-    try:
-        box = fast_loads(event[at + len(b',"sealed":'):-1])
-    except ValueError:  # not the sealed member after all: not for this function to say
-        return event
-    if not isinstance(box, dict):
-        return event
-    eid = _event_id(event, at)
-    kid = box.get("k")
-    key = keys.get(kid) if isinstance(kid, str) else None
-    if key is None or not isinstance(kid, str):
-        raise SealError(f"event {eid} is sealed with data key {kid!r}, which this data root does not have")
-    try:
-        plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, eid), binascii.a2b_base64(box["n"]), key)
-    except (KeyError, TypeError, ValueError):  # a member missing, not text, not base64
-        plain = None
-    if plain is None or not plain.startswith(b"{") or len(plain) < 3:
-        raise SealError(f"event {eid}: its sealed content does not open with data key {kid} "
-                        "(the bytes were changed, or the key is not this one)")
-    return event[:at] + b"," + plain[1:]
+
+_N_SEP = b'","n":"'
+_C_SEP = b'","c":"'
+_IDS = len(_ID_PREFIX)
+_KS = len(SEALED_MARK)
+_NS, _CS = len(_N_SEP), len(_C_SEP)
+_NONCE_B64 = 4 * NONCE_BYTES // 3
+
+
+class EventOpener:
+    """Opens sealed events with the data keys by id ``keys``: :func:`open_event` for every event
+    of a reader (ingest opens each frame's). The sealed member is read in place when it has
+    the form :func:`seal_event` writes (the members in their order, no escapes: base64 holds
+    neither quotes nor backslashes), with what each key needs worked out once per key; any other
+    form is parsed as JSON (:meth:`careful`). Either way libsodium's AEAD decides whether it opens."""
+
+    def __init__(self, keys: dict[str, bytes]) -> None:
+        self.keys = keys
+        self._per_key: dict[bytes, tuple[bytes, bytes]] = {}
+        """Key id (ASCII bytes) → (the associated data's start, the data key)."""
+        self._lib: Any = None
+
+    def __call__(self, event: bytes) -> bytes:
+        at = event.rfind(SEALED_MARK)
+        if at <= 0:
+            return event
+        k = at + _KS
+        n = event.find(b'"', k)
+        c = n + _NS + _NONCE_B64  # (base64 of a nonce: fixed length, no padding)
+        end = len(event) - 3
+        ide = event.find(b'"', _IDS)
+        if self._lib is None:
+            self._sodium()
+        per = self._per_key.get(event[k:n]) if n > 0 else None
+        # The id is in the associated data as it is in the bytes, so it must hold no escape (the
+        # key id must be one of ours, and strict base64 refuses quotes and backslashes).
+        if (per is None or not event.endswith(b'"}}') or not event.startswith(_N_SEP, n)
+                or not event.startswith(_C_SEP, c) or not event.startswith(_ID_PREFIX) or ide < 0
+                or event.find(b"\\", _IDS, ide) >= 0):
+            return self.careful(event)
+        view = memoryview(event)
+        try:
+            box = binascii.a2b_base64(view[c + _CS:end], strict_mode=True)
+            nonce = binascii.a2b_base64(view[n + _NS:c], strict_mode=True)
+        except ValueError:
+            return self.careful(event)
+        size = len(box) - TAG_BYTES
+        if size < 3 or len(nonce) != NONCE_BYTES:
+            return self.careful(event)
+        ffi, lib, new = self._lib  # (set with the per-key table)
+        out = new("unsigned char[]", size)
+        ad = per[0] + event[_IDS:ide]
+        if lib.crypto_aead_xchacha20poly1305_ietf_decrypt(out, ffi.NULL, ffi.NULL, box, len(box), ad, len(ad), nonce,
+                                                          per[1]) != 0 or out[0] != 0x7B:  # '{'
+            return self.careful(event)  # (which says why it does not open)
+        return b"".join((view[:at], b",", memoryview(ffi.buffer(out, size))[1:]))
+
+    def _sodium(self) -> None:
+        """libsodium's calls (an allocator that does not zero: libsodium writes every byte that
+        is read back), and what each key needs."""
+        mod = _sodium()
+        self._lib = (mod.ffi, mod.lib, mod.ffi.new_allocator(should_clear_after_alloc=False))
+        for kid, key in self.keys.items():
+            if kid.isascii() and len(key) == 32:
+                self._per_key[kid.encode("ascii")] = (_aad(kid, ""), key)
+
+    def careful(self, event: bytes) -> bytes:
+        """``event`` opened the slow way: its sealed member parsed as JSON."""
+        from agentlog.core.jsonio import loads as fast_loads
+
+        at = event.rfind(SEALED_MARK)
+        if at <= 0 or not event.endswith(b"}}"):
+            return event
+        try:
+            box = fast_loads(event[at + len(b',"sealed":'):-1])
+        except ValueError:  # not the sealed member after all: not for this function to say
+            return event
+        if not isinstance(box, dict):
+            return event
+        eid = _event_id(event, at)
+        kid = box.get("k")
+        key = self.keys.get(kid) if isinstance(kid, str) else None
+        if key is None or not isinstance(kid, str):
+            raise SealError(f"event {eid} is sealed with data key {kid!r}, which this data root does not have")
+        try:
+            plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, eid), binascii.a2b_base64(box["n"]), key)
+        except (KeyError, TypeError, ValueError):  # a member missing, not text, not base64
+            plain = None
+        if plain is None or not plain.startswith(b"{") or len(plain) < 3:
+            raise SealError(f"event {eid}: its sealed content does not open with data key {kid} "
+                            "(the bytes were changed, or the key is not this one)")
+        return event[:at] + b"," + plain[1:]
 
 
 def _event_id(event: bytes, at: int) -> str:
@@ -226,19 +339,15 @@ class Opener:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.keys: dict[str, bytes] | None = None
+        self.opener: EventOpener | None = None
 
     def __call__(self, event: bytes) -> bytes:
         if SEALED_MARK not in event:
             return event
-        if self.keys is None:
-            self.keys = data_keys(self.root)
-        return open_event(event, self.keys)
+        if self.opener is None:
+            self.opener = EventOpener(data_keys(self.root))
+        return self.opener(event)
 
 
-def _b64(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener",
-           "encrypt", "decrypt", "NONCE_BYTES"]
+__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "seal_events", "open_event", "is_sealed",
+           "withhold_content", "Opener", "EventOpener", "encrypt", "decrypt", "NONCE_BYTES"]

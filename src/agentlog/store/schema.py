@@ -352,6 +352,7 @@ class EventBatch:
         self.fast = fast
         self.keys = keys
         """Data keys by id (encryption at rest is on): sealed events are opened as they are added."""
+        self.opener = None if keys is None else _sealing.EventOpener(keys)
         self.heads: list[dict[str, Any]] = []
         self.attrs: list[str | None] = []
         self.texts: list[str | None] = []
@@ -375,8 +376,8 @@ class EventBatch:
             event.decode("utf-8")
         except UnicodeDecodeError:
             raise EventRowError("event_not_utf8") from None
-        if self.keys is not None and _sealing.SEALED_MARK in event:
-            event = _sealing.open_event(event, self.keys)  # the one place a derived store reads sealed content
+        if self.opener is not None:
+            event = self.opener(event)  # the one place a derived store reads sealed content
         if self.fast:
             ev, head_len = parse_head(event)
         else:
