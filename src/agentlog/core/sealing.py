@@ -34,8 +34,10 @@ SEALED = "sealed"
 SEALED_MARK = b',"sealed":{"k":"'
 """How a sealed event's last member starts (a JSON string cannot hold these bytes unescaped)."""
 SEALED_FIELDS = ("content", "raw")
+_SEALED_SET = frozenset(SEALED_FIELDS)
 _CONTENT_KEY = b',"content":'
 _RAW_KEY = b',"raw":'
+_SEALED_KEY = b',"sealed":'
 _ID_PREFIX = b'{"event_id":"'
 NONCE_BYTES = 24
 TAG_BYTES = 16
@@ -58,23 +60,21 @@ def _sodium() -> Any:
     installed package already sits in it); only a root with encryption at rest on pays for this."""
     global _LIB
     if _LIB is None:
-        try:
-            mod = __import__("nacl._sodium", fromlist=["lib"])  # (a compiled module without stubs)
-        except ImportError:
-            import sys
+        import sys
 
+        if sys.flags.no_site:  # (added before the first try: a try that fails costs the hook ~0.3 ms)
             v = sys.version_info
             # a virtual environment's own (under -S, sys.prefix is the base interpreter's), then the base's
             venv = sys.executable.rsplit("/", 2)[0]
             lib = f"lib/python{v[0]}.{v[1]}/site-packages"
-            sys.path += [f"{venv}/{lib}", f"{sys.prefix}/{lib}"]
-            try:
-                mod = __import__("nacl._sodium", fromlist=["lib"])
-            except ImportError:
-                import sysconfig
+            sys.path += [d for d in (f"{venv}/{lib}", f"{sys.prefix}/{lib}") if d not in sys.path]
+        try:
+            mod = __import__("nacl._sodium", fromlist=["lib"])  # (a compiled module without stubs)
+        except ImportError:
+            import sysconfig
 
-                sys.path += [sysconfig.get_paths()[n] for n in ("purelib", "platlib")]
-                mod = __import__("nacl._sodium", fromlist=["lib"])
+            sys.path += [sysconfig.get_paths()[n] for n in ("purelib", "platlib")]
+            mod = __import__("nacl._sodium", fromlist=["lib"])
         if mod.lib.sodium_init() == -1:
             raise SealError("libsodium did not initialise")
         _LIB = mod
@@ -160,24 +160,24 @@ def _cut(event: bytes) -> tuple[int, bytes] | None:
     """Where the canonical event ``event``'s sealed members start, and its event id (UTF-8), or
     None when the cut does not hold (then the event is parsed whole).
 
-    The cut is at the first ``,"content":`` (else ``,"raw":``); it holds when the event id is
-    its first member (read in place, no escapes), the head before the cut names none of
-    ``content``, ``raw`` and ``sealed`` anywhere (agentlog's JSON writers never escape a letter,
-    so a member of those names shows as its bytes), and the rest after it, opened with ``{``,
-    is one JSON object of those members alone: it then closes exactly the event's own object,
-    so the cut is at the event's top level. The rest is smaller than the head, so parsing it
-    costs less."""
+    The cut is at the first ``,"content":`` (else ``,"raw":``). It holds when the event id is
+    the first member (read in place, no escapes), so every other top-level member starts with
+    ``,"name":`` (agentlog's JSON writers never escape a letter); when the head before the cut
+    has no ``,"raw":`` and no ``,"sealed":``; and when the rest after the cut, opened with
+    ``{``, is one JSON object of ``content`` and ``raw`` alone: it then closes exactly the
+    event's own object, so the cut is at the top level. (The rest is smaller than the head,
+    so parsing it costs less.)"""
     cut = event.find(_CONTENT_KEY)
     if cut < 0:
         cut = event.find(_RAW_KEY)
     if cut <= 0 or not event.startswith(_ID_PREFIX):
         return None
     end = event.find(b'"', len(_ID_PREFIX), cut)
-    if end < 0 or event.find(b"\\", len(_ID_PREFIX), end) >= 0 or any(
-            event.find(name, 0, cut) >= 0 for name in (b'"content":', b'"raw":', b'"sealed":')):
+    if (end < 0 or event.find(b"\\", len(_ID_PREFIX), end) >= 0 or event.find(_RAW_KEY, 0, cut) >= 0
+            or event.find(_SEALED_KEY, 0, cut) >= 0):
         return None
     tail = _parse(b"{" + event[cut + 1:])
-    if not isinstance(tail, dict) or not tail or any(f not in SEALED_FIELDS for f in tail):
+    if not isinstance(tail, dict) or not tail or not tail.keys() <= _SEALED_SET:
         return None
     return cut, event[len(_ID_PREFIX):end]
 
