@@ -19,7 +19,8 @@ from click.testing import CliRunner
 
 from agentlog.cli import cli
 from agentlog.core import atrest
-from agentlog.core.sealing import EventOpener, SealError, open_event, seal_event, seal_events
+from agentlog.core.sealing import SealError, seal_event, seal_events
+from agentlog.core.unsealing import EventOpener, open_event
 from agentlog.log.layout import iter_logs
 
 from hook_paths import HookPath
