@@ -131,6 +131,7 @@ def test_opening_in_place_agrees_with_parsing_and_keeps_each_box_to_its_event() 
     events.append(b'{"event_id":"e-odd","raw":{"p":"zorblax"},"kind":"k","observed_at":1,"content":{"a":"b"}}')
     events.append(b'{"event_id":"e-nested","attrs":{"a":1,"content":{"x":"y"}},"kind":"k","observed_at":1,'
                   b'"content":{"prompt":"zorblax"}}')
+    events.append(b'{"event_id":"e-spaced", "raw": {"p":"zorblax"}, "kind":"k","content":{"a":"b"}}')
     sealed = seal_events(events, kid, key)
     assert not any(b"zorblax" in s for s in sealed)
     assert len({json.loads(s)["sealed"]["n"] for s in sealed}) == len(sealed)  # a nonce each

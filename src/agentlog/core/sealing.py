@@ -36,7 +36,6 @@ SEALED_FIELDS = ("content", "raw")
 _SEALED_SET = frozenset(SEALED_FIELDS)
 _CONTENT_KEY = b',"content":'
 _RAW_KEY = b',"raw":'
-_SEALED_KEY = b',"sealed":'
 _ID_PREFIX = b'{"event_id":"'
 NONCE_BYTES = 24
 TAG_BYTES = 16
@@ -162,20 +161,20 @@ def _cut(event: bytes) -> tuple[int, bytes] | None:
     None when the cut does not hold (then the event is parsed whole).
 
     The cut is at the first ``,"content":`` (else ``,"raw":``). It holds when the event id is
-    the first member (read in place, no escapes), so every other top-level member starts with
-    ``,"name":`` (agentlog's JSON writers never escape a letter); when the head before the cut
-    has no ``,"raw":`` and no ``,"sealed":``; and when the rest after the cut, opened with
-    ``{``, is one JSON object of ``content`` and ``raw`` alone: it then closes exactly the
-    event's own object, so the cut is at the top level. (The rest is smaller than the head,
-    so parsing it costs less.)"""
+    the first member (read in place, no escapes); when the head before the cut has no string
+    ``"content"``, ``"raw"`` or ``"sealed"`` anywhere, so no member of those names, at any depth
+    or spacing (agentlog's JSON writers never escape a letter); and when the rest after the cut,
+    opened with ``{``, is one JSON object of ``content`` and ``raw`` alone: it then closes exactly
+    the event's own object, so the cut is at the top level. (The rest is smaller than the head,
+    so parsing it costs less than parsing the head.)"""
     cut = event.find(_CONTENT_KEY)
     if cut < 0:
         cut = event.find(_RAW_KEY)
     if cut <= 0 or not event.startswith(_ID_PREFIX):
         return None
     end = event.find(b'"', len(_ID_PREFIX), cut)
-    if (end < 0 or event.find(b"\\", len(_ID_PREFIX), end) >= 0 or event.find(_RAW_KEY, 0, cut) >= 0
-            or event.find(_SEALED_KEY, 0, cut) >= 0):
+    if (end < 0 or event.find(b"\\", len(_ID_PREFIX), end) >= 0 or event.find(b'"content"', 0, cut) >= 0
+            or event.find(b'"raw"', 0, cut) >= 0 or event.find(b'"sealed"', 0, cut) >= 0):
         return None
     tail = _parse(b"{" + event[cut + 1:])
     if not isinstance(tail, dict) or not tail or not tail.keys() <= _SEALED_SET:
