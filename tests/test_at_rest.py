@@ -19,7 +19,8 @@ from click.testing import CliRunner
 
 from agentlog.cli import cli
 from agentlog.core import atrest
-from agentlog.core.sealing import SealError, open_event, seal_event
+from agentlog.core.sealing import SealError, seal_event, seal_events
+from agentlog.core.unsealing import EventOpener, open_event
 from agentlog.log.layout import iter_logs
 
 from hook_paths import HookPath
@@ -118,6 +119,62 @@ def test_a_sealed_event_opens_only_with_its_key_and_at_its_place() -> None:
     with pytest.raises(SealError):
         open_event(moved, {"k1": key})
     assert seal_event(b'{"event_id":"e3","kind":"usage","observed_at":1}', "k1", key).find(b"sealed") < 0
+
+
+def test_opening_in_place_agrees_with_parsing_and_keeps_each_box_to_its_event() -> None:
+    """Ingest's :class:`EventOpener` reads the sealed member in place; any other form of it is
+    parsed as JSON (``careful``), and an id written with an escape is never taken as its bytes."""
+    key = os.urandom(32)
+    kid = os.urandom(16).hex()
+    events = [b'{"event_id":"e%d","kind":"prompt_submitted","observed_at":1,"attrs":{"n":%d},'
+              b'"content":{"prompt":"zorblax %d"},"raw":{"p":[1,"\\u001f"]}}' % (i, i, i) for i in range(50)]
+    events.append(b'{"event_id":"e-odd","raw":{"p":"zorblax"},"kind":"k","observed_at":1,"content":{"a":"b"}}')
+    events.append(b'{"event_id":"e-nested","attrs":{"a":1,"content":{"x":"y"}},"kind":"k","observed_at":1,'
+                  b'"content":{"prompt":"zorblax"}}')
+    events.append(b'{"event_id":"e-spaced", "raw": {"p":"zorblax"}, "kind":"k","content":{"a":"b"}}')
+    sealed = seal_events(events, kid, key)
+    assert not any(b"zorblax" in s for s in sealed)
+    assert len({json.loads(s)["sealed"]["n"] for s in sealed}) == len(sealed)  # a nonce each
+    opener = EventOpener({kid: key})
+    for ev, s in zip(events, sealed):
+        assert json.loads(opener(s)) == json.loads(ev) == json.loads(opener.careful(s))
+    assert [opener(s) for s in sealed[:50]] == events[:50]  # byte for byte
+    # the same sealed member written with escapes still opens (parsed); a box without the mark stays shut
+    box = json.loads(sealed[0])["sealed"]
+    head = sealed[0][:sealed[0].rindex(b',"sealed":')]
+    escaped = "\\u%04x" % ord(box["c"][0]) + box["c"][1:]
+    assert opener(head + b',"sealed":{"k":"%s","n":"%s","c":"%s"}}' % (kid.encode(), box["n"].encode(),
+                                                                       escaped.encode())) == events[0]
+    reordered = head + b',"sealed":{"n":"%s","c":"%s","k":"%s"}}' % (box["n"].encode(), box["c"].encode(),
+                                                                     kid.encode())
+    assert opener(reordered) == reordered
+    changed = bytearray(sealed[1])
+    changed[-10] = ord("A") if changed[-10] != ord("A") else ord("B")
+    with pytest.raises(SealError, match="does not open"):
+        opener(bytes(changed))
+    # a box sealed for the event whose id is the 7 characters e\u0031 does not open in the event
+    # whose id is "e1" written with an escape, though the bytes between the quotes are the same
+    literal = seal_event(b'{"event_id":"e\\\\u0031","kind":"k","observed_at":1,"content":{"p":"zorblax"}}',
+                         kid, key)
+    moved = b'{"event_id":"e\\u0031"' + literal[literal.index(b'","kind"') + 1:]
+    assert json.loads(moved)["event_id"] == "e1"
+    with pytest.raises(SealError):
+        opener(moved)
+    assert json.loads(opener(literal))["content"] == {"p": "zorblax"}
+
+
+def test_reads_need_only_the_unlocked_key_never_the_wrapped_one(agentlog_home: Path, hook_path: HookPath) -> None:
+    """Ingest and every read use the unlocked data key; nothing but ``keys unlock`` unwraps it (an
+    Argon2id derivation a time), so with the wrapped key file gone they all still work."""
+    _run("keys", "init", "--at-rest", "--passphrase", stdin=PASS + "\n")
+    (agentlog_home / "state" / "keys" / "at-rest.json").unlink()
+    _session(hook_path)
+    assert _found(agentlog_home) == {}
+    _run("ingest")
+    assert json.loads(_run("search", "glimmerstone", "--json").stdout)
+    rows = json.loads(_run("sql", "select json_extract_string(event, '$.content.prompt') from events "
+                                  "where kind = 'prompt_submitted'", "--json").stdout)["rows"]
+    assert [PROMPT] in rows
 
 
 def test_with_encryption_at_rest_no_captured_text_is_on_disk_and_reads_work(

@@ -1,8 +1,8 @@
 """Sealing an event's captured content with the data key, and opening it again.
 
-The one place frames are sealed (``log/writer.py`` calls :func:`seal_event` on every event
-it appends while encryption at rest is on) and the one place they are opened
-(:func:`open_event`, which the store's ingest calls). A sealed event is the event with its
+The one place frames are sealed (``log/writer.py`` calls :func:`seal_events` on the events
+it appends while encryption at rest is on); ``core/unsealing.py`` opens them (the readers' side,
+kept apart so that the hook does not load it). A sealed event is the event with its
 ``content`` and ``raw`` members replaced by one last member::
 
     "sealed":{"k":"<key id>","n":"<base64 24-byte nonce>","c":"<base64 ciphertext>"}
@@ -23,7 +23,6 @@ from __future__ import annotations
 import binascii
 
 from agentlog.core import AgentlogError
-from agentlog.core.atrest import data_keys
 from agentlog.core.fastjson import dumps_bytes, loads
 
 TYPE_CHECKING = False
@@ -34,6 +33,7 @@ SEALED = "sealed"
 SEALED_MARK = b',"sealed":{"k":"'
 """How a sealed event's last member starts (a JSON string cannot hold these bytes unescaped)."""
 SEALED_FIELDS = ("content", "raw")
+_SEALED_SET = frozenset(SEALED_FIELDS)
 _CONTENT_KEY = b',"content":'
 _RAW_KEY = b',"raw":'
 _ID_PREFIX = b'{"event_id":"'
@@ -58,23 +58,21 @@ def _sodium() -> Any:
     installed package already sits in it); only a root with encryption at rest on pays for this."""
     global _LIB
     if _LIB is None:
-        try:
-            mod = __import__("nacl._sodium", fromlist=["lib"])  # (a compiled module without stubs)
-        except ImportError:
-            import sys
+        import sys
 
+        if sys.flags.no_site:  # (added before the first try: a try that fails costs the hook ~0.3 ms)
             v = sys.version_info
             # a virtual environment's own (under -S, sys.prefix is the base interpreter's), then the base's
             venv = sys.executable.rsplit("/", 2)[0]
             lib = f"lib/python{v[0]}.{v[1]}/site-packages"
-            sys.path += [f"{venv}/{lib}", f"{sys.prefix}/{lib}"]
-            try:
-                mod = __import__("nacl._sodium", fromlist=["lib"])
-            except ImportError:
-                import sysconfig
+            sys.path += [d for d in (f"{venv}/{lib}", f"{sys.prefix}/{lib}") if d not in sys.path]
+        try:
+            mod = __import__("nacl._sodium", fromlist=["lib"])  # (a compiled module without stubs)
+        except ImportError:
+            import sysconfig
 
-                sys.path += [sysconfig.get_paths()[n] for n in ("purelib", "platlib")]
-                mod = __import__("nacl._sodium", fromlist=["lib"])
+            sys.path += [sysconfig.get_paths()[n] for n in ("purelib", "platlib")]
+            mod = __import__("nacl._sodium", fromlist=["lib"])
         if mod.lib.sodium_init() == -1:
             raise SealError("libsodium did not initialise")
         _LIB = mod
@@ -106,41 +104,85 @@ def decrypt(box: bytes, ad: bytes, nonce: bytes, key: bytes) -> bytes | None:
     return bytes(ffi.buffer(out, n[0]))
 
 
-def _aad(kid: str, event_id: str) -> bytes:
-    return _AAD + kid.encode("ascii") + b"\x1f" + event_id.encode("utf-8", "surrogatepass")
+def aad_start(kid: str) -> bytes:
+    """The associated data of an event sealed with data key ``kid``, but for the event id (UTF-8)
+    that ends it."""
+    return _AAD + kid.encode("ascii") + b"\x1f"
 
 
 def seal_event(event: bytes, kid: str, key: bytes) -> bytes:
-    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither.
+    """``event`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it has neither."""
+    return seal_events([event], kid, key)[0]
+
+
+def seal_events(events: list[bytes], kid: str, key: bytes) -> list[bytes]:
+    """Each of ``events`` (compact JSON) with its ``content`` and ``raw`` sealed; unchanged when it
+    has neither. The nonces of all of them come from one read of the OS's random source.
 
     In the canonical order they are the last members, so the event's own bytes are cut where
     they start: the head is kept as it is, and the plaintext is ``{`` and the rest, byte for byte
     (:func:`open_event` splices them back: an opened event is the event that was sealed). Where
     that cut does not hold (another order), the event is parsed and written again."""
+    from agentlog.core import oslite as os
+
+    nonces = os.urandom(NONCE_BYTES * len(events))
+    m = _sodium()
+    ffi, encrypt_into = m.ffi, m.lib.crypto_aead_xchacha20poly1305_ietf_encrypt
+    new = ffi.new_allocator(should_clear_after_alloc=False)  # (libsodium writes every byte read back)
+    kid_b = kid.encode("ascii")
+    ad_start = aad_start(kid)
+    mark = b',"sealed":{"k":"' + kid_b + b'","n":"'
+    out: list[bytes] = []
+    for i, event in enumerate(events):
+        cut = _cut(event)
+        if cut is not None:
+            start, inner, eid = event[:cut[0]], b"{" + event[cut[0] + 1:], cut[1]
+        else:  # the whole event, parsed
+            ev = loads(event.decode("utf-8", "surrogatepass"))
+            if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
+                out.append(event)
+                continue
+            members = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
+            start, inner = dumps_bytes(ev)[:-1], dumps_bytes(members)
+            eid = str(ev.get("event_id", "")).encode("utf-8", "surrogatepass")
+        nonce = nonces[i * NONCE_BYTES:(i + 1) * NONCE_BYTES]
+        ad = ad_start + eid
+        size = len(inner) + TAG_BYTES
+        box = new("unsigned char[]", size)
+        if encrypt_into(box, ffi.NULL, inner, len(inner), ad, len(ad), ffi.NULL, nonce, key) != 0:
+            raise SealError("encryption failed")
+        out.append(b"".join((start, mark, binascii.b2a_base64(nonce, newline=False), b'","c":"',
+                             binascii.b2a_base64(ffi.buffer(box, size), newline=False), b'"}}')))
+    return out
+
+
+def _cut(event: bytes) -> tuple[int, bytes] | None:
+    """Where the canonical event ``event``'s sealed members start, and its event id (UTF-8), or
+    None when the cut does not hold (then the event is parsed whole).
+
+    The cut is at the first ``,"content":`` (else ``,"raw":``). It holds when the event id is
+    the first member (read in place, no escapes); when the head before the cut has no string
+    ``"content"``, ``"raw"`` or ``"sealed"`` anywhere, so no member of those names, at any depth
+    or spacing (agentlog's JSON writers never escape a letter); and when the rest after the cut,
+    opened with ``{``, is one JSON object of ``content`` and ``raw`` alone: it then closes exactly
+    the event's own object, so the cut is at the top level. (The rest is smaller than the head,
+    so parsing it costs less than parsing the head.)"""
     cut = event.find(_CONTENT_KEY)
     if cut < 0:
         cut = event.find(_RAW_KEY)
-    head = None
-    if cut > 0 and event.endswith(b"}"):
-        head = _parse_head(event[:cut] + b"}")
-    if isinstance(head, dict) and "event_id" in head and "kind" in head and not any(
-            f in head for f in (*SEALED_FIELDS, SEALED)):
-        start, inner, eid = event[:cut], b"{" + event[cut + 1:], str(head["event_id"])
-    else:  # the whole event, parsed
-        ev = loads(event.decode("utf-8", "surrogatepass"))
-        if not isinstance(ev, dict) or SEALED in ev or not any(f in ev for f in SEALED_FIELDS):
-            return event
-        members = {f: ev.pop(f) for f in SEALED_FIELDS if f in ev}
-        start, inner, eid = dumps_bytes(ev)[:-1], dumps_bytes(members), str(ev.get("event_id", ""))
-    from agentlog.core import oslite as os
-
-    nonce = os.urandom(NONCE_BYTES)
-    box = encrypt(inner, _aad(kid, eid), nonce, key)
-    return b"".join((start, b',"sealed":{"k":"', kid.encode("ascii"), b'","n":"', _b64(nonce).encode("ascii"),
-                     b'","c":"', _b64(box).encode("ascii"), b'"}}'))
+    if cut <= 0 or not event.startswith(_ID_PREFIX):
+        return None
+    end = event.find(b'"', len(_ID_PREFIX), cut)
+    if (end < 0 or event.find(b"\\", len(_ID_PREFIX), end) >= 0 or event.find(b'"content"', 0, cut) >= 0
+            or event.find(b'"raw"', 0, cut) >= 0 or event.find(b'"sealed"', 0, cut) >= 0):
+        return None
+    tail = _parse(b"{" + event[cut + 1:])
+    if not isinstance(tail, dict) or not tail or not tail.keys() <= _SEALED_SET:
+        return None
+    return cut, event[len(_ID_PREFIX):end]
 
 
-def _parse_head(data: bytes) -> Any:
+def _parse(data: bytes) -> Any:
     """``data`` parsed (None: not JSON): with orjson where the process has loaded it (a bulk
     writer: an import, the capture server), else the hook's own codec."""
     import sys
@@ -175,70 +217,5 @@ def is_sealed(event: bytes) -> bool:
     return SEALED_MARK in event
 
 
-def open_event(event: bytes, keys: dict[str, bytes]) -> bytes:
-    """``event`` with its sealed member opened (``keys``: data keys by id): the head before the
-    sealed member, and the plaintext's members spliced after it, without parsing the event.
-    Unchanged when not sealed. Raises :class:`SealError` when it does not open."""
-    from agentlog.core.jsonio import loads as fast_loads
-
-    at = event.rfind(SEALED_MARK)
-    if at <= 0 or not event.endswith(b"}}"):
-        return event
-    try:
-        box = fast_loads(event[at + len(b',"sealed":'):-1])
-    except ValueError:  # not the sealed member after all: not for this function to say
-        return event
-    if not isinstance(box, dict):
-        return event
-    eid = _event_id(event, at)
-    kid = box.get("k")
-    key = keys.get(kid) if isinstance(kid, str) else None
-    if key is None or not isinstance(kid, str):
-        raise SealError(f"event {eid} is sealed with data key {kid!r}, which this data root does not have")
-    try:
-        plain = decrypt(binascii.a2b_base64(box["c"]), _aad(kid, eid), binascii.a2b_base64(box["n"]), key)
-    except (KeyError, TypeError, ValueError):  # a member missing, not text, not base64
-        plain = None
-    if plain is None or not plain.startswith(b"{") or len(plain) < 3:
-        raise SealError(f"event {eid}: its sealed content does not open with data key {kid} "
-                        "(the bytes were changed, or the key is not this one)")
-    return event[:at] + b"," + plain[1:]
-
-
-def _event_id(event: bytes, at: int) -> str:
-    """The event id of a sealed event (its first member, read in place; else its head parsed)."""
-    if event.startswith(_ID_PREFIX):
-        end = event.find(b'"', len(_ID_PREFIX))
-        if end > 0 and b"\\" not in event[len(_ID_PREFIX):end]:
-            return event[len(_ID_PREFIX):end].decode("utf-8", "surrogatepass")
-    try:
-        head = loads((event[:at] + b"}").decode("utf-8", "surrogatepass"))
-    except ValueError:
-        return ""
-    return str(head.get("event_id", "")) if isinstance(head, dict) else ""
-
-
-class Opener:
-    """Opens the sealed events of one data root (a reader of log frames calls it on each
-    event's bytes); the data key is loaded at the first sealed event, so a root without
-    encryption at rest never loads it. Raises ``AtRestLockedError`` (the key is locked) or
-    :class:`SealError`."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root
-        self.keys: dict[str, bytes] | None = None
-
-    def __call__(self, event: bytes) -> bytes:
-        if SEALED_MARK not in event:
-            return event
-        if self.keys is None:
-            self.keys = data_keys(self.root)
-        return open_event(event, self.keys)
-
-
-def _b64(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "open_event", "is_sealed", "withhold_content", "Opener",
-           "encrypt", "decrypt", "NONCE_BYTES"]
+__all__ = ["SEALED", "SEALED_MARK", "SealError", "seal_event", "seal_events", "is_sealed", "withhold_content",
+           "encrypt", "decrypt", "aad_start", "NONCE_BYTES"]

@@ -167,7 +167,7 @@ def line_held(ev: dict[str, Any], attrs: Any) -> int:
 
 def session_known(root: str, provider: str, session_id: str | None) -> Known:
     """What a session's log holds (sealed segments included)."""
-    from agentlog.core.sealing import Opener
+    from agentlog.core.unsealing import Opener
     from agentlog.log.frame import event_bytes
     from agentlog.log.layout import log_path, session_key
     from agentlog.log.segments import lines_from

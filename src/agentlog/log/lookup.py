@@ -17,7 +17,7 @@ def event_at(root: str, log: str, offset: int | None) -> dict[str, Any] | None:
     import orjson
 
     from agentlog.log.frame import event_bytes, is_purged
-    from agentlog.core.sealing import Opener
+    from agentlog.core.unsealing import Opener
     from agentlog.log.layout import log_path
     from agentlog.log.segments import SegmentError, line_at
 

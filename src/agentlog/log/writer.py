@@ -596,11 +596,11 @@ def at_rest(root: str, events: list[bytes]) -> tuple[list[bytes], int]:
         return [withhold_content(ev) for ev in events], len(events)
     if got is None:
         return events, 0
-    from agentlog.core.sealing import seal_event, withhold_content
+    from agentlog.core.sealing import seal_events, withhold_content
 
     kid, key = got
     try:
-        return [seal_event(ev, kid, key) for ev in events], 0
+        return seal_events(events, kid, key), 0
     except ImportError:  # no PyNaCl where this process runs: still nothing in plain
         return [withhold_content(ev) for ev in events], len(events)
 

@@ -273,7 +273,7 @@ def _log_events(path: str, start: int, root: str) -> Iterator[tuple[int, dict[st
     """(offset after it, event) of each whole frame of the memory log from ``start``
     (a purged frame's event is ``{}``; a sealed one opened, docs/encryption.md). Parsed a
     thousand at a time: one ``json.loads`` of a thousand events costs a fraction of a thousand calls."""
-    from agentlog.core.sealing import Opener
+    from agentlog.core.unsealing import Opener
     from agentlog.log.frame import event_bytes, is_purged
     from agentlog.log.segments import lines_from
 

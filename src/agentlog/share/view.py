@@ -102,7 +102,7 @@ def frames_events(bundle: dict[str, Any], root: str = "") -> list[Shown]:
     ``root``'s data key: the shared file binds what it shows to frame hashes, never to bytes)."""
     import orjson
 
-    from agentlog.core.sealing import Opener
+    from agentlog.core.unsealing import Opener
     from agentlog.log.frame import event_bytes
 
     opened = Opener(root)

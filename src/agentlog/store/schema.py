@@ -30,7 +30,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from agentlog.core import AgentlogError
 from agentlog.core.atrest import derived_root
 from agentlog.core.jsonio import loads
-from agentlog.core import sealing as _sealing
+from agentlog.core.unsealing import EventOpener
 from agentlog.log import frame as _frame
 
 US_PER_DAY: Final = 86_400_000_000
@@ -352,6 +352,7 @@ class EventBatch:
         self.fast = fast
         self.keys = keys
         """Data keys by id (encryption at rest is on): sealed events are opened as they are added."""
+        self.opener = None if keys is None else EventOpener(keys)
         self.heads: list[dict[str, Any]] = []
         self.attrs: list[str | None] = []
         self.texts: list[str | None] = []
@@ -375,8 +376,8 @@ class EventBatch:
             event.decode("utf-8")
         except UnicodeDecodeError:
             raise EventRowError("event_not_utf8") from None
-        if self.keys is not None and _sealing.SEALED_MARK in event:
-            event = _sealing.open_event(event, self.keys)  # the one place a derived store reads sealed content
+        if self.opener is not None:
+            event = self.opener(event)  # the one place a derived store reads sealed content
         if self.fast:
             ev, head_len = parse_head(event)
         else:
