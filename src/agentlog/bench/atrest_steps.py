@@ -119,6 +119,8 @@ def run_at_rest_bench(*, hooks: int, runs: int, events: int, note: Callable[[str
                 note(f"hooks {i + 1}/{hooks} (each root in turn)")
             for k in (0, 1):
                 ms[k].append(_run(argv, envs[k], _payload(i)) * 1000)
+        note("native hooks: a daemon on each root, then the same hooks through the C client")
+        native, native_missing = _native_hooks(envs, hooks, note)
         imports: list[list[float]] = [[], []]
         ingests: list[list[float]] = [[], []]
         counts = [0, 0]
@@ -137,6 +139,7 @@ def run_at_rest_bench(*, hooks: int, runs: int, events: int, note: Callable[[str
         _run([*agentlog, "keys", "lock"], envs[1])
         shutil.rmtree(runtime, ignore_errors=True)
     rows: list[dict[str, Any]] = [{"mode": mode, "hook_ms": _stats(ms[k]), "events": counts[k],
+             "native_hook_ms": _stats(native[k]) if native else None,
              "import_events_per_s": _stats([counts[k] / x for x in imports[k]]) if counts[k] else None,
              "ingest_events_per_s": _stats([counts[k] / x for x in ingests[k]]) if counts[k] else None}
             for k, mode in enumerate(modes)]
@@ -150,21 +153,59 @@ def run_at_rest_bench(*, hooks: int, runs: int, events: int, note: Callable[[str
         return round(((x / y) - 1) * 100 if per_s else ((y / x) - 1) * 100, 1)
 
     return {"rows": rows, "runtime_on_shm": shm is not None, "load_average": list(os.getloadavg()),
-            "slower_pct": {"hook": slower("hook_ms", False), "import": slower("import_events_per_s", True),
+            "native_missing": native_missing,
+            "slower_pct": {"hook": slower("hook_ms", False), "native_hook": slower("native_hook_ms", False),
+                           "import": slower("import_events_per_s", True),
                            "ingest": slower("ingest_events_per_s", True)}}
+
+
+def _native_hooks(envs: list[dict[str, str]], hooks: int,
+                  note: Callable[[str], None]) -> tuple[list[list[float]] | None, str | None]:
+    """``hooks`` runs of the native client on each root in turn, each root's daemon serving it
+    (with encryption at rest on, the daemon seals what the client hands it): the ms of each,
+    or (None, why) when no client could be built."""
+    from agentlog.api import build_native_hook
+    from agentlog.bench.common import start_daemon, stop_daemon
+
+    clients: list[str] = []
+    for env in envs:
+        built = build_native_hook(env["AGENTLOG_HOME"], environ=env)
+        if not built.path:
+            return None, built.reason
+        clients.append(built.path)
+    daemons = []
+    try:
+        for env in envs:
+            daemons.append(start_daemon(env["AGENTLOG_HOME"], env))
+        ms: list[list[float]] = [[], []]
+        for i in range(hooks):
+            if i % 50 == 0:
+                note(f"native hooks {i + 1}/{hooks} (each root in turn)")
+            for k in (0, 1):
+                ms[k].append(_run([clients[k], "claude-code"], envs[k], _payload(hooks + i)) * 1000)
+        return ms, None
+    finally:
+        for d in daemons:
+            stop_daemon(d)
 
 
 def markdown(result: dict[str, Any]) -> str:
     out = ["", "## Encryption at rest", "", "Whole processes; median (p95). Slower = how much the root with "
            "encryption at rest is slower than the one without (goal: at most 10 %).", "",
-           "| root | Python hook ms | import events/s | ingest events/s |", "|---|---|---|---|"]
+           "| root | Python hook ms | native hook ms | import events/s | ingest events/s |", "|---|---|---|---|---|"]
     for r in result["rows"]:
-        h = r["hook_ms"]
+        h, nh = r["hook_ms"], r.get("native_hook_ms")
         imp, ing = r["import_events_per_s"] or {}, r["ingest_events_per_s"] or {}
-        out.append(f"| {r['mode']} | {h['median']:.1f} ({h['p95']:.1f}) | {imp.get('median', 0):,.0f} "
+        native = f"{nh['median']:.2f} ({nh['p95']:.2f})" if nh else "—"
+        out.append(f"| {r['mode']} | {h['median']:.1f} ({h['p95']:.1f}) | {native} | {imp.get('median', 0):,.0f} "
                    f"| {ing.get('median', 0):,.0f} |")
     s = result["slower_pct"]
-    out.append(f"| slower | {s['hook']} % | {s['import']} % | {s['ingest']} % |")
+    out.append(f"| slower | {s['hook']} % | {s.get('native_hook')} % | {s['import']} % | {s['ingest']} % |")
+    if result.get("native_missing"):
+        out += ["", f"No native rows: {result['native_missing']}."]
+    else:
+        out += ["", "Native hook: the C client, its root's `agentlog daemon run` serving it (the daemon seals "
+                "what it is handed when encryption at rest is on); the two roots' daemons run side by side."]
     return "\n".join(out) + "\n"
 
 
