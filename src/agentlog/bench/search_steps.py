@@ -327,7 +327,8 @@ def _embedding_table(through: dict[str, dict[str, float]]) -> dict[str, Any]:
         "note": "The store's first chunks (the texts `semantic.chunk_text` makes: prompts, assistant messages, "
                 "errors, commits), read before the clock starts; `semantic.embed` alone is timed, after one warm-up "
                 "call. Two processes: each embeds every other chunk, both started together; their pair's time is "
-                "the slower one's. The rebuild itself embeds in one process.",
+                "the slower one's. The rebuild embeds in its own process up to 20,000 chunks, then in one worker "
+                "process per CPU (search/embed_pool.py).",
     }
 
 

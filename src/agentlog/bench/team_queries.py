@@ -168,8 +168,8 @@ class Queries:
         cell["rows"] = len(answer["rows"])
         cell["answer"] = _normalised(answer["rows"])
         machine = [i for i, c in enumerate(answer.get("columns") or []) if c == "machine"]
-        cell["answer_any_machine"] = _normalised([[v for i, v in enumerate(row) if i not in machine]
-                                                  for row in answer["rows"]])
+        cell["answer_any_machine"] = cell["answer"] if not machine else _normalised(
+            [[v for i, v in enumerate(row) if i not in machine] for row in answer["rows"]])
 
     def run_round(self, r: int, rounds: int, scales: list[str], engines: tuple[str, ...] = ENGINES) -> None:
         """Round ``r`` of ``rounds``: every query, engine and scale once, the order rotated by the round."""
