@@ -56,8 +56,9 @@ def _payload(**kw: object) -> bytes:
     return json.dumps(base).encode()
 
 
-def _session(hook_path: HookPath) -> None:
-    runs = [
+def session_payloads() -> list[bytes]:
+    """The test session's hook payloads, in order (a prompt, a shell call and its output)."""
+    return [
         _payload(hook_event_name="SessionStart", source="startup"),
         _payload(prompt=PROMPT),
         _payload(hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="t1", tool_input={"command": COMMAND}),
@@ -65,7 +66,10 @@ def _session(hook_path: HookPath) -> None:
                  tool_response={"stdout": OUTPUT, "stderr": "", "interrupted": False}),
         _payload(hook_event_name="Stop", stop_hook_active=False),
     ]
-    for stdin in runs:
+
+
+def _session(hook_path: HookPath) -> None:
+    for stdin in session_payloads():
         r = hook_path.run(stdin)
         assert r.returncode == 0 and r.stdout == b"", r.stderr
 

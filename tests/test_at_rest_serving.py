@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from agentlog.cli import cli
 from agentlog.core import atrest
 from browser_support import serving
-from test_at_rest import CANARIES, COMMAND, OUTPUT, PASS, PROMPT, SID, _found, _payload
+from test_at_rest import CANARIES, OUTPUT, PASS, PROMPT, SID, _found, session_payloads
 
 pytestmark = pytest.mark.slow
 
@@ -46,14 +46,7 @@ def _hook(payload: bytes) -> None:
 
 
 def _record() -> None:
-    for payload in (
-        _payload(hook_event_name="SessionStart", source="startup"),
-        _payload(prompt=PROMPT),
-        _payload(hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="t1", tool_input={"command": COMMAND}),
-        _payload(hook_event_name="PostToolUse", tool_name="Bash", tool_use_id="t1", tool_input={"command": COMMAND},
-                 tool_response={"stdout": OUTPUT, "stderr": "", "interrupted": False}),
-        _payload(hook_event_name="Stop", stop_hook_active=False),
-    ):
+    for payload in session_payloads():
         _hook(payload)
 
 
