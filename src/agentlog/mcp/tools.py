@@ -447,7 +447,7 @@ def _short_form_complete(change: dict[str, Any]) -> None:
     if missing:
         given = ", ".join(f'"{n}": "…"' for n in missing)
         raise ToolError(f"a {kind} also needs {', '.join(missing)}: add \"attributes\": {{{given}}} to the short "
-                        f"form (the statement fills its {MAIN_ATTRIBUTE.get(kind, 'main attribute')}); {PROPOSE_EXAMPLE}")
+                        f"form (the statement fills its {MAIN_ATTRIBUTE.get(str(kind), 'main attribute')}); {PROPOSE_EXAMPLE}")
 
 
 def memory_propose(root: str, *, changes: list[dict[str, Any]] | None = None, title: str | None = None,

@@ -366,7 +366,7 @@ def _split_by_day(batch: Any, days: Any) -> list[tuple[int, Any]]:
     a few runs (as the store's scan hands them over: a batch crosses midnight once or twice).
     A filter per day would copy every row's JSON (~10 kB an event) into a growing buffer: that
     copy was most of a publish's time. Rows of a day keep their order."""
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.compute as pc
 
     runs = pc.run_end_encode(days)
     ends = runs.run_ends.to_pylist()

@@ -160,7 +160,7 @@ def command_keys(attrs: Any) -> Any:
 def utc_day(when: Any) -> Any:
     """The ``day`` partition of each time: its UTC date (a null time: the epoch's day)."""
     import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.compute as pc
 
     if pa.types.is_timestamp(when.type) and when.type.tz is not None:
         when = pc.cast(when, pa.timestamp("us"))  # the UTC wall time, then its day
