@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from agentlog.search import semantic
-from agentlog.search.embed_pool import Embedder, embed_quantised
+from agentlog.search.embed_pool import Embedder
+from agentlog.search.semantic import embed_quantised
 
 pytestmark = pytest.mark.skipif(not semantic.available(), reason="the 'semantic' extra is not installed")
 
@@ -29,23 +30,23 @@ def _all(embedder: Embedder) -> np.ndarray:
 
 def test_workers_give_this_processes_vectors_in_order() -> None:
     here = np.concatenate([embed_quantised(t) for t in BATCHES])
-    with Embedder(processes=1) as one:
+    with Embedder(embed_quantised, processes=1) as one:
         assert np.array_equal(_all(one), here) and one._pool is None
-    with Embedder(processes=2, pool_after=4) as two:  # the first batches here, the rest in two workers
+    with Embedder(embed_quantised, processes=2, pool_after=4) as two:  # the first batches here, the rest in two workers
         got = _all(two)
         assert two._pool is not None and not two._failed
     assert got.shape == here.shape and np.array_equal(got, here)
 
 
 def test_a_small_run_starts_no_process() -> None:
-    with Embedder(processes=2) as e:
+    with Embedder(embed_quantised, processes=2) as e:
         _all(e)
         assert e._pool is None
 
 
 def test_a_worker_killed_midway_loses_nothing() -> None:
     here = np.concatenate([embed_quantised(t) for t in BATCHES])
-    with Embedder(processes=2, pool_after=0) as e:
+    with Embedder(embed_quantised, processes=2, pool_after=0) as e:
         parts = list(e.add(BATCHES[0]))
         for pid in list(e._pool._processes):  # every worker dies with its batch in flight
             os.kill(pid, signal.SIGKILL)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Callable, Final
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,17 +34,16 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
-def embed_quantised(texts: list[str]) -> np.ndarray:
-    """The texts' int8 vectors (what a worker runs; the model is loaded once per process)."""
-    from agentlog.search.semantic import embed, quantise
-
-    return quantise(embed(texts))
+Embed = Callable[[list[str]], "np.ndarray"]
+"""Texts to their int8 vectors: a module-level function (a worker is handed it by name)."""
 
 
 class Embedder:
-    """Int8 vectors of batches of texts, in the order the batches came (see the module)."""
+    """Int8 vectors of batches of texts, made by ``embed`` in the order the batches came (see
+    the module)."""
 
-    def __init__(self, processes: int | None = None, pool_after: int = POOL_AFTER) -> None:
+    def __init__(self, embed: Embed, processes: int | None = None, pool_after: int = POOL_AFTER) -> None:
+        self.embed = embed
         self.processes = cpus() if processes is None else processes
         self.pool_after = pool_after
         self.seen = 0
@@ -66,7 +65,7 @@ class Embedder:
             self._pending.append((texts, None))
         else:
             try:
-                self._pending.append((texts, pool.submit(embed_quantised, texts)))
+                self._pending.append((texts, pool.submit(self.embed, texts)))
             except Exception:  # a broken pool: this batch and the rest here
                 self._broken()
                 self._pending.append((texts, None))
@@ -105,7 +104,7 @@ class Embedder:
                 return future.result()
             except Exception:  # the worker died (BrokenProcessPool) or failed: embed it here
                 self._broken()
-        return embed_quantised(texts)
+        return self.embed(texts)
 
     def _broken(self) -> None:
         self._failed = True
@@ -114,4 +113,4 @@ class Embedder:
             self._pool = None
 
 
-__all__ = ["POOL_AFTER", "Embedder", "cpus", "embed_quantised"]
+__all__ = ["POOL_AFTER", "Embed", "Embedder", "cpus"]

@@ -45,6 +45,7 @@ from agentlog.core.atrest import derived_state_dir
 from agentlog.core.paths import DIR_MODE, FILE_MODE, ensure_dir
 from agentlog.search import floor as background_floor
 from agentlog.search import summaries
+from agentlog.search.embed_pool import Embedder
 from agentlog.search.retracted import Retracted
 
 if TYPE_CHECKING:
@@ -127,6 +128,11 @@ def embed(texts: list[str]) -> np.ndarray:
                                dtype=np.float32)
         start = end
     return out
+
+
+def embed_quantised(texts: list[str]) -> np.ndarray:
+    """The texts' int8 vectors (what an embedding worker runs: :mod:`.embed_pool`)."""
+    return quantise(embed(texts))
 
 
 @functools.cache
@@ -268,13 +274,11 @@ def _embed_rows(batches: Iterable[list[dict[str, Any]]], skip: set[Key],
     every CPU (:mod:`.embed_pool`)."""
     import numpy as np
 
-    from agentlog.search.embed_pool import Embedder
-
     parts: list[np.ndarray] = []
     keys: list[Key] = []
     roles: list[list[Any]] = []
     retracting = False
-    with Embedder() as embedder:
+    with Embedder(embed_quantised) as embedder:
         for rows in batches:
             texts: list[str] = []
             for r in rows:
@@ -591,5 +595,5 @@ def stats(root: str) -> dict[str, Any]:
 
 
 __all__ = ["ENABLE", "KINDS", "MODEL", "Loaded", "SemanticUnavailable", "available", "catch_up", "chunk_text", "count",
-           "embed", "floor", "forget", "loaded", "nearest", "ranked", "rebuild", "remove", "require", "signs", "stats",
+           "embed", "embed_quantised", "floor", "forget", "loaded", "nearest", "ranked", "rebuild", "remove", "require", "signs", "stats",
            "vector_of"]
